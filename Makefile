@@ -1,0 +1,43 @@
+# The two commands a new user needs: `make demo` and `make test`. Each installs what is missing,
+# configures and builds, then does its job.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_ARGS ?=
+export CCACHE_BASEDIR := $(CURDIR)
+
+.PHONY: deps configure build test demo bench sanitize clean format
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: deps configure
+	cmake --build $(BUILD) -j$(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+demo: build
+	bash scripts/demo.sh $(BUILD)
+
+bench: deps
+	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+	cmake --build build-release -j$(JOBS) --target ckptcheck ckptcheck_bench
+	./build-release/ckptcheck_bench --out $(BUILD)/bench.json
+
+# AddressSanitizer + UBSan build of the hostile-input tests (format readers, verify, fuzz).
+sanitize: deps
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKPTCHECK_SANITIZE=ON $(CMAKE_ARGS)
+	cmake --build build-asan -j$(JOBS) --target unit_tests ckptcheck
+	cd build-asan && CKPTCHECK_FUZZ_ITERATIONS=$${CKPTCHECK_FUZZ_ITERATIONS:-3000} \
+	  ASAN_OPTIONS=detect_leaks=0 ./unit_tests
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.h')
+
+clean:
+	rm -rf $(BUILD) build-release build-asan

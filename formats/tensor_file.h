@@ -1,0 +1,45 @@
+// One file of tensors, whatever its format. `inspect`, `diff`, `convert` and `verify` see every
+// shard format (native, safetensors, HDF5, PyTorch .pt) through this interface.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/dtype.h"
+#include "formats/status.h"
+
+namespace ckpt {
+
+// A rectangular piece of a global tensor, and where its bytes live in a file.
+struct ChunkInfo {
+  std::string name;       // the global tensor's name: "model.layers.0.attn.w_qkv"
+  std::string component;  // model | optimizer | scheduler | scaler | rng | data | progress | other
+  DType dtype = DType::kF32;
+  std::vector<int64_t> global_shape;
+  std::vector<int64_t> offsets;  // first index of the chunk in each dim of the global tensor
+  std::vector<int64_t> shape;    // the chunk's own shape
+  uint64_t data_offset = 0;      // byte offset of the payload in the file (row-major, little-endian)
+  uint64_t data_bytes = 0;
+  std::string sha256;            // hex SHA-256 of the payload; empty if the format stores none
+
+  // "model.w[0:128, 0:64]" — how chunks are named in messages.
+  std::string label() const;
+};
+
+class TensorFile {
+ public:
+  virtual ~TensorFile() = default;
+  virtual const std::string& path() const = 0;
+  virtual const char* format_name() const = 0;  // "native" | "safetensors" | "hdf5" | "pytorch"
+  virtual const std::vector<ChunkInfo>& chunks() const = 0;
+  // Format-level metadata: step, shard index and count, pins, whatever the file carries.
+  virtual const nlohmann::json& metadata() const = 0;
+  // Reads `length` bytes starting `offset` bytes into chunk `index`'s payload.
+  virtual Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const = 0;
+};
+
+}  // namespace ckpt

@@ -1,0 +1,14 @@
+#include "verifier/commands.h"
+
+namespace ckpt {
+
+// One factory per command, defined in that command's own file.
+std::unique_ptr<Command> make_train_command();
+
+std::vector<std::unique_ptr<Command>> all_commands() {
+  std::vector<std::unique_ptr<Command>> commands;
+  commands.push_back(make_train_command());
+  return commands;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,33 @@
+// ckptcheck: the thin CLI. Parses flags (CLI11), runs the chosen command, returns its exit code.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "verifier/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"ckptcheck: prove a training run can be stopped and resumed"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "ckptcheck 0.1");
+
+  auto commands = ckpt::all_commands();
+  std::vector<std::pair<CLI::App*, ckpt::Command*>> subcommands;
+  for (auto& command : commands) subcommands.emplace_back(command->add_to(app), command.get());
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? ckpt::kExitOk : ckpt::kExitUsage;
+  }
+  try {
+    for (auto& [sub, command] : subcommands) {
+      if (sub->parsed()) return command->run();
+    }
+  } catch (const std::exception& e) {
+    // Adapters catch their libraries' exceptions; this is the last line against an abort trace.
+    std::fprintf(stderr, "ckptcheck: internal error: %s\n", e.what());
+  }
+  return ckpt::kExitUsage;
+}
