@@ -16,3 +16,30 @@ std::string ChunkInfo::label() const {
 }
 
 }  // namespace ckpt
+
+#include "formats/sha256.h"
+
+namespace ckpt {
+
+Result<std::string> hash_chunk(const TensorFile& file, size_t index) {
+  constexpr uint64_t kBuffer = 1 << 20;
+  const ChunkInfo& c = file.chunks()[index];
+  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(c.data_bytes, kBuffer)));
+  Sha256 h;
+  for (uint64_t done = 0; done < c.data_bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(c.data_bytes - done, buffer.size()));
+    CKPT_RETURN_IF_ERROR(file.read_chunk(index, done, buffer.data(), n));
+    h.update(buffer.data(), n);
+    done += n;
+  }
+  return h.finish_hex();
+}
+
+Result<std::vector<uint8_t>> read_whole_chunk(const TensorFile& file, size_t index) {
+  const ChunkInfo& c = file.chunks()[index];
+  std::vector<uint8_t> bytes(static_cast<size_t>(c.data_bytes));
+  CKPT_RETURN_IF_ERROR(file.read_chunk(index, 0, bytes.data(), bytes.size()));
+  return bytes;
+}
+
+}  // namespace ckpt

@@ -43,3 +43,12 @@ class TensorFile {
 };
 
 }  // namespace ckpt
+
+namespace ckpt {
+
+// Streams a chunk's payload through SHA-256 with a bounded buffer.
+Result<std::string> hash_chunk(const TensorFile& file, size_t index);
+// Reads a whole chunk payload into memory (callers bound the size first).
+Result<std::vector<uint8_t>> read_whole_chunk(const TensorFile& file, size_t index);
+
+}  // namespace ckpt

@@ -1,13 +1,302 @@
-// PLACEHOLDER until the lead engineer lands the real train command.
+// `ckptcheck train`: runs the reference workload, checkpointing and resuming through the sharded
+// checkpoint format. The drill runs this same command in child processes.
 #include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+
+#include "fixtures/trainer.h"
+#include "formats/file_io.h"
+#include "formats/native_shard.h"
+#include "formats/sha256.h"
+#include "shards/checkpoint_dir.h"
+#include "shards/checkpoint_reader.h"
+#include "shards/checkpoint_writer.h"
+#include "shards/state_codec.h"
 #include "verifier/commands.h"
+#include "verifier/drill_hooks.h"
+#include "verifier/process_clock.h"
+#include "verifier/progress.h"
+#include "verifier/run_pins.h"
+
 namespace ckpt {
 namespace {
+
+struct TrainOptions {
+  std::string config_path;
+  int64_t steps = -1;  // target global step; -1 = the config's `steps`
+  int64_t save_every = 0;
+  bool save_final = false;
+  std::string ckpt_dir = "checkpoints";
+  size_t shards = 2;
+  std::string format = "native";
+  std::string resume;
+  std::string metrics_path;
+  std::string eval_out;
+  std::string summary_out;
+  std::string hold;
+  std::vector<std::string> inject;
+  std::vector<std::string> allow_drift;
+  bool measure_memory = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+int fail(const Status& status) {
+  std::fprintf(stderr, "ckptcheck train: %s\n", status.to_string().c_str());
+  return status.code() == StatusCode::kCorruption || status.code() == StatusCode::kTruncated ? kExitCheckFailed
+                                                                                               : kExitUsage;
+}
+
+Result<RestoreFaults> parse_faults(const std::vector<std::string>& names) {
+  RestoreFaults faults;
+  for (const auto& n : names) {
+    if (n == "drop-optimizer-state") faults.drop_optimizer_state = true;
+    else if (n == "reset-scheduler") faults.reset_scheduler = true;
+    else if (n == "skip-rng-restore") faults.skip_rng_restore = true;
+    else if (n == "skip-data-position") faults.skip_data_position = true;
+    else if (n == "reset-loss-scaler") faults.reset_loss_scaler = true;
+    else return Status::invalid_argument("--inject: unknown restore fault '" + n + "'");
+  }
+  return faults;
+}
+
+nlohmann::json metrics_json(const StepMetrics& m) {
+  return {{"step", m.step},
+          {"loss", m.loss},
+          {"lr", m.lr},
+          {"loss_scale", m.loss_scale},
+          {"grad_norm", m.grad_norm},
+          {"skipped", m.skipped},
+          {"step_ms", m.step_ms},
+          {"data_ms", m.data_ms},
+          {"forward_backward_ms", m.forward_backward_ms},
+          {"optimizer_ms", m.optimizer_ms},
+          {"tokens", m.tokens}};
+}
+
+nlohmann::json memory_json(const StepMemory& m) {
+  return {{"peak_rss_bytes", m.peak_rss_bytes},
+          {"rss_before_bytes", m.rss_before_bytes},
+          {"parameter_bytes", m.parameter_bytes},
+          {"gradient_bytes", m.gradient_bytes},
+          {"optimizer_state_bytes", m.optimizer_state_bytes},
+          {"activation_bytes_estimate", m.activation_bytes_estimate},
+          {"what", "peak_rss_bytes: process resident-set high-water mark over one full step (zero_grad, forward, "
+                   "backward, optimizer step), reset just before it; *_bytes by category: tensor storage sizes"}};
+}
+
+class TrainRun {
+ public:
+  explicit TrainRun(TrainOptions options) : o_(std::move(options)) {}
+
+  int run() {
+    const auto start = std::chrono::steady_clock::now();
+    HoldPoint hold;
+    if (!parse_hold_point(o_.hold, &hold)) return fail(Status::invalid_argument("--drill-hold: unknown point '" + o_.hold + "'"));
+    hold_ = hold;
+    auto faults = parse_faults(o_.inject);
+    if (!faults.is_ok()) return fail(faults.status());
+    auto config = load_pilot_config(o_.config_path);
+    if (!config.is_ok()) return fail(config.status());
+    config_ = *config;
+    if (o_.steps < 0) o_.steps = config_.steps;
+    auto trainer = Trainer::create(config_);
+    if (!trainer.is_ok()) return fail(trainer.status());
+    trainer_ = std::move(*trainer);
+    summary_["process_start_seconds"] = seconds_since_process_start();
+    summary_["model_load_seconds"] = seconds_since(start);
+    pins_ = compute_run_pins(config_);
+
+    if (!o_.resume.empty()) {
+      Status restored = restore(*faults);
+      if (!restored.is_ok()) return fail(restored);
+    }
+    if (!o_.metrics_path.empty()) {
+      metrics_.open(o_.metrics_path, std::ios::app);
+      if (!metrics_) return fail(Status::io_error(o_.metrics_path + ": cannot open for writing"));
+    }
+    Status trained = train_loop();
+    if (!trained.is_ok()) return fail(trained);
+    if (o_.save_final && last_saved_step_ != trainer_->global_step()) {
+      Status saved = save();
+      if (!saved.is_ok()) return fail(saved);
+    }
+    if (!o_.eval_out.empty()) {
+      Status evaluated = write_eval();
+      if (!evaluated.is_ok()) return fail(evaluated);
+    }
+    summary_["total_seconds"] = seconds_since(start);
+    if (!o_.summary_out.empty()) {
+      Status written = write_file_atomically(o_.summary_out, summary_.dump(1) + "\n");
+      if (!written.is_ok()) return fail(written);
+    }
+    return kExitOk;
+  }
+
+ private:
+  Status restore(const RestoreFaults& faults) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string target = o_.resume == "latest" ? o_.ckpt_dir : o_.resume;
+    CKPT_ASSIGN_OR_RETURN(std::string dir, resolve_checkpoint_path(target));
+    CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(dir));
+    CKPT_RETURN_IF_ERROR(check_resume_drift(manifest.pins, pins_, o_.allow_drift, &drift_extra_));
+    CKPT_ASSIGN_OR_RETURN(auto loaded, load_checkpoint_tensors(dir, manifest));
+    CKPT_RETURN_IF_ERROR(trainer_->import_state(tensors_from_loaded(loaded), faults));
+    summary_["restored_from"] = dir;
+    summary_["restored_step"] = manifest.step;
+    summary_["restore_seconds"] = seconds_since(start);
+    announce_event("restored", dir);
+    return Status::ok();
+  }
+
+  Status train_loop() {
+    Progress progress;
+    double step_ms = 0, data_ms = 0, fwd_ms = 0, opt_ms = 0;
+    int64_t tokens = 0, steps = 0;
+    const auto start = std::chrono::steady_clock::now();
+    while (trainer_->global_step() < o_.steps) {
+      StepMetrics m;
+      if (o_.measure_memory && !summary_.contains("memory")) {
+        StepMemory memory;
+        m = trainer_->measured_step(&memory);
+        summary_["memory"] = memory_json(memory);
+      } else {
+        m = trainer_->train_step();
+      }
+      step_ms += m.step_ms;
+      data_ms += m.data_ms;
+      fwd_ms += m.forward_backward_ms;
+      opt_ms += m.optimizer_ms;
+      tokens += m.tokens;
+      ++steps;
+      const std::string line = metrics_json(m).dump();
+      if (metrics_.is_open()) {
+        metrics_ << line << "\n";
+        metrics_.flush();
+      } else {
+        std::printf("%s\n", line.c_str());
+      }
+      progress.update("train", trainer_->global_step(), o_.steps);
+      if (o_.save_every > 0 && trainer_->global_step() % o_.save_every == 0) {
+        progress.message("save");
+        CKPT_RETURN_IF_ERROR(save());
+      }
+    }
+    const double wall = seconds_since(start);
+    if (steps > 0) {
+      summary_["steps"] = steps;
+      summary_["timings"] = {{"step_seconds_mean", step_ms / 1000 / steps},
+                             {"data_wait_seconds_mean", data_ms / 1000 / steps},
+                             {"forward_backward_seconds_mean", fwd_ms / 1000 / steps},
+                             {"optimizer_seconds_mean", opt_ms / 1000 / steps},
+                             {"train_wall_seconds", wall},
+                             {"tokens_per_second", wall > 0 ? tokens / wall : 0.0}};
+    }
+    return Status::ok();
+  }
+
+  Status save() {
+    TrainingState state = trainer_->export_state();
+    CKPT_ASSIGN_OR_RETURN(auto views, views_of_state(state));
+    CheckpointMetadata metadata;
+    metadata.step = trainer_->global_step();
+    metadata.strategy = config_.strategy;
+    metadata.config = config_.resolved();
+    metadata.pins = pins_;
+    metadata.extra = drift_extra_;
+    CheckpointWriteOptions options;
+    options.num_shards = o_.shards;
+    options.format = o_.format;
+    options.jobs = 1;  // one shard at a time, so "during-save" holds with exactly one shard written
+    if (hold_ == HoldPoint::kDuringSave) {
+      options.on_shard_written = [](size_t index, const std::string& path) {
+        if (index == 0) hold_for_kill("shard-written", path);
+      };
+    }
+    CKPT_ASSIGN_OR_RETURN(CommittedCheckpoint committed, write_checkpoint(o_.ckpt_dir, views, metadata, options));
+    last_saved_step_ = metadata.step;
+    summary_["saves"].push_back({{"step", metadata.step},
+                                 {"dir", committed.dir},
+                                 {"seconds", committed.seconds},
+                                 {"bytes", committed.bytes},
+                                 {"mb_per_second", committed.seconds > 0 ? committed.bytes / 1e6 / committed.seconds : 0}});
+    if (hold_ == HoldPoint::kAfterSave) hold_for_kill("committed", committed.dir);
+    announce_event("committed", committed.dir);
+    return Status::ok();
+  }
+
+  Status write_eval() {
+    const auto start = std::chrono::steady_clock::now();
+    EvalResult eval = trainer_->evaluate();
+    CKPT_RETURN_IF_ERROR(make_directory(o_.eval_out));
+    TrainingState logits{{"eval.logits", "eval", eval.logits.contiguous()}};
+    CKPT_ASSIGN_OR_RETURN(auto views, views_of_state(logits));
+    const std::string logits_path = o_.eval_out + "/logits.cks";
+    ::unlink(logits_path.c_str());  // eval output is a product of this run, not committed state
+    ChunkInfo info;
+    info.name = views[0].name;
+    info.component = "eval";
+    info.dtype = views[0].dtype;
+    info.global_shape = views[0].shape;
+    info.offsets.assign(views[0].shape.size(), 0);
+    info.shape = views[0].shape;
+    CKPT_ASSIGN_OR_RETURN(auto written, write_native_shard(logits_path, {{info, views[0].data}},
+                                                           {{"step", trainer_->global_step()}}));
+    (void)written;
+    nlohmann::json j = {{"step", trainer_->global_step()},
+                        {"mean_loss", eval.mean_loss},
+                        {"logits_sha256", eval.logits_sha256},
+                        {"logits_file", "logits.cks"}};
+    summary_["eval_seconds"] = seconds_since(start);
+    summary_["eval"] = j;
+    return write_file_atomically(o_.eval_out + "/eval.json", j.dump(1) + "\n");
+  }
+
+  TrainOptions o_;
+  HoldPoint hold_ = HoldPoint::kNone;
+  PilotConfig config_;
+  std::unique_ptr<Trainer> trainer_;
+  nlohmann::json pins_;
+  nlohmann::json drift_extra_ = nlohmann::json::object();
+  nlohmann::json summary_ = nlohmann::json::object();
+  std::ofstream metrics_;
+  int64_t last_saved_step_ = -1;
+};
+
 class TrainCommand : public Command {
  public:
-  CLI::App* add_to(CLI::App& app) override { return app.add_subcommand("train", "train the reference workload"); }
-  int run() override { return kExitUsage; }
+  CLI::App* add_to(CLI::App& app) override {
+    CLI::App* sub = app.add_subcommand("train", "Train the reference workload, checkpointing and resuming");
+    sub->add_option("--config", o_.config_path, "pilot config YAML")->required();
+    sub->add_option("--steps", o_.steps, "train until this global step (default: the config's steps)");
+    sub->add_option("--save-every", o_.save_every, "commit a checkpoint every K steps");
+    sub->add_flag("--save-final", o_.save_final, "commit a checkpoint after the last step");
+    sub->add_option("--ckpt-dir", o_.ckpt_dir, "checkpoint root")->capture_default_str();
+    sub->add_option("--shards", o_.shards, "shard files per checkpoint")->capture_default_str()->check(CLI::Range(1, 4096));
+    sub->add_option("--format", o_.format, "shard format")->capture_default_str();
+    sub->add_option("--resume", o_.resume, "'latest' (in --ckpt-dir) or a checkpoint path");
+    sub->add_option("--metrics", o_.metrics_path, "append one JSON line per step here (default: stdout)");
+    sub->add_option("--eval-out", o_.eval_out, "write final eval.json and logits.cks into this dir");
+    sub->add_option("--summary", o_.summary_out, "write timings, saves and memory as JSON");
+    sub->add_flag("--measure-memory", o_.measure_memory, "measure peak memory of the first step");
+    sub->add_option("--drill-hold", o_.hold, "drill hook: after-save | during-save (wait to be SIGKILLed)");
+    sub->add_option("--inject", o_.inject, "drill negative control applied on resume");
+    sub->add_option("--allow-drift", o_.allow_drift, "resume despite a changed pin (config_sha256, model_revision, dataset_revision)");
+    return sub;
+  }
+  int run() override { return TrainRun(o_).run(); }
+
+ private:
+  TrainOptions o_;
 };
+
 }  // namespace
+
 std::unique_ptr<Command> make_train_command() { return std::make_unique<TrainCommand>(); }
+
 }  // namespace ckpt

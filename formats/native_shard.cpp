@@ -1,0 +1,264 @@
+#include "formats/native_shard.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "formats/file_io.h"
+#include "formats/json_fields.h"
+#include "formats/native_shard_format.h"
+#include "formats/sha256.h"
+
+namespace ckpt {
+
+namespace {
+
+constexpr size_t kMaxNameBytes = 4096;
+
+void put_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void put_u64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t get_u32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint64_t get_u64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+nlohmann::json chunk_to_json(const ChunkInfo& c) {
+  return {{"name", c.name},           {"component", c.component},     {"dtype", dtype_name(c.dtype)},
+          {"global_shape", c.global_shape}, {"offsets", c.offsets}, {"shape", c.shape},
+          {"data_offset", c.data_offset},   {"data_bytes", c.data_bytes}, {"sha256", c.sha256}};
+}
+
+// Serialises the header for payloads laid out from `payload_start`, filling data_offset.
+std::string layout_header(std::vector<ChunkInfo>& chunks, const nlohmann::json& metadata, uint64_t payload_start) {
+  uint64_t offset = payload_start;
+  nlohmann::json list = nlohmann::json::array();
+  for (auto& c : chunks) {
+    c.data_offset = offset;
+    offset = align_up(offset + c.data_bytes, kPayloadAlignment);
+    list.push_back(chunk_to_json(c));
+  }
+  nlohmann::json header = {{"format", "ckptcheck.native-shard"}, {"metadata", metadata}, {"chunks", list}};
+  return header.dump();
+}
+
+}  // namespace
+
+bool looks_like_native_shard(const uint8_t* head, size_t size) {
+  return size >= sizeof(kNativeShardMagic) && std::memcmp(head, kNativeShardMagic, sizeof(kNativeShardMagic)) == 0;
+}
+
+Result<WrittenFile> write_native_shard(const std::string& path, const std::vector<ChunkPayload>& payloads,
+                                       const nlohmann::json& metadata) {
+  std::vector<ChunkInfo> chunks;
+  chunks.reserve(payloads.size());
+  for (const auto& p : payloads) {
+    ChunkInfo c = p.info;
+    auto nbytes = checked_nbytes(c.shape, c.dtype);
+    if (!nbytes) return Status::invalid_argument(path + ": chunk " + c.label() + " has an invalid shape");
+    c.data_bytes = *nbytes;
+    c.sha256 = sha256_hex(p.data, c.data_bytes);
+    chunks.push_back(std::move(c));
+  }
+  // The header holds the payload offsets and the offsets depend on the header's length: grow the
+  // reserved space until the serialised header fits (converges in one or two rounds).
+  uint64_t payload_start = align_up(kNativePreambleBytes + 256, kPayloadAlignment);
+  std::string header;
+  for (;;) {
+    header = layout_header(chunks, metadata, payload_start);
+    const uint64_t needed = align_up(kNativePreambleBytes + header.size(), kPayloadAlignment);
+    if (needed <= payload_start) break;
+    payload_start = needed;
+  }
+  if (header.size() > kMaxHeaderBytes) {
+    return Status::invalid_argument(path + ": header of " + std::to_string(header.size()) +
+                                    " bytes exceeds the format limit; use more shards");
+  }
+  header.resize(payload_start - kNativePreambleBytes, ' ');
+
+  uint8_t preamble[kNativePreambleBytes] = {};
+  std::memcpy(preamble, kNativeShardMagic, sizeof(kNativeShardMagic));
+  put_u32(preamble + 8, kNativeShardVersion);
+  put_u32(preamble + 12, 0);
+  put_u64(preamble + 16, header.size());
+  Sha256 header_hash;
+  header_hash.update(header.data(), header.size());
+  const Sha256Digest header_digest = header_hash.finish();
+  std::memcpy(preamble + 24, header_digest.data(), header_digest.size());
+
+  CKPT_ASSIGN_OR_RETURN(auto file, DurableFile::create_exclusive(path));
+  Sha256 file_hash;
+  auto emit = [&](const void* data, size_t size) {
+    file_hash.update(data, size);
+    return file.write(data, size);
+  };
+  static const uint8_t kZeros[kPayloadAlignment] = {};
+  CKPT_RETURN_IF_ERROR(emit(preamble, sizeof(preamble)));
+  CKPT_RETURN_IF_ERROR(emit(header.data(), header.size()));
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const uint64_t gap = chunks[i].data_offset - file.bytes_written();
+    CKPT_RETURN_IF_ERROR(emit(kZeros, static_cast<size_t>(gap)));
+    CKPT_RETURN_IF_ERROR(emit(payloads[i].data, static_cast<size_t>(chunks[i].data_bytes)));
+  }
+  WrittenFile written;
+  written.path = path;
+  written.bytes = file.bytes_written();
+  CKPT_RETURN_IF_ERROR(file.finish());
+  written.sha256 = file_hash.finish_hex();
+  written.chunks = std::move(chunks);
+  return written;
+}
+
+namespace {
+
+Result<ChunkInfo> parse_chunk(const nlohmann::json& j, const std::string& where) {
+  ChunkInfo c;
+  CKPT_ASSIGN_OR_RETURN(c.name, json_string(j, "name", where));
+  if (c.name.empty() || c.name.size() > kMaxNameBytes) {
+    return Status::corruption(where + ": tensor name is empty or longer than " + std::to_string(kMaxNameBytes));
+  }
+  const std::string at = where + " (" + c.name + ")";
+  CKPT_ASSIGN_OR_RETURN(c.component, json_string(j, "component", at));
+  CKPT_ASSIGN_OR_RETURN(std::string dtype, json_string(j, "dtype", at));
+  auto parsed = dtype_from_name(dtype);
+  if (!parsed) return Status::corruption(at + ": unknown dtype '" + dtype + "'");
+  c.dtype = *parsed;
+  CKPT_ASSIGN_OR_RETURN(c.global_shape, json_dims(j, "global_shape", at));
+  CKPT_ASSIGN_OR_RETURN(c.offsets, json_dims(j, "offsets", at));
+  CKPT_ASSIGN_OR_RETURN(c.shape, json_dims(j, "shape", at));
+  CKPT_ASSIGN_OR_RETURN(c.data_offset, json_uint(j, "data_offset", at));
+  CKPT_ASSIGN_OR_RETURN(c.data_bytes, json_uint(j, "data_bytes", at));
+  CKPT_ASSIGN_OR_RETURN(c.sha256, json_string(j, "sha256", at));
+  if (c.sha256.size() != 64) return Status::corruption(at + ": sha256 is not 64 hex digits");
+  if (c.offsets.size() != c.global_shape.size() || c.shape.size() != c.global_shape.size()) {
+    return Status::corruption(at + ": rank mismatch: global_shape " + shape_to_string(c.global_shape) +
+                              ", offsets " + shape_to_string(c.offsets) + ", shape " + shape_to_string(c.shape));
+  }
+  for (size_t d = 0; d < c.shape.size(); ++d) {
+    if (c.offsets[d] > c.global_shape[d] || c.shape[d] > c.global_shape[d] - c.offsets[d]) {
+      return Status::corruption(at + ": chunk " + c.label() + " lies outside global shape " +
+                                shape_to_string(c.global_shape) + " in dim " + std::to_string(d));
+    }
+  }
+  if (!checked_numel(c.global_shape)) return Status::corruption(at + ": global shape overflows");
+  auto nbytes = checked_nbytes(c.shape, c.dtype);
+  if (!nbytes || *nbytes != c.data_bytes) {
+    return Status::corruption(at + ": data_bytes " + std::to_string(c.data_bytes) + " but shape " +
+                              shape_to_string(c.shape) + " of " + dtype + " needs " +
+                              (nbytes ? std::to_string(*nbytes) : std::string("an overflowing size")));
+  }
+  return c;
+}
+
+Status check_payload_layout(std::vector<ChunkInfo>& chunks, uint64_t payload_start, uint64_t file_size,
+                            const std::string& where) {
+  std::vector<const ChunkInfo*> by_offset;
+  for (const auto& c : chunks) by_offset.push_back(&c);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const ChunkInfo* a, const ChunkInfo* b) { return a->data_offset < b->data_offset; });
+  uint64_t end = payload_start;
+  for (const ChunkInfo* c : by_offset) {
+    if (c->data_offset % kPayloadAlignment != 0) {
+      return Status::corruption(where + " @" + std::to_string(c->data_offset) + ": payload of " + c->label() +
+                                " is not " + std::to_string(kPayloadAlignment) + "-byte aligned");
+    }
+    if (c->data_offset < end) {
+      return Status::corruption(where + " @" + std::to_string(c->data_offset) + ": payload of " + c->label() +
+                                " overlaps the header or a previous payload (which ends at " + std::to_string(end) +
+                                ")");
+    }
+    if (c->data_bytes > UINT64_MAX - c->data_offset) {
+      return Status::corruption(where + ": payload range of " + c->label() + " overflows");
+    }
+    end = c->data_offset + c->data_bytes;
+  }
+  if (end > file_size) {
+    return Status::truncated(where + ": file has " + std::to_string(file_size) + " bytes but its header places payloads up to byte " +
+                             std::to_string(end) + " (torn write?)");
+  }
+  if (align_up(end, kPayloadAlignment) < file_size) {
+    return Status::corruption(where + ": " + std::to_string(file_size - end) + " unexpected bytes after the last payload (at " +
+                              std::to_string(end) + ")");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source) {
+  const std::string where = source->name();
+  if (source->size() < kNativePreambleBytes) {
+    return Status::truncated(where + ": " + std::to_string(source->size()) + " bytes is shorter than the " +
+                             std::to_string(kNativePreambleBytes) + "-byte preamble");
+  }
+  uint8_t preamble[kNativePreambleBytes];
+  CKPT_RETURN_IF_ERROR(source->read_at(0, preamble, sizeof(preamble)));
+  if (!looks_like_native_shard(preamble, sizeof(preamble))) {
+    return Status::corruption(where + " @0: bad magic " + to_hex(preamble, 8) + ", expected " +
+                              to_hex(reinterpret_cast<const uint8_t*>(kNativeShardMagic), 8));
+  }
+  const uint32_t version = get_u32(preamble + 8);
+  if (version != kNativeShardVersion) {
+    return Status::not_supported(where + " @8: format version " + std::to_string(version) + ", this build reads " +
+                                 std::to_string(kNativeShardVersion));
+  }
+  if (get_u32(preamble + 12) != 0) return Status::not_supported(where + " @12: unknown flags set");
+  const uint64_t header_len = get_u64(preamble + 16);
+  if (header_len == 0 || header_len > kMaxHeaderBytes) {
+    return Status::corruption(where + " @16: header length " + std::to_string(header_len) + " outside (0, " +
+                              std::to_string(kMaxHeaderBytes) + "]");
+  }
+  if (header_len > source->size() - kNativePreambleBytes) {
+    return Status::truncated(where + " @16: header length " + std::to_string(header_len) + " runs past the end of the " +
+                             std::to_string(source->size()) + "-byte file");
+  }
+  std::string header(static_cast<size_t>(header_len), '\0');
+  CKPT_RETURN_IF_ERROR(source->read_at(kNativePreambleBytes, header.data(), header.size()));
+  const std::string header_sha = sha256_hex(header);
+  const std::string expected_sha = to_hex(preamble + 24, 32);
+  if (header_sha != expected_sha) {
+    return Status::corruption(where + " @" + std::to_string(kNativePreambleBytes) + ": header sha256 mismatch: expected " +
+                              expected_sha + " got " + header_sha);
+  }
+  CKPT_ASSIGN_OR_RETURN(auto json, parse_json(header, where + " header"));
+  CKPT_ASSIGN_OR_RETURN(std::string format, json_string(json, "format", where + " header"));
+  if (format != "ckptcheck.native-shard") return Status::corruption(where + ": header format is '" + format + "'");
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* list, json_array(json, "chunks", where + " header"));
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* metadata, json_object(json, "metadata", where + " header"));
+  if (list->size() > kMaxChunksPerShard) return Status::corruption(where + ": too many chunks");
+
+  auto file = std::unique_ptr<NativeShardFile>(new NativeShardFile());
+  file->metadata_ = *metadata;
+  file->header_bytes_ = header_len;
+  for (size_t i = 0; i < list->size(); ++i) {
+    CKPT_ASSIGN_OR_RETURN(ChunkInfo c, parse_chunk((*list)[i], where + " chunk " + std::to_string(i)));
+    file->chunks_.push_back(std::move(c));
+  }
+  CKPT_RETURN_IF_ERROR(check_payload_layout(file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
+  file->source_ = std::move(source);
+  return file;
+}
+
+Result<std::unique_ptr<NativeShardFile>> open_native_shard_file(const std::string& path) {
+  CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
+  return open_native_shard(std::move(source));
+}
+
+Status NativeShardFile::read_chunk(size_t index, uint64_t offset, void* out, size_t length) const {
+  if (index >= chunks_.size()) return Status::invalid_argument(path() + ": no chunk " + std::to_string(index));
+  const ChunkInfo& c = chunks_[index];
+  if (!range_within(offset, length, c.data_bytes)) {
+    return Status::invalid_argument(path() + ": read past the end of " + c.label());
+  }
+  return source_->read_at(c.data_offset + offset, out, length);
+}
+
+}  // namespace ckpt

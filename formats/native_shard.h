@@ -1,0 +1,44 @@
+// Reader and writer of the native shard format (layout: formats/native_shard_format.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/byte_source.h"
+#include "formats/shard_file_writer.h"
+#include "formats/tensor_file.h"
+
+namespace ckpt {
+
+// Writes a native shard. Signature: ShardFileWriter.
+Result<WrittenFile> write_native_shard(const std::string& path, const std::vector<ChunkPayload>& chunks,
+                                       const nlohmann::json& metadata);
+
+class NativeShardFile final : public TensorFile {
+ public:
+  const std::string& path() const override { return source_->name(); }
+  const char* format_name() const override { return "native"; }
+  const std::vector<ChunkInfo>& chunks() const override { return chunks_; }
+  const nlohmann::json& metadata() const override { return metadata_; }
+  Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const override;
+  uint64_t header_bytes() const { return header_bytes_; }
+
+ private:
+  friend Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source);
+  std::unique_ptr<ByteSource> source_;
+  std::vector<ChunkInfo> chunks_;
+  nlohmann::json metadata_;
+  uint64_t header_bytes_ = 0;
+};
+
+// Parses and validates the preamble and header: magic, version, bounded header length, header
+// SHA-256, every chunk's dtype/shape/offsets/byte range. Payload hashes are not checked here (that
+// is a streaming pass: see hash_chunk in tensor_file.h). A file that ends before its last payload
+// is kTruncated (a torn tail); anything self-contradictory is kCorruption.
+Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source);
+Result<std::unique_ptr<NativeShardFile>> open_native_shard_file(const std::string& path);
+
+bool looks_like_native_shard(const uint8_t* head, size_t size);
+
+}  // namespace ckpt

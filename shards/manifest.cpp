@@ -1,0 +1,164 @@
+#include "shards/manifest.h"
+
+#include <set>
+
+#include "formats/file_io.h"
+#include "formats/json_fields.h"
+
+namespace ckpt {
+
+const ManifestTensor* Manifest::find_tensor(const std::string& name) const {
+  for (const auto& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+bool is_safe_relative_path(const std::string& path) {
+  if (path.empty() || path.size() > 4096 || path[0] == '/') return false;
+  if (path.find('\\') != std::string::npos || path.find('\0') != std::string::npos) return false;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t end = path.find('/', start);
+    const std::string segment = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (segment.empty() || segment == "." || segment == "..") return false;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return true;
+}
+
+std::string manifest_to_json_text(const Manifest& m) {
+  nlohmann::json shards = nlohmann::json::array();
+  for (const auto& s : m.shards) {
+    shards.push_back({{"path", s.path}, {"format", s.format}, {"bytes", s.bytes}, {"sha256", s.sha256}, {"rank", s.rank}});
+  }
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& t : m.tensors) {
+    nlohmann::json chunks = nlohmann::json::array();
+    for (const auto& c : t.chunks) {
+      chunks.push_back({{"shard", c.shard},
+                        {"offsets", c.offsets},
+                        {"shape", c.shape},
+                        {"data_offset", c.data_offset},
+                        {"data_bytes", c.data_bytes},
+                        {"sha256", c.sha256}});
+    }
+    tensors.push_back({{"name", t.name},
+                       {"component", t.component},
+                       {"dtype", dtype_name(t.dtype)},
+                       {"shape", t.shape},
+                       {"chunks", chunks}});
+  }
+  nlohmann::json j = {{"format", kManifestFormat},
+                      {"version", kManifestVersion},
+                      {"step", m.step},
+                      {"created_utc", m.created_utc},
+                      {"world_size", m.world_size},
+                      {"strategy", m.strategy},
+                      {"config", m.config},
+                      {"pins", m.pins},
+                      {"extra", m.extra},
+                      {"shards", shards},
+                      {"tensors", tensors}};
+  return j.dump(1) + "\n";
+}
+
+namespace {
+
+Result<ManifestShard> parse_shard(const nlohmann::json& j, const std::string& where) {
+  ManifestShard s;
+  CKPT_ASSIGN_OR_RETURN(s.path, json_string(j, "path", where));
+  if (!is_safe_relative_path(s.path)) {
+    return Status::corruption(where + ": shard path '" + s.path + "' leaves the checkpoint directory or is malformed");
+  }
+  CKPT_ASSIGN_OR_RETURN(s.format, json_string(j, "format", where));
+  CKPT_ASSIGN_OR_RETURN(s.bytes, json_uint(j, "bytes", where));
+  CKPT_ASSIGN_OR_RETURN(s.sha256, json_string(j, "sha256", where));
+  CKPT_ASSIGN_OR_RETURN(s.rank, json_int(j, "rank", where));
+  if (s.sha256.size() != 64) return Status::corruption(where + ": sha256 of '" + s.path + "' is not 64 hex digits");
+  return s;
+}
+
+Result<ManifestChunk> parse_chunk(const nlohmann::json& j, size_t num_shards, const std::string& where) {
+  ManifestChunk c;
+  CKPT_ASSIGN_OR_RETURN(uint64_t shard, json_uint(j, "shard", where));
+  if (shard >= num_shards) {
+    return Status::corruption(where + ": shard index " + std::to_string(shard) + " but the manifest lists " +
+                              std::to_string(num_shards) + " shards");
+  }
+  c.shard = static_cast<size_t>(shard);
+  CKPT_ASSIGN_OR_RETURN(c.offsets, json_dims(j, "offsets", where));
+  CKPT_ASSIGN_OR_RETURN(c.shape, json_dims(j, "shape", where));
+  CKPT_ASSIGN_OR_RETURN(c.data_offset, json_uint(j, "data_offset", where));
+  CKPT_ASSIGN_OR_RETURN(c.data_bytes, json_uint(j, "data_bytes", where));
+  CKPT_ASSIGN_OR_RETURN(c.sha256, json_string(j, "sha256", where));
+  return c;
+}
+
+Result<ManifestTensor> parse_tensor(const nlohmann::json& j, size_t num_shards, const std::string& where) {
+  ManifestTensor t;
+  CKPT_ASSIGN_OR_RETURN(t.name, json_string(j, "name", where));
+  const std::string at = where + " (" + t.name + ")";
+  CKPT_ASSIGN_OR_RETURN(t.component, json_string(j, "component", at));
+  CKPT_ASSIGN_OR_RETURN(std::string dtype, json_string(j, "dtype", at));
+  auto parsed = dtype_from_name(dtype);
+  if (!parsed) return Status::corruption(at + ": unknown dtype '" + dtype + "'");
+  t.dtype = *parsed;
+  CKPT_ASSIGN_OR_RETURN(t.shape, json_dims(j, "shape", at));
+  if (!checked_nbytes(t.shape, t.dtype)) return Status::corruption(at + ": shape " + shape_to_string(t.shape) + " overflows");
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* chunks, json_array(j, "chunks", at));
+  for (size_t i = 0; i < chunks->size(); ++i) {
+    CKPT_ASSIGN_OR_RETURN(ManifestChunk c, parse_chunk((*chunks)[i], num_shards, at + " chunk " + std::to_string(i)));
+    t.chunks.push_back(std::move(c));
+  }
+  return t;
+}
+
+}  // namespace
+
+Result<Manifest> parse_manifest(const std::string& text, const std::string& where) {
+  CKPT_ASSIGN_OR_RETURN(auto j, parse_json(text, where));
+  CKPT_ASSIGN_OR_RETURN(std::string format, json_string(j, "format", where));
+  if (format != kManifestFormat) return Status::corruption(where + ": format is '" + format + "', expected '" + kManifestFormat + "'");
+  CKPT_ASSIGN_OR_RETURN(int64_t version, json_int(j, "version", where));
+  if (version != kManifestVersion) {
+    return Status::not_supported(where + ": manifest version " + std::to_string(version) + ", this build reads " +
+                                 std::to_string(kManifestVersion));
+  }
+  Manifest m;
+  CKPT_ASSIGN_OR_RETURN(m.step, json_int(j, "step", where));
+  if (m.step < 0) return Status::corruption(where + ": negative step " + std::to_string(m.step));
+  CKPT_ASSIGN_OR_RETURN(m.created_utc, json_string(j, "created_utc", where));
+  CKPT_ASSIGN_OR_RETURN(m.world_size, json_int(j, "world_size", where));
+  CKPT_ASSIGN_OR_RETURN(m.strategy, json_string(j, "strategy", where));
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* config, json_object(j, "config", where));
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* pins, json_object(j, "pins", where));
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* extra, json_object(j, "extra", where));
+  m.config = *config;
+  m.pins = *pins;
+  m.extra = *extra;
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* shards, json_array(j, "shards", where));
+  std::set<std::string> paths;
+  for (size_t i = 0; i < shards->size(); ++i) {
+    CKPT_ASSIGN_OR_RETURN(ManifestShard s, parse_shard((*shards)[i], where + " shard " + std::to_string(i)));
+    if (!paths.insert(s.path).second) return Status::corruption(where + ": shard path '" + s.path + "' listed twice");
+    m.shards.push_back(std::move(s));
+  }
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* tensors, json_array(j, "tensors", where));
+  std::set<std::string> names;
+  for (size_t i = 0; i < tensors->size(); ++i) {
+    CKPT_ASSIGN_OR_RETURN(ManifestTensor t, parse_tensor((*tensors)[i], m.shards.size(), where + " tensor " + std::to_string(i)));
+    if (!names.insert(t.name).second) return Status::corruption(where + ": tensor '" + t.name + "' listed twice");
+    m.tensors.push_back(std::move(t));
+  }
+  return m;
+}
+
+Result<Manifest> read_manifest_file(const std::string& checkpoint_dir) {
+  const std::string path = checkpoint_dir + "/" + kManifestFileName;
+  CKPT_ASSIGN_OR_RETURN(std::string text, read_small_file(path, kMaxManifestBytes));
+  return parse_manifest(text, path);
+}
+
+}  // namespace ckpt

@@ -1,0 +1,69 @@
+// manifest.json: the table of contents of one checkpoint and the proof that it was committed.
+// Invariant: the manifest is the last file written into a checkpoint; its presence is the commit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/dtype.h"
+#include "formats/status.h"
+
+namespace ckpt {
+
+constexpr const char* kManifestFileName = "manifest.json";
+constexpr const char* kManifestFormat = "ckptcheck.manifest";
+constexpr int kManifestVersion = 1;
+constexpr uint64_t kMaxManifestBytes = 256ull << 20;
+
+struct ManifestShard {
+  std::string path;  // relative to the checkpoint dir; never absolute, never containing ".."
+  std::string format = "native";
+  uint64_t bytes = 0;
+  std::string sha256;
+  int64_t rank = 0;  // the process that wrote it
+};
+
+struct ManifestChunk {
+  size_t shard = 0;  // index into Manifest::shards
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> shape;
+  uint64_t data_offset = 0;  // byte offset of the payload inside the shard file
+  uint64_t data_bytes = 0;
+  std::string sha256;
+};
+
+struct ManifestTensor {
+  std::string name;
+  std::string component;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<ManifestChunk> chunks;
+};
+
+struct Manifest {
+  int64_t step = 0;
+  std::string created_utc;
+  int64_t world_size = 1;
+  std::string strategy = "single";
+  nlohmann::json config = nlohmann::json::object();  // the resolved config
+  nlohmann::json pins = nlohmann::json::object();
+  nlohmann::json extra = nlohmann::json::object();   // e.g. allowed drift overrides
+  std::vector<ManifestShard> shards;
+  std::vector<ManifestTensor> tensors;
+
+  const ManifestTensor* find_tensor(const std::string& name) const;
+};
+
+std::string manifest_to_json_text(const Manifest& manifest);
+// Strict parse of untrusted text: every field typed, every shard path safe, chunk shard indices in
+// range, no duplicate shard paths or tensor names. `where` names the file in errors.
+Result<Manifest> parse_manifest(const std::string& text, const std::string& where);
+Result<Manifest> read_manifest_file(const std::string& checkpoint_dir);
+
+// A path a manifest may name: relative, no "..", no empty or "." segments, no backslashes or NULs.
+bool is_safe_relative_path(const std::string& path);
+
+}  // namespace ckpt
