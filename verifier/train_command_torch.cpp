@@ -37,6 +37,7 @@ struct TrainOptions {
   std::string eval_out;
   std::string summary_out;
   std::string hold;
+  int64_t hold_step = -1;  // hold only at the save of this step; -1 = the first save
   std::vector<std::string> inject;
   std::vector<std::string> allow_drift;
   bool measure_memory = false;
@@ -213,7 +214,8 @@ class TrainRun {
     options.num_shards = o_.shards;
     options.format = o_.format;
     options.jobs = 1;  // one shard at a time, so "during-save" holds with exactly one shard written
-    if (hold_ == HoldPoint::kDuringSave) {
+    const bool hold_here = o_.hold_step < 0 || o_.hold_step == trainer_->global_step();
+    if (hold_ == HoldPoint::kDuringSave && hold_here) {
       options.on_shard_written = [](size_t index, const std::string& path) {
         if (index == 0) hold_for_kill("shard-written", path);
       };
@@ -225,7 +227,7 @@ class TrainRun {
                                  {"seconds", committed.seconds},
                                  {"bytes", committed.bytes},
                                  {"mb_per_second", committed.seconds > 0 ? committed.bytes / 1e6 / committed.seconds : 0}});
-    if (hold_ == HoldPoint::kAfterSave) hold_for_kill("committed", committed.dir);
+    if (hold_ == HoldPoint::kAfterSave && hold_here) hold_for_kill("committed", committed.dir);
     announce_event("committed", committed.dir);
     return Status::ok();
   }
@@ -285,6 +287,7 @@ class TrainCommand : public Command {
     sub->add_option("--summary", o_.summary_out, "write timings, saves and memory as JSON");
     sub->add_flag("--measure-memory", o_.measure_memory, "measure peak memory of the first step");
     sub->add_option("--drill-hold", o_.hold, "drill hook: after-save | during-save (wait to be SIGKILLed)");
+    sub->add_option("--drill-hold-step", o_.hold_step, "drill hook: hold at the save of this step only");
     sub->add_option("--inject", o_.inject, "drill negative control applied on resume");
     sub->add_option("--allow-drift", o_.allow_drift, "resume despite a changed pin (config_sha256, model_revision, dataset_revision)");
     return sub;
