@@ -67,3 +67,69 @@ void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes
 }
 
 }  // namespace ckpt::testing
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+
+#include <chrono>
+
+namespace ckpt::testing {
+
+Child::Child(const std::vector<std::string>& argv) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::setenv("CKPTCHECK_NO_PROGRESS", "1", 1);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  out_fd_ = fds[0];
+}
+
+Child::~Child() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  if (out_fd_ >= 0) ::close(out_fd_);
+}
+
+std::string Child::wait_for_line(const std::string& prefix, int timeout_seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
+  for (;;) {
+    size_t newline;
+    while ((newline = buffer_.find('\n')) != std::string::npos) {
+      std::string line = buffer_.substr(0, newline);
+      buffer_.erase(0, newline + 1);
+      if (line.rfind(prefix, 0) == 0) return line;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return "";
+    pollfd p{out_fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return "";
+    char buf[4096];
+    const ssize_t n = ::read(out_fd_, buf, sizeof(buf));
+    if (n <= 0) return "";
+    buffer_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+void Child::kill_hard() { ::kill(pid_, SIGKILL); }
+
+int Child::wait_status() {
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+}  // namespace ckpt::testing
