@@ -95,7 +95,9 @@ TEST(Plan, RunTimeCountsStepsEvalsAndCheckpoints) {
 }
 
 // 40 h around training: download 10, preprocess 20, validation 5, export 3, copy-out 2.
-PipelineHours forty_hours() { return PipelineHours{10, 20, 5, 3, 2}; }
+PipelineHours forty_hours() {
+  return PipelineHours{10, 20, 5, 3, 2};
+}
 
 std::vector<Reservation> pass_and_month() {
   return {Reservation{"7-day pass", 168, 8, 1.0}, Reservation{"30-day reservation", 720, 8, 0.8}};
@@ -129,7 +131,8 @@ TEST(Plan, LongPipelineNeedsTheThirtyDayReservation) {
 TEST(Plan, ShorterPipelineFitsTheSevenDayPass) {
   // 216000 s = 60 h; 68 checkpoints = 1.13333 h; rework 1.11803 h; total 102.25137 h;
   // * 1.2 = 122.70 h <= 168 h. Margin (168 - 102.25137) / 102.25137 = 0.643010.
-  const PipelineBudget budget = pipeline_budget(forty_hours(), estimate_run_time(one_second_steps(), 216000, 1.0, kDay));
+  const PipelineBudget budget =
+      pipeline_budget(forty_hours(), estimate_run_time(one_second_steps(), 216000, 1.0, kDay));
   EXPECT_NEAR(budget.total_hours, 102.25137, 1e-4);
   const ReservationChoice choice = choose_reservation(budget, pass_and_month(), 0.20, 2.0);
   ASSERT_TRUE(choice.found);
@@ -167,7 +170,8 @@ TEST(Plan, ParsesADrillReportAndNamesWhatIsMissing) {
   EXPECT_FALSE(m->cuda_max_reserved_bytes.has_value());
 
   nlohmann::json with_cuda = drill_report();
-  with_cuda["measurements"]["memory"]["cuda"] = {{"max_memory_allocated_bytes", 1}, {"max_memory_reserved_bytes", 7}};
+  with_cuda["measurements"]["memory"]["cuda"] = {{"max_memory_allocated_bytes", 1},
+                                                 {"max_memory_reserved_bytes", 7}};
   m = parse_drill_measurements(with_cuda, "r.json");
   ASSERT_TRUE(m.is_ok());
   EXPECT_EQ(*m->cuda_max_reserved_bytes, 7.0);
@@ -193,7 +197,8 @@ struct CommandResult {
 
 CommandResult run_ckptcheck(const ScratchDir& dir, const std::string& args) {
   const std::string out = dir.path() + "/stdout", err = dir.path() + "/stderr";
-  const int status = std::system((std::string(CKPTCHECK_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
+  const int status =
+      std::system((std::string(CKPTCHECK_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
   auto slurp = [](const std::string& path) {
     std::ifstream in(path);
     std::stringstream s;
@@ -207,8 +212,8 @@ TEST(PlanCommand, PrintsOneJsonObjectForTheShippedCatalog) {
   ScratchDir dir;
   const std::string report = dir.write("report.json", drill_report().dump());
   const std::string catalog = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/hardware.yaml";
-  const CommandResult r = run_ckptcheck(
-      dir, "plan --report " + report + " --total-steps 1000 --catalog " + catalog + " --download-hours 1 --json");
+  const CommandResult r = run_ckptcheck(dir, "plan --report " + report + " --total-steps 1000 --catalog " +
+                                                 catalog + " --download-hours 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto plan = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_TRUE(plan.is_object()) << r.out;
@@ -218,8 +223,8 @@ TEST(PlanCommand, PrintsOneJsonObjectForTheShippedCatalog) {
   EXPECT_EQ(h100["name"], "H100 80GB");
   EXPECT_EQ(h100["memory"]["strategy"], "fsdp");  // 90.2 GiB replica > 79.6 GiB
   EXPECT_EQ(h100["memory"]["fsdp_devices"], 2);
-  EXPECT_EQ(h100["budget_hours"]["download"], 1.0);     // the flag overrides the catalog's 6
-  EXPECT_EQ(h100["budget_hours"]["preprocess"], 12.0);  // the catalog's default
+  EXPECT_EQ(h100["budget_hours"]["download"], 1.0);                 // the flag overrides the catalog's 6
+  EXPECT_EQ(h100["budget_hours"]["preprocess"], 12.0);              // the catalog's default
   EXPECT_EQ(plan["accelerators"][2]["memory"]["strategy"], "ddp");  // H200
 }
 
@@ -228,8 +233,9 @@ TEST(PlanCommand, MissingFieldExitsTwoNamingIt) {
   nlohmann::json report = drill_report();
   report["measurements"]["timings"].erase("step_seconds_mean");
   const std::string path = dir.write("report.json", report.dump());
-  const CommandResult r = run_ckptcheck(dir, "plan --report " + path + " --total-steps 10 --catalog " +
-                                                 std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/hardware.yaml");
+  const CommandResult r =
+      run_ckptcheck(dir, "plan --report " + path + " --total-steps 10 --catalog " +
+                             std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/hardware.yaml");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("step_seconds_mean"), std::string::npos) << r.err;
 }

@@ -36,8 +36,8 @@ std::string basename_of(const std::string& path) {
 }
 
 bool is_numerics_library(const std::string& name) {
-  static const char* const kPrefixes[] = {"libtorch", "libc10",   "libopenblas", "libblas",
-                                          "libmkl",   "libcublas", "libcudnn",   "libcudart"};
+  static const char* const kPrefixes[] = {"libtorch", "libc10",    "libopenblas", "libblas",
+                                          "libmkl",   "libcublas", "libcudnn",    "libcudart"};
   for (const char* prefix : kPrefixes) {
     if (name.rfind(prefix, 0) == 0 && name.find(".so") != std::string::npos) return true;
   }
@@ -52,13 +52,28 @@ std::string read_or_empty(const std::string& path) {
 }  // namespace
 
 const std::vector<std::string>& numerics_env_vars() {
-  static const std::vector<std::string> kVars = {
-      "OMP_NUM_THREADS",     "MKL_NUM_THREADS",       "OPENBLAS_NUM_THREADS",      "OPENBLAS_CORETYPE",
-      "OPENBLAS_VERBOSE",    "MKL_CBWR",              "MKL_ENABLE_INSTRUCTIONS",   "ONEDNN_MAX_CPU_ISA",
-      "DNNL_MAX_CPU_ISA",    "ATEN_CPU_CAPABILITY",   "CUBLAS_WORKSPACE_CONFIG",   "CUDA_VISIBLE_DEVICES",
-      "CUDA_LAUNCH_BLOCKING", "NVIDIA_TF32_OVERRIDE", "TORCH_CUDNN_V8_API_ENABLED", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
-      "NCCL_ALGO",           "NCCL_PROTO",            "NCCL_P2P_DISABLE",          "NCCL_IB_DISABLE",
-      "HIP_VISIBLE_DEVICES", "ROCBLAS_LAYER"};
+  static const std::vector<std::string> kVars = {"OMP_NUM_THREADS",
+                                                 "MKL_NUM_THREADS",
+                                                 "OPENBLAS_NUM_THREADS",
+                                                 "OPENBLAS_CORETYPE",
+                                                 "OPENBLAS_VERBOSE",
+                                                 "MKL_CBWR",
+                                                 "MKL_ENABLE_INSTRUCTIONS",
+                                                 "ONEDNN_MAX_CPU_ISA",
+                                                 "DNNL_MAX_CPU_ISA",
+                                                 "ATEN_CPU_CAPABILITY",
+                                                 "CUBLAS_WORKSPACE_CONFIG",
+                                                 "CUDA_VISIBLE_DEVICES",
+                                                 "CUDA_LAUNCH_BLOCKING",
+                                                 "NVIDIA_TF32_OVERRIDE",
+                                                 "TORCH_CUDNN_V8_API_ENABLED",
+                                                 "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+                                                 "NCCL_ALGO",
+                                                 "NCCL_PROTO",
+                                                 "NCCL_P2P_DISABLE",
+                                                 "NCCL_IB_DISABLE",
+                                                 "HIP_VISIBLE_DEVICES",
+                                                 "ROCBLAS_LAYER"};
   return kVars;
 }
 
@@ -77,11 +92,10 @@ nlohmann::json os_release_fields(const std::string& text) {
 
 nlohmann::json cpu_identity(const std::string& text) {
   static const std::set<std::string> kIsaFlags = {
-      "sse4_1",      "sse4_2",      "avx",         "avx2",       "fma",         "f16c",
-      "avx512f",     "avx512dq",    "avx512bw",    "avx512vl",   "avx512cd",    "avx512_vnni",
-      "avx512_bf16", "avx512_fp16", "avx_vnni",    "amx_bf16",   "amx_int8",    "amx_tile",
+      "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl",
+      "avx512cd", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_bf16", "amx_int8", "amx_tile",
       // aarch64 spellings ("Features" line)
-      "asimd",       "asimdhp",     "asimddp",     "sve",        "sve2",        "bf16",  "i8mm"};
+      "asimd", "asimdhp", "asimddp", "sve", "sve2", "bf16", "i8mm"};
   std::string model = "unknown";
   std::vector<std::string> flags;
   bool have_flags = false;

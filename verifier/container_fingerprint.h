@@ -5,10 +5,9 @@
 // name which one changed instead of only saying "the container differs".
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace ckpt {
 

@@ -10,7 +10,9 @@ namespace {
 const char kMissing[] = "missing";
 const char kFingerprintSha[] = "container_fingerprint.sha256";
 
-std::string top_level(const std::string& field) { return field.substr(0, field.find('.')); }
+std::string top_level(const std::string& field) {
+  return field.substr(0, field.find('.'));
+}
 
 std::string printed(const nlohmann::json& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
@@ -33,7 +35,9 @@ const char* drift_severity_name(DriftSeverity severity) {
   return "unknown";
 }
 
-std::string DriftItem::describe() const { return field + ": checkpoint " + recorded + ", now " + current; }
+std::string DriftItem::describe() const {
+  return field + ": checkpoint " + recorded + ", now " + current;
+}
 
 bool is_blocking_field(const std::string& field) {
   return field == "config_sha256" || field == "model_revision" || field == "dataset_revision" ||
@@ -81,7 +85,8 @@ DriftReport compare_pins(const nlohmann::json& recorded, const nlohmann::json& c
     if (a != then.end() && b != now.end() && a->second == b->second) continue;
     DriftItem item{field, a == then.end() ? kMissing : printed(a->second),
                    b == now.end() ? kMissing : printed(b->second), severity_of(field, allowed)};
-    if (top_level(field) == "container_fingerprint" && field != kFingerprintSha) container_input_differs = true;
+    if (top_level(field) == "container_fingerprint" && field != kFingerprintSha)
+      container_input_differs = true;
     report.items.push_back(std::move(item));
   }
   // The fingerprint's hash differing is implied by the inputs that differ, which say more.

@@ -4,11 +4,10 @@
 // last bits: that warns. Every differing field is named with both values.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace ckpt {
 
@@ -32,8 +31,8 @@ struct DriftItem {
 struct DriftReport {
   std::vector<DriftItem> items;  // sorted by field
 
-  bool blocking() const;  // any item is kBlocking
-  std::string summary() const;  // one line per item, "no drift" when there is none
+  bool blocking() const;           // any item is kBlocking
+  std::string summary() const;     // one line per item, "no drift" when there is none
   nlohmann::json to_json() const;  // {"blocking": bool, "items": [{field, recorded, current, severity}]}
 };
 

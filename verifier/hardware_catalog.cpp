@@ -16,8 +16,8 @@ Status bad(const std::string& where, const std::string& key, const std::string& 
 }
 
 // yaml-cpp throws on conversions; every read goes through here so nothing escapes the adapter.
-Result<double> number(const YAML::Node& map, const char* key, const std::string& where, const std::string& path,
-                      bool zero_ok) {
+Result<double> number(const YAML::Node& map, const char* key, const std::string& where,
+                      const std::string& path, bool zero_ok) {
   const std::string name = path.empty() ? key : path + "." + key;
   const YAML::Node node = map[key];
   if (!node) return bad(where, name, "a number, but it is missing");
@@ -25,14 +25,16 @@ Result<double> number(const YAML::Node& map, const char* key, const std::string&
   try {
     value = node.as<double>();
   } catch (const YAML::Exception&) {
-    return bad(where, name, "a number, got '" + (node.IsScalar() ? node.Scalar() : std::string("non-scalar")) + "'");
+    return bad(where, name,
+               "a number, got '" + (node.IsScalar() ? node.Scalar() : std::string("non-scalar")) + "'");
   }
-  if (!(value > 0 || (zero_ok && value == 0))) return bad(where, name, zero_ok ? "a number >= 0" : "a number > 0");
+  if (!(value > 0 || (zero_ok && value == 0)))
+    return bad(where, name, zero_ok ? "a number >= 0" : "a number > 0");
   return value;
 }
 
-Result<std::string> text(const YAML::Node& map, const char* key, const std::string& where, const std::string& path,
-                         bool required) {
+Result<std::string> text(const YAML::Node& map, const char* key, const std::string& where,
+                         const std::string& path, bool required) {
   const YAML::Node node = map[key];
   if (!node) {
     if (required) return bad(where, path + "." + key, "a string, but it is missing");
@@ -48,7 +50,8 @@ Result<YAML::Node> sequence(const YAML::Node& root, const char* key, const std::
   return node;
 }
 
-Result<Accelerator> parse_accelerator(const YAML::Node& node, const std::string& where, const std::string& path) {
+Result<Accelerator> parse_accelerator(const YAML::Node& node, const std::string& where,
+                                      const std::string& path) {
   Accelerator a;
   CKPT_ASSIGN_OR_RETURN(a.name, text(node, "name", where, path, true));
   CKPT_ASSIGN_OR_RETURN(a.memory_bytes, number(node, "memory_bytes", where, path, false));
@@ -59,7 +62,8 @@ Result<Accelerator> parse_accelerator(const YAML::Node& node, const std::string&
   return a;
 }
 
-Result<Reservation> parse_reservation(const YAML::Node& node, const std::string& where, const std::string& path) {
+Result<Reservation> parse_reservation(const YAML::Node& node, const std::string& where,
+                                      const std::string& path) {
   Reservation r;
   CKPT_ASSIGN_OR_RETURN(r.name, text(node, "name", where, path, true));
   CKPT_ASSIGN_OR_RETURN(r.hours, number(node, "hours", where, path, false));
@@ -77,8 +81,8 @@ Result<HardwareCatalog> parse_tree(const YAML::Node& root, const std::string& wh
 
   CKPT_ASSIGN_OR_RETURN(YAML::Node accelerators, sequence(root, "accelerators", where));
   for (size_t i = 0; i < accelerators.size(); ++i) {
-    CKPT_ASSIGN_OR_RETURN(Accelerator a,
-                          parse_accelerator(accelerators[i], where, "accelerators[" + std::to_string(i) + "]"));
+    CKPT_ASSIGN_OR_RETURN(
+        Accelerator a, parse_accelerator(accelerators[i], where, "accelerators[" + std::to_string(i) + "]"));
     catalog.accelerators.push_back(std::move(a));
   }
 
@@ -93,8 +97,8 @@ Result<HardwareCatalog> parse_tree(const YAML::Node& root, const std::string& wh
 
   CKPT_ASSIGN_OR_RETURN(YAML::Node reservations, sequence(root, "reservations", where));
   for (size_t i = 0; i < reservations.size(); ++i) {
-    CKPT_ASSIGN_OR_RETURN(Reservation r,
-                          parse_reservation(reservations[i], where, "reservations[" + std::to_string(i) + "]"));
+    CKPT_ASSIGN_OR_RETURN(
+        Reservation r, parse_reservation(reservations[i], where, "reservations[" + std::to_string(i) + "]"));
     catalog.reservations.push_back(std::move(r));
   }
   std::stable_sort(catalog.reservations.begin(), catalog.reservations.end(),
@@ -108,8 +112,8 @@ Result<HardwareCatalog> parse_hardware_catalog(const std::string& yaml_text, con
   try {
     return parse_tree(YAML::Load(yaml_text), where);
   } catch (const YAML::Exception& e) {
-    return Status::invalid_argument(where + ": not valid YAML: " + e.msg + " (line " + std::to_string(e.mark.line + 1) +
-                                    ")");
+    return Status::invalid_argument(where + ": not valid YAML: " + e.msg + " (line " +
+                                    std::to_string(e.mark.line + 1) + ")");
   }
 }
 

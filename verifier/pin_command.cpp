@@ -1,7 +1,6 @@
 #include "verifier/pin_command.h"
 
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "formats/file_io.h"
@@ -14,7 +13,8 @@ class PinCommand : public Command {
   explicit PinCommand(PinEnvironment environment) : environment_(std::move(environment)) {}
 
   CLI::App* add_to(CLI::App& app) override {
-    CLI::App* sub = app.add_subcommand("pin", "print the pins (revisions, dependencies, container) of a config");
+    CLI::App* sub =
+        app.add_subcommand("pin", "print the pins (revisions, dependencies, container) of a config");
     sub->add_option("--config", config_path_, "pilot config (YAML)")->required();
     sub->add_option("--initial-weights", initial_weights_, "file the model is initialised from");
     sub->add_option("--out", out_path_, "also write the pins as JSON here (atomically)");

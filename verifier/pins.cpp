@@ -79,9 +79,14 @@ PinInputs pin_inputs_of(const PilotConfig& config, const std::string& initial_we
   PinInputs inputs;
   inputs.resolved_config = config.resolved();
   const ModelConfig& m = config.model;
-  inputs.model = {{"architecture", m.architecture}, {"d_model", m.d_model}, {"n_layers", m.n_layers},
-                  {"n_heads", m.n_heads},           {"d_ff", m.d_ff},       {"dropout", m.dropout},
-                  {"seed", config.seed},            {"seq_len", config.seq_len}};
+  inputs.model = {{"architecture", m.architecture},
+                  {"d_model", m.d_model},
+                  {"n_layers", m.n_layers},
+                  {"n_heads", m.n_heads},
+                  {"d_ff", m.d_ff},
+                  {"dropout", m.dropout},
+                  {"seed", config.seed},
+                  {"seq_len", config.seq_len}};
   inputs.initial_weights = initial_weights;
   inputs.data_files = {config.data.path};
   inputs.preprocessing = {{"eval_fraction", config.data.eval_fraction},
@@ -92,7 +97,9 @@ PinInputs pin_inputs_of(const PilotConfig& config, const std::string& initial_we
   return inputs;
 }
 
-std::string canonical_json(const nlohmann::json& value) { return value.dump(); }
+std::string canonical_json(const nlohmann::json& value) {
+  return value.dump();
+}
 
 Result<std::string> model_revision(const PinInputs& inputs) {
   nlohmann::json revision = {{"model", inputs.model}, {"initial_weights_sha256", "none"}};
@@ -114,7 +121,9 @@ Result<std::string> dataset_revision(const PinInputs& inputs) {
   return sha256_hex(canonical_json(revision));
 }
 
-std::string config_sha256(const PinInputs& inputs) { return sha256_hex(canonical_json(inputs.resolved_config)); }
+std::string config_sha256(const PinInputs& inputs) {
+  return sha256_hex(canonical_json(inputs.resolved_config));
+}
 
 nlohmann::json dependency_versions(const TorchFacts& torch) {
   return {
@@ -155,7 +164,8 @@ std::string pins_table(const nlohmann::json& pins) {
   for (const auto& [name, value] : fields) width = std::max(width, name.size());
   std::string table;
   for (const auto& [name, value] : fields) {
-    table += name + std::string(width - name.size() + 2, ' ') + (value.is_string() ? value.get<std::string>() : value.dump()) + "\n";
+    table += name + std::string(width - name.size() + 2, ' ') +
+             (value.is_string() ? value.get<std::string>() : value.dump()) + "\n";
   }
   return table;
 }

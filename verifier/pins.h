@@ -8,10 +8,9 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fixtures/pilot_config.h"
 #include "formats/status.h"
@@ -21,12 +20,12 @@ namespace ckpt {
 // What a pin is computed from, decoupled from PilotConfig so the arithmetic can be tested on
 // hand-made JSON and so a manifest's stored config can be re-pinned.
 struct PinInputs {
-  nlohmann::json resolved_config;      // PilotConfig::resolved()
-  nlohmann::json model;                // architecture, model hyperparameters, seed, seq_len
-  std::string initial_weights;         // a file whose bytes initialise the model; "" when none
-  std::vector<std::string> data_files; // every file the data pipeline reads
-  nlohmann::json preprocessing;        // eval_fraction, shuffle_seed, seq_len
-  nlohmann::json seeds;                // every seed, by its config key
+  nlohmann::json resolved_config;       // PilotConfig::resolved()
+  nlohmann::json model;                 // architecture, model hyperparameters, seed, seq_len
+  std::string initial_weights;          // a file whose bytes initialise the model; "" when none
+  std::vector<std::string> data_files;  // every file the data pipeline reads
+  nlohmann::json preprocessing;         // eval_fraction, shuffle_seed, seq_len
+  nlohmann::json seeds;                 // every seed, by its config key
   int threads = 1;
 };
 

@@ -5,7 +5,9 @@
 
 namespace ckpt {
 
-TorchFacts current_torch_facts() { return TorchFacts{libtorch_version(), built_with_cuda()}; }
+TorchFacts current_torch_facts() {
+  return TorchFacts{libtorch_version(), built_with_cuda()};
+}
 
 Result<nlohmann::json> compute_pins(const PilotConfig& config, const std::string& initial_weights) {
   return compute_pins(pin_inputs_of(config, initial_weights), current_torch_facts());

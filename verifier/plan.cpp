@@ -26,10 +26,12 @@ Status read_memory(const nlohmann::json& memory, const std::string& where, Drill
   CKPT_ASSIGN_OR_RETURN(m->parameter_bytes, non_negative(memory, "parameter_bytes", where));
   CKPT_ASSIGN_OR_RETURN(m->gradient_bytes, non_negative(memory, "gradient_bytes", where));
   CKPT_ASSIGN_OR_RETURN(m->optimizer_state_bytes, non_negative(memory, "optimizer_state_bytes", where));
-  CKPT_ASSIGN_OR_RETURN(m->activation_bytes_estimate, non_negative(memory, "activation_bytes_estimate", where));
+  CKPT_ASSIGN_OR_RETURN(m->activation_bytes_estimate,
+                        non_negative(memory, "activation_bytes_estimate", where));
   if (memory.contains("cuda")) {
     CKPT_ASSIGN_OR_RETURN(const nlohmann::json* cuda, json_object(memory, "cuda", where));
-    CKPT_ASSIGN_OR_RETURN(m->cuda_max_reserved_bytes, non_negative(*cuda, "max_memory_reserved_bytes", where + ".cuda"));
+    CKPT_ASSIGN_OR_RETURN(m->cuda_max_reserved_bytes,
+                          non_negative(*cuda, "max_memory_reserved_bytes", where + ".cuda"));
   }
   return Status::ok();
 }
@@ -50,7 +52,9 @@ Status read_timings(const nlohmann::json& timings, const std::string& where, Dri
   return Status::ok();
 }
 
-double hours(double seconds) { return seconds / kSecondsPerHour; }
+double hours(double seconds) {
+  return seconds / kSecondsPerHour;
+}
 
 const char* strategy_of(const MemoryFit& fit) {
   if (fit.replica_fits) return "ddp";
@@ -75,10 +79,12 @@ Result<DrillMeasurements> parse_drill_measurements(const nlohmann::json& report,
   return m;
 }
 
-MemoryFit fit_memory(const DrillMeasurements& m, const Accelerator& accelerator, double headroom, int gpus_per_node) {
+MemoryFit fit_memory(const DrillMeasurements& m, const Accelerator& accelerator, double headroom,
+                     int gpus_per_node) {
   MemoryFit fit;
   const double state = m.state_bytes();
-  fit.peak_bytes = m.cuda_max_reserved_bytes ? *m.cuda_max_reserved_bytes : state + m.activation_bytes_estimate;
+  fit.peak_bytes =
+      m.cuda_max_reserved_bytes ? *m.cuda_max_reserved_bytes : state + m.activation_bytes_estimate;
   // What FSDP cannot shard: activations, temporaries and allocator slack, i.e. the peak less the state.
   const double non_state = std::max(0.0, fit.peak_bytes - state);
   const double scale = 1 + headroom;
@@ -127,7 +133,8 @@ PipelineBudget pipeline_budget(const PipelineHours& around, const RunTime& run) 
   budget.checkpoint_hours = hours(run.checkpoint_seconds);
   budget.rework_hours = hours(run.rework_seconds);
   budget.total_hours = around.download + around.preprocess + around.validation + around.export_model +
-                       around.copy_out + budget.training_hours + budget.checkpoint_hours + budget.rework_hours;
+                       around.copy_out + budget.training_hours + budget.checkpoint_hours +
+                       budget.rework_hours;
   budget.useful_work_fraction = budget.total_hours > 0 ? budget.training_hours / budget.total_hours : 0;
   return budget;
 }
@@ -137,7 +144,8 @@ ReservationChoice choose_reservation(const PipelineBudget& budget, const std::ve
   ReservationChoice choice;
   const Reservation* best = nullptr;
   for (const Reservation& option : options) {
-    if (option.hours >= budget.total_hours * (1 + margin) && (!best || option.hours < best->hours)) best = &option;
+    if (option.hours >= budget.total_hours * (1 + margin) && (!best || option.hours < best->hours))
+      best = &option;
   }
   if (!best) return choice;
   choice.found = true;
@@ -147,7 +155,8 @@ ReservationChoice choose_reservation(const PipelineBudget& budget, const std::ve
   return choice;
 }
 
-nlohmann::json make_plan(const DrillMeasurements& m, const HardwareCatalog& catalog, const PlanSettings& settings) {
+nlohmann::json make_plan(const DrillMeasurements& m, const HardwareCatalog& catalog,
+                         const PlanSettings& settings) {
   const double mtbf_seconds = settings.mtbf_hours * kSecondsPerHour;
   const double interval = young_daly_interval_seconds(m.checkpoint_save_seconds, mtbf_seconds);
   nlohmann::json plan = {
@@ -162,15 +171,18 @@ nlohmann::json make_plan(const DrillMeasurements& m, const HardwareCatalog& cata
        {{"cost_seconds", m.checkpoint_save_seconds},
         {"bytes", m.checkpoint_bytes},
         {"interval_seconds", interval},
-        {"overhead_fraction", checkpoint_overhead_fraction(m.checkpoint_save_seconds, interval, mtbf_seconds)}}},
-      {"speed_note", "relative_speed is an assumption from the catalog; replace it with a pilot measured on that "
-                     "hardware. Run time assumes the pilot's per-step work; data-parallel scaling is not modelled."},
+        {"overhead_fraction",
+         checkpoint_overhead_fraction(m.checkpoint_save_seconds, interval, mtbf_seconds)}}},
+      {"speed_note",
+       "relative_speed is an assumption from the catalog; replace it with a pilot measured on that "
+       "hardware. Run time assumes the pilot's per-step work; data-parallel scaling is not modelled."},
       {"accelerators", nlohmann::json::array()}};
   for (const Accelerator& a : catalog.accelerators) {
     const MemoryFit fit = fit_memory(m, a, settings.headroom, catalog.gpus_per_node);
     const RunTime run = estimate_run_time(m, settings.total_steps, a.relative_speed, mtbf_seconds);
     const PipelineBudget budget = pipeline_budget(settings.pipeline, run);
-    const ReservationChoice choice = choose_reservation(budget, catalog.reservations, settings.margin, a.usd_per_gpu_hour);
+    const ReservationChoice choice =
+        choose_reservation(budget, catalog.reservations, settings.margin, a.usd_per_gpu_hour);
     plan["accelerators"].push_back({
         {"name", a.name},
         {"note", a.note},
@@ -216,16 +228,18 @@ std::string plan_table(const nlohmann::json& plan) {
   char line[512];
   std::string text;
   const auto& ckpt = plan["checkpoint"];
-  std::snprintf(line, sizeof line, "checkpoint: %.1f s each, Young/Daly interval %.1f s (MTBF %.1f h), overhead %.2f%%\n",
+  std::snprintf(line, sizeof line,
+                "checkpoint: %.1f s each, Young/Daly interval %.1f s (MTBF %.1f h), overhead %.2f%%\n",
                 ckpt["cost_seconds"].get<double>(), ckpt["interval_seconds"].get<double>(),
                 plan["settings"]["mtbf_hours"].get<double>(), 100 * ckpt["overhead_fraction"].get<double>());
   text += line;
   std::snprintf(line, sizeof line, "memory peak from %s, headroom %.0f%%, reservation margin %.0f%%\n",
                 plan["settings"]["peak_source"].get<std::string>().c_str(),
-                100 * plan["settings"]["headroom"].get<double>(), 100 * plan["settings"]["margin"].get<double>());
+                100 * plan["settings"]["headroom"].get<double>(),
+                100 * plan["settings"]["margin"].get<double>());
   text += line;
-  std::snprintf(line, sizeof line, "%-14s %11s %9s %-10s %9s %10s %-20s %7s %7s\n", "accelerator", "replica GiB",
-                "have GiB", "fit", "train h", "pipeline h", "reservation", "margin", "useful");
+  std::snprintf(line, sizeof line, "%-14s %11s %9s %-10s %9s %10s %-20s %7s %7s\n", "accelerator",
+                "replica GiB", "have GiB", "fit", "train h", "pipeline h", "reservation", "margin", "useful");
   text += line;
   for (const auto& a : plan["accelerators"]) {
     const auto& mem = a["memory"];
@@ -234,8 +248,8 @@ std::string plan_table(const nlohmann::json& plan) {
     const auto& rec = a["recommendation"];
     std::snprintf(line, sizeof line, "%-14s %11.1f %9.1f %-10s %9.1f %10.1f %-20s %6.0f%% %6.0f%%\n",
                   a["name"].get<std::string>().c_str(), mem["replica_bytes"].get<double>() / kGiB,
-                  mem["capacity_bytes"].get<double>() / kGiB, fit.c_str(), a["budget_hours"]["training"].get<double>(),
-                  a["budget_hours"]["total"].get<double>(),
+                  mem["capacity_bytes"].get<double>() / kGiB, fit.c_str(),
+                  a["budget_hours"]["training"].get<double>(), a["budget_hours"]["total"].get<double>(),
                   rec["found"].get<bool>() ? rec["reservation"].get<std::string>().c_str() : "none fits",
                   100 * rec["margin_fraction"].get<double>(), 100 * a["useful_work_fraction"].get<double>());
     text += line;

@@ -3,11 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "formats/status.h"
 #include "verifier/hardware_catalog.h"
@@ -22,9 +21,9 @@ struct DrillMeasurements {
   double optimizer_state_bytes = 0;
   double activation_bytes_estimate = 0;
   std::optional<double> cuda_max_reserved_bytes;  // present when the pilot ran on CUDA
-  double step_seconds = 0;       // forward+backward+optimizer, without the data wait
-  double data_wait_seconds = 0;  // per step
-  double eval_seconds = 0;       // one evaluation
+  double step_seconds = 0;                        // forward+backward+optimizer, without the data wait
+  double data_wait_seconds = 0;                   // per step
+  double eval_seconds = 0;                        // one evaluation
   double checkpoint_save_seconds = 0;
   double checkpoint_bytes = 0;
   double restore_seconds = 0;
@@ -39,13 +38,14 @@ struct DrillMeasurements {
 Result<DrillMeasurements> parse_drill_measurements(const nlohmann::json& report, const std::string& where);
 
 struct MemoryFit {
-  double peak_bytes = 0;        // CUDA max reserved if measured, else params+grads+optimizer+activations
-  double replica_bytes = 0;     // (peak + runtime overhead) * (1 + headroom): one full replica
-  bool replica_fits = false;    // single device, or DDP with a full replica per device
-  int fsdp_devices = 0;         // smallest P in [2, gpus_per_node] whose shard fits; 0: none does
+  double peak_bytes = 0;             // CUDA max reserved if measured, else params+grads+optimizer+activations
+  double replica_bytes = 0;          // (peak + runtime overhead) * (1 + headroom): one full replica
+  bool replica_fits = false;         // single device, or DDP with a full replica per device
+  int fsdp_devices = 0;              // smallest P in [2, gpus_per_node] whose shard fits; 0: none does
   double fsdp_bytes_per_device = 0;  // (state / P + non-state + overhead) * (1 + headroom) at that P
 };
-MemoryFit fit_memory(const DrillMeasurements& m, const Accelerator& accelerator, double headroom, int gpus_per_node);
+MemoryFit fit_memory(const DrillMeasurements& m, const Accelerator& accelerator, double headroom,
+                     int gpus_per_node);
 
 // Young/Daly optimum: sqrt(2 * C * MTBF).
 double young_daly_interval_seconds(double checkpoint_seconds, double mtbf_seconds);
@@ -61,12 +61,13 @@ struct RunTime {
   double rework_seconds = 0;      // expected recomputation after failures: compute * interval / (2 MTBF)
   double overhead_fraction = 0;
 };
-RunTime estimate_run_time(const DrillMeasurements& m, int64_t total_steps, double relative_speed, double mtbf_seconds);
+RunTime estimate_run_time(const DrillMeasurements& m, int64_t total_steps, double relative_speed,
+                          double mtbf_seconds);
 
 struct PipelineBudget {
-  PipelineHours around;   // download, preprocess, validation, export, copy-out
-  double training_hours = 0;     // compute
-  double checkpoint_hours = 0;   // checkpoint creation
+  PipelineHours around;         // download, preprocess, validation, export, copy-out
+  double training_hours = 0;    // compute
+  double checkpoint_hours = 0;  // checkpoint creation
   double rework_hours = 0;
   double total_hours = 0;
   double useful_work_fraction = 0;  // training compute / total
@@ -74,8 +75,8 @@ struct PipelineBudget {
 PipelineBudget pipeline_budget(const PipelineHours& around, const RunTime& run);
 
 struct ReservationChoice {
-  bool found = false;       // false: even the longest option cannot hold pipeline * (1 + margin)
-  Reservation reservation;  // the smallest whose hours >= total * (1 + margin)
+  bool found = false;          // false: even the longest option cannot hold pipeline * (1 + margin)
+  Reservation reservation;     // the smallest whose hours >= total * (1 + margin)
   double margin_fraction = 0;  // (hours - total) / total
   double cost_usd = 0;         // hours * gpus * usd_per_gpu_hour * price_multiplier
 };
@@ -92,7 +93,8 @@ struct PlanSettings {
 
 // One object: settings, checkpoint cadence, and per accelerator memory fit, run time, budget and
 // recommendation.
-nlohmann::json make_plan(const DrillMeasurements& m, const HardwareCatalog& catalog, const PlanSettings& settings);
+nlohmann::json make_plan(const DrillMeasurements& m, const HardwareCatalog& catalog,
+                         const PlanSettings& settings);
 std::string plan_table(const nlohmann::json& plan);
 
 }  // namespace ckpt

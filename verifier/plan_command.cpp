@@ -7,7 +7,6 @@
 //     "timings": {step_seconds_mean, data_wait_seconds_mean, ..., checkpoint_save_seconds, ...},
 //     "eval_every_steps": N}}
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "formats/file_io.h"
@@ -23,7 +22,8 @@ constexpr uint64_t kMaxReportBytes = 64ull << 20;
 class PlanCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
-    CLI::App* sub = app.add_subcommand("plan", "size a full run from a drill report: memory fit, time, reservation");
+    CLI::App* sub =
+        app.add_subcommand("plan", "size a full run from a drill report: memory fit, time, reservation");
     sub->add_option("--report", report_path_, "drill report JSON")->required();
     sub->add_option("--total-steps", settings_.total_steps, "optimizer steps of the full run")
         ->required()
@@ -39,11 +39,16 @@ class PlanCommand : public Command {
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
     stage_flags_ = {
-        {sub->add_option("--download-hours", stage_hours_[0])->check(CLI::NonNegativeNumber), &PipelineHours::download},
-        {sub->add_option("--preprocess-hours", stage_hours_[1])->check(CLI::NonNegativeNumber), &PipelineHours::preprocess},
-        {sub->add_option("--validation-hours", stage_hours_[2])->check(CLI::NonNegativeNumber), &PipelineHours::validation},
-        {sub->add_option("--export-hours", stage_hours_[3])->check(CLI::NonNegativeNumber), &PipelineHours::export_model},
-        {sub->add_option("--copy-out-hours", stage_hours_[4])->check(CLI::NonNegativeNumber), &PipelineHours::copy_out},
+        {sub->add_option("--download-hours", stage_hours_[0])->check(CLI::NonNegativeNumber),
+         &PipelineHours::download},
+        {sub->add_option("--preprocess-hours", stage_hours_[1])->check(CLI::NonNegativeNumber),
+         &PipelineHours::preprocess},
+        {sub->add_option("--validation-hours", stage_hours_[2])->check(CLI::NonNegativeNumber),
+         &PipelineHours::validation},
+        {sub->add_option("--export-hours", stage_hours_[3])->check(CLI::NonNegativeNumber),
+         &PipelineHours::export_model},
+        {sub->add_option("--copy-out-hours", stage_hours_[4])->check(CLI::NonNegativeNumber),
+         &PipelineHours::copy_out},
     };
     sub->add_flag("--json", json_, "print one JSON object instead of a table");
     return sub;
@@ -86,6 +91,8 @@ class PlanCommand : public Command {
 
 }  // namespace
 
-std::unique_ptr<Command> make_plan_command() { return std::make_unique<PlanCommand>(); }
+std::unique_ptr<Command> make_plan_command() {
+  return std::make_unique<PlanCommand>();
+}
 
 }  // namespace ckpt
