@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -28,11 +29,6 @@ std::string unquote(const std::string& s) {
     return s.substr(1, s.size() - 2);
   }
   return s;
-}
-
-std::string basename_of(const std::string& path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 bool is_numerics_library(const std::string& name) {
@@ -134,7 +130,7 @@ std::vector<std::string> numerics_library_paths(const std::string& maps_text) {
     if (path.size() > 10 && path.compare(path.size() - 10, 10, " (deleted)") == 0) {
       path.resize(path.size() - 10);
     }
-    if (is_numerics_library(basename_of(path))) paths.insert(path);
+    if (is_numerics_library(std::filesystem::path(path).filename().string())) paths.insert(path);
   }
   return {paths.begin(), paths.end()};
 }

@@ -8,6 +8,7 @@
 #include <hdf5.h>
 #endif
 
+#include <filesystem>
 #include <sstream>
 
 #include "formats/file_io.h"
@@ -16,11 +17,6 @@
 
 namespace ckpt {
 namespace {
-
-std::string basename_of(const std::string& path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
 
 std::string hdf5_version() {
 #ifdef CKPTCHECK_WITH_HDF5
@@ -56,7 +52,7 @@ std::string cuda_runtime_version() {
   auto maps = read_small_file("/proc/self/maps", 64ull << 20);
   if (!maps.is_ok()) return "unknown";
   for (const std::string& path : numerics_library_paths(*maps)) {
-    const std::string name = basename_of(path);
+    const std::string name = std::filesystem::path(path).filename().string();
     if (name.rfind("libcudart", 0) == 0) return name;
   }
   return "not loaded";
@@ -115,7 +111,7 @@ Result<std::string> dataset_revision(const PinInputs& inputs) {
   nlohmann::json files = nlohmann::json::array();
   for (const std::string& path : inputs.data_files) {
     CKPT_ASSIGN_OR_RETURN(std::string sha, sha256_hex_of_file(path));
-    files.push_back({{"file", basename_of(path)}, {"sha256", sha}});
+    files.push_back({{"file", std::filesystem::path(path).filename().string()}, {"sha256", sha}});
   }
   const nlohmann::json revision = {{"files", files}, {"preprocessing", inputs.preprocessing}};
   return sha256_hex(canonical_json(revision));
