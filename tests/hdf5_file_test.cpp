@@ -1,3 +1,5 @@
+// Built only with HDF5 (CKPTCHECK_WITH_HDF5), like formats/hdf5_file.cpp.
+#ifdef CKPTCHECK_WITH_HDF5
 #include "formats/hdf5_file.h"
 
 #include <gtest/gtest.h>
@@ -243,3 +245,4 @@ TEST(Hdf5Fuzz, MutationsNeverCrash) {
 
 }  // namespace
 }  // namespace ckpt
+#endif  // CKPTCHECK_WITH_HDF5
