@@ -3,7 +3,9 @@
 namespace ckpt {
 
 Status check_chunk_geometry(const ChunkInfo& chunk, const std::string& where) {
-  const std::string label = where + ": chunk " + chunk.label();
+  // Not chunk.label(): it adds offsets to sizes, which may overflow before they are validated.
+  const std::string label = where + ": chunk " + chunk.name + " (offsets " + shape_to_string(chunk.offsets) +
+                            ", shape " + shape_to_string(chunk.shape) + ")";
   if (chunk.name.empty()) return Status::invalid_argument(where + ": chunk with an empty tensor name");
   if (chunk.global_shape.size() != chunk.shape.size() || chunk.offsets.size() != chunk.shape.size()) {
     return Status::corruption(label + ": rank mismatch: shape has " + std::to_string(chunk.shape.size()) +
@@ -33,7 +35,7 @@ Status check_chunk_payloads(const std::vector<ChunkPayload>& chunks) {
     Status s = check_chunk_geometry(c.info, "write");
     if (!s.is_ok()) return Status::invalid_argument(s.message());
     if (c.data == nullptr && c.info.data_bytes != 0) {
-      return Status::invalid_argument("write: chunk " + c.info.label() + ": null payload");
+      return Status::invalid_argument("write: chunk " + c.info.name + ": null payload");
     }
   }
   return Status::ok();
