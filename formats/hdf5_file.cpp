@@ -64,7 +64,8 @@ hid_t file_type(DType dtype) {
     case DType::kI32: return H5Tcopy(H5T_STD_I32LE);
     case DType::kI16: return H5Tcopy(H5T_STD_I16LE);
     case DType::kI8: return H5Tcopy(H5T_STD_I8LE);
-    case DType::kU8: case DType::kBool: return H5Tcopy(H5T_STD_U8LE);
+    case DType::kU8:
+    case DType::kBool: return H5Tcopy(H5T_STD_U8LE);
   }
   return -1;
 }
@@ -85,7 +86,8 @@ Status h5_fail(const std::string& path, const std::string& what) {
 
 Status write_string_attr(hid_t obj, const char* name, const std::string& value, const std::string& path) {
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  if (!type.valid() || H5Tset_size(type.get(), std::max<size_t>(1, value.size())) < 0) return h5_fail(path, "string type");
+  if (!type.valid() || H5Tset_size(type.get(), std::max<size_t>(1, value.size())) < 0)
+    return h5_fail(path, "string type");
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle attr(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   std::string padded = value.empty() ? std::string(1, '\0') : value;
@@ -95,7 +97,8 @@ Status write_string_attr(hid_t obj, const char* name, const std::string& value, 
   return Status::ok();
 }
 
-Status write_dims_attr(hid_t obj, const char* name, const std::vector<int64_t>& dims, const std::string& path) {
+Status write_dims_attr(hid_t obj, const char* name, const std::vector<int64_t>& dims,
+                       const std::string& path) {
   // A scalar tensor has no dims: a null dataspace, since HDF5 cannot write a zero-length array.
   const hsize_t n = dims.size();
   Handle space(dims.empty() ? H5Screate(H5S_NULL) : H5Screate_simple(1, &n, nullptr), H5Sclose);
@@ -114,7 +117,8 @@ Result<uint64_t> write_dataset(hid_t file, const ChunkPayload& c, const std::str
   }
   const std::string ds_name = group + "/" + chunk_dataset_name(c.info);
   std::vector<hsize_t> dims(c.info.shape.begin(), c.info.shape.end());
-  Handle space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+  Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
+                            : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                H5Sclose);
   Handle type(file_type(c.info.dtype), H5Tclose);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
@@ -123,7 +127,8 @@ Result<uint64_t> write_dataset(hid_t file, const ChunkPayload& c, const std::str
       H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY) < 0) {
     return h5_fail(path, "dataset setup for " + c.info.label());
   }
-  Handle ds(H5Dcreate2(file, ds_name.c_str(), type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
+  Handle ds(H5Dcreate2(file, ds_name.c_str(), type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+            H5Dclose);
   if (!ds.valid()) return h5_fail(path, "create of dataset " + ds_name);
   // Memory type == file type: little-endian bytes go in unconverted, so the payload is bit-exact.
   if (c.info.data_bytes && H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, c.data) < 0) {
@@ -162,7 +167,8 @@ Result<std::string> read_string_attr(hid_t obj, const char* name, const std::str
   }
   Handle space(H5Aget_space(attr.get()), H5Sclose);
   const size_t size = H5Tget_size(type.get());
-  if (!space.valid() || H5Sget_simple_extent_npoints(space.get()) != 1 || size == 0 || size > kMaxStringAttribute) {
+  if (!space.valid() || H5Sget_simple_extent_npoints(space.get()) != 1 || size == 0 ||
+      size > kMaxStringAttribute) {
     return Status::corruption(where + ": attribute '" + name + "' has a bad size");
   }
   std::string out(size, '\0');
@@ -183,8 +189,8 @@ Result<std::vector<int64_t>> read_dims_attr(hid_t obj, const char* name, const s
   }
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
   if (n < 0 || static_cast<size_t>(n) > kMaxRank) {
-    return Status::corruption(where + ": attribute '" + name + "' has " + std::to_string(n) + " values, limit " +
-                              std::to_string(kMaxRank));
+    return Status::corruption(where + ": attribute '" + name + "' has " + std::to_string(n) +
+                              " values, limit " + std::to_string(kMaxRank));
   }
   std::vector<int64_t> out(static_cast<size_t>(n));
   if (n > 0 && H5Aread(attr.get(), H5T_NATIVE_INT64, out.data()) < 0) {
@@ -215,7 +221,8 @@ herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* da
   return 0;
 }
 
-Result<ChunkInfo> read_dataset(hid_t file, const std::string& ds_name, uint64_t file_size, const std::string& path) {
+Result<ChunkInfo> read_dataset(hid_t file, const std::string& ds_name, uint64_t file_size,
+                               const std::string& path) {
   const std::string where = path + ": dataset '/" + ds_name + "'";
   Handle ds(H5Dopen2(file, ds_name.c_str(), H5P_DEFAULT), H5Dclose);
   if (!ds.valid()) return Status::corruption(where + ": cannot open");
@@ -297,9 +304,12 @@ std::string hdf5_group_name(const std::string& tensor_name) {
   }
   std::string s;
   for (char ch : tensor_name) {
-    if (ch == '%') s += "%25";
-    else if (ch == '/') s += "%2F";
-    else s += ch;
+    if (ch == '%')
+      s += "%25";
+    else if (ch == '/')
+      s += "%2F";
+    else
+      s += ch;
   }
   return s;
 }
@@ -328,7 +338,8 @@ Result<std::unique_ptr<TensorFile>> open_hdf5(const std::string& path) {
   nlohmann::json metadata = nlohmann::json::object();
   {
     Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-    if (!file.valid()) return Status::corruption(path + ": HDF5 cannot open the file (bad superblock or truncated)");
+    if (!file.valid())
+      return Status::corruption(path + ": HDF5 cannot open the file (bad superblock or truncated)");
     if (H5Aexists(file.get(), kHdf5MetadataAttribute) > 0) {
       CKPT_ASSIGN_OR_RETURN(std::string text, read_string_attr(file.get(), kHdf5MetadataAttribute, path));
       CKPT_ASSIGN_OR_RETURN(metadata, parse_json(text, path + ": " + kHdf5MetadataAttribute));

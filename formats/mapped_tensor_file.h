@@ -18,7 +18,10 @@ class MappedTensorFile final : public TensorFile {
   // lies inside `source`.
   MappedTensorFile(const char* format, std::unique_ptr<ByteSource> source, std::vector<ChunkInfo> chunks,
                    nlohmann::json metadata)
-      : format_(format), source_(std::move(source)), chunks_(std::move(chunks)), metadata_(std::move(metadata)) {}
+      : format_(format),
+        source_(std::move(source)),
+        chunks_(std::move(chunks)),
+        metadata_(std::move(metadata)) {}
 
   const std::string& path() const override { return source_->name(); }
   const char* format_name() const override { return format_; }

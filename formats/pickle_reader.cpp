@@ -11,7 +11,20 @@ namespace ckpt {
 
 namespace {
 
-enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kString, kBytes, kTuple, kList, kDict, kGlobal, kStorage, kTensor };
+enum class Kind : uint8_t {
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kString,
+  kBytes,
+  kTuple,
+  kList,
+  kDict,
+  kGlobal,
+  kStorage,
+  kTensor
+};
 
 enum class Callable : uint8_t { kNone, kOrderedDict, kRebuildTensor, kRebuildParameter, kStorageType };
 
@@ -25,11 +38,11 @@ struct Value {
   DType dtype = DType::kF32;            // for kGlobal storage types, kStorage, kTensor
   int64_t i = 0;                        // kInt, kBool; storage numel; tensor storage offset
   double f = 0;
-  std::string s;                        // kString, kBytes; global name; storage key
-  std::string location;                 // kStorage
-  std::vector<Ref> items;               // kTuple, kList; kTensor: {storage}
+  std::string s;           // kString, kBytes; global name; storage key
+  std::string location;    // kStorage
+  std::vector<Ref> items;  // kTuple, kList; kTensor: {storage}
   std::vector<std::pair<Ref, Ref>> dict;
-  std::vector<int64_t> shape, stride;   // kTensor
+  std::vector<int64_t> shape, stride;  // kTensor
 };
 
 struct StorageType {
@@ -37,9 +50,9 @@ struct StorageType {
   DType dtype;
 };
 constexpr StorageType kStorageTypes[] = {
-    {"FloatStorage", DType::kF32}, {"HalfStorage", DType::kF16}, {"BFloat16Storage", DType::kBF16},
+    {"FloatStorage", DType::kF32},  {"HalfStorage", DType::kF16}, {"BFloat16Storage", DType::kBF16},
     {"DoubleStorage", DType::kF64}, {"LongStorage", DType::kI64}, {"IntStorage", DType::kI32},
-    {"ShortStorage", DType::kI16}, {"CharStorage", DType::kI8},  {"ByteStorage", DType::kU8},
+    {"ShortStorage", DType::kI16},  {"CharStorage", DType::kI8},  {"ByteStorage", DType::kU8},
     {"BoolStorage", DType::kBool},
 };
 
@@ -51,7 +64,8 @@ std::string hex_offset(size_t v) {
 
 class Machine {
  public:
-  Machine(const uint8_t* data, size_t size, std::string where) : p_(data), n_(size), where_(std::move(where)) {}
+  Machine(const uint8_t* data, size_t size, std::string where)
+      : p_(data), n_(size), where_(std::move(where)) {}
 
   Result<Ref> run();
   Status flatten(Ref v, const std::string& prefix, size_t depth, PickledStateDict* out) const;
@@ -61,7 +75,8 @@ class Machine {
     return Status::corruption(where_ + " @" + hex_offset(op_pos_) + ": " + what);
   }
   Status need(size_t k) const {
-    if (k > n_ - pos_) return Status::truncated(where_ + " @" + hex_offset(op_pos_) + ": pickle ends inside an opcode");
+    if (k > n_ - pos_)
+      return Status::truncated(where_ + " @" + hex_offset(op_pos_) + ": pickle ends inside an opcode");
     return Status::ok();
   }
   uint64_t take_le(size_t k) {
@@ -71,7 +86,8 @@ class Machine {
     return v;
   }
   Result<Ref> make(Value v) {
-    if (values_.size() >= kPickleMaxValues) return fail("more than " + std::to_string(kPickleMaxValues) + " values");
+    if (values_.size() >= kPickleMaxValues)
+      return fail("more than " + std::to_string(kPickleMaxValues) + " values");
     values_.push_back(std::move(v));
     return static_cast<Ref>(values_.size() - 1);
   }
@@ -157,9 +173,12 @@ Status Machine::push_global(const std::string& module, const std::string& name) 
   Value v;
   v.kind = Kind::kGlobal;
   v.s = full;
-  if (full == "collections.OrderedDict") v.callable = Callable::kOrderedDict;
-  else if (full == "torch._utils._rebuild_tensor_v2") v.callable = Callable::kRebuildTensor;
-  else if (full == "torch._utils._rebuild_parameter") v.callable = Callable::kRebuildParameter;
+  if (full == "collections.OrderedDict")
+    v.callable = Callable::kOrderedDict;
+  else if (full == "torch._utils._rebuild_tensor_v2")
+    v.callable = Callable::kRebuildTensor;
+  else if (full == "torch._utils._rebuild_parameter")
+    v.callable = Callable::kRebuildParameter;
   else if (module == "torch") {
     for (const auto& st : kStorageTypes) {
       if (name == st.name) {
@@ -169,8 +188,9 @@ Status Machine::push_global(const std::string& module, const std::string& name) 
     }
   }
   if (v.callable == Callable::kNone) {
-    const char* why = full == "torch.storage._load_from_bytes" ? " (it unpickles a nested, unrestricted pickle)"
-                                                               : " (only tensor state dicts are read)";
+    const char* why = full == "torch.storage._load_from_bytes"
+                          ? " (it unpickles a nested, unrestricted pickle)"
+                          : " (only tensor state dicts are read)";
     return Status::not_supported(where_ + ": refusing pickle global '" + full + "' at offset " +
                                  hex_offset(op_pos_) + why);
   }
@@ -179,7 +199,8 @@ Status Machine::push_global(const std::string& module, const std::string& name) 
 
 Result<std::vector<int64_t>> Machine::int_tuple(Ref r, const char* what) const {
   const Value& v = values_[r];
-  if (v.kind != Kind::kTuple && v.kind != Kind::kList) return fail(std::string(what) + ": expected a tuple of ints");
+  if (v.kind != Kind::kTuple && v.kind != Kind::kList)
+    return fail(std::string(what) + ": expected a tuple of ints");
   if (v.items.size() > 64) return fail(std::string(what) + ": more than 64 dims");
   std::vector<int64_t> out;
   for (Ref item : v.items) {
@@ -197,15 +218,18 @@ Status Machine::reduce(Ref callable, Ref args_ref) {
   const std::vector<Ref> a = args.items;
   switch (fn.callable) {
     case Callable::kOrderedDict: {
-      if (!a.empty()) return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": OrderedDict with arguments");
+      if (!a.empty())
+        return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": OrderedDict with arguments");
       Value d;
       d.kind = Kind::kDict;
       return push_new(std::move(d));
     }
     case Callable::kRebuildTensor: {
       // (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
-      if (a.size() < 6 || a.size() > 7) return fail("_rebuild_tensor_v2 expects 6 or 7 arguments, got " + std::to_string(a.size()));
-      if (values_[a[0]].kind != Kind::kStorage) return fail("_rebuild_tensor_v2: first argument is not a storage");
+      if (a.size() < 6 || a.size() > 7)
+        return fail("_rebuild_tensor_v2 expects 6 or 7 arguments, got " + std::to_string(a.size()));
+      if (values_[a[0]].kind != Kind::kStorage)
+        return fail("_rebuild_tensor_v2: first argument is not a storage");
       if (values_[a[1]].kind != Kind::kInt) return fail("_rebuild_tensor_v2: storage_offset is not an int");
       Value t;
       t.kind = Kind::kTensor;
@@ -218,12 +242,12 @@ Status Machine::reduce(Ref callable, Ref args_ref) {
       return push_new(std::move(t));
     }
     case Callable::kRebuildParameter: {
-      if (a.size() != 3 || values_[a[0]].kind != Kind::kTensor) return fail("_rebuild_parameter expects (tensor, requires_grad, hooks)");
+      if (a.size() != 3 || values_[a[0]].kind != Kind::kTensor)
+        return fail("_rebuild_parameter expects (tensor, requires_grad, hooks)");
       return push(a[0]);
     }
     case Callable::kStorageType:
-    case Callable::kNone:
-      break;
+    case Callable::kNone: break;
   }
   return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": refusing to call '" + fn.s + "'");
 }
@@ -239,7 +263,8 @@ Status Machine::set_items(Ref dict, const std::vector<Ref>& kv) {
 Status Machine::persistent_load(Ref pid_ref) {
   const Value& pid = values_[pid_ref];
   auto bad = [&](const std::string& why) {
-    return fail("bad persistent id: " + why + " (expected ('storage', <Storage type>, key, location, numel))");
+    return fail("bad persistent id: " + why +
+                " (expected ('storage', <Storage type>, key, location, numel))");
   };
   if (pid.kind != Kind::kTuple || pid.items.size() != 5) return bad("not a 5-tuple");
   const Value& tag = values_[pid.items[0]];
@@ -248,7 +273,8 @@ Status Machine::persistent_load(Ref pid_ref) {
   const Value& loc = values_[pid.items[3]];
   const Value& numel = values_[pid.items[4]];
   if (tag.kind != Kind::kString || tag.s != "storage") return bad("tag is not 'storage'");
-  if (type.kind != Kind::kGlobal || type.callable != Callable::kStorageType) return bad("second item is not a storage type");
+  if (type.kind != Kind::kGlobal || type.callable != Callable::kStorageType)
+    return bad("second item is not a storage type");
   if (key.kind != Kind::kString || key.s.empty() || key.s.find('/') != std::string::npos || key.s == "..") {
     return bad("key is not a plain name");
   }
@@ -270,7 +296,8 @@ Result<Ref> Machine::run() {
     switch (op) {
       case 0x80:  // PROTO
         CKPT_RETURN_IF_ERROR(need(1));
-        if (p_[pos_] > 5) return Status::not_supported(where_ + ": pickle protocol " + std::to_string(p_[pos_]));
+        if (p_[pos_] > 5)
+          return Status::not_supported(where_ + ": pickle protocol " + std::to_string(p_[pos_]));
         ++pos_;
         break;
       case 0x95:  // FRAME: a length hint; opcodes inside are read as usual
@@ -285,16 +312,33 @@ Result<Ref> Machine::run() {
         if (marks_.size() >= kPickleMaxStack) return fail("too many MARKs");
         marks_.push_back(stack_.size());
         break;
-      case '0': { CKPT_ASSIGN_OR_RETURN(Ref r, pop()); (void)r; break; }  // POP
-      case '1': { CKPT_ASSIGN_OR_RETURN(auto items, pop_mark()); (void)items; break; }  // POP_MARK
-      case '2': { CKPT_ASSIGN_OR_RETURN(Ref r, top()); CKPT_RETURN_IF_ERROR(push(r)); break; }  // DUP
-      case '}': case ']': case ')': {
+      case '0': {
+        CKPT_ASSIGN_OR_RETURN(Ref r, pop());
+        (void)r;
+        break;
+      }  // POP
+      case '1': {
+        CKPT_ASSIGN_OR_RETURN(auto items, pop_mark());
+        (void)items;
+        break;
+      }  // POP_MARK
+      case '2': {
+        CKPT_ASSIGN_OR_RETURN(Ref r, top());
+        CKPT_RETURN_IF_ERROR(push(r));
+        break;
+      }  // DUP
+      case '}':
+      case ']':
+      case ')': {
         Value v;
         v.kind = op == '}' ? Kind::kDict : op == ']' ? Kind::kList : Kind::kTuple;
         CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
         break;
       }
-      case 't': case 0x85: case 0x86: case 0x87: {  // TUPLE, TUPLE1..3
+      case 't':
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE, TUPLE1..3
         Value v;
         v.kind = Kind::kTuple;
         if (op == 't') {
@@ -308,12 +352,26 @@ Result<Ref> Machine::run() {
         CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
         break;
       }
-      case 'q': CKPT_RETURN_IF_ERROR(need(1)); CKPT_RETURN_IF_ERROR(memo_put(take_le(1))); break;  // BINPUT
-      case 'r': CKPT_RETURN_IF_ERROR(need(4)); CKPT_RETURN_IF_ERROR(memo_put(take_le(4))); break;  // LONG_BINPUT
-      case 0x94: CKPT_RETURN_IF_ERROR(memo_put(memo_.size())); break;                              // MEMOIZE
-      case 'h': CKPT_RETURN_IF_ERROR(need(1)); CKPT_RETURN_IF_ERROR(memo_get(take_le(1))); break;  // BINGET
-      case 'j': CKPT_RETURN_IF_ERROR(need(4)); CKPT_RETURN_IF_ERROR(memo_get(take_le(4))); break;  // LONG_BINGET
-      case 'J': case 'K': case 'M': {  // BININT (signed 4), BININT1, BININT2 (unsigned)
+      case 'q':
+        CKPT_RETURN_IF_ERROR(need(1));
+        CKPT_RETURN_IF_ERROR(memo_put(take_le(1)));
+        break;  // BINPUT
+      case 'r':
+        CKPT_RETURN_IF_ERROR(need(4));
+        CKPT_RETURN_IF_ERROR(memo_put(take_le(4)));
+        break;                                                         // LONG_BINPUT
+      case 0x94: CKPT_RETURN_IF_ERROR(memo_put(memo_.size())); break;  // MEMOIZE
+      case 'h':
+        CKPT_RETURN_IF_ERROR(need(1));
+        CKPT_RETURN_IF_ERROR(memo_get(take_le(1)));
+        break;  // BINGET
+      case 'j':
+        CKPT_RETURN_IF_ERROR(need(4));
+        CKPT_RETURN_IF_ERROR(memo_get(take_le(4)));
+        break;  // LONG_BINGET
+      case 'J':
+      case 'K':
+      case 'M': {  // BININT (signed 4), BININT1, BININT2 (unsigned)
         const size_t k = op == 'J' ? 4 : op == 'K' ? 1 : 2;
         CKPT_RETURN_IF_ERROR(need(k));
         Value v;
@@ -326,7 +384,8 @@ Result<Ref> Machine::run() {
       case 0x8a: {  // LONG1: little-endian two's complement of n bytes
         CKPT_RETURN_IF_ERROR(need(1));
         const size_t k = p_[pos_++];
-        if (k > 8) return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": integer wider than 64 bits");
+        if (k > 8)
+          return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": integer wider than 64 bits");
         CKPT_RETURN_IF_ERROR(need(k));
         uint64_t raw = take_le(k);
         if (k > 0 && k < 8 && (raw >> (8 * k - 1)) & 1) raw |= ~uint64_t{0} << (8 * k);
@@ -347,12 +406,28 @@ Result<Ref> Machine::run() {
         CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
         break;
       }
-      case 'X': CKPT_RETURN_IF_ERROR(need(4)); CKPT_RETURN_IF_ERROR(push_string(Kind::kString, take_le(4))); break;
-      case 0x8c: CKPT_RETURN_IF_ERROR(need(1)); CKPT_RETURN_IF_ERROR(push_string(Kind::kString, take_le(1))); break;
-      case 0x8d: CKPT_RETURN_IF_ERROR(need(8)); CKPT_RETURN_IF_ERROR(push_string(Kind::kString, take_le(8))); break;
-      case 'C': CKPT_RETURN_IF_ERROR(need(1)); CKPT_RETURN_IF_ERROR(push_string(Kind::kBytes, take_le(1))); break;
-      case 'B': CKPT_RETURN_IF_ERROR(need(4)); CKPT_RETURN_IF_ERROR(push_string(Kind::kBytes, take_le(4))); break;
-      case 0x88: case 0x89: {  // NEWTRUE, NEWFALSE
+      case 'X':
+        CKPT_RETURN_IF_ERROR(need(4));
+        CKPT_RETURN_IF_ERROR(push_string(Kind::kString, take_le(4)));
+        break;
+      case 0x8c:
+        CKPT_RETURN_IF_ERROR(need(1));
+        CKPT_RETURN_IF_ERROR(push_string(Kind::kString, take_le(1)));
+        break;
+      case 0x8d:
+        CKPT_RETURN_IF_ERROR(need(8));
+        CKPT_RETURN_IF_ERROR(push_string(Kind::kString, take_le(8)));
+        break;
+      case 'C':
+        CKPT_RETURN_IF_ERROR(need(1));
+        CKPT_RETURN_IF_ERROR(push_string(Kind::kBytes, take_le(1)));
+        break;
+      case 'B':
+        CKPT_RETURN_IF_ERROR(need(4));
+        CKPT_RETURN_IF_ERROR(push_string(Kind::kBytes, take_le(4)));
+        break;
+      case 0x88:
+      case 0x89: {  // NEWTRUE, NEWFALSE
         Value v;
         v.kind = Kind::kBool;
         v.i = op == 0x88;
@@ -373,7 +448,8 @@ Result<Ref> Machine::run() {
         CKPT_RETURN_IF_ERROR(set_items(d, kv));
         break;
       }
-      case 'a': case 'e': {  // APPEND, APPENDS
+      case 'a':
+      case 'e': {  // APPEND, APPENDS
         std::vector<Ref> items;
         if (op == 'a') {
           CKPT_ASSIGN_OR_RETURN(Ref v, pop());
@@ -411,7 +487,8 @@ Result<Ref> Machine::run() {
         CKPT_ASSIGN_OR_RETURN(Ref args, pop());
         CKPT_ASSIGN_OR_RETURN(Ref cls, pop());
         if (values_[cls].kind != Kind::kGlobal || values_[cls].callable != Callable::kOrderedDict) {
-          return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": NEWOBJ of '" + values_[cls].s + "'");
+          return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": NEWOBJ of '" +
+                                       values_[cls].s + "'");
         }
         CKPT_RETURN_IF_ERROR(reduce(cls, args));
         break;
@@ -421,7 +498,8 @@ Result<Ref> Machine::run() {
         (void)state;
         CKPT_ASSIGN_OR_RETURN(Ref obj, top());
         if (values_[obj].kind != Kind::kDict) {
-          return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": BUILD on something other than a dict");
+          return Status::not_supported(where_ + " @" + hex_offset(op_pos_) +
+                                       ": BUILD on something other than a dict");
         }
         break;
       }
@@ -450,13 +528,17 @@ bool contains_tensor(const std::vector<Value>& values, Ref r, size_t depth) {
   const Value& v = values[r];
   if (v.kind == Kind::kTensor) return true;
   if (depth > kPickleMaxNesting) return true;  // let flatten() report the depth
-  for (Ref item : v.items) if (v.kind != Kind::kTensor && contains_tensor(values, item, depth + 1)) return true;
-  for (const auto& [k, val] : v.dict) if (contains_tensor(values, val, depth + 1)) return true;
+  for (Ref item : v.items)
+    if (v.kind != Kind::kTensor && contains_tensor(values, item, depth + 1)) return true;
+  for (const auto& [k, val] : v.dict)
+    if (contains_tensor(values, val, depth + 1)) return true;
   return false;
 }
 
-Result<nlohmann::json> to_json(const std::vector<Value>& values, Ref r, size_t depth, const std::string& where) {
-  if (depth > kPickleMaxNesting) return Status::corruption(where + ": nesting deeper than " + std::to_string(kPickleMaxNesting));
+Result<nlohmann::json> to_json(const std::vector<Value>& values, Ref r, size_t depth,
+                               const std::string& where) {
+  if (depth > kPickleMaxNesting)
+    return Status::corruption(where + ": nesting deeper than " + std::to_string(kPickleMaxNesting));
   const Value& v = values[r];
   switch (v.kind) {
     case Kind::kNone: return nlohmann::json();
@@ -464,8 +546,10 @@ Result<nlohmann::json> to_json(const std::vector<Value>& values, Ref r, size_t d
     case Kind::kInt: return nlohmann::json(v.i);
     case Kind::kFloat: return nlohmann::json(v.f);
     case Kind::kString: return nlohmann::json(utf8_clean(v.s));
-    case Kind::kBytes: return nlohmann::json("bytes:" + to_hex(reinterpret_cast<const uint8_t*>(v.s.data()), v.s.size()));
-    case Kind::kTuple: case Kind::kList: {
+    case Kind::kBytes:
+      return nlohmann::json("bytes:" + to_hex(reinterpret_cast<const uint8_t*>(v.s.data()), v.s.size()));
+    case Kind::kTuple:
+    case Kind::kList: {
       nlohmann::json a = nlohmann::json::array();
       for (Ref item : v.items) {
         CKPT_ASSIGN_OR_RETURN(nlohmann::json j, to_json(values, item, depth + 1, where));
@@ -477,7 +561,9 @@ Result<nlohmann::json> to_json(const std::vector<Value>& values, Ref r, size_t d
       nlohmann::json o = nlohmann::json::object();
       for (const auto& [k, val] : v.dict) {
         const Value& key = values[k];
-        std::string ks = key.kind == Kind::kString ? key.s : key.kind == Kind::kInt ? std::to_string(key.i) : "";
+        std::string ks = key.kind == Kind::kString ? key.s
+                         : key.kind == Kind::kInt  ? std::to_string(key.i)
+                                                   : "";
         if (key.kind != Kind::kString && key.kind != Kind::kInt) {
           return Status::not_supported(where + ": dict key that is not a string or int");
         }
@@ -487,7 +573,8 @@ Result<nlohmann::json> to_json(const std::vector<Value>& values, Ref r, size_t d
       return o;
     }
     case Kind::kGlobal: return nlohmann::json("global:" + v.s);
-    case Kind::kStorage: case Kind::kTensor: break;
+    case Kind::kStorage:
+    case Kind::kTensor: break;
   }
   return Status::not_supported(where + ": a storage outside a tensor");
 }
@@ -496,20 +583,23 @@ Result<nlohmann::json> to_json(const std::vector<Value>& values, Ref r, size_t d
 
 Status Machine::flatten(Ref r, const std::string& prefix, size_t depth, PickledStateDict* out) const {
   if (depth > kPickleMaxNesting) {
-    return Status::corruption(where_ + ": '" + prefix + "' nests deeper than " + std::to_string(kPickleMaxNesting));
+    return Status::corruption(where_ + ": '" + prefix + "' nests deeper than " +
+                              std::to_string(kPickleMaxNesting));
   }
   const Value& v = values_[r];
   auto child = [&](const std::string& key) { return prefix.empty() ? key : prefix + "." + key; };
   if (v.kind == Kind::kTensor) {
     const Value& st = values_[v.items[0]];
-    out->tensors.push_back(PickledTensor{prefix.empty() ? "tensor" : utf8_clean(prefix), st.dtype, st.s, utf8_clean(st.location), st.i,
-                                         v.i, v.shape, v.stride});
+    out->tensors.push_back(PickledTensor{prefix.empty() ? "tensor" : utf8_clean(prefix), st.dtype, st.s,
+                                         utf8_clean(st.location), st.i, v.i, v.shape, v.stride});
     return Status::ok();
   }
   if (!contains_tensor(values_, r, depth)) {
     CKPT_ASSIGN_OR_RETURN(nlohmann::json j, to_json(values_, r, depth, where_ + ": '" + prefix + "'"));
-    if (prefix.empty()) out->metadata["value"] = std::move(j);
-    else out->metadata[utf8_clean(prefix)] = std::move(j);
+    if (prefix.empty())
+      out->metadata["value"] = std::move(j);
+    else
+      out->metadata[utf8_clean(prefix)] = std::move(j);
     return Status::ok();
   }
   if (v.kind == Kind::kDict) {
@@ -518,11 +608,13 @@ Status Machine::flatten(Ref r, const std::string& prefix, size_t depth, PickledS
       if (key.kind != Kind::kString && key.kind != Kind::kInt) {
         return Status::not_supported(where_ + ": '" + prefix + "' has a key that is not a string or int");
       }
-      CKPT_RETURN_IF_ERROR(flatten(val, child(key.kind == Kind::kString ? key.s : std::to_string(key.i)), depth + 1, out));
+      CKPT_RETURN_IF_ERROR(
+          flatten(val, child(key.kind == Kind::kString ? key.s : std::to_string(key.i)), depth + 1, out));
     }
     return Status::ok();
   }
-  for (size_t k = 0; k < v.items.size(); ++k) CKPT_RETURN_IF_ERROR(flatten(v.items[k], child(std::to_string(k)), depth + 1, out));
+  for (size_t k = 0; k < v.items.size(); ++k)
+    CKPT_RETURN_IF_ERROR(flatten(v.items[k], child(std::to_string(k)), depth + 1, out));
   return Status::ok();
 }
 

@@ -10,10 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "formats/dtype.h"
 #include "formats/status.h"
@@ -27,7 +26,7 @@ constexpr size_t kPickleMaxNesting = 32;
 
 // A tensor as _rebuild_tensor_v2 describes it: a view into a storage (a zip entry).
 struct PickledTensor {
-  std::string name;         // dotted path in the (nested) dict: "state.0.exp_avg"
+  std::string name;  // dotted path in the (nested) dict: "state.0.exp_avg"
   DType dtype = DType::kF32;
   std::string storage_key;  // persistent id key: the zip entry is <archive>/data/<key>
   std::string location;     // "cpu", "cuda:0"
@@ -38,7 +37,7 @@ struct PickledTensor {
 };
 
 struct PickledStateDict {
-  std::vector<PickledTensor> tensors;  // in pickle order
+  std::vector<PickledTensor> tensors;                  // in pickle order
   nlohmann::json metadata = nlohmann::json::object();  // non-tensor leaves by dotted path
 };
 

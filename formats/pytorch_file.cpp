@@ -8,7 +8,8 @@ namespace ckpt {
 
 namespace {
 
-constexpr const char* kComponents[] = {"model", "optimizer", "scheduler", "scaler", "rng", "data", "progress"};
+constexpr const char* kComponents[] = {"model", "optimizer", "scheduler", "scaler",
+                                       "rng",   "data",      "progress"};
 
 // A bare state dict carries no component; a full training-state dict says it in its first key.
 std::string guess_component(const std::string& name) {
@@ -25,11 +26,14 @@ Result<std::string> archive_prefix(const ZipArchive& zip, const std::string& fil
   for (const auto& e : zip.entries()) {
     const auto slash = e.name.find('/');
     if (slash == std::string::npos || e.name.substr(slash) != "/data.pkl") continue;
-    if (!prefix.empty()) return Status::corruption(file + ": more than one data.pkl ('" + prefix + "/data.pkl', '" + e.name + "')");
+    if (!prefix.empty())
+      return Status::corruption(file + ": more than one data.pkl ('" + prefix + "/data.pkl', '" + e.name +
+                                "')");
     prefix = e.name.substr(0, slash);
   }
   if (prefix.empty()) {
-    return Status::not_supported(file + ": zip has no <archive>/data.pkl (not a torch.save file, or a legacy one)");
+    return Status::not_supported(file +
+                                 ": zip has no <archive>/data.pkl (not a torch.save file, or a legacy one)");
   }
   return prefix;
 }
@@ -54,15 +58,17 @@ Result<ChunkInfo> locate_tensor(const PickledTensor& t, const ZipArchive& zip, c
   const size_t elem = dtype_size(t.dtype);
   const auto storage_bytes = checked_nbytes({t.storage_numel}, t.dtype);
   if (!storage_bytes || *storage_bytes != entry->size) {
-    return Status::corruption(where + ": storage '" + entry_name + "' should hold " + std::to_string(t.storage_numel) +
-                              " " + dtype_name(t.dtype) + " elements, entry has " + std::to_string(entry->size) + " bytes");
+    return Status::corruption(where + ": storage '" + entry_name + "' should hold " +
+                              std::to_string(t.storage_numel) + " " + dtype_name(t.dtype) +
+                              " elements, entry has " + std::to_string(entry->size) + " bytes");
   }
   if (!is_row_major(t)) {
-    return Status::not_supported(where + ": non-contiguous layout (shape " + shape_to_string(t.shape) + ", stride " +
-                                 shape_to_string(t.stride) + ")");
+    return Status::not_supported(where + ": non-contiguous layout (shape " + shape_to_string(t.shape) +
+                                 ", stride " + shape_to_string(t.stride) + ")");
   }
   const auto numel = checked_numel(t.shape);
-  if (!numel || t.storage_offset < 0 || t.storage_offset > t.storage_numel || *numel > t.storage_numel - t.storage_offset) {
+  if (!numel || t.storage_offset < 0 || t.storage_offset > t.storage_numel ||
+      *numel > t.storage_numel - t.storage_offset) {
     return Status::corruption(where + ": view of shape " + shape_to_string(t.shape) + " at storage offset " +
                               std::to_string(t.storage_offset) + " exceeds the storage's " +
                               std::to_string(t.storage_numel) + " elements");
@@ -87,11 +93,14 @@ Result<std::unique_ptr<TensorFile>> open_pytorch(std::unique_ptr<ByteSource> sou
   CKPT_ASSIGN_OR_RETURN(std::string prefix, archive_prefix(zip, file));
   if (const ZipEntry* bo = zip.find(prefix + "/byteorder")) {
     CKPT_ASSIGN_OR_RETURN(std::string order, zip.read(*source, *bo, 16));
-    if (order != "little") return Status::not_supported(file + ": byteorder '" + order + "' (only little-endian is read)");
+    if (order != "little")
+      return Status::not_supported(file + ": byteorder '" + order + "' (only little-endian is read)");
   }
-  CKPT_ASSIGN_OR_RETURN(std::string pkl, zip.read(*source, *zip.find(prefix + "/data.pkl"), kPytorchMaxPickleBytes));
-  CKPT_ASSIGN_OR_RETURN(PickledStateDict dict, read_tensor_pickle(reinterpret_cast<const uint8_t*>(pkl.data()),
-                                                                  pkl.size(), file + ": " + prefix + "/data.pkl"));
+  CKPT_ASSIGN_OR_RETURN(std::string pkl,
+                        zip.read(*source, *zip.find(prefix + "/data.pkl"), kPytorchMaxPickleBytes));
+  CKPT_ASSIGN_OR_RETURN(PickledStateDict dict,
+                        read_tensor_pickle(reinterpret_cast<const uint8_t*>(pkl.data()), pkl.size(),
+                                           file + ": " + prefix + "/data.pkl"));
   std::vector<ChunkInfo> chunks;
   chunks.reserve(dict.tensors.size());
   for (const auto& t : dict.tensors) {

@@ -30,9 +30,12 @@ bool json_nesting_within(const std::string& text, size_t max_depth) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
@@ -74,8 +77,8 @@ Result<HeaderEntry> parse_entry(const std::string& key, const nlohmann::json& v,
   const auto nbytes = checked_nbytes(e.shape, e.dtype);
   if (!nbytes) return Status::corruption(where + ": shape " + shape_to_string(e.shape) + " overflows");
   if (e.end - e.begin != *nbytes) {
-    return Status::corruption(where + ": expected " + std::to_string(*nbytes) + " bytes for " + dtype +
-                              " " + shape_to_string(e.shape) + ", data_offsets span " +
+    return Status::corruption(where + ": expected " + std::to_string(*nbytes) + " bytes for " + dtype + " " +
+                              shape_to_string(e.shape) + ", data_offsets span " +
                               std::to_string(e.end - e.begin));
   }
   return e;
@@ -108,7 +111,8 @@ Result<std::unique_ptr<TensorFile>> open_safetensors(std::unique_ptr<ByteSource>
   const std::string file = source->name();
   const uint64_t size = source->size();
   if (size < 8) {
-    return Status::truncated(file + ": " + std::to_string(size) + " bytes, expected at least 8 (header length)");
+    return Status::truncated(file + ": " + std::to_string(size) +
+                             " bytes, expected at least 8 (header length)");
   }
   uint8_t len_bytes[8];
   CKPT_RETURN_IF_ERROR(source->read_at(0, len_bytes, 8));
@@ -172,7 +176,8 @@ Result<std::unique_ptr<TensorFile>> open_safetensors(std::unique_ptr<ByteSource>
     }
     return Status::corruption(file + ": " + std::to_string(data_size - expected_begin) +
                               " bytes after the last tensor '" + last + "' (data ends at " +
-                              std::to_string(expected_begin) + ", file has " + std::to_string(data_size) + ")");
+                              std::to_string(expected_begin) + ", file has " + std::to_string(data_size) +
+                              ")");
   }
 
   std::vector<ChunkInfo> chunks;
@@ -218,12 +223,12 @@ Result<WrittenFile> write_safetensors_file(const std::string& path, const std::v
     ChunkInfo info = c.info;
     info.sha256 = sha256_hex(c.data, c.info.data_bytes);
     info.data_offset = begin;  // relative for now; made absolute once the header length is known
-    meta[kSafetensorsChunkKeyPrefix + key] = nlohmann::json{{"name", info.name},
-                                                            {"component", info.component},
-                                                            {"global_shape", info.global_shape},
-                                                            {"offsets", info.offsets},
-                                                            {"sha256", info.sha256}}
-                                                 .dump();
+    meta[kSafetensorsChunkKeyPrefix + key] = nlohmann::json{
+        {"name", info.name},
+        {"component", info.component},
+        {"global_shape", info.global_shape},
+        {"offsets", info.offsets},
+        {"sha256", info.sha256}}.dump();
     begin += c.info.data_bytes;
     out.chunks.push_back(std::move(info));
   }

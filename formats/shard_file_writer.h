@@ -3,10 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "formats/status.h"
 #include "formats/tensor_file.h"
@@ -23,13 +22,14 @@ struct ChunkPayload {
 struct WrittenFile {
   std::string path;
   uint64_t bytes = 0;
-  std::string sha256;              // hex SHA-256 of the whole file
-  std::vector<ChunkInfo> chunks;   // with data_offset and sha256 of each payload filled in
+  std::string sha256;             // hex SHA-256 of the whole file
+  std::vector<ChunkInfo> chunks;  // with data_offset and sha256 of each payload filled in
 };
 
 // Writes a new file (never overwrites: DurableFile::create_exclusive, fsync before returning).
 // `metadata` is format-level JSON (step, shard_index, shard_count, ...) stored in the file.
-using ShardFileWriter = Result<WrittenFile> (*)(const std::string& path, const std::vector<ChunkPayload>& chunks,
+using ShardFileWriter = Result<WrittenFile> (*)(const std::string& path,
+                                                const std::vector<ChunkPayload>& chunks,
                                                 const nlohmann::json& metadata);
 
 // Checks what every writer needs before it touches the disk: a name, a dtype-consistent byte count,

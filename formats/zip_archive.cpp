@@ -32,7 +32,8 @@ struct Directory {
 Result<Directory> find_directory(const ByteSource& src) {
   const std::string& file = src.name();
   const uint64_t size = src.size();
-  if (size < kEndBytes) return Status::corruption(file + ": " + std::to_string(size) + " bytes is too small for a zip");
+  if (size < kEndBytes)
+    return Status::corruption(file + ": " + std::to_string(size) + " bytes is too small for a zip");
   const uint64_t tail_len = std::min<uint64_t>(size, kEndBytes + kMaxComment);
   std::vector<uint8_t> tail(tail_len);
   CKPT_RETURN_IF_ERROR(src.read_at(size - tail_len, tail.data(), tail_len));
@@ -59,7 +60,8 @@ Result<Directory> find_directory(const ByteSource& src) {
         }
         d = Directory{le(z + 32, 8), le(z + 48, 8), le(z + 40, 8)};
       } else if (needs_zip64) {
-        return Status::corruption(file + " @" + hex_offset(end_pos) + ": end record needs ZIP64 but no locator");
+        return Status::corruption(file + " @" + hex_offset(end_pos) +
+                                  ": end record needs ZIP64 but no locator");
       }
     }
     if (d.entries > kZipMaxEntries) {
@@ -117,12 +119,14 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
     uint64_t csize = le(p + 20, 4), usize = le(p + 24, 4), local = le(p + 42, 4);
     const size_t name_len = le(p + 28, 2), extra_len = le(p + 30, 2), comment_len = le(p + 32, 2);
     if (pos + kCentralBytes + name_len + extra_len + comment_len > cd.size()) {
-      return Status::corruption(at + ": central directory entry " + std::to_string(i) + " overruns the directory");
+      return Status::corruption(at + ": central directory entry " + std::to_string(i) +
+                                " overruns the directory");
     }
     ZipEntry e;
     e.name.assign(reinterpret_cast<const char*>(p + kCentralBytes), name_len);
     const std::string where = file + ": entry '" + e.name + "'";
-    CKPT_RETURN_IF_ERROR(apply_zip64_extra(p + kCentralBytes + name_len, extra_len, &usize, &csize, &local, where));
+    CKPT_RETURN_IF_ERROR(
+        apply_zip64_extra(p + kCentralBytes + name_len, extra_len, &usize, &csize, &local, where));
     if (method != 0) {
       return Status::not_supported(where + ": compression method " + std::to_string(method) +
                                    " (torch.save writes stored entries only)");
@@ -143,8 +147,9 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
     e.data_offset = local + kLocalBytes + le(lh + 26, 2) + le(lh + 28, 2);
     e.size = usize;
     if (!range_within(e.data_offset, e.size, src.size())) {
-      return Status::truncated(where + ": " + std::to_string(e.size) + " bytes at " + hex_offset(e.data_offset) +
-                               " run past the end of the file (" + std::to_string(src.size()) + " bytes)");
+      return Status::truncated(where + ": " + std::to_string(e.size) + " bytes at " +
+                               hex_offset(e.data_offset) + " run past the end of the file (" +
+                               std::to_string(src.size()) + " bytes)");
     }
     zip.entries_.push_back(std::move(e));
     pos += kCentralBytes + name_len + extra_len + comment_len;
@@ -161,8 +166,9 @@ const ZipEntry* ZipArchive::find(const std::string& name) const {
 
 Result<std::string> ZipArchive::read(const ByteSource& src, const ZipEntry& entry, uint64_t max_bytes) const {
   if (entry.size > max_bytes) {
-    return Status::not_supported(src.name() + ": entry '" + entry.name + "' has " + std::to_string(entry.size) +
-                                 " bytes, more than the limit of " + std::to_string(max_bytes));
+    return Status::not_supported(src.name() + ": entry '" + entry.name + "' has " +
+                                 std::to_string(entry.size) + " bytes, more than the limit of " +
+                                 std::to_string(max_bytes));
   }
   std::string out(entry.size, '\0');
   CKPT_RETURN_IF_ERROR(src.read_at(entry.data_offset, out.data(), out.size()));

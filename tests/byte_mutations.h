@@ -22,12 +22,14 @@ inline std::vector<uint8_t> mutate(std::vector<uint8_t> bytes, std::mt19937_64& 
   auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
   switch (rng() % 4) {
     case 0:
-      for (int k = 0, n = 1 + pick(4); k < n; ++k) bytes[pick(bytes.size())] ^= static_cast<uint8_t>(1u << pick(8));
+      for (int k = 0, n = 1 + pick(4); k < n; ++k)
+        bytes[pick(bytes.size())] ^= static_cast<uint8_t>(1u << pick(8));
       break;
     case 1: bytes.resize(pick(bytes.size())); break;
     case 2: {
       const size_t at = pick(bytes.size());
-      for (size_t k = 0, n = 1 + pick(8); k < n && at + k < bytes.size(); ++k) bytes[at + k] = static_cast<uint8_t>(rng());
+      for (size_t k = 0, n = 1 + pick(8); k < n && at + k < bytes.size(); ++k)
+        bytes[at + k] = static_cast<uint8_t>(rng());
       break;
     }
     default: {
@@ -40,6 +42,8 @@ inline std::vector<uint8_t> mutate(std::vector<uint8_t> bytes, std::mt19937_64& 
   return bytes;
 }
 
-inline std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+inline std::vector<uint8_t> to_bytes(const std::string& s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
 
 }  // namespace ckpt

@@ -24,7 +24,7 @@ std::string temp_dir() {
 
 struct Sample {
   std::vector<float> w = std::vector<float>(12);
-  std::vector<uint16_t> half = {0x3c00, 0xc000, 0x3800};     // 1, -2, 0.5
+  std::vector<uint16_t> half = {0x3c00, 0xc000, 0x3800};          // 1, -2, 0.5
   std::vector<uint16_t> bf16 = {0x3f80, 0x4049, 0xbf00, 0x7f80};  // 1, 3.140625, -0.5, inf
   std::vector<uint8_t> mask = {1, 0, 1};
   std::vector<int64_t> steps = {7};
@@ -93,7 +93,9 @@ TEST(Hdf5File, GroupNamesEscapeSlashAndPercent) {
   EXPECT_EQ(hdf5_group_name("model.w"), "model.w");
 }
 
-bool have(const char* cmd) { return std::system((std::string(cmd) + " >/dev/null 2>&1").c_str()) == 0; }
+bool have(const char* cmd) {
+  return std::system((std::string(cmd) + " >/dev/null 2>&1").c_str()) == 0;
+}
 
 TEST(Hdf5File, H5dumpReadsOurFile) {
   if (!have("test -x /usr/bin/h5dump")) GTEST_SKIP() << "h5dump not installed";
@@ -102,7 +104,8 @@ TEST(Hdf5File, H5dumpReadsOurFile) {
 }
 
 TEST(Hdf5File, H5pyReadsValuesAndAttributes) {
-  if (!have("/usr/bin/python3 -c 'import h5py, numpy'")) GTEST_SKIP() << "Debian python3 with h5py not installed";
+  if (!have("/usr/bin/python3 -c 'import h5py, numpy'"))
+    GTEST_SKIP() << "Debian python3 with h5py not installed";
   const std::string dir = temp_dir();
   const std::string path = write_sample(dir);
   const std::string script = dir + "/check.py";
@@ -174,7 +177,9 @@ std::string handmade(const std::string& dir, bool chunked, bool with_name_attr, 
     hid_t s = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(ds, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
     H5Awrite(a, t, value.data());
-    H5Aclose(a); H5Sclose(s); H5Tclose(t);
+    H5Aclose(a);
+    H5Sclose(s);
+    H5Tclose(t);
   };
   auto dims_attr = [&](const char* name) {
     hsize_t one = 1;
@@ -182,7 +187,8 @@ std::string handmade(const std::string& dir, bool chunked, bool with_name_attr, 
     hid_t a = H5Acreate2(ds, name, H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
     int64_t val = name[0] == 'g' ? 4 : 0;
     H5Awrite(a, H5T_NATIVE_INT64, &val);
-    H5Aclose(a); H5Sclose(s);
+    H5Aclose(a);
+    H5Sclose(s);
   };
   if (with_name_attr) str_attr("name", "t");
   str_attr("component", "model");
@@ -190,7 +196,11 @@ std::string handmade(const std::string& dir, bool chunked, bool with_name_attr, 
   str_attr("sha256", "");
   dims_attr("global_shape");
   dims_attr("offsets");
-  H5Dclose(ds); H5Pclose(dcpl); H5Sclose(space); H5Gclose(g); H5Fclose(f);
+  H5Dclose(ds);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Gclose(g);
+  H5Fclose(f);
   return path;
 }
 
@@ -204,11 +214,13 @@ TEST(Hdf5Defects, HandmadeValidFileOpens) {
 }
 
 TEST(Hdf5Defects, MissingAttribute) {
-  expect_error(handmade(temp_dir(), false, false, "F32"), StatusCode::kCorruption, "missing attribute 'name'");
+  expect_error(handmade(temp_dir(), false, false, "F32"), StatusCode::kCorruption,
+               "missing attribute 'name'");
 }
 
 TEST(Hdf5Defects, DtypeAttributeContradictsType) {
-  expect_error(handmade(temp_dir(), false, true, "I32"), StatusCode::kCorruption, "does not match dtype attribute I32");
+  expect_error(handmade(temp_dir(), false, true, "I32"), StatusCode::kCorruption,
+               "does not match dtype attribute I32");
 }
 
 TEST(Hdf5Defects, UnknownDtypeAttribute) {
@@ -216,7 +228,8 @@ TEST(Hdf5Defects, UnknownDtypeAttribute) {
 }
 
 TEST(Hdf5Defects, CompressedDataset) {
-  expect_error(handmade(temp_dir(), true, true, "F32"), StatusCode::kNotSupported, "not a contiguous, unfiltered");
+  expect_error(handmade(temp_dir(), true, true, "F32"), StatusCode::kNotSupported,
+               "not a contiguous, unfiltered");
 }
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -236,7 +249,8 @@ constexpr bool kUnderAsan = false;
 // multi-terabyte allocations (H5C_protect). Those bugs are inside the library, so the sanitized
 // build mutates only what HDF5 does not parse (payload bytes) plus truncations; the plain build
 // mutates everything.
-std::vector<uint8_t> hdf5_mutant(const std::vector<uint8_t>& valid, const WrittenFile& w, std::mt19937_64& rng) {
+std::vector<uint8_t> hdf5_mutant(const std::vector<uint8_t>& valid, const WrittenFile& w,
+                                 std::mt19937_64& rng) {
   if (!kUnderAsan) return mutate(valid, rng);
   std::vector<uint8_t> out = valid;
   if (rng() % 2) {
@@ -263,7 +277,8 @@ TEST(Hdf5Fuzz, MutationsNeverCrash) {
   int opened = 0;
   for (int i = 0, n = fuzz_iterations(); i < n; ++i) {
     const auto bytes = hdf5_mutant(valid, written, rng);
-    std::ofstream(mutant, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    std::ofstream(mutant, std::ios::binary | std::ios::trunc)
+        .write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     auto r = open_hdf5(mutant);
     if (!r.is_ok()) continue;
     ++opened;

@@ -22,8 +22,9 @@ void expect_error(const std::string& p, StatusCode code, const std::string& need
 }
 
 std::string state_dict() {
-  return proto() + global("collections", "OrderedDict") + empty_tuple() + reduce() + std::string("q\0", 2) + mark() + str("w") +
-         tensor2d(storage("FloatStorage", "0", 6), 2, 2, 2, 2, 1) + str("epoch") + int1(3) + setitems() + stop();
+  return proto() + global("collections", "OrderedDict") + empty_tuple() + reduce() + std::string("q\0", 2) +
+         mark() + str("w") + tensor2d(storage("FloatStorage", "0", 6), 2, 2, 2, 2, 1) + str("epoch") +
+         int1(3) + setitems() + stop();
 }
 
 TEST(PickleReader, ReadsOrderedDictOfTensors) {
@@ -45,10 +46,10 @@ TEST(PickleReader, ReadsOrderedDictOfTensors) {
 TEST(PickleReader, FlattensNestedOptimizerState) {
   // {'state': {0: {'exp_avg': T, 'step': 5}}, 'param_groups': [{'lr': 0.5}]}
   const std::string lr("G\x3f\xe0\0\0\0\0\0\0", 9);
-  std::string p = proto() + empty_dict() + mark() + str("state") + empty_dict() + int1(0) + empty_dict() + mark() +
-                  str("exp_avg") + tensor2d(storage("HalfStorage", "7", 4), 0, 2, 2, 2, 1) + str("step") + int1(5) +
-                  setitems() + "s" + str("param_groups") + "]" + empty_dict() + str("lr") + lr +
-                  "s" + "a" + setitems() + stop();
+  std::string p = proto() + empty_dict() + mark() + str("state") + empty_dict() + int1(0) + empty_dict() +
+                  mark() + str("exp_avg") + tensor2d(storage("HalfStorage", "7", 4), 0, 2, 2, 2, 1) +
+                  str("step") + int1(5) + setitems() + "s" + str("param_groups") + "]" + empty_dict() +
+                  str("lr") + lr + "s" + "a" + setitems() + stop();
   auto r = run(p);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   ASSERT_EQ(r->tensors.size(), 1u);
@@ -62,8 +63,9 @@ TEST(PickleReader, RefusesOsSystemNamingItAndTheOffset) {
   auto r = run(proto() + global("os", "system") + mark() + str("echo hi") + tuple() + reduce() + stop());
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotSupported);
-  EXPECT_EQ(r.status().message(),
-            "x.pt: data.pkl: refusing pickle global 'os.system' at offset 0x2 (only tensor state dicts are read)");
+  EXPECT_EQ(
+      r.status().message(),
+      "x.pt: data.pkl: refusing pickle global 'os.system' at offset 0x2 (only tensor state dicts are read)");
 }
 
 TEST(PickleReader, RefusesBuiltinsEval) {
@@ -75,7 +77,8 @@ TEST(PickleReader, RefusesLoadFromBytes) {
 }
 
 TEST(PickleReader, RefusesStackGlobal) {
-  expect_error(proto() + str("subprocess") + str("Popen") + "\x93", StatusCode::kNotSupported, "'subprocess.Popen'");
+  expect_error(proto() + str("subprocess") + str("Popen") + "\x93", StatusCode::kNotSupported,
+               "'subprocess.Popen'");
 }
 
 TEST(PickleReader, RefusesUnknownTorchName) {
@@ -83,30 +86,44 @@ TEST(PickleReader, RefusesUnknownTorchName) {
 }
 
 TEST(PickleReader, BadPersistentId) {
-  std::string pid = mark() + str("module") + global("torch", "FloatStorage") + str("0") + str("cpu") + int1(4) + tuple() + binpersid();
+  std::string pid = mark() + str("module") + global("torch", "FloatStorage") + str("0") + str("cpu") +
+                    int1(4) + tuple() + binpersid();
   expect_error(proto() + pid + stop(), StatusCode::kCorruption, "bad persistent id: tag is not 'storage'");
-  std::string escape = mark() + str("storage") + global("torch", "FloatStorage") + str("../x") + str("cpu") + int1(4) + tuple() + binpersid();
+  std::string escape = mark() + str("storage") + global("torch", "FloatStorage") + str("../x") + str("cpu") +
+                       int1(4) + tuple() + binpersid();
   expect_error(proto() + escape + stop(), StatusCode::kCorruption, "key is not a plain name");
 }
 
-TEST(PickleReader, UnsupportedOpcode) { expect_error(proto() + "i", StatusCode::kNotSupported, "opcode 69"); }
+TEST(PickleReader, UnsupportedOpcode) {
+  expect_error(proto() + "i", StatusCode::kNotSupported, "opcode 69");
+}
 
-TEST(PickleReader, MissingStop) { expect_error(proto() + empty_dict(), StatusCode::kTruncated, "without STOP"); }
+TEST(PickleReader, MissingStop) {
+  expect_error(proto() + empty_dict(), StatusCode::kTruncated, "without STOP");
+}
 
-TEST(PickleReader, TruncatedOperand) { expect_error(proto() + "X\x10\x00\x00\x00ab", StatusCode::kTruncated, "ends inside"); }
+TEST(PickleReader, TruncatedOperand) {
+  expect_error(proto() + "X\x10\x00\x00\x00ab", StatusCode::kTruncated, "ends inside");
+}
 
-TEST(PickleReader, StackUnderflow) { expect_error(proto() + "s", StatusCode::kCorruption, "underflow"); }
+TEST(PickleReader, StackUnderflow) {
+  expect_error(proto() + "s", StatusCode::kCorruption, "underflow");
+}
 
-TEST(PickleReader, MemoKeyNeverStored) { expect_error(proto() + "h\x05", StatusCode::kCorruption, "memo key 5"); }
+TEST(PickleReader, MemoKeyNeverStored) {
+  expect_error(proto() + "h\x05", StatusCode::kCorruption, "memo key 5");
+}
 
 TEST(PickleReader, RebuildTensorWithWrongArguments) {
-  expect_error(proto() + global("torch._utils", "_rebuild_tensor_v2") + mark() + int1(1) + tuple() + reduce() + stop(),
-               StatusCode::kCorruption, "expects 6 or 7 arguments");
+  expect_error(
+      proto() + global("torch._utils", "_rebuild_tensor_v2") + mark() + int1(1) + tuple() + reduce() + stop(),
+      StatusCode::kCorruption, "expects 6 or 7 arguments");
 }
 
 TEST(PickleReader, SelfContainingListHitsTheDepthBound) {
   // l = [T]; l.append(l) — the tensor makes flatten() descend into the cycle.
-  std::string p = proto() + "]" + "q\x01" + tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 2, 1) + "a" + "h\x01" + "a" + stop();
+  std::string p = proto() + "]" + "q\x01" + tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 2, 1) + "a" +
+                  "h\x01" + "a" + stop();
   expect_error(p, StatusCode::kCorruption, "nests deeper");
 }
 

@@ -107,8 +107,9 @@ TEST(PytorchFile, StorageOffsetViewPointsIntoTheEntry) {
 }
 
 TEST(PytorchDefects, CompressedEntry) {
-  expect_error(torch_zip(tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 2, 1), std::string(16, 0), "little", 8),
-               StatusCode::kNotSupported, "compression method 8");
+  expect_error(
+      torch_zip(tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 2, 1), std::string(16, 0), "little", 8),
+      StatusCode::kNotSupported, "compression method 8");
 }
 
 TEST(PytorchDefects, NoDataPkl) {

@@ -111,10 +111,13 @@ TEST(Safetensors, WriterRejectsInconsistentChunk) {
   const std::string dir = temp_dir();
   uint8_t data[8] = {};
   ChunkPayload bad{{"x", "model", DType::kF32, {4}, {2}, {3}, 0, 12, ""}, data};  // 2 + 3 > 4
-  EXPECT_EQ(write_safetensors_file(dir + "/x.safetensors", {bad}, {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(write_safetensors_file(dir + "/x.safetensors", {bad}, {}).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
-TEST(SafetensorsDefects, TooShortForLength) { expect_error({1, 2, 3}, StatusCode::kTruncated, "at least 8"); }
+TEST(SafetensorsDefects, TooShortForLength) {
+  expect_error({1, 2, 3}, StatusCode::kTruncated, "at least 8");
+}
 
 TEST(SafetensorsDefects, HeaderLongerThanLimit) {
   std::vector<uint8_t> b(16, 0);
@@ -167,7 +170,8 @@ TEST(SafetensorsDefects, DeepNesting) {
 TEST(SafetensorsDefects, UnknownDtype) {
   auto h = two_tensors();
   h["a"]["dtype"] = "F8_E4M3";
-  expect_error(make_file(h, std::string(12, 0)), StatusCode::kNotSupported, "tensor 'a': unknown dtype 'F8_E4M3'");
+  expect_error(make_file(h, std::string(12, 0)), StatusCode::kNotSupported,
+               "tensor 'a': unknown dtype 'F8_E4M3'");
 }
 
 TEST(SafetensorsDefects, DtypeWrongJsonType) {
@@ -191,7 +195,8 @@ TEST(SafetensorsDefects, ShapeOverflow) {
 TEST(SafetensorsDefects, SizeDoesNotMatchShape) {
   auto h = two_tensors();
   h["a"]["shape"] = {3};
-  expect_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption, "expected 12 bytes for F32 [3], data_offsets span 8");
+  expect_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption,
+               "expected 12 bytes for F32 [3], data_offsets span 8");
 }
 
 TEST(SafetensorsDefects, BeginAfterEnd) {
@@ -213,11 +218,13 @@ TEST(SafetensorsDefects, Hole) {
 }
 
 TEST(SafetensorsDefects, DataPastEndOfFile) {
-  expect_error(make_file(two_tensors(), std::string(10, 0)), StatusCode::kTruncated, "data section has 10 bytes");
+  expect_error(make_file(two_tensors(), std::string(10, 0)), StatusCode::kTruncated,
+               "data section has 10 bytes");
 }
 
 TEST(SafetensorsDefects, BytesAfterLastTensor) {
-  expect_error(make_file(two_tensors(), std::string(13, 0)), StatusCode::kCorruption, "1 bytes after the last tensor 'b'");
+  expect_error(make_file(two_tensors(), std::string(13, 0)), StatusCode::kCorruption,
+               "1 bytes after the last tensor 'b'");
 }
 
 TEST(SafetensorsDefects, MetadataValueNotString) {
@@ -228,9 +235,11 @@ TEST(SafetensorsDefects, MetadataValueNotString) {
 
 TEST(SafetensorsDefects, ChunkMetadataOutsideGlobalShape) {
   auto h = two_tensors();
-  h["__metadata__"] = {{"ckptcheck_chunk:a", nlohmann::json{{"name", "w"}, {"component", "model"},
-                                                            {"global_shape", {4}}, {"offsets", {3}},
-                                                            {"sha256", ""}}.dump()}};
+  h["__metadata__"] = {
+      {"ckptcheck_chunk:a",
+       nlohmann::json{
+           {"name", "w"}, {"component", "model"}, {"global_shape", {4}}, {"offsets", {3}}, {"sha256", ""}}
+           .dump()}};
   expect_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption, "exceeds global size 4");
 }
 
@@ -269,8 +278,9 @@ TEST(SafetensorsIndex, ListsShardsAndTheirTensors) {
   write_bytes(dir + "/m-1.safetensors", make_file(two_tensors(), std::string(12, 0)));
   nlohmann::json one = {{"c", {{"dtype", "U8"}, {"shape", {3}}, {"data_offsets", {0, 3}}}}};
   write_bytes(dir + "/m-2.safetensors", make_file(one, "abc"));
-  nlohmann::json index = {{"metadata", {{"total_size", 15}}},
-                          {"weight_map", {{"a", "m-1.safetensors"}, {"b", "m-1.safetensors"}, {"c", "m-2.safetensors"}}}};
+  nlohmann::json index = {
+      {"metadata", {{"total_size", 15}}},
+      {"weight_map", {{"a", "m-1.safetensors"}, {"b", "m-1.safetensors"}, {"c", "m-2.safetensors"}}}};
   ASSERT_TRUE(write_file_atomically(dir + "/model.safetensors.index.json", index.dump()).is_ok());
   auto r = open_safetensors_index(dir + "/model.safetensors.index.json");
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
@@ -304,7 +314,8 @@ TEST(SafetensorsIndex, MappedTensorMissingFromItsFile) {
   auto r = open_safetensors_index(dir + "/i.json");
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(r.status().message().find("tensor 'zz' in m-1.safetensors"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("tensor 'zz' in m-1.safetensors"), std::string::npos)
+      << r.status().to_string();
 }
 
 TEST(SafetensorsIndex, WeightMapWrongType) {

@@ -20,7 +20,8 @@ std::string temp_dir() {
 }
 
 std::vector<ChunkPayload> one_chunk(const float* data) {
-  return {{{"model.w", "model", DType::kF32, {2}, {0}, {2}, 0, 8, ""}, reinterpret_cast<const uint8_t*>(data)}};
+  return {
+      {{"model.w", "model", DType::kF32, {2}, {0}, {2}, 0, 8, ""}, reinterpret_cast<const uint8_t*>(data)}};
 }
 
 TEST(OpenTensorFile, SniffsSafetensors) {
@@ -67,10 +68,13 @@ TEST(OpenTensorFile, NativeMagicWithoutRegisteredReaderIsNotSupported) {
   EXPECT_NE(r.status().message().find("native"), std::string::npos);
 }
 
-bool sniff_test_magic(const uint8_t* head, size_t n) { return n >= 4 && std::memcmp(head, "TST!", 4) == 0; }
+bool sniff_test_magic(const uint8_t* head, size_t n) {
+  return n >= 4 && std::memcmp(head, "TST!", 4) == 0;
+}
 Result<std::unique_ptr<TensorFile>> open_test_format(const std::string& path) {
-  return std::unique_ptr<TensorFile>(new MappedTensorFile(
-      "test", std::make_unique<MemoryByteSource>(std::vector<uint8_t>{}, path), {}, nlohmann::json::object()));
+  return std::unique_ptr<TensorFile>(
+      new MappedTensorFile("test", std::make_unique<MemoryByteSource>(std::vector<uint8_t>{}, path), {},
+                           nlohmann::json::object()));
 }
 
 TEST(OpenTensorFile, RegisteredOpenerIsUsed) {

@@ -13,7 +13,8 @@ Result<ZipArchive> open_bytes(std::vector<uint8_t> b) {
   return ZipArchive::open(src);
 }
 
-const std::vector<std::pair<std::string, std::string>> kEntries = {{"a/data.pkl", "hello"}, {"a/data/0", "0123456789"}};
+const std::vector<std::pair<std::string, std::string>> kEntries = {{"a/data.pkl", "hello"},
+                                                                   {"a/data/0", "0123456789"}};
 
 void expect_entries(const std::vector<uint8_t>& b) {
   MemoryByteSource src(b, "a.pt");
@@ -28,9 +29,13 @@ void expect_entries(const std::vector<uint8_t>& b) {
   EXPECT_FALSE(z->read(src, *e, 5).is_ok());
 }
 
-TEST(ZipArchive, ReadsStoredEntries) { expect_entries(build_zip(kEntries)); }
+TEST(ZipArchive, ReadsStoredEntries) {
+  expect_entries(build_zip(kEntries));
+}
 
-TEST(ZipArchive, ReadsZip64EndRecords) { expect_entries(build_zip(kEntries, {true, 0})); }
+TEST(ZipArchive, ReadsZip64EndRecords) {
+  expect_entries(build_zip(kEntries, {true, 0}));
+}
 
 void expect_error(std::vector<uint8_t> b, StatusCode code, const std::string& needle) {
   auto r = open_bytes(std::move(b));
@@ -40,10 +45,13 @@ void expect_error(std::vector<uint8_t> b, StatusCode code, const std::string& ne
 }
 
 TEST(ZipArchiveDefects, CompressedEntryNamed) {
-  expect_error(build_zip(kEntries, {false, 8}), StatusCode::kNotSupported, "entry 'a/data.pkl': compression method 8");
+  expect_error(build_zip(kEntries, {false, 8}), StatusCode::kNotSupported,
+               "entry 'a/data.pkl': compression method 8");
 }
 
-TEST(ZipArchiveDefects, NoEndRecord) { expect_error(std::vector<uint8_t>(64, 'x'), StatusCode::kCorruption, "no zip end"); }
+TEST(ZipArchiveDefects, NoEndRecord) {
+  expect_error(std::vector<uint8_t>(64, 'x'), StatusCode::kCorruption, "no zip end");
+}
 
 TEST(ZipArchiveDefects, TooManyEntries) {
   auto b = build_zip(kEntries);
