@@ -1,6 +1,10 @@
 #include "formats/shard_formats.h"
 
 #include "formats/native_shard.h"
+#include "formats/safetensors_file.h"
+#ifdef CKPTCHECK_WITH_HDF5
+#include "formats/hdf5_file.h"
+#endif
 
 namespace ckpt {
 
@@ -13,6 +17,10 @@ Result<std::unique_ptr<TensorFile>> open_native(const std::string& path) {
 
 const ShardFormat kFormats[] = {
     {"native", ".cks", &write_native_shard, &open_native},
+    {"safetensors", ".safetensors", &write_safetensors_file, &open_safetensors_file},
+#ifdef CKPTCHECK_WITH_HDF5
+    {"hdf5", ".h5", &write_hdf5_file, &open_hdf5},
+#endif
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "formats/byte_source.h"
+#include "formats/native_shard.h"
 #include "formats/pytorch_file.h"
 #include "formats/safetensors_file.h"
 #include "formats/sha256.h"
@@ -65,8 +66,8 @@ Result<std::unique_ptr<TensorFile>> open_tensor_file(const std::string& path) {
 #endif
   }
   if (starts_with(head, n, kNativeMagic, sizeof kNativeMagic)) {
-    // The native reader registers itself above; reaching here means it was not linked in.
-    return Status::not_supported(path + ": native ckptcheck shard, but no native reader is registered");
+    CKPT_ASSIGN_OR_RETURN(auto native, open_native_shard(std::move(source)));
+    return std::unique_ptr<TensorFile>(std::move(native));
   }
   if (looks_like_safetensors(head, n, source->size())) return open_safetensors(std::move(source));
   return Status::not_supported(path + ": unknown tensor file format (first bytes " + to_hex(head, n) + ")");
