@@ -176,7 +176,8 @@ TEST_F(VerifierTest, ChunkSha256MismatchNamesShardTensorAndOffset) {
   ASSERT_EQ(r.errors.size(), 1u) << codes_of(r.errors);
   EXPECT_EQ(r.errors[0].tensor, "model.blocks.0.w");
   EXPECT_EQ(r.errors[0].shard, read_fixture_manifest(dir_).shards[c.shard].path);
-  EXPECT_NE(r.errors[0].message.find("@" + std::to_string(c.data_offset)), std::string::npos) << r.errors[0].message;
+  EXPECT_NE(r.errors[0].message.find("@" + std::to_string(c.data_offset)), std::string::npos)
+      << r.errors[0].message;
 }
 
 TEST_F(VerifierTest, ChunkMissingInShardAndTheStrayChunkIsAWarning) {
@@ -193,7 +194,8 @@ TEST_F(VerifierTest, ChunkHeaderMismatchOnDtype) {
   edit_manifest(dir_, [](Manifest& m) { m.tensors[1].dtype = DType::kU8; });  // tensors[1] is model.mask
   const VerifyReport r = verify(dir_);
   expect_error(r, verify_code::kChunkHeaderMismatch);
-  EXPECT_NE(r.errors[0].message.find("dtype manifest U8 vs header BOOL"), std::string::npos) << r.errors[0].message;
+  EXPECT_NE(r.errors[0].message.find("dtype manifest U8 vs header BOOL"), std::string::npos)
+      << r.errors[0].message;
 }
 
 TEST_F(VerifierTest, CoverageGapWhenTheManifestDropsAChunk) {
@@ -241,7 +243,7 @@ TEST(VerifierValues, NonfiniteValuesAreCountedPerTensor) {
   LoadedTensor* w = find_state_tensor(state, "model.blocks.0.w");
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   std::memcpy(w->bytes.data() + 4 * 3, &nan, 4);
-  std::memcpy(w->bytes.data() + 4 * 300, &nan, 4);   // in another chunk
+  std::memcpy(w->bytes.data() + 4 * 300, &nan, 4);  // in another chunk
   std::memcpy(w->bytes.data() + 4 * 511, &inf, 4);
   const VerifyReport r = verify_state(state);
   expect_error(r, verify_code::kNonfiniteValues);
@@ -305,11 +307,13 @@ INSTANTIATE_TEST_SUITE_P(
                       MissingStateCase{"scaler.scale", verify_code::kScalerStateMissing},
                       MissingStateCase{"rng.cpu_state", verify_code::kRngStateMissing},
                       MissingStateCase{"data.cursor", verify_code::kDataStateMissing},
-                      MissingStateCase{"optimizer.model.blocks.0.w.step", verify_code::kOptimizerStateMissing}));
+                      MissingStateCase{"optimizer.model.blocks.0.w.step",
+                                       verify_code::kOptimizerStateMissing}));
 
 TEST(VerifierResume, OptimizerStepPlusSkippedMustEqualGlobalStep) {
   auto state = full_training_state();
-  *find_state_tensor(state, "optimizer.model.blocks.0.w.step") = i64_scalar("optimizer.model.blocks.0.w.step", 19);
+  *find_state_tensor(state, "optimizer.model.blocks.0.w.step") =
+      i64_scalar("optimizer.model.blocks.0.w.step", 19);
   const VerifyReport r = verify_state(state);
   expect_error(r, verify_code::kStepDisagreement);
   EXPECT_EQ(r.errors[0].tensor, "optimizer.model.blocks.0.w.step");
@@ -341,7 +345,8 @@ TEST(VerifierResume, LossScaleMustBePositive) {
 
 TEST(VerifierResume, InfiniteLossScaleIsBothNonfiniteAndInvalid) {
   auto state = full_training_state();
-  *find_state_tensor(state, "scaler.scale") = f64_scalar("scaler.scale", std::numeric_limits<double>::infinity());
+  *find_state_tensor(state, "scaler.scale") =
+      f64_scalar("scaler.scale", std::numeric_limits<double>::infinity());
   const VerifyReport r = verify_state(state);
   expect_error(r, verify_code::kLossScaleInvalid);
   expect_error(r, verify_code::kNonfiniteValues);
@@ -402,10 +407,11 @@ TEST(VerifyReportFormat, JsonHasTheDocumentedShapeAndTextStartsWithTheVerdict) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["errors"][0]["code"], "shard_size_mismatch");
-  for (const char* key : {"code", "shard", "tensor", "message"}) EXPECT_TRUE(j["errors"][0].contains(key)) << key;
+  for (const char* key : {"code", "shard", "tensor", "message"})
+    EXPECT_TRUE(j["errors"][0].contains(key)) << key;
   const std::string text = report_to_text(r);
   EXPECT_EQ(text.rfind("FAIL " + dir, 0), 0u) << text;
-  EXPECT_NE(text.find("error [shard_size_mismatch] " + r.errors[0].shard + ": "), std::string::npos) << text;
+  EXPECT_NE(text.find("\n[shard_size_mismatch] " + r.errors[0].shard + ": "), std::string::npos) << text;
 }
 
 }  // namespace

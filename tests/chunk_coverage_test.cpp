@@ -7,7 +7,8 @@
 namespace ckpt {
 namespace {
 
-ManifestTensor tensor(std::vector<int64_t> shape, std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> boxes) {
+ManifestTensor tensor(std::vector<int64_t> shape,
+                      std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> boxes) {
   ManifestTensor t{"w", "model", DType::kF32, std::move(shape), {}};
   for (auto& [offsets, chunk_shape] : boxes) t.chunks.push_back({0, offsets, chunk_shape, 0, 0, ""});
   return t;
@@ -24,7 +25,9 @@ TEST(ChunkCoverage, RowSplitTilesExactly) {
 }
 
 TEST(ChunkCoverage, TwoDimensionalGridTilesExactly) {
-  EXPECT_TRUE(coverage(tensor({4, 6}, {{{2, 3}, {2, 3}}, {{0, 0}, {2, 3}}, {{0, 3}, {2, 3}}, {{2, 0}, {2, 3}}})).ok());
+  EXPECT_TRUE(
+      coverage(tensor({4, 6}, {{{2, 3}, {2, 3}}, {{0, 0}, {2, 3}}, {{0, 3}, {2, 3}}, {{2, 0}, {2, 3}}}))
+          .ok());
 }
 
 TEST(ChunkCoverage, MissingRowsAreAGapNamingTheRows) {
@@ -34,8 +37,8 @@ TEST(ChunkCoverage, MissingRowsAreAGapNamingTheRows) {
 }
 
 TEST(ChunkCoverage, MissingGridCellIsAGap) {
-  EXPECT_TRUE(coverage(tensor({4, 6}, {{{0, 0}, {2, 3}}, {{0, 3}, {2, 3}}, {{2, 0}, {2, 3}}})).has_error(
-      verify_code::kCoverageGap));
+  EXPECT_TRUE(coverage(tensor({4, 6}, {{{0, 0}, {2, 3}}, {{0, 3}, {2, 3}}, {{2, 0}, {2, 3}}}))
+                  .has_error(verify_code::kCoverageGap));
 }
 
 TEST(ChunkCoverage, OverlapIsFoundEvenWhenVolumesAddUp) {
@@ -60,7 +63,9 @@ TEST(ChunkCoverage, ScalarNeedsExactlyOneChunk) {
   EXPECT_TRUE(coverage(tensor({}, {{{}, {}}, {{}, {}}})).has_error(verify_code::kCoverageOverlap));
 }
 
-TEST(ChunkCoverage, EmptyTensorNeedsNoChunks) { EXPECT_TRUE(coverage(tensor({0, 4}, {})).ok()); }
+TEST(ChunkCoverage, EmptyTensorNeedsNoChunks) {
+  EXPECT_TRUE(coverage(tensor({0, 4}, {})).ok());
+}
 
 TEST(ChunkCoverage, ManyRowChunksStayFast) {
   std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> boxes;

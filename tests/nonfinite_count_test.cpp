@@ -45,7 +45,8 @@ TEST(NonfiniteCounter, CountsHalfAndBFloat16) {
 }
 
 TEST(NonfiniteCounter, ElementsSplitAcrossFeedsAreCountedOnce) {
-  const auto b = bytes_of<float>({std::numeric_limits<float>::quiet_NaN(), 2.f, std::numeric_limits<float>::infinity()});
+  const auto b =
+      bytes_of<float>({std::numeric_limits<float>::quiet_NaN(), 2.f, std::numeric_limits<float>::infinity()});
   NonfiniteCounter c(DType::kF32);
   for (uint8_t byte : b) c.feed(&byte, 1);
   EXPECT_EQ(c.count().nan, 1u);

@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 
 #include "formats/file_io.h"
-#include "verifier/checkpoint_verifier.h"
 #include "tests/training_state_fixture.h"
+#include "verifier/checkpoint_verifier.h"
 
 namespace ckpt {
 namespace {
@@ -58,7 +58,9 @@ TEST(Signature, AnotherKeyDoesNotVerify) {
 
 TEST(Signature, NonEd25519OrGarbageKeyIsAUsageError) {
   TempDir dir;
-  ASSERT_TRUE(write_file_atomically(dir / "junk.pem", "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n").is_ok());
+  ASSERT_TRUE(
+      write_file_atomically(dir / "junk.pem", "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+          .is_ok());
   EXPECT_EQ(check_public_key(dir / "junk.pem").code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(check_public_key(dir / "absent.pem").is_ok());
 }

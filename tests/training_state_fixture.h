@@ -46,7 +46,8 @@ inline LoadedTensor f64_scalar(const std::string& name, double value) {
   return t;
 }
 
-inline std::vector<LoadedTensor> full_training_state(int64_t step = kFixtureStep, int64_t skipped = kFixtureSkipped) {
+inline std::vector<LoadedTensor> full_training_state(int64_t step = kFixtureStep,
+                                                     int64_t skipped = kFixtureSkipped) {
   std::vector<LoadedTensor> s;
   s.push_back(finite_f32_tensor("model.blocks.0.w", {32, 16}, 0.1f));
   s.push_back(patterned_tensor("model.mask", "model", DType::kBool, {16}));

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/file_io.h"
-#include "verifier/signature.h"
 #include "tests/training_state_fixture.h"
+#include "verifier/signature.h"
 
 namespace ckpt {
 namespace {

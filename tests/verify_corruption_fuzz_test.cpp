@@ -5,17 +5,16 @@
 // flipped digit there would be a valid, different manifest.
 //
 // CKPTCHECK_FUZZ_ITERATIONS sets the number of mutations (default 1000, a few seconds).
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <random>
 
+#include "tests/training_state_fixture.h"
 #include "verifier/checkpoint_verifier.h"
 #include "verifier/signature.h"
-#include "tests/training_state_fixture.h"
 
 namespace ckpt {
 namespace {
@@ -98,7 +97,8 @@ TEST(VerifyCorruptionFuzz, NeverPassesAChangedFileAndNeverCrashes) {
     auto report = verify_checkpoint(dir, options);
     overwrite_file(target.path, target.original);
     ASSERT_TRUE(report.is_ok()) << report.status().to_string();
-    ASSERT_FALSE(report->ok()) << "iteration " << it << ": " << what << " of " << target.path << " passed verify";
+    ASSERT_FALSE(report->ok()) << "iteration " << it << ": " << what << " of " << target.path
+                               << " passed verify";
     ASSERT_FALSE(report->errors.empty());
   }
   EXPECT_GT(by_kind[0] + by_kind[1] + by_kind[2], 0u);

@@ -69,9 +69,14 @@ bool resolves_inside(const std::string& dir, const std::string& path) {
 
 class ShardCheck {
  public:
-  ShardCheck(const std::string& dir, const Manifest& manifest, size_t index, const std::vector<ChunkRef>& refs,
-             bool quick, std::atomic<uint64_t>* hashed)
-      : dir_(dir), manifest_(manifest), shard_(manifest.shards[index]), refs_(refs), quick_(quick), hashed_(hashed) {}
+  ShardCheck(const std::string& dir, const Manifest& manifest, size_t index,
+             const std::vector<ChunkRef>& refs, bool quick, std::atomic<uint64_t>* hashed)
+      : dir_(dir),
+        manifest_(manifest),
+        shard_(manifest.shards[index]),
+        refs_(refs),
+        quick_(quick),
+        hashed_(hashed) {}
 
   ShardOutcome run() {
     auto path = resolve_shard_path(dir_, shard_.path);
@@ -86,8 +91,9 @@ class ShardCheck {
     }
     struct stat st {};
     if (::stat(path->c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) != shard_.bytes) {
-      error(verify_code::kShardSizeMismatch, "",
-            "file has " + std::to_string(st.st_size) + " bytes, manifest says " + std::to_string(shard_.bytes));
+      error(
+          verify_code::kShardSizeMismatch, "",
+          "file has " + std::to_string(st.st_size) + " bytes, manifest says " + std::to_string(shard_.bytes));
     }
     auto file = format->open(*path);
     if (!file.is_ok()) {
@@ -121,7 +127,8 @@ class ShardCheck {
   std::vector<size_t> match_chunks(const TensorFile& file) {
     std::map<std::pair<std::string, std::vector<int64_t>>, size_t> by_key;
     const auto& chunks = file.chunks();
-    for (size_t i = 0; i < chunks.size(); ++i) by_key.emplace(std::make_pair(chunks[i].name, chunks[i].offsets), i);
+    for (size_t i = 0; i < chunks.size(); ++i)
+      by_key.emplace(std::make_pair(chunks[i].name, chunks[i].offsets), i);
     std::vector<bool> referenced(chunks.size(), false);
     std::vector<size_t> matched(refs_.size(), SIZE_MAX);
     for (size_t r = 0; r < refs_.size(); ++r) {
@@ -130,7 +137,8 @@ class ShardCheck {
       auto it = by_key.find({t.name, mc.offsets});
       if (it == by_key.end()) {
         error(verify_code::kChunkMissingInShard, t.name,
-              "manifest places the chunk at offsets " + shape_to_string(mc.offsets) + " here, the shard header has none");
+              "manifest places the chunk at offsets " + shape_to_string(mc.offsets) +
+                  " here, the shard header has none");
         continue;
       }
       matched[r] = it->second;
@@ -139,8 +147,9 @@ class ShardCheck {
     }
     for (size_t i = 0; i < chunks.size(); ++i) {
       if (!referenced[i]) {
-        out_.warnings.push_back({verify_code::kChunkNotInManifest, shard_.path, chunks[i].name,
-                                 "shard header holds chunk " + chunks[i].label() + " that the manifest does not list"});
+        out_.warnings.push_back(
+            {verify_code::kChunkNotInManifest, shard_.path, chunks[i].name,
+             "shard header holds chunk " + chunks[i].label() + " that the manifest does not list"});
       }
     }
     return matched;
@@ -148,9 +157,11 @@ class ShardCheck {
 
   void compare_header(const ManifestTensor& t, const ManifestChunk& mc, const ChunkInfo& fc) {
     std::string diffs;
-    auto differ = [&](const std::string& field, const std::string& manifest_value, const std::string& header_value) {
+    auto differ = [&](const std::string& field, const std::string& manifest_value,
+                      const std::string& header_value) {
       if (manifest_value == header_value) return;
-      diffs += (diffs.empty() ? "" : ", ") + field + " manifest " + manifest_value + " vs header " + header_value;
+      diffs +=
+          (diffs.empty() ? "" : ", ") + field + " manifest " + manifest_value + " vs header " + header_value;
     };
     differ("dtype", dtype_name(t.dtype), dtype_name(fc.dtype));
     differ("global shape", shape_to_string(t.shape), shape_to_string(fc.global_shape));
@@ -158,7 +169,8 @@ class ShardCheck {
     differ("data_offset", std::to_string(mc.data_offset), std::to_string(fc.data_offset));
     differ("data_bytes", std::to_string(mc.data_bytes), std::to_string(fc.data_bytes));
     differ("sha256", mc.sha256, fc.sha256);
-    if (!diffs.empty()) error(verify_code::kChunkHeaderMismatch, t.name, "chunk " + fc.label() + ": " + diffs);
+    if (!diffs.empty())
+      error(verify_code::kChunkHeaderMismatch, t.name, "chunk " + fc.label() + ": " + diffs);
   }
 
   void check_data(const std::string& path, const TensorFile& file, const std::vector<size_t>& matched) {
@@ -180,8 +192,8 @@ class ShardCheck {
       const ChunkInfo& fc = file.chunks()[matched[r]];
       if (scan->chunk_sha256[matched[r]] != mc.sha256) {
         error(verify_code::kChunkSha256Mismatch, t.name,
-              "@" + std::to_string(fc.data_offset) + ": sha256 mismatch for " + fc.label() + ": expected " + mc.sha256 +
-                  " got " + scan->chunk_sha256[matched[r]]);
+              "@" + std::to_string(fc.data_offset) + ": sha256 mismatch for " + fc.label() + ": expected " +
+                  mc.sha256 + " got " + scan->chunk_sha256[matched[r]]);
       }
       out_.nonfinite[refs_[r].tensor] += scan->chunk_nonfinite[matched[r]];
     }
@@ -208,8 +220,9 @@ bool report_unsafe_shard_paths(const std::string& text, VerifyReport& report) {
     if (!s.is_object() || !s.contains("path") || !s["path"].is_string()) continue;
     const std::string path = s["path"].get<std::string>();
     if (!is_safe_relative_path(path)) {
-      report.add_error(verify_code::kShardPathUnsafe, path, "",
-                       "manifest names shard path '" + path + "', which is absolute, has '..' or is malformed");
+      report.add_error(
+          verify_code::kShardPathUnsafe, path, "",
+          "manifest names shard path '" + path + "', which is absolute, has '..' or is malformed");
       found = true;
     }
   }
@@ -220,7 +233,8 @@ void check_signature(const std::string& dir, const std::string& manifest_bytes, 
                      VerifyReport& report) {
   const std::string sig_path = dir + "/" + kSignatureFileName;
   if (!path_exists(sig_path)) {
-    report.add_error(verify_code::kSignatureMissing, "", "", sig_path + ": no signature, but --pubkey was given");
+    report.add_error(verify_code::kSignatureMissing, "", "",
+                     sig_path + ": no signature, but --pubkey was given");
     return;
   }
   auto text = read_small_file(sig_path, 4096);
@@ -234,10 +248,12 @@ void check_signature(const std::string& dir, const std::string& manifest_bytes, 
     return;
   }
   Status verdict = verify_message(pubkey, manifest_bytes, *signature);
-  if (!verdict.is_ok()) report.add_error(verify_code::kSignatureInvalid, "", "", sig_path + ": " + verdict.message());
+  if (!verdict.is_ok())
+    report.add_error(verify_code::kSignatureInvalid, "", "", sig_path + ": " + verdict.message());
 }
 
-void walk_files(const std::string& dir, const std::string& relative, int depth, std::vector<std::string>& out) {
+void walk_files(const std::string& dir, const std::string& relative, int depth,
+                std::vector<std::string>& out) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return;
   while (dirent* entry = ::readdir(d)) {
@@ -268,13 +284,15 @@ void report_unlisted_files(const std::string& dir, const Manifest& manifest, Ver
   }
 }
 
-void report_nonfinite(const Manifest& manifest, const std::map<size_t, NonfiniteCount>& counts, VerifyReport& report) {
+void report_nonfinite(const Manifest& manifest, const std::map<size_t, NonfiniteCount>& counts,
+                      VerifyReport& report) {
   for (const auto& [tensor, count] : counts) {
     if (!count.any()) continue;
     const ManifestTensor& t = manifest.tensors[tensor];
     report.add_error(verify_code::kNonfiniteValues, "", t.name,
                      std::to_string(count.nan) + " NaN and " + std::to_string(count.inf) + " Inf of " +
-                         std::to_string(checked_numel(t.shape).value_or(0)) + " " + dtype_name(t.dtype) + " elements");
+                         std::to_string(checked_numel(t.shape).value_or(0)) + " " + dtype_name(t.dtype) +
+                         " elements");
   }
 }
 
@@ -283,7 +301,8 @@ void check_shards(const std::string& dir, const Manifest& manifest, const Verify
   const size_t count = manifest.shards.size();
   std::vector<std::vector<ChunkRef>> refs(count);
   for (size_t t = 0; t < manifest.tensors.size(); ++t) {
-    for (size_t c = 0; c < manifest.tensors[t].chunks.size(); ++c) refs[manifest.tensors[t].chunks[c].shard].push_back({t, c});
+    for (size_t c = 0; c < manifest.tensors[t].chunks.size(); ++c)
+      refs[manifest.tensors[t].chunks[c].shard].push_back({t, c});
   }
   uint64_t total = 0;
   for (const auto& s : manifest.shards) total += s.bytes;
@@ -330,7 +349,8 @@ void check_resume_state(const std::string& dir, const Manifest& manifest, Verify
     for (auto& t : *loaded) scalars.emplace(t.name, std::move(t));
   } else if (report.ok()) {
     // Not already explained by a shard check (in --quick mode data is not hashed).
-    report.add_error(verify_code::kShardUnreadable, "", "", "reading the resume scalars: " + loaded.status().message());
+    report.add_error(verify_code::kShardUnreadable, "", "",
+                     "reading the resume scalars: " + loaded.status().message());
   }
   check_resumability(manifest, scalars, report);
 }
@@ -349,7 +369,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-Result<VerifyReport> verify_one(const std::string& raw_dir, const VerifyOptions& options, bool list_leftovers) {
+Result<VerifyReport> verify_one(const std::string& raw_dir, const VerifyOptions& options,
+                                bool list_leftovers) {
   const auto start = std::chrono::steady_clock::now();
   if (!options.pubkey_path.empty()) CKPT_RETURN_IF_ERROR(check_public_key(options.pubkey_path));
   const std::string dir = strip_trailing_slashes(raw_dir);
@@ -358,7 +379,8 @@ Result<VerifyReport> verify_one(const std::string& raw_dir, const VerifyOptions&
   if (list_leftovers) report_uncommitted(dir, report);
   const std::string manifest_path = dir + "/" + kManifestFileName;
   if (!path_exists(manifest_path)) {
-    report.add_error(verify_code::kManifestMissing, "", "", manifest_path + ": missing; the checkpoint was never committed");
+    report.add_error(verify_code::kManifestMissing, "", "",
+                     manifest_path + ": missing; the checkpoint was never committed");
     report.seconds = seconds_since(start);
     return report;
   }
@@ -401,7 +423,8 @@ Result<VerifyReport> verify_path(const std::string& raw_path, const VerifyOption
     return verify_checkpoint(dir, options);
   }
   if (!path_exists(path)) return Status::io_error(path + ": no such file or directory");
-  if (!is_directory(path)) return Status::invalid_argument(path + ": not a directory (expected a checkpoint or a root)");
+  if (!is_directory(path))
+    return Status::invalid_argument(path + ": not a directory (expected a checkpoint or a root)");
   if (path_exists(path + "/" + kManifestFileName) || step_from_dir_name(base_name(path)) >= 0) {
     return verify_checkpoint(path, options);
   }
@@ -413,12 +436,13 @@ Result<RootVerifyReport> verify_root(const std::string& raw_root, const VerifyOp
   const std::string root = strip_trailing_slashes(raw_root);
   if (!is_directory(root)) return Status::io_error(root + ": no such directory");
   if (path_exists(root + "/" + kManifestFileName)) {
-    return Status::invalid_argument(root + ": is a checkpoint; --all takes the checkpoint root that holds step_* dirs");
+    return Status::invalid_argument(
+        root + ": is a checkpoint; --all takes the checkpoint root that holds step_* dirs");
   }
   const CheckpointListing listing = list_checkpoints(root);
   if (listing.committed.empty()) {
-    return Status::not_found(root + ": no committed checkpoint (" + std::to_string(listing.uncommitted.size()) +
-                             " uncommitted leftovers)");
+    return Status::not_found(root + ": no committed checkpoint (" +
+                             std::to_string(listing.uncommitted.size()) + " uncommitted leftovers)");
   }
   RootVerifyReport out;
   out.root = root;

@@ -41,9 +41,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "formats/status.h"
 #include "verifier/verify_report.h"
@@ -85,8 +84,8 @@ constexpr const char* kUncommittedCheckpoint = "uncommitted_checkpoint";
 }  // namespace verify_code
 
 struct VerifyOptions {
-  size_t jobs = 0;     // shards hashed in parallel; 0 = hardware_concurrency
-  bool quick = false;  // manifest + header checks only: no data is hashed
+  size_t jobs = 0;          // shards hashed in parallel; 0 = hardware_concurrency
+  bool quick = false;       // manifest + header checks only: no data is hashed
   std::string pubkey_path;  // when set, manifest.json.sig must verify under this Ed25519 key
   // Pins of the current environment for the drift check (wired by `--against-env`; null = skip).
   nlohmann::json current_pins;

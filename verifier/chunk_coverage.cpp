@@ -76,8 +76,9 @@ void check_chunk_coverage(const ManifestTensor& t, VerifyReport& report) {
     if (!in_bounds(t, c)) {
       out_of_bounds = true;
       report.add_error(verify_code::kChunkOutOfBounds, "", t.name,
-                       "chunk " + std::to_string(i) + " at offsets " + shape_to_string(c.offsets) + " with shape " +
-                           shape_to_string(c.shape) + " does not fit in " + shape_to_string(t.shape));
+                       "chunk " + std::to_string(i) + " at offsets " + shape_to_string(c.offsets) +
+                           " with shape " + shape_to_string(c.shape) + " does not fit in " +
+                           shape_to_string(t.shape));
       continue;
     }
     if (checked_numel(c.shape).value_or(0) > 0) boxes.push_back({&c.offsets, &c.shape, i});
@@ -103,8 +104,8 @@ void check_chunk_coverage(const ManifestTensor& t, VerifyReport& report) {
   for (const Box& b : boxes) covered += checked_numel(*b.shape).value_or(0);  // no overlap: sum <= numel
   if (covered < numel) {
     report.add_error(verify_code::kCoverageGap, "", t.name,
-                     "chunks cover " + std::to_string(covered) + " of " + std::to_string(numel) + " elements" +
-                         (out_of_bounds ? "" : first_row_gap(t, boxes)));
+                     "chunks cover " + std::to_string(covered) + " of " + std::to_string(numel) +
+                         " elements" + (out_of_bounds ? "" : first_row_gap(t, boxes)));
   }
 }
 

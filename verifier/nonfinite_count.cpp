@@ -9,7 +9,8 @@ namespace {
 
 // IEEE-754 layouts: an all-ones exponent is Inf (zero mantissa) or NaN (non-zero mantissa).
 template <typename Bits>
-void count_ieee(const uint8_t* data, size_t elements, Bits exponent_mask, Bits mantissa_mask, NonfiniteCount& count) {
+void count_ieee(const uint8_t* data, size_t elements, Bits exponent_mask, Bits mantissa_mask,
+                NonfiniteCount& count) {
   for (size_t i = 0; i < elements; ++i) {
     Bits v;
     std::memcpy(&v, data + i * sizeof(Bits), sizeof(Bits));

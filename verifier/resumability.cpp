@@ -10,13 +10,16 @@ namespace ckpt {
 
 namespace {
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The value of a one-element tensor, or nullopt if it was not loaded or has no single element.
-std::optional<double> scalar_value(const std::map<std::string, LoadedTensor>& scalars, const std::string& name) {
+std::optional<double> scalar_value(const std::map<std::string, LoadedTensor>& scalars,
+                                   const std::string& name) {
   auto it = scalars.find(name);
   if (it == scalars.end() || it->second.bytes.size() != dtype_size(it->second.dtype)) return std::nullopt;
   return element_as_double(it->second.bytes.data(), it->second.dtype);
@@ -34,10 +37,12 @@ class ResumeCheck {
 
   void run() {
     check_optimizer();
-    require(verify_code::kSchedulerStateMissing, {"scheduler.last_step", "scheduler.base_lr", "scheduler.last_lr"});
+    require(verify_code::kSchedulerStateMissing,
+            {"scheduler.last_step", "scheduler.base_lr", "scheduler.last_lr"});
     require(verify_code::kStepStateMissing, {"progress.global_step", "progress.skipped_steps"});
-    require(verify_code::kScalerStateMissing, {"scaler.scale", "scaler.growth_factor", "scaler.backoff_factor",
-                                               "scaler.growth_interval", "scaler.growth_tracker"});
+    require(verify_code::kScalerStateMissing,
+            {"scaler.scale", "scaler.growth_factor", "scaler.backoff_factor", "scaler.growth_interval",
+             "scaler.growth_tracker"});
     require(verify_code::kDataStateMissing, {"data.epoch", "data.cursor", "data.shuffle_seed"});
     if (!has_component("rng")) {
       report_.add_error(verify_code::kRngStateMissing, "", "rng.cpu_state",
@@ -57,7 +62,8 @@ class ResumeCheck {
 
   void require(const char* code, std::initializer_list<const char*> names) {
     for (const char* name : names) {
-      if (!manifest_.find_tensor(name)) report_.add_error(code, "", name, std::string("missing: ") + name + " is needed to resume");
+      if (!manifest_.find_tensor(name))
+        report_.add_error(code, "", name, std::string("missing: ") + name + " is needed to resume");
     }
   }
 
@@ -76,8 +82,9 @@ class ResumeCheck {
       const bool trainable = has_optimizer_entries(p.name) || (dtype_is_floating(p.dtype) && !is_buffer(p));
       if (!trainable) continue;
       if (!any_optimizer) {
-        report_.add_error(verify_code::kOptimizerStateMissing, "", p.name,
-                          "the checkpoint has no optimizer state at all (first trainable param: " + p.name + ")");
+        report_.add_error(
+            verify_code::kOptimizerStateMissing, "", p.name,
+            "the checkpoint has no optimizer state at all (first trainable param: " + p.name + ")");
         return;
       }
       for (const char* moment : {".exp_avg", ".exp_avg_sq"}) {
@@ -92,7 +99,8 @@ class ResumeCheck {
         }
       }
       const std::string step = "optimizer." + p.name + ".step";
-      if (!manifest_.find_tensor(step)) report_.add_error(verify_code::kOptimizerStateMissing, "", p.name, "missing " + step);
+      if (!manifest_.find_tensor(step))
+        report_.add_error(verify_code::kOptimizerStateMissing, "", p.name, "missing " + step);
     }
   }
 
@@ -106,11 +114,12 @@ class ResumeCheck {
     const auto last_step = scalar_value(scalars_, "scheduler.last_step");
     const auto as_int = [](double v) { return std::to_string(static_cast<long long>(v)); };
     if (global && *global != static_cast<double>(manifest_.step)) {
-      disagree("progress.global_step", "is " + as_int(*global) + " but the manifest step is " +
-                                           std::to_string(manifest_.step));
+      disagree("progress.global_step",
+               "is " + as_int(*global) + " but the manifest step is " + std::to_string(manifest_.step));
     }
     if (global && last_step && *last_step != *global) {
-      disagree("scheduler.last_step", "is " + as_int(*last_step) + " but progress.global_step is " + as_int(*global));
+      disagree("scheduler.last_step",
+               "is " + as_int(*last_step) + " but progress.global_step is " + as_int(*global));
     }
     if (!global || !skipped) return;
     for (const auto& t : manifest_.tensors) {
@@ -129,7 +138,8 @@ class ResumeCheck {
     if (!manifest_.find_tensor("scaler.scale") || scalars_.count("scaler.scale") == 0) return;
     const auto scale = scalar_value(scalars_, "scaler.scale");
     if (!scale) {
-      report_.add_error(verify_code::kLossScaleInvalid, "", "scaler.scale", "is not a single readable number");
+      report_.add_error(verify_code::kLossScaleInvalid, "", "scaler.scale",
+                        "is not a single readable number");
     } else if (!std::isfinite(*scale) || *scale <= 0) {
       report_.add_error(verify_code::kLossScaleInvalid, "", "scaler.scale",
                         "is " + std::to_string(*scale) + ", expected finite and > 0");
@@ -147,7 +157,8 @@ bool is_resume_scalar(const ManifestTensor& t) {
   const auto nbytes = checked_nbytes(t.shape, t.dtype);
   if (!nbytes || *nbytes > kMaxResumeScalarBytes) return false;
   if (starts_with(t.name, "optimizer.")) return ends_with(t.name, ".step");
-  return starts_with(t.name, "scheduler.") || starts_with(t.name, "scaler.") || starts_with(t.name, "progress.");
+  return starts_with(t.name, "scheduler.") || starts_with(t.name, "scaler.") ||
+         starts_with(t.name, "progress.");
 }
 
 void check_resumability(const Manifest& manifest, const std::map<std::string, LoadedTensor>& scalars,

@@ -24,8 +24,8 @@ struct OpenChunk {
   NonfiniteCounter nonfinite;
 };
 
-Result<ShardScan> scan_in_one_pass(const std::string& path, const TensorFile& file, std::atomic<uint64_t>* bytes_done,
-                                   size_t block_bytes) {
+Result<ShardScan> scan_in_one_pass(const std::string& path, const TensorFile& file,
+                                   std::atomic<uint64_t>* bytes_done, size_t block_bytes) {
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
   const auto& chunks = file.chunks();
   ShardScan scan;
@@ -37,7 +37,8 @@ Result<ShardScan> scan_in_one_pass(const std::string& path, const TensorFile& fi
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return chunks[a].data_offset < chunks[b].data_offset; });
 
-  std::vector<uint8_t> block(static_cast<size_t>(std::min<uint64_t>(block_bytes, std::max<uint64_t>(1, scan.file_bytes))));
+  std::vector<uint8_t> block(
+      static_cast<size_t>(std::min<uint64_t>(block_bytes, std::max<uint64_t>(1, scan.file_bytes))));
   Sha256 file_hash;
   size_t next = 0;  // position in `order` of the next chunk not yet finished
   std::unique_ptr<OpenChunk> open;
@@ -55,7 +56,8 @@ Result<ShardScan> scan_in_one_pass(const std::string& path, const TensorFile& fi
     while (next < order.size()) {
       const ChunkInfo& c = chunks[order[next]];
       if (c.data_offset > block_end || (c.data_offset == block_end && c.data_bytes > 0)) break;
-      if (!open) open.reset(new OpenChunk{order[next], std::make_unique<Sha256>(), NonfiniteCounter(c.dtype)});
+      if (!open)
+        open.reset(new OpenChunk{order[next], std::make_unique<Sha256>(), NonfiniteCounter(c.dtype)});
       const uint64_t lo = std::max(c.data_offset, pos);
       const uint64_t hi = std::min(c.data_offset + c.data_bytes, block_end);
       if (hi > lo) {
@@ -71,7 +73,8 @@ Result<ShardScan> scan_in_one_pass(const std::string& path, const TensorFile& fi
   // Only zero-byte chunks can remain (the reader places every payload inside the file).
   while (next < order.size()) {
     const ChunkInfo& c = chunks[order[next]];
-    if (c.data_bytes != 0) return Status::truncated(path + ": payload of " + c.label() + " lies past the end of the file");
+    if (c.data_bytes != 0)
+      return Status::truncated(path + ": payload of " + c.label() + " lies past the end of the file");
     if (!open) open.reset(new OpenChunk{order[next], std::make_unique<Sha256>(), NonfiniteCounter(c.dtype)});
     finish_open();
   }
@@ -107,9 +110,10 @@ Result<ShardScan> scan_in_two_passes(const std::string& path, const TensorFile& 
 
 }  // namespace
 
-Result<ShardScan> scan_shard(const std::string& path, const TensorFile& file, std::atomic<uint64_t>* bytes_done,
-                             size_t block_bytes) {
-  if (std::string_view(file.format_name()) == "native") return scan_in_one_pass(path, file, bytes_done, block_bytes);
+Result<ShardScan> scan_shard(const std::string& path, const TensorFile& file,
+                             std::atomic<uint64_t>* bytes_done, size_t block_bytes) {
+  if (std::string_view(file.format_name()) == "native")
+    return scan_in_one_pass(path, file, bytes_done, block_bytes);
   return scan_in_two_passes(path, file, bytes_done, block_bytes);
 }
 

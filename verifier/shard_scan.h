@@ -23,7 +23,7 @@ constexpr size_t kScanBlockBytes = 4 << 20;
 struct ShardScan {
   std::string file_sha256;
   uint64_t file_bytes = 0;
-  std::vector<std::string> chunk_sha256;       // by index in file.chunks()
+  std::vector<std::string> chunk_sha256;        // by index in file.chunks()
   std::vector<NonfiniteCount> chunk_nonfinite;  // by index in file.chunks()
 };
 
@@ -31,7 +31,7 @@ struct ShardScan {
 // data_offset, non-overlapping: its reader checks this) it is the single pass; other formats fall
 // back to a file pass plus a read_chunk pass per chunk. `bytes_done` (may be null) is advanced as
 // bytes are hashed, for progress.
-Result<ShardScan> scan_shard(const std::string& path, const TensorFile& file, std::atomic<uint64_t>* bytes_done,
-                             size_t block_bytes = kScanBlockBytes);
+Result<ShardScan> scan_shard(const std::string& path, const TensorFile& file,
+                             std::atomic<uint64_t>* bytes_done, size_t block_bytes = kScanBlockBytes);
 
 }  // namespace ckpt

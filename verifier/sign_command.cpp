@@ -1,7 +1,6 @@
 // `ckptcheck sign CKPT --key private.pem`: writes CKPT/manifest.json.sig, an Ed25519 signature
 // over the exact manifest bytes (why that is safe in a committed dir: verifier/signature.h).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "shards/checkpoint_dir.h"
@@ -15,7 +14,8 @@ class SignCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
     CLI::App* sub = app.add_subcommand("sign", "Sign a committed checkpoint's manifest with an Ed25519 key");
-    sub->add_option("checkpoint", path_, "checkpoint dir, or a root (signs its latest checkpoint)")->required();
+    sub->add_option("checkpoint", path_, "checkpoint dir, or a root (signs its latest checkpoint)")
+        ->required();
     sub->add_option("--key", key_path_, "PEM Ed25519 private key")->required();
     return sub;
   }
@@ -38,6 +38,8 @@ class SignCommand : public Command {
 
 }  // namespace
 
-std::unique_ptr<Command> make_sign_command() { return std::make_unique<SignCommand>(); }
+std::unique_ptr<Command> make_sign_command() {
+  return std::make_unique<SignCommand>();
+}
 
 }  // namespace ckpt

@@ -23,7 +23,8 @@ constexpr const char* kSignatureFileName = "manifest.json.sig";
 Result<std::string> sign_message(const std::string& private_key_path, const std::string& message);
 // kOk if `signature` is a valid Ed25519 signature of `message` under the PEM public key;
 // kCorruption if it is not; kInvalidArgument/kIoError if the key cannot be read or is not Ed25519.
-Status verify_message(const std::string& public_key_path, const std::string& message, const std::string& signature);
+Status verify_message(const std::string& public_key_path, const std::string& message,
+                      const std::string& signature);
 // Checks that the key file holds an Ed25519 public key (so a bad --pubkey is a usage error).
 Status check_public_key(const std::string& public_key_path);
 

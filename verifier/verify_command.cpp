@@ -2,7 +2,6 @@
 // Exit 0: every check passed; 1: the checkpoint failed a check; 2: bad flags or PATH is not a
 // readable checkpoint or root.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <thread>
 
@@ -16,13 +15,17 @@ namespace {
 class VerifyCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
-    CLI::App* sub = app.add_subcommand("verify", "Verify a checkpoint (or a root's latest / every checkpoint) offline");
+    CLI::App* sub =
+        app.add_subcommand("verify", "Verify a checkpoint (or a root's latest / every checkpoint) offline");
     sub->add_option("path", path_, "checkpoint dir (step_XXXXXXXX) or checkpoint root")->required();
     sub->add_flag("--json", json_, "print one JSON object instead of the summary");
-    sub->add_option("--jobs", options_.jobs, "shards hashed in parallel (default: all cores)")->check(CLI::Range(1, 1024));
+    sub->add_option("--jobs", options_.jobs, "shards hashed in parallel (default: all cores)")
+        ->check(CLI::Range(1, 1024));
     sub->add_flag("--quick", options_.quick, "manifest and header checks only; no data hashing");
-    sub->add_flag("--all", all_, "verify every committed checkpoint of the root and list uncommitted leftovers");
-    sub->add_option("--pubkey", options_.pubkey_path, "require manifest.json.sig to verify under this Ed25519 key");
+    sub->add_flag("--all", all_,
+                  "verify every committed checkpoint of the root and list uncommitted leftovers");
+    sub->add_option("--pubkey", options_.pubkey_path,
+                    "require manifest.json.sig to verify under this Ed25519 key");
     return sub;
   }
 
@@ -66,6 +69,8 @@ class VerifyCommand : public Command {
 
 }  // namespace
 
-std::unique_ptr<Command> make_verify_command() { return std::make_unique<VerifyCommand>(); }
+std::unique_ptr<Command> make_verify_command() {
+  return std::make_unique<VerifyCommand>();
+}
 
 }  // namespace ckpt

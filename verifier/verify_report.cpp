@@ -21,8 +21,8 @@ nlohmann::json issues_to_json(const std::vector<VerifyIssue>& issues) {
   return list;
 }
 
-std::string issue_line(const char* severity, const VerifyIssue& i) {
-  std::string line = std::string(severity) + " [" + i.code + "]";
+std::string issue_line(const char* prefix, const VerifyIssue& i) {
+  std::string line = std::string(prefix) + "[" + i.code + "]";
   if (!i.shard.empty()) line += " " + i.shard;
   if (!i.tensor.empty()) line += " " + i.tensor;
   return line + ": " + i.message + "\n";
@@ -50,8 +50,12 @@ void VerifyReport::add_warning(std::string code, std::string shard, std::string 
   warnings.push_back({std::move(code), std::move(shard), std::move(tensor), std::move(message)});
 }
 
-bool VerifyReport::has_error(const std::string& code) const { return contains_code(errors, code); }
-bool VerifyReport::has_warning(const std::string& code) const { return contains_code(warnings, code); }
+bool VerifyReport::has_error(const std::string& code) const {
+  return contains_code(errors, code);
+}
+bool VerifyReport::has_warning(const std::string& code) const {
+  return contains_code(warnings, code);
+}
 
 bool RootVerifyReport::ok() const {
   for (const auto& c : checkpoints) {
@@ -81,12 +85,13 @@ nlohmann::json report_to_json(const RootVerifyReport& r) {
 
 std::string report_to_text(const VerifyReport& r) {
   char summary[256];
-  std::snprintf(summary, sizeof(summary), ": step %lld, %zu shards, %zu tensors, %s hashed in %.2f s, %zu errors, %zu warnings\n",
-                static_cast<long long>(r.step), r.shards, r.tensors, human_bytes(r.bytes_hashed).c_str(), r.seconds,
-                r.errors.size(), r.warnings.size());
+  std::snprintf(summary, sizeof(summary),
+                ": step %lld, %zu shards, %zu tensors, %s hashed in %.2f s, %zu errors, %zu warnings\n",
+                static_cast<long long>(r.step), r.shards, r.tensors, human_bytes(r.bytes_hashed).c_str(),
+                r.seconds, r.errors.size(), r.warnings.size());
   std::string text = std::string(r.ok() ? "PASS " : "FAIL ") + r.path + summary;
-  for (const auto& e : r.errors) text += issue_line("error", e);
-  for (const auto& w : r.warnings) text += issue_line("warning", w);
+  for (const auto& e : r.errors) text += issue_line("", e);
+  for (const auto& w : r.warnings) text += issue_line("warning: ", w);
   for (const auto& u : r.uncommitted) text += "uncommitted: " + u + "\n";
   return text;
 }
@@ -94,9 +99,10 @@ std::string report_to_text(const VerifyReport& r) {
 std::string report_to_text(const RootVerifyReport& r) {
   size_t failed = 0;
   for (const auto& c : r.checkpoints) failed += c.ok() ? 0 : 1;
-  std::string text = std::string(r.ok() ? "PASS " : "FAIL ") + r.root + ": " + std::to_string(r.checkpoints.size()) +
-                     " committed checkpoints, " + std::to_string(failed) + " failed, " +
-                     std::to_string(r.uncommitted.size()) + " uncommitted\n";
+  std::string text = std::string(r.ok() ? "PASS " : "FAIL ") + r.root + ": " +
+                     std::to_string(r.checkpoints.size()) + " committed checkpoints, " +
+                     std::to_string(failed) + " failed, " + std::to_string(r.uncommitted.size()) +
+                     " uncommitted\n";
   for (const auto& c : r.checkpoints) text += report_to_text(c);
   for (const auto& u : r.uncommitted) text += "uncommitted: " + u + "\n";
   return text;

@@ -3,10 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace ckpt {
 
@@ -49,7 +48,7 @@ struct RootVerifyReport {
 nlohmann::json report_to_json(const VerifyReport& report);
 nlohmann::json report_to_json(const RootVerifyReport& report);
 // Verdict line first ("PASS step_00000008: 3 shards, ..." / "FAIL ..."), then one line per error
-// and warning: "error [code] shard tensor: message".
+// and warning: "[code] shard tensor: message" / "warning: [code] shard tensor: message".
 std::string report_to_text(const VerifyReport& report);
 std::string report_to_text(const RootVerifyReport& report);
 
