@@ -77,9 +77,10 @@ TEST(DrillCompare, ShapeOrDtypeMismatchIsNotComparable) {
 }
 
 TEST(DrillCompare, StatesGroupByComponentAndNameTheFirstDivergingTensor) {
-  std::vector<LoadedTensor> ref = {f32("model.a", "model", {2}, {1, 2}),
-                                   f32("optimizer.model.a.exp_avg", "optimizer", {2, 2}, {0.1f, 0.2f, 0.3f, 0.4f}),
-                                   i64("scheduler.step", "scheduler", {8})};
+  std::vector<LoadedTensor> ref = {
+      f32("model.a", "model", {2}, {1, 2}),
+      f32("optimizer.model.a.exp_avg", "optimizer", {2, 2}, {0.1f, 0.2f, 0.3f, 0.4f}),
+      i64("scheduler.step", "scheduler", {8})};
   std::vector<LoadedTensor> got = ref;
   got[1] = f32("optimizer.model.a.exp_avg", "optimizer", {2, 2}, {0.1f, 0.2f, 0.3f, 0.0f});
   const auto c = compare_states(ref, got, {});
@@ -147,7 +148,7 @@ TEST(DrillCompare, StepMetricsCompareOnlyTheResumedSteps) {
   EXPECT_FALSE(diffs[0].passed);
   EXPECT_EQ(diffs[0].first_diverging_step, 5);
   EXPECT_NEAR(diffs[0].max_abs, 0.01, 1e-12);
-  EXPECT_TRUE(diffs[1].passed);  // lr untouched
+  EXPECT_TRUE(diffs[1].passed);    // lr untouched
   off.push_back({9, 1, 1, 1, 1});  // a step the reference never ran
   EXPECT_EQ(compare_step_metrics(ref, off, {1, 1})[1].missing_steps, (std::vector<int64_t>{9}));
 }

@@ -11,19 +11,26 @@ namespace ckpt {
 namespace {
 
 nlohmann::json sample_report() {
-  nlohmann::json losses = {{"reference", nlohmann::json::array()}, {"resumed_by_mode", nlohmann::json::object()}};
+  nlohmann::json losses = {{"reference", nlohmann::json::array()},
+                           {"resumed_by_mode", nlohmann::json::object()}};
   for (int s = 1; s <= 8; ++s) losses["reference"].push_back({{"step", s}, {"loss", 4.0 - 0.2 * s}});
-  for (int s = 5; s <= 8; ++s) losses["resumed_by_mode"]["after-save"].push_back({{"step", s}, {"loss", 4.1 - 0.2 * s}});
+  for (int s = 5; s <= 8; ++s)
+    losses["resumed_by_mode"]["after-save"].push_back({{"step", s}, {"loss", 4.1 - 0.2 * s}});
   losses["resumed"] = losses["resumed_by_mode"]["after-save"];
   return {{"verdict", "fail"},
           {"bit_identical", false},
           {"tolerance", {{"rtol", 0}, {"atol", 0}, {"applied", "exact"}}},
           {"failures", {"optimizer diverged: optimizer.<script>alert(1)</script> max abs 0.1 at [1]"}},
-          {"components", {{"optimizer", {{"passed", false}, {"tensors", 3}, {"max_abs", 0.1},
-                                         {"message", "optimizer diverged: optimizer.<b>x</b>"}}}}},
+          {"components",
+           {{"optimizer",
+             {{"passed", false},
+              {"tensors", 3},
+              {"max_abs", 0.1},
+              {"message", "optimizer diverged: optimizer.<b>x</b>"}}}}},
           {"checks", {{{"name", "verify"}, {"mode", "after-save"}, {"passed", true}, {"detail", "a & b"}}}},
           {"losses", losses},
-          {"measurements", {{"timings", {{"step_seconds_mean", 0.05}}}, {"memory", {{"peak_rss_bytes", 123456}}}}}};
+          {"measurements",
+           {{"timings", {{"step_seconds_mean", 0.05}}}, {"memory", {{"peak_rss_bytes", 123456}}}}}};
 }
 
 TEST(DrillHtml, EscapesEveryStringFromTheReport) {
@@ -58,10 +65,11 @@ TEST(DrillHtml, RendersInHeadlessChromium) {
   testing::TempDir tmp;
   const std::string page = tmp / "report.html";
   std::ofstream(page) << render_drill_html(sample_report());
-  const auto r = testing::run_command(std::string("timeout 60 ") + chromium +
-                                      " --headless --no-sandbox --disable-gpu --disable-background-networking"
-                                      " --disable-component-update --disable-sync --no-first-run --user-data-dir=" +
-                                      (tmp / "profile") + " --dump-dom file://" + page + " 2>/dev/null");
+  const auto r =
+      testing::run_command(std::string("timeout 60 ") + chromium +
+                           " --headless --no-sandbox --disable-gpu --disable-background-networking"
+                           " --disable-component-update --disable-sync --no-first-run --user-data-dir=" +
+                           (tmp / "profile") + " --dump-dom file://" + page + " 2>/dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // The DOM as the browser parsed it: both polylines exist with points, and the verdict text.
   EXPECT_NE(r.output.find("id=\"curve-reference\""), std::string::npos) << r.output.substr(0, 2000);

@@ -3,9 +3,8 @@
 
 #include <chrono>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tests/test_support.h"
 
@@ -37,8 +36,8 @@ TEST(Drill, PilotResumesBitIdenticallyAfterBothKills) {
   if (!verify_registered()) GTEST_SKIP() << "`ckptcheck verify` is not registered in this build";
   testing::TempDir tmp;
   const auto start = std::chrono::steady_clock::now();
-  const auto r = testing::run_ckptcheck("drill --config " + kPilot + " --kill both --report-dir " + (tmp / "report") +
-                                        " --work-dir " + tmp.path());
+  const auto r = testing::run_ckptcheck("drill --config " + kPilot + " --kill both --report-dir " +
+                                        (tmp / "report") + " --work-dir " + tmp.path());
   std::printf("[ timing ] full pilot drill, both kills: %.1f s\n", seconds_since(start));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("PASS"), std::string::npos);
@@ -68,12 +67,14 @@ TEST(Drill, PilotResumesBitIdenticallyAfterBothKills) {
   EXPECT_GT(memory["peak_rss_bytes"].get<double>(), 0);
   EXPECT_GT(memory["parameter_bytes"].get<double>(), 0);
   EXPECT_GT(memory["gradient_bytes"].get<double>(), 0);
-  EXPECT_GT(memory["optimizer_state_bytes"].get<double>(), 0);  // the measured step includes the optimizer step
+  EXPECT_GT(memory["optimizer_state_bytes"].get<double>(),
+            0);  // the measured step includes the optimizer step
   EXPECT_TRUE(memory["cuda"].is_null());
   const auto& timings = report["measurements"]["timings"];
-  for (const char* k : {"step_seconds_mean", "forward_backward_seconds_mean", "optimizer_seconds_mean",
-                        "checkpoint_save_seconds", "checkpoint_bytes", "restore_seconds", "verify_seconds",
-                        "process_start_seconds", "tokens_per_second", "eval_seconds", "data_wait_seconds_mean"})
+  for (const char* k :
+       {"step_seconds_mean", "forward_backward_seconds_mean", "optimizer_seconds_mean",
+        "checkpoint_save_seconds", "checkpoint_bytes", "restore_seconds", "verify_seconds",
+        "process_start_seconds", "tokens_per_second", "eval_seconds", "data_wait_seconds_mean"})
     ASSERT_TRUE(timings.contains(k)) << k;
   EXPECT_GT(timings["checkpoint_bytes"].get<double>(), 0);
   EXPECT_GT(timings["tokens_per_second"].get<double>(), 0);
@@ -99,9 +100,9 @@ TEST_P(DrillInject, FailsNamingTheComponentThatDiverged) {
   if (!verify_registered()) GTEST_SKIP() << "`ckptcheck verify` is not registered in this build";
   testing::TempDir tmp;
   const auto start = std::chrono::steady_clock::now();
-  const auto r = testing::run_ckptcheck("drill --config " + kPilot + " --save-at 4 --resume-steps 4 --inject " +
-                                        GetParam().inject + " --work-dir " + tmp.path() + " --report-dir " +
-                                        (tmp / "report"));
+  const auto r = testing::run_ckptcheck("drill --config " + kPilot +
+                                        " --save-at 4 --resume-steps 4 --inject " + GetParam().inject +
+                                        " --work-dir " + tmp.path() + " --report-dir " + (tmp / "report"));
   std::printf("[ timing ] inject %s: %.1f s\n", GetParam().inject, seconds_since(start));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find(std::string("FAIL: ") + GetParam().must_name), std::string::npos) << r.output;
@@ -111,29 +112,33 @@ TEST_P(DrillInject, FailsNamingTheComponentThatDiverged) {
   EXPECT_EQ(report["bit_identical"], false);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    NegativeControls, DrillInject,
-    ::testing::Values(InjectCase{"drop-optimizer-state", "optimizer diverged"},
-                      InjectCase{"reset-scheduler", "scheduler diverged"},
-                      InjectCase{"skip-rng-restore", "rng diverged"},
-                      InjectCase{"skip-data-position", "data diverged"},
-                      InjectCase{"reset-loss-scaler", "scaler diverged"},
-                      InjectCase{"stale-shard", "verify failed on step_00000004: shard shard-00000-of-00002"}),
-    [](const ::testing::TestParamInfo<InjectCase>& info) {
-      std::string name = info.param.inject;
-      for (char& c : name)
-        if (c == '-') c = '_';
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(NegativeControls, DrillInject,
+                         ::testing::Values(InjectCase{"drop-optimizer-state", "optimizer diverged"},
+                                           InjectCase{"reset-scheduler", "scheduler diverged"},
+                                           InjectCase{"skip-rng-restore", "rng diverged"},
+                                           InjectCase{"skip-data-position", "data diverged"},
+                                           InjectCase{"reset-loss-scaler", "scaler diverged"},
+                                           InjectCase{
+                                               "stale-shard",
+                                               "verify failed on step_00000004: shard shard-00000-of-00002"}),
+                         [](const ::testing::TestParamInfo<InjectCase>& info) {
+                           std::string name = info.param.inject;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
 
 TEST(Drill, StaleShardNamesTheComponentsInTheShard) {
   if (!verify_registered()) GTEST_SKIP() << "`ckptcheck verify` is not registered in this build";
   testing::TempDir tmp;
-  const auto r = testing::run_ckptcheck("drill --config " + kPilot + " --save-at 2 --resume-steps 1 --inject stale-shard"
-                                        " --shards 1 --work-dir " + tmp.path());
+  const auto r = testing::run_ckptcheck("drill --config " + kPilot +
+                                        " --save-at 2 --resume-steps 1 --inject stale-shard"
+                                        " --shards 1 --work-dir " +
+                                        tmp.path());
   EXPECT_EQ(r.exit_code, 1) << r.output;
   // With one shard every tensor is in it, so every component is named.
-  EXPECT_NE(r.output.find("holds data, model, optimizer, progress, rng, scaler, scheduler tensors"), std::string::npos)
+  EXPECT_NE(r.output.find("holds data, model, optimizer, progress, rng, scaler, scheduler tensors"),
+            std::string::npos)
       << r.output;
 }
 
@@ -158,8 +163,9 @@ TEST(Drill, BadFlagsAreUsageErrors) {
 TEST(Drill, WithoutVerifyTheDrillReportsItInsteadOfPassing) {
   if (verify_registered()) GTEST_SKIP() << "verify is registered: the drills above cover it";
   testing::TempDir tmp;
-  const auto r = testing::run_ckptcheck("drill --config " + kPilot + " --save-at 2 --resume-steps 1 --work-dir " +
-                                        tmp.path() + " --report-dir " + (tmp / "report"));
+  const auto r =
+      testing::run_ckptcheck("drill --config " + kPilot + " --save-at 2 --resume-steps 1 --work-dir " +
+                             tmp.path() + " --report-dir " + (tmp / "report"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("is `verify` registered in this build?"), std::string::npos) << r.output;
   // The subject was still really killed before verify was attempted.

@@ -25,7 +25,8 @@ class PilotRulesTest : public ::testing::Test {
       text.replace(at, from.size(), to);
       ++edits_applied_;
     };
-    replace("path: ../data/corpus.txt", std::string("path: ") + CKPTCHECK_SOURCE_DIR + "/fixtures/data/corpus.txt");
+    replace("path: ../data/corpus.txt",
+            std::string("path: ") + CKPTCHECK_SOURCE_DIR + "/fixtures/data/corpus.txt");
     for (const auto& [from, to] : edits) replace(from, to);
     EXPECT_EQ(edits_applied_, edits.size() + 1) << "pilot.yaml changed; update the test's edits";
     const std::string path = tmp_ / (name + ".yaml");
@@ -43,14 +44,17 @@ class PilotRulesTest : public ::testing::Test {
 
 TEST_F(PilotRulesTest, AFaithfulPilotPasses) {
   const PilotConfig pilot = load(yaml("pilot", {}));
-  const PilotConfig long_run = load(yaml("long", {{"seq_len: 64", "seq_len: 64"}, {"steps: 16", "steps: 1000"}}));
+  const PilotConfig long_run =
+      load(yaml("long", {{"seq_len: 64", "seq_len: 64"}, {"steps: 16", "steps: 1000"}}));
   EXPECT_TRUE(pilot_rule_violations(pilot, long_run).empty());
   EXPECT_TRUE(check_pilot_rules(pilot, long_run).is_ok());
 }
 
 TEST_F(PilotRulesTest, RefusesEachHidingDifferenceByKey) {
-  const PilotConfig pilot = load(yaml("pilot", {{"save_optimizer_state: true", "save_optimizer_state: false"}}));
-  const PilotConfig long_run = load(yaml("long", {{"seq_len: 64", "seq_len: 256"}, {"micro_batch: 8", "micro_batch: 16"}}));
+  const PilotConfig pilot =
+      load(yaml("pilot", {{"save_optimizer_state: true", "save_optimizer_state: false"}}));
+  const PilotConfig long_run =
+      load(yaml("long", {{"seq_len: 64", "seq_len: 256"}, {"micro_batch: 8", "micro_batch: 16"}}));
   const auto v = pilot_rule_violations(pilot, long_run);
   ASSERT_EQ(v.size(), 3u);
   EXPECT_EQ(v[0].key, "save_optimizer_state");

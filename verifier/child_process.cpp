@@ -150,7 +150,9 @@ Result<std::string> ChildProcess::wait_for_event(const std::string& kind, double
       scanned_ = end + 1;
       if (line.compare(0, marker.size(), marker) == 0) return line.substr(marker.size());
     }
-    if (stdout_fd_ < 0) return Status::not_found("child " + std::to_string(pid_) + " closed stdout before event '" + kind + "'");
+    if (stdout_fd_ < 0)
+      return Status::not_found("child " + std::to_string(pid_) + " closed stdout before event '" + kind +
+                               "'");
     if (Clock::now() >= deadline)
       return Status::io_error("child " + std::to_string(pid_) + ": no event '" + kind + "' within " +
                               std::to_string(static_cast<int>(timeout_seconds)) + " s");

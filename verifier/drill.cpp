@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <optional>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "fixtures/pilot_config.h"
@@ -23,13 +23,19 @@
 
 namespace ckpt {
 
-const char* kill_mode_name(KillMode mode) { return mode == KillMode::kAfterSave ? "after-save" : "during-save"; }
+const char* kill_mode_name(KillMode mode) {
+  return mode == KillMode::kAfterSave ? "after-save" : "during-save";
+}
 
 bool parse_kill_modes(const std::string& name, std::vector<KillMode>* out) {
-  if (name == "after-save") *out = {KillMode::kAfterSave};
-  else if (name == "during-save") *out = {KillMode::kDuringSave};
-  else if (name == "both") *out = {KillMode::kAfterSave, KillMode::kDuringSave};
-  else return false;
+  if (name == "after-save")
+    *out = {KillMode::kAfterSave};
+  else if (name == "during-save")
+    *out = {KillMode::kDuringSave};
+  else if (name == "both")
+    *out = {KillMode::kAfterSave, KillMode::kDuringSave};
+  else
+    return false;
   return true;
 }
 
@@ -77,6 +83,13 @@ Result<LoadedCheckpoint> load_latest(const std::string& root) {
   return c;
 }
 
+Result<double> eval_mean_loss(const nlohmann::json& summary, const std::string& run) {
+  if (!summary.contains("eval") || !summary["eval"].is_object() || !summary["eval"].contains("mean_loss") ||
+      !summary["eval"]["mean_loss"].is_number())
+    return Status::corruption(run + " summary: no eval.mean_loss");
+  return summary["eval"]["mean_loss"].get<double>();
+}
+
 // The JSON object `verify --json` printed: its last line that parses as an object.
 nlohmann::json parse_verify_output(const std::string& out) {
   auto whole = nlohmann::json::parse(out, nullptr, false);
@@ -99,7 +112,12 @@ class ResumeDrill {
 
   DrillOutcome run() {
     const auto start = std::chrono::steady_clock::now();
-    Status s = run_all();
+    Status s;
+    try {
+      s = run_all();
+    } catch (const std::exception& e) {  // a malformed child summary must not crash the drill
+      s = Status::io_error(std::string("drill: ") + e.what());
+    }
     if (reference_.has_value()) reference_->kill_and_reap();
     if (!s.is_ok()) {
       out_.exit_code = 2;
@@ -139,8 +157,9 @@ class ResumeDrill {
     k_ = o_.resume_steps < 0 ? n_ : o_.resume_steps;
     out_.save_at = n_;
     out_.resume_steps = k_;
-    if (n_ < 1 || k_ < 1) return Status::invalid_argument("--save-at and --resume-steps must be >= 1 (got N=" +
-                                                          std::to_string(n_) + ", K=" + std::to_string(k_) + ")");
+    if (n_ < 1 || k_ < 1)
+      return Status::invalid_argument("--save-at and --resume-steps must be >= 1 (got N=" +
+                                      std::to_string(n_) + ", K=" + std::to_string(k_) + ")");
     const bool needs_half = o_.inject == kStaleShardInject ||
                             std::count(o_.modes.begin(), o_.modes.end(), KillMode::kDuringSave) > 0;
     // The earlier save is at N/2 and saves come every N/2 steps, so N/2 must divide N.
@@ -150,7 +169,8 @@ class ResumeDrill {
     if (!o_.inject.empty() && !is_known_drill_inject(o_.inject))
       return Status::invalid_argument("--inject: unknown negative control '" + o_.inject + "'");
     if (o_.inject == kStaleShardInject && o_.modes.size() == 1 && o_.modes[0] == KillMode::kDuringSave)
-      return Status::invalid_argument("--inject stale-shard needs an after-save kill (--kill after-save|both)");
+      return Status::invalid_argument(
+          "--inject stale-shard needs an after-save kill (--kill after-save|both)");
     if (o_.shards < 1) return Status::invalid_argument("--shards must be >= 1");
     std::error_code ec;
     config_path_ = fs::absolute(o_.config_path, ec).string();
@@ -174,8 +194,9 @@ class ResumeDrill {
   }
 
   std::vector<std::string> train_args(const std::string& ckpt_dir) const {
-    return {exe_,       "train",      "--config", config_path_, "--ckpt-dir", ckpt_dir,
-            "--shards", std::to_string(o_.shards), "--format",  o_.format,    "--steps",    std::to_string(n_ + k_)};
+    return {exe_,         "train",   "--config", config_path_,
+            "--ckpt-dir", ckpt_dir,  "--shards", std::to_string(o_.shards),
+            "--format",   o_.format, "--steps",  std::to_string(n_ + k_)};
   }
 
   Status start_reference() {
@@ -183,10 +204,11 @@ class ResumeDrill {
     CKPT_RETURN_IF_ERROR(make_directory(dir));
     auto args = train_args(dir + "/ckpt");
     for (const char* a : {"--save-final", "--measure-memory"}) args.push_back(a);
-    for (const auto& a : std::vector<std::string>{"--eval-out", dir + "/eval", "--summary", dir + "/summary.json",
-                                                  "--metrics", dir + "/metrics.jsonl"})
+    for (const auto& a : std::vector<std::string>{"--eval-out", dir + "/eval", "--summary",
+                                                  dir + "/summary.json", "--metrics", dir + "/metrics.jsonl"})
       args.push_back(a);
-    CKPT_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::spawn(args, dir + "/stdout.log", dir + "/stderr.log", false));
+    CKPT_ASSIGN_OR_RETURN(ChildProcess child,
+                          ChildProcess::spawn(args, dir + "/stdout.log", dir + "/stderr.log", false));
     reference_.emplace(std::move(child));
     return Status::ok();
   }
@@ -198,7 +220,8 @@ class ResumeDrill {
     reference_done_ = true;
     const std::string dir = work_ + "/reference";
     if (!e.exited || e.exit_code != 0)
-      return Status::io_error("reference run failed (" + e.describe() + "): " + log_tail(dir + "/stderr.log"));
+      return Status::io_error("reference run failed (" + e.describe() +
+                              "): " + log_tail(dir + "/stderr.log"));
     CKPT_ASSIGN_OR_RETURN(out_.reference_summary, read_json_file(dir + "/summary.json"));
     CKPT_ASSIGN_OR_RETURN(out_.reference_steps, read_step_metrics(dir + "/metrics.jsonl"));
     CKPT_ASSIGN_OR_RETURN(reference_ckpt_, load_latest(dir + "/ckpt"));
@@ -216,8 +239,8 @@ class ResumeDrill {
              "--drill-hold-step", std::to_string(n_), "--metrics", dir + "/subject-metrics.jsonl"})
       args.push_back(a);
     phase(std::string("subject (") + kill_mode_name(mode) + ")");
-    CKPT_ASSIGN_OR_RETURN(ChildProcess subject,
-                          ChildProcess::spawn(args, dir + "/subject-stdout.log", dir + "/subject-stderr.log", true));
+    CKPT_ASSIGN_OR_RETURN(ChildProcess subject, ChildProcess::spawn(args, dir + "/subject-stdout.log",
+                                                                    dir + "/subject-stderr.log", true));
     const std::string event = mode == KillMode::kAfterSave ? "committed" : "shard-written";
     const std::string held_dir = step_dir_name(n_);
     std::string detail;
@@ -225,8 +248,9 @@ class ResumeDrill {
       auto got = subject.wait_for_event(event, o_.child_timeout_seconds);
       if (!got.is_ok()) {
         const ChildExit e = subject.running() ? subject.kill_and_reap() : ChildExit{};
-        return Status::io_error(std::string("subject (") + kill_mode_name(mode) + ") never reached its hold at step " +
-                                std::to_string(n_) + ": " + got.status().message() + "; " + e.describe() + "; " +
+        return Status::io_error(std::string("subject (") + kill_mode_name(mode) +
+                                ") never reached its hold at step " + std::to_string(n_) + ": " +
+                                got.status().message() + "; " + e.describe() + "; " +
                                 log_tail(subject.stderr_log()));
       }
       detail = *got;
@@ -234,8 +258,10 @@ class ResumeDrill {
     }
     const ChildExit e = subject.kill_and_reap();
     DrillCheck c{"subject_killed", kill_mode_name(mode), e.killed_by(SIGKILL), "", {}};
-    c.detail = "SIGKILLed while held at step " + std::to_string(n_) + " (" + event + " " + detail + "): " + e.describe();
-    c.numbers = {{"step", n_}, {"event", event}, {"path", detail}, {"signal", e.signal}, {"exit", e.describe()}};
+    c.detail = "SIGKILLed while held at step " + std::to_string(n_) + " (" + event + " " + detail +
+               "): " + e.describe();
+    c.numbers = {
+        {"step", n_}, {"event", event}, {"path", detail}, {"signal", e.signal}, {"exit", e.describe()}};
     if (!c.passed) return Status::io_error("subject did not die of SIGKILL: " + e.describe());
     add_check(c);
     return Status::ok();
@@ -247,15 +273,22 @@ class ResumeDrill {
     bool step_n_committed = false;
     for (const auto& d : listing.committed)
       if (fs::path(d).filename() == step_dir_name(n_)) step_n_committed = true;
-    DrillCheck torn{"torn_checkpoint_uncommitted", "during-save", !listing.uncommitted.empty() && !step_n_committed,
-                    "", {{"uncommitted", listing.uncommitted}, {"committed", listing.committed}}};
-    torn.detail = std::to_string(listing.uncommitted.size()) + " uncommitted dir(s), step " + std::to_string(n_) +
-                  (step_n_committed ? " committed (wrong)" : " not committed");
+    DrillCheck torn{"torn_checkpoint_uncommitted",
+                    "during-save",
+                    !listing.uncommitted.empty() && !step_n_committed,
+                    "",
+                    {{"uncommitted", listing.uncommitted}, {"committed", listing.committed}}};
+    torn.detail = std::to_string(listing.uncommitted.size()) + " uncommitted dir(s), step " +
+                  std::to_string(n_) + (step_n_committed ? " committed (wrong)" : " not committed");
     add_check(torn);
     auto latest = resolve_latest_checkpoint(ckpt_root);
     const std::string want = step_dir_name(n_ / 2);
-    const std::string got = latest.is_ok() ? fs::path(*latest).filename().string() : latest.status().message();
-    add_check({"latest_skips_torn", "during-save", got == want, "resolve_latest_checkpoint -> " + got + ", expected " + want,
+    const std::string got =
+        latest.is_ok() ? fs::path(*latest).filename().string() : latest.status().message();
+    add_check({"latest_skips_torn",
+               "during-save",
+               got == want,
+               "resolve_latest_checkpoint -> " + got + ", expected " + want,
                {{"expected_step", n_ / 2}, {"resolved", got}}});
     return Status::ok();
   }
@@ -268,13 +301,18 @@ class ResumeDrill {
     const std::string new_dir = ckpt_root + "/" + step_dir_name(n_);
     CKPT_ASSIGN_OR_RETURN(Manifest old_m, read_manifest_file(old_dir));
     CKPT_ASSIGN_OR_RETURN(Manifest new_m, read_manifest_file(new_dir));
-    if (old_m.shards.empty() || new_m.shards.empty()) return Status::corruption(new_dir + ": manifest lists no shards");
+    if (old_m.shards.empty() || new_m.shards.empty())
+      return Status::corruption(new_dir + ": manifest lists no shards");
     const std::string from = old_dir + "/" + old_m.shards[0].path, to = new_dir + "/" + new_m.shards[0].path;
     std::error_code ec;
     fs::permissions(to, fs::perms::owner_write, fs::perm_options::add, ec);
     fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
     if (ec) return Status::io_error("stale-shard: copy " + from + " -> " + to + ": " + ec.message());
-    add_check({"stale_shard_planted", "after-save", true, "copied " + from + " over " + to, {{"from", from}, {"to", to}}});
+    add_check({"stale_shard_planted",
+               "after-save",
+               true,
+               "copied " + from + " over " + to,
+               {{"from", from}, {"to", to}}});
     return Status::ok();
   }
 
@@ -282,9 +320,10 @@ class ResumeDrill {
   Result<bool> verify(const std::string& checkpoint, const std::string& dir, KillMode mode, ModeOutcome* m) {
     phase(std::string("verify (") + kill_mode_name(mode) + ")");
     const std::string name = fs::path(checkpoint).filename().string();
-    CKPT_ASSIGN_OR_RETURN(ChildProcess child,
-                          ChildProcess::spawn({exe_, "verify", checkpoint, "--json"}, dir + "/verify-" + name + ".json",
-                                              dir + "/verify-" + name + ".stderr.log", true));
+    CKPT_ASSIGN_OR_RETURN(
+        ChildProcess child,
+        ChildProcess::spawn({exe_, "verify", checkpoint, "--json"}, dir + "/verify-" + name + ".json",
+                            dir + "/verify-" + name + ".stderr.log", true));
     const auto start = std::chrono::steady_clock::now();
     const ChildExit e = child.wait(o_.child_timeout_seconds);
     const double wall = seconds_since(start);
@@ -293,7 +332,8 @@ class ResumeDrill {
     if (!j.is_object() || !j.contains("ok") || !j["ok"].is_boolean())
       return Status::io_error("verify " + checkpoint + " gave no JSON result (" + e.describe() +
                               "; is `verify` registered in this build?): " + log_tail(child.stderr_log()));
-    m->verify_seconds += j.contains("seconds") && j["seconds"].is_number() ? j["seconds"].get<double>() : wall;
+    m->verify_seconds +=
+        j.contains("seconds") && j["seconds"].is_number() ? j["seconds"].get<double>() : wall;
     const bool ok = j["ok"].get<bool>() && e.exited && e.exit_code == 0;
     DrillCheck c{"verify", kill_mode_name(mode), ok, "", {}};
     c.numbers = {{"checkpoint", checkpoint}, {"exit", e.describe()}, {"wall_seconds", wall}, {"result", j}};
@@ -306,11 +346,13 @@ class ResumeDrill {
   // tensors): <first error>" — names what a user has to look at.
   std::string verify_failure(const std::string& checkpoint, const nlohmann::json& j, const ChildExit& e) {
     std::string m = "verify failed on " + fs::path(checkpoint).filename().string();
-    const auto& errors = j.contains("errors") && j["errors"].is_array() ? j["errors"] : nlohmann::json::array();
+    const auto& errors =
+        j.contains("errors") && j["errors"].is_array() ? j["errors"] : nlohmann::json::array();
     if (errors.empty()) return m + " (" + e.describe() + ", no errors listed)";
     std::set<std::string> shards;
     for (const auto& err : errors)
-      if (err.is_object() && err.contains("shard") && err["shard"].is_string() && !err["shard"].get<std::string>().empty())
+      if (err.is_object() && err.contains("shard") && err["shard"].is_string() &&
+          !err["shard"].get<std::string>().empty())
         shards.insert(fs::path(err["shard"].get<std::string>()).filename().string());
     std::set<std::string> components;
     auto manifest = read_manifest_file(checkpoint);
@@ -344,28 +386,34 @@ class ResumeDrill {
   Status resume(KillMode mode, const std::string& dir, int64_t expected_step, ModeOutcome* m) {
     phase(std::string("resume (") + kill_mode_name(mode) + ")");
     auto args = train_args(dir + "/ckpt");
-    for (const auto& a : std::vector<std::string>{"--resume", "latest", "--save-final", "--eval-out", dir + "/eval",
-                                                  "--summary", dir + "/resumed-summary.json", "--metrics",
-                                                  dir + "/resumed-metrics.jsonl"})
+    for (const auto& a : std::vector<std::string>{"--resume", "latest", "--save-final", "--eval-out",
+                                                  dir + "/eval", "--summary", dir + "/resumed-summary.json",
+                                                  "--metrics", dir + "/resumed-metrics.jsonl"})
       args.push_back(a);
     if (!o_.inject.empty() && o_.inject != kStaleShardInject) {
       args.push_back("--inject");
       args.push_back(o_.inject);
     }
-    CKPT_ASSIGN_OR_RETURN(ChildProcess child,
-                          ChildProcess::spawn(args, dir + "/resumed-stdout.log", dir + "/resumed-stderr.log", false));
+    CKPT_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::spawn(args, dir + "/resumed-stdout.log",
+                                                                  dir + "/resumed-stderr.log", false));
     const ChildExit e = child.wait(o_.child_timeout_seconds);
     if (!e.exited || e.exit_code != 0)
-      return Status::io_error(std::string("resumed run (") + kill_mode_name(mode) + ") failed (" + e.describe() +
-                              "): " + log_tail(dir + "/resumed-stderr.log"));
+      return Status::io_error(std::string("resumed run (") + kill_mode_name(mode) + ") failed (" +
+                              e.describe() + "): " + log_tail(dir + "/resumed-stderr.log"));
     CKPT_ASSIGN_OR_RETURN(m->resumed_summary, read_json_file(dir + "/resumed-summary.json"));
     const auto& s = m->resumed_summary;
     m->resumed_from_step = s.contains("restored_step") && s["restored_step"].is_number_integer()
-                               ? s["restored_step"].get<int64_t>() : -1;
-    add_check({"resumed_from", kill_mode_name(mode), m->resumed_from_step == expected_step,
-               "restored step " + std::to_string(m->resumed_from_step) + ", expected " + std::to_string(expected_step),
-               {{"expected_step", expected_step}, {"restored_step", m->resumed_from_step},
-                {"restore_seconds", s.value("restore_seconds", 0.0)}}});
+                               ? s["restored_step"].get<int64_t>()
+                               : -1;
+    add_check(
+        {"resumed_from",
+         kill_mode_name(mode),
+         m->resumed_from_step == expected_step,
+         "restored step " + std::to_string(m->resumed_from_step) + ", expected " +
+             std::to_string(expected_step),
+         {{"expected_step", expected_step},
+          {"restored_step", m->resumed_from_step},
+          {"restore_seconds", s.contains("restore_seconds") ? s["restore_seconds"] : nlohmann::json()}}});
     CKPT_ASSIGN_OR_RETURN(m->resumed_steps, read_step_metrics(dir + "/resumed-metrics.jsonl"));
     return Status::ok();
   }
@@ -379,7 +427,8 @@ class ResumeDrill {
     const int64_t expected_steps = n_ + k_ - m->resumed_from_step;
     for (const auto& d : series) {
       identical = identical && d.bit_identical;
-      DrillCheck c{"metric_" + d.field, mode_name, d.passed && d.steps_compared == expected_steps, "", to_json(d)};
+      DrillCheck c{"metric_" + d.field, mode_name, d.passed && d.steps_compared == expected_steps, "",
+                   to_json(d)};
       if (d.first_diverging_step >= 0)
         c.detail = d.field + " diverged at step " + std::to_string(d.first_diverging_step) + ": reference " +
                    format_number(d.reference_at_first) + " resumed " + format_number(d.resumed_at_first) +
@@ -388,18 +437,23 @@ class ResumeDrill {
         c.detail = d.field + ": compared " + std::to_string(d.steps_compared) + " steps, expected " +
                    std::to_string(expected_steps);
       else
-        c.detail = d.field + ": " + std::to_string(d.steps_compared) + " steps, max abs " + format_number(d.max_abs);
+        c.detail =
+            d.field + ": " + std::to_string(d.steps_compared) + " steps, max abs " + format_number(d.max_abs);
       add_check(c, c.detail);
     }
 
-    const double ref_eval = out_.reference_summary["eval"].value("mean_loss", 0.0);
-    const double got_eval = m->resumed_summary.contains("eval") ? m->resumed_summary["eval"].value("mean_loss", 0.0) : 0.0;
+    CKPT_ASSIGN_OR_RETURN(const double ref_eval, eval_mean_loss(out_.reference_summary, "reference"));
+    CKPT_ASSIGN_OR_RETURN(const double got_eval, eval_mean_loss(m->resumed_summary, "resumed run"));
     const bool eval_ok = within_tolerance(ref_eval, got_eval, o_.tolerance);
     identical = identical && ref_eval == got_eval;
-    add_check({"eval_loss", mode_name, eval_ok,
-               "eval loss reference " + format_number(ref_eval) + " resumed " + format_number(got_eval),
-               {{"reference", ref_eval}, {"resumed", got_eval}, {"abs_diff", std::fabs(ref_eval - got_eval)}}},
-              "eval diverged: mean loss reference " + format_number(ref_eval) + " resumed " + format_number(got_eval));
+    add_check(
+        {"eval_loss",
+         mode_name,
+         eval_ok,
+         "eval loss reference " + format_number(ref_eval) + " resumed " + format_number(got_eval),
+         {{"reference", ref_eval}, {"resumed", got_eval}, {"abs_diff", std::fabs(ref_eval - got_eval)}}},
+        "eval diverged: mean loss reference " + format_number(ref_eval) + " resumed " +
+            format_number(got_eval));
 
     CKPT_ASSIGN_OR_RETURN(LoadedTensor logits, read_eval_logits(dir + "/eval"));
     const TensorDiff ld = compare_tensor(reference_logits_.view(), logits.view(), o_.tolerance);
@@ -407,13 +461,16 @@ class ResumeDrill {
     add_check({"eval_logits", mode_name, ld.passed(),
                std::to_string(ld.elements) + " logits, max abs " + format_number(ld.max_abs), to_json(ld)},
               "eval diverged: eval.logits " +
-                  (ld.mismatch.empty() ? "max abs " + format_number(ld.max_abs) + " at " + shape_to_string(ld.max_abs_index)
-                                       : ld.mismatch));
+                  (ld.mismatch.empty()
+                       ? "max abs " + format_number(ld.max_abs) + " at " + shape_to_string(ld.max_abs_index)
+                       : ld.mismatch));
 
     CKPT_ASSIGN_OR_RETURN(LoadedCheckpoint final_ckpt, load_latest(dir + "/ckpt"));
-    add_check({"final_checkpoint_step", mode_name, final_ckpt.manifest.step == n_ + k_,
-               "resumed run's final checkpoint is step " + std::to_string(final_ckpt.manifest.step) + ", expected " +
-                   std::to_string(n_ + k_),
+    add_check({"final_checkpoint_step",
+               mode_name,
+               final_ckpt.manifest.step == n_ + k_,
+               "resumed run's final checkpoint is step " + std::to_string(final_ckpt.manifest.step) +
+                   ", expected " + std::to_string(n_ + k_),
                {{"dir", final_ckpt.dir}, {"step", final_ckpt.manifest.step}}});
     m->components = compare_states(reference_ckpt_.tensors, final_ckpt.tensors, o_.tolerance);
     // Diverging components are reported first: they say which piece of state the restore lost.
@@ -426,9 +483,12 @@ class ResumeDrill {
       out_.failures.insert(out_.failures.begin() + static_cast<std::ptrdiff_t>(first_failure_of_mode),
                            *it + " (" + mode_name + " kill)");
     // Recorded without add_check: each divergence is already a failure line of its own.
-    out_.checks.push_back({"final_state", mode_name, divergences.empty(),
-                           divergences.empty() ? std::to_string(m->components.size()) + " components match"
-                                               : std::to_string(divergences.size()) + " component(s) diverged",
+    out_.checks.push_back({"final_state",
+                           mode_name,
+                           divergences.empty(),
+                           divergences.empty()
+                               ? std::to_string(m->components.size()) + " components match"
+                               : std::to_string(divergences.size()) + " component(s) diverged",
                            {{"components", m->components.size()}, {"diverged", divergences}}});
     m->compared = true;
     m->bit_identical = identical;

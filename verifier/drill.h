@@ -10,10 +10,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "formats/status.h"
 #include "verifier/drill_compare.h"
@@ -68,8 +67,8 @@ struct ModeOutcome {
 };
 
 struct DrillOutcome {
-  int exit_code = 0;  // 0 pass, 1 a check failed, 2 error
-  std::string error;  // the reason for exit 2
+  int exit_code = 0;                  // 0 pass, 1 a check failed, 2 error
+  std::string error;                  // the reason for exit 2
   std::vector<std::string> failures;  // one line each: "optimizer diverged: ... (after-save kill)"
   std::vector<DrillCheck> checks;
   std::vector<ModeOutcome> modes;

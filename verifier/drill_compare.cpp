@@ -66,7 +66,8 @@ Result<std::vector<StepRecord>> read_step_metrics(const std::string& path) {
     StepRecord r;
     if (!parse_metric_line(lines[i], &r)) {
       if (i + 1 == lines.size()) break;  // torn tail of a killed writer
-      return Status::corruption(path + ": line " + std::to_string(i + 1) + ": expected a step metrics object");
+      return Status::corruption(path + ": line " + std::to_string(i + 1) +
+                                ": expected a step metrics object");
     }
     records.push_back(r);
   }
@@ -74,7 +75,8 @@ Result<std::vector<StepRecord>> read_step_metrics(const std::string& path) {
 }
 
 std::vector<SeriesDiff> compare_step_metrics(const std::vector<StepRecord>& reference,
-                                             const std::vector<StepRecord>& resumed, const Tolerance& tolerance) {
+                                             const std::vector<StepRecord>& resumed,
+                                             const Tolerance& tolerance) {
   struct Field {
     const char* name;
     double StepRecord::*member;
@@ -130,7 +132,8 @@ std::string format_number(double value) {
   return buf;
 }
 
-TensorDiff compare_tensor(const TensorView& reference, const TensorView& resumed, const Tolerance& tolerance) {
+TensorDiff compare_tensor(const TensorView& reference, const TensorView& resumed,
+                          const Tolerance& tolerance) {
   TensorDiff d;
   d.name = reference.name;
   d.component = reference.component;
@@ -261,9 +264,12 @@ nlohmann::json to_json(const TensorDiff& d) {
 }
 
 nlohmann::json to_json(const ComponentDiff& d) {
-  nlohmann::json j = {{"tensors", d.tensors},         {"elements", d.elements},
-                      {"max_abs", number_json(d.max_abs)}, {"max_rel", number_json(d.max_rel)},
-                      {"bit_identical", d.bit_identical}, {"passed", d.passed},
+  nlohmann::json j = {{"tensors", d.tensors},
+                      {"elements", d.elements},
+                      {"max_abs", number_json(d.max_abs)},
+                      {"max_rel", number_json(d.max_rel)},
+                      {"bit_identical", d.bit_identical},
+                      {"passed", d.passed},
                       {"first_diverging", nullptr}};
   if (!d.passed) {
     j["first_diverging"] = {{"tensor", d.first_diverging_tensor},

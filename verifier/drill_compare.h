@@ -9,10 +9,9 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "formats/status.h"
 #include "shards/tensor_view.h"
@@ -56,7 +55,8 @@ struct SeriesDiff {
 
 // Compares every resumed step with the reference step of the same number.
 std::vector<SeriesDiff> compare_step_metrics(const std::vector<StepRecord>& reference,
-                                             const std::vector<StepRecord>& resumed, const Tolerance& tolerance);
+                                             const std::vector<StepRecord>& resumed,
+                                             const Tolerance& tolerance);
 
 struct TensorDiff {
   std::string name;

@@ -61,11 +61,13 @@ std::vector<std::pair<double, double>> points_of(const nlohmann::json& losses) {
 
 std::string loss_chart(const nlohmann::json& losses) {
   std::vector<Curve> curves;
-  curves.push_back({"curve-reference", "curve-reference", "reference (uninterrupted)", points_of(at(losses, "reference"))});
+  curves.push_back({"curve-reference", "curve-reference", "reference (uninterrupted)",
+                    points_of(at(losses, "reference"))});
   const auto& by_mode = at(losses, "resumed_by_mode");
   if (by_mode.is_object() && !by_mode.empty()) {
     for (const auto& [mode, l] : by_mode.items())
-      curves.push_back({"curve-resumed-" + mode, "curve-resumed", "resumed after " + mode + " kill", points_of(l)});
+      curves.push_back(
+          {"curve-resumed-" + mode, "curve-resumed", "resumed after " + mode + " kill", points_of(l)});
   } else {
     curves.push_back({"curve-resumed", "curve-resumed", "resumed", points_of(at(losses, "resumed"))});
   }
@@ -80,12 +82,13 @@ std::string loss_chart(const nlohmann::json& losses) {
   const auto sx = [&](double x) { return kPad + (x - x0) / (x1 - x0) * (kWidth - 2 * kPad); };
   const auto sy = [&](double y) { return kHeight - kPad - (y - y0) / (y1 - y0) * (kHeight - 2 * kPad); };
   std::ostringstream s;
-  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"loss-chart\" width=\"" << kWidth << "\" height=\"" << kHeight
-    << "\" viewBox=\"0 0 " << kWidth << " " << kHeight << "\" role=\"img\" aria-label=\"loss per step\">\n";
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"loss-chart\" width=\"" << kWidth << "\" height=\""
+    << kHeight << "\" viewBox=\"0 0 " << kWidth << " " << kHeight
+    << "\" role=\"img\" aria-label=\"loss per step\">\n";
   s << "<rect x=\"0\" y=\"0\" width=\"" << kWidth << "\" height=\"" << kHeight << "\" fill=\"#fff\"/>\n";
-  s << "<line class=\"axis\" x1=\"" << kPad << "\" y1=\"" << kHeight - kPad << "\" x2=\"" << kWidth - kPad << "\" y2=\""
-    << kHeight - kPad << "\"/><line class=\"axis\" x1=\"" << kPad << "\" y1=\"" << kPad << "\" x2=\"" << kPad
-    << "\" y2=\"" << kHeight - kPad << "\"/>\n";
+  s << "<line class=\"axis\" x1=\"" << kPad << "\" y1=\"" << kHeight - kPad << "\" x2=\"" << kWidth - kPad
+    << "\" y2=\"" << kHeight - kPad << "\"/><line class=\"axis\" x1=\"" << kPad << "\" y1=\"" << kPad
+    << "\" x2=\"" << kPad << "\" y2=\"" << kHeight - kPad << "\"/>\n";
   s << "<text x=\"" << kPad << "\" y=\"" << kHeight - kPad + 16 << "\">step " << text_of(x0) << "</text>";
   s << "<text x=\"" << kWidth - kPad << "\" y=\"" << kHeight - kPad + 16 << "\" text-anchor=\"end\">step "
     << text_of(x1) << "</text>";
@@ -100,9 +103,10 @@ std::string loss_chart(const nlohmann::json& losses) {
   }
   for (size_t i = 0; i < curves.size(); ++i) {  // legend
     const int y = 16 + 16 * static_cast<int>(i);
-    s << "<g class=\"legend\"><line class=\"" << curves[i].css_class << (i > 1 ? " curve-alt" : "") << "\" x1=\""
-      << kWidth - 260 << "\" y1=\"" << y - 4 << "\" x2=\"" << kWidth - 236 << "\" y2=\"" << y - 4 << "\"/><text x=\""
-      << kWidth - 230 << "\" y=\"" << y << "\">" << html_escape(curves[i].label) << "</text></g>\n";
+    s << "<g class=\"legend\"><line class=\"" << curves[i].css_class << (i > 1 ? " curve-alt" : "")
+      << "\" x1=\"" << kWidth - 260 << "\" y1=\"" << y - 4 << "\" x2=\"" << kWidth - 236 << "\" y2=\""
+      << y - 4 << "\"/><text x=\"" << kWidth - 230 << "\" y=\"" << y << "\">" << html_escape(curves[i].label)
+      << "</text></g>\n";
   }
   s << "</svg>\n";
   return s.str();
@@ -121,7 +125,8 @@ void key_value_table(std::ostringstream& s, const nlohmann::json& obj, const cha
 }  // namespace
 
 std::string render_drill_html(const nlohmann::json& report) {
-  const std::string verdict = at(report, "verdict").is_string() ? report["verdict"].get<std::string>() : "unknown";
+  const std::string verdict =
+      at(report, "verdict").is_string() ? report["verdict"].get<std::string>() : "unknown";
   std::ostringstream s;
   s << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ckptcheck drill: "
     << html_escape(verdict) << "</title>\n<style>\n"
@@ -134,11 +139,14 @@ std::string render_drill_html(const nlohmann::json& report) {
     << "svg text{font-size:11px;fill:#444}.axis{stroke:#888;stroke-width:1}"
     << ".curve-reference{stroke:#1f5fbf;stroke-width:2.5}.curve-resumed{stroke:#e0661a;stroke-width:1.5;"
     << "stroke-dasharray:5 3}.curve-alt{stroke:#2a9d4a}\n</style></head><body>\n";
-  s << "<div id=\"verdict\" class=\"verdict verdict-" << html_escape(verdict) << "\">" << html_escape(verdict == "pass" ? "PASS" : verdict == "fail" ? "FAIL" : "ERROR");
+  s << "<div id=\"verdict\" class=\"verdict verdict-" << html_escape(verdict) << "\">"
+    << html_escape(verdict == "pass"   ? "PASS"
+                   : verdict == "fail" ? "FAIL"
+                                       : "ERROR");
   s << (at(report, "bit_identical") == true ? " &mdash; bit-identical" : "") << "</div>\n";
   const auto& tol = at(report, "tolerance");
-  s << "<p>Tolerance: rtol " << html_escape(text_of(at(tol, "rtol"))) << ", atol " << html_escape(text_of(at(tol, "atol")))
-    << " (" << html_escape(text_of(at(tol, "applied"))) << ")</p>\n";
+  s << "<p>Tolerance: rtol " << html_escape(text_of(at(tol, "rtol"))) << ", atol "
+    << html_escape(text_of(at(tol, "atol"))) << " (" << html_escape(text_of(at(tol, "applied"))) << ")</p>\n";
   if (at(report, "error").is_string() && !report["error"].get<std::string>().empty())
     s << "<p id=\"error\"><b>Error:</b> " << html_escape(report["error"].get<std::string>()) << "</p>\n";
   const auto& failures = at(report, "failures");
@@ -149,28 +157,32 @@ std::string render_drill_html(const nlohmann::json& report) {
   }
   s << "<h2>Loss: reference vs resumed</h2>\n" << loss_chart(at(report, "losses"));
 
-  s << "<h2>Final state by component</h2>\n<table id=\"divergence\"><thead><tr><th>component</th><th>tensors</th>"
-    << "<th>max abs</th><th>max rel</th><th>bit-identical</th><th>passed</th><th>first diverging</th></tr></thead><tbody>\n";
+  s << "<h2>Final state by component</h2>\n<table "
+       "id=\"divergence\"><thead><tr><th>component</th><th>tensors</th>"
+    << "<th>max abs</th><th>max rel</th><th>bit-identical</th><th>passed</th><th>first "
+       "diverging</th></tr></thead><tbody>\n";
   const auto& comps = at(report, "components");
   if (comps.is_object())
     for (const auto& [name, c] : comps.items()) {
       const bool ok = at(c, "passed") == true;
       s << "<tr" << (ok ? "" : " class=\"bad\"") << "><td>" << html_escape(name) << "</td><td>"
-        << html_escape(text_of(at(c, "tensors"))) << "</td><td>" << html_escape(text_of(at(c, "max_abs"))) << "</td><td>"
-        << html_escape(text_of(at(c, "max_rel"))) << "</td><td>" << html_escape(text_of(at(c, "bit_identical")))
-        << "</td><td>" << (ok ? "yes" : "no") << "</td><td>" << html_escape(text_of(at(c, "message"))) << "</td></tr>\n";
+        << html_escape(text_of(at(c, "tensors"))) << "</td><td>" << html_escape(text_of(at(c, "max_abs")))
+        << "</td><td>" << html_escape(text_of(at(c, "max_rel"))) << "</td><td>"
+        << html_escape(text_of(at(c, "bit_identical"))) << "</td><td>" << (ok ? "yes" : "no") << "</td><td>"
+        << html_escape(text_of(at(c, "message"))) << "</td></tr>\n";
     }
   s << "</tbody></table>\n";
 
-  s << "<h2>Checks</h2>\n<table id=\"checks\"><thead><tr><th>check</th><th>kill</th><th>passed</th><th>detail</th></tr>"
+  s << "<h2>Checks</h2>\n<table "
+       "id=\"checks\"><thead><tr><th>check</th><th>kill</th><th>passed</th><th>detail</th></tr>"
     << "</thead><tbody>\n";
   const auto& checks = at(report, "checks");
   if (checks.is_array())
     for (const auto& c : checks) {
       const bool ok = at(c, "passed") == true;
-      s << "<tr" << (ok ? "" : " class=\"bad\"") << "><td>" << html_escape(text_of(at(c, "name"))) << "</td><td>"
-        << html_escape(text_of(at(c, "mode"))) << "</td><td>" << (ok ? "yes" : "no") << "</td><td>"
-        << html_escape(text_of(at(c, "detail"))) << "</td></tr>\n";
+      s << "<tr" << (ok ? "" : " class=\"bad\"") << "><td>" << html_escape(text_of(at(c, "name")))
+        << "</td><td>" << html_escape(text_of(at(c, "mode"))) << "</td><td>" << (ok ? "yes" : "no")
+        << "</td><td>" << html_escape(text_of(at(c, "detail"))) << "</td></tr>\n";
     }
   s << "</tbody></table>\n";
   const auto& measurements = at(report, "measurements");

@@ -4,9 +4,8 @@
 // error messages come from files on disk.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace ckpt {
 

@@ -18,7 +18,8 @@ double number_at(const nlohmann::json& j, const char* key) {
 
 // Memory of the reference's measured step (a full step including the optimizer step).
 nlohmann::json memory_json(const DrillOutcome& o) {
-  nlohmann::json m = o.reference_summary.contains("memory") ? o.reference_summary["memory"] : nlohmann::json::object();
+  nlohmann::json m =
+      o.reference_summary.contains("memory") ? o.reference_summary["memory"] : nlohmann::json::object();
   m["measured_step"] = "the reference run's first step: zero_grad, forward, backward and the optimizer step";
   m["which"] = {{"peak_rss_bytes", "process resident set high-water mark over that step (measured)"},
                 {"parameter_bytes", "model parameter tensors (computed from storage sizes)"},
@@ -33,7 +34,8 @@ nlohmann::json timings_json(const DrillOutcome& o) {
   const nlohmann::json& ref = o.reference_summary;
   const nlohmann::json t = ref.contains("timings") ? ref["timings"] : nlohmann::json::object();
   const nlohmann::json save = ref.contains("saves") && ref["saves"].is_array() && !ref["saves"].empty()
-                                  ? ref["saves"].back() : nlohmann::json::object();
+                                  ? ref["saves"].back()
+                                  : nlohmann::json::object();
   double restore = 0, verify = 0;
   for (const auto& m : o.modes) {
     restore = std::max(restore, number_at(m.resumed_summary, "restore_seconds"));
@@ -68,8 +70,10 @@ nlohmann::json merged_components(const DrillOutcome& o) {
       }
       nlohmann::json& e = merged[name];
       for (const char* k : {"max_abs", "max_rel"})
-        if (cj[k].is_number() && e[k].is_number()) e[k] = std::max(e[k].get<double>(), cj[k].get<double>());
-        else if (!cj[k].is_number()) e[k] = cj[k];
+        if (cj[k].is_number() && e[k].is_number())
+          e[k] = std::max(e[k].get<double>(), cj[k].get<double>());
+        else if (!cj[k].is_number())
+          e[k] = cj[k];
       e["bit_identical"] = e["bit_identical"].get<bool>() && c.bit_identical;
       if (e["passed"].get<bool>() && !c.passed) {
         e["first_diverging"] = cj["first_diverging"];
@@ -86,7 +90,11 @@ nlohmann::json merged_components(const DrillOutcome& o) {
 nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& options) {
   nlohmann::json checks = nlohmann::json::array();
   for (const auto& c : o.checks)
-    checks.push_back({{"name", c.name}, {"mode", c.mode}, {"passed", c.passed}, {"detail", c.detail}, {"numbers", c.numbers}});
+    checks.push_back({{"name", c.name},
+                      {"mode", c.mode},
+                      {"passed", c.passed},
+                      {"detail", c.detail},
+                      {"numbers", c.numbers}});
   nlohmann::json modes = nlohmann::json::array();
   nlohmann::json resumed_by_mode = nlohmann::json::object();
   for (const auto& m : o.modes) {
@@ -101,35 +109,40 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
   }
   std::string kill;
   for (KillMode k : options.modes) kill += (kill.empty() ? "" : "+") + std::string(kill_mode_name(k));
-  nlohmann::json tolerance = {{"rtol", options.tolerance.rtol},
-                              {"atol", options.tolerance.atol},
-                              {"rule", "|resumed - reference| <= atol + rtol * |reference|; integer, U8 and BOOL "
-                                       "tensors exactly"},
-                              {"applied", options.tolerance.exact() ? "exact (bit-identical required)"
-                                                                    : "tolerance (bit identity reported, not required)"}};
-  return {{"verdict", o.verdict()},
-          {"exit_code", o.exit_code},
-          {"error", o.error},
-          {"failures", o.failures},
-          {"bit_identical", o.bit_identical},
-          {"tolerance", tolerance},
-          {"drill", {{"save_at", o.save_at},
-                     {"resume_steps", o.resume_steps},
-                     {"kill", kill},
-                     {"inject", options.inject},
-                     {"shards", options.shards},
-                     {"format", options.format},
-                     {"work_dir", o.work_dir},
-                     {"config_path", options.config_path}}},
-          {"checks", checks},
-          {"components", merged_components(o)},
-          {"modes", modes},
-          {"losses", {{"reference", losses_json(o.reference_steps)},
-                      {"resumed", o.modes.empty() ? nlohmann::json::array() : losses_json(o.modes[0].resumed_steps)},
-                      {"resumed_by_mode", resumed_by_mode}}},
-          {"config", o.config},
-          {"pins", o.pins},
-          {"measurements", {{"memory", memory_json(o)}, {"timings", timings_json(o)}, {"eval_every_steps", 0}}}};
+  nlohmann::json tolerance = {
+      {"rtol", options.tolerance.rtol},
+      {"atol", options.tolerance.atol},
+      {"rule",
+       "|resumed - reference| <= atol + rtol * |reference|; integer, U8 and BOOL "
+       "tensors exactly"},
+      {"applied", options.tolerance.exact() ? "exact (bit-identical required)"
+                                            : "tolerance (bit identity reported, not required)"}};
+  return {
+      {"verdict", o.verdict()},
+      {"exit_code", o.exit_code},
+      {"error", o.error},
+      {"failures", o.failures},
+      {"bit_identical", o.bit_identical},
+      {"tolerance", tolerance},
+      {"drill",
+       {{"save_at", o.save_at},
+        {"resume_steps", o.resume_steps},
+        {"kill", kill},
+        {"inject", options.inject},
+        {"shards", options.shards},
+        {"format", options.format},
+        {"work_dir", o.work_dir},
+        {"config_path", options.config_path}}},
+      {"checks", checks},
+      {"components", merged_components(o)},
+      {"modes", modes},
+      {"losses",
+       {{"reference", losses_json(o.reference_steps)},
+        {"resumed", o.modes.empty() ? nlohmann::json::array() : losses_json(o.modes[0].resumed_steps)},
+        {"resumed_by_mode", resumed_by_mode}}},
+      {"config", o.config},
+      {"pins", o.pins},
+      {"measurements", {{"memory", memory_json(o)}, {"timings", timings_json(o)}, {"eval_every_steps", 0}}}};
 }
 
 Status write_drill_report(const std::string& dir, const nlohmann::json& report) {

@@ -2,9 +2,8 @@
 // API: `plan` reads measurements.memory and measurements.timings.* to size a long run.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "formats/status.h"
 #include "verifier/drill.h"

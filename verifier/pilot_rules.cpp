@@ -15,8 +15,9 @@ std::string optimizer_kind(const PilotConfig& c) {
 std::vector<PilotRuleViolation> pilot_rule_violations(const PilotConfig& pilot, const PilotConfig& long_run) {
   std::vector<PilotRuleViolation> v;
   if (!pilot.save_optimizer_state)
-    v.push_back({"save_optimizer_state", "pilot drops optimizer state (false); its checkpoints and memory omit "
-                                         "the optimizer moments"});
+    v.push_back({"save_optimizer_state",
+                 "pilot drops optimizer state (false); its checkpoints and memory omit "
+                 "the optimizer moments"});
   if (pilot.seq_len < long_run.seq_len)
     v.push_back({"seq_len", "pilot " + std::to_string(pilot.seq_len) + " < long run " +
                                 std::to_string(long_run.seq_len)});
