@@ -83,7 +83,7 @@ class DrillCommand : public Command {
       std::printf("PASS: resumed runs match the reference %s\n",
                   o.bit_identical ? "bit for bit" : "within tolerance (not bit-identical)");
     if (!report_dir_.empty()) std::printf("report: %s/report.html\n", report_dir_.c_str());
-    std::printf("work dir: %s\n", o.work_dir.c_str());
+    if (!o.work_dir.empty()) std::printf("work dir: %s\n", o.work_dir.c_str());
   }
 
   DrillOptions o_;
