@@ -128,7 +128,7 @@ std::vector<int64_t> unravel_index(int64_t flat, const std::vector<int64_t>& sha
 
 std::string format_number(double value) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2g", value);
+  std::snprintf(buf, sizeof(buf), "%.3g", value);
   return buf;
 }
 

@@ -99,7 +99,7 @@ std::map<std::string, ComponentDiff> compare_states(const std::vector<LoadedTens
 
 // Flat row-major index -> multi-dimensional index.
 std::vector<int64_t> unravel_index(int64_t flat, const std::vector<int64_t>& shape);
-std::string format_number(double value);  // "3.1e-04"; compact, for messages
+std::string format_number(double value);  // "0.00031", "3.7", 3 significant digits, for messages
 
 nlohmann::json to_json(const SeriesDiff& diff);
 nlohmann::json to_json(const TensorDiff& diff);
