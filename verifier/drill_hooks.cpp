@@ -7,10 +7,14 @@
 namespace ckpt {
 
 bool parse_hold_point(const std::string& name, HoldPoint* out) {
-  if (name.empty() || name == "none") *out = HoldPoint::kNone;
-  else if (name == "after-save") *out = HoldPoint::kAfterSave;
-  else if (name == "during-save") *out = HoldPoint::kDuringSave;
-  else return false;
+  if (name.empty() || name == "none")
+    *out = HoldPoint::kNone;
+  else if (name == "after-save")
+    *out = HoldPoint::kAfterSave;
+  else if (name == "during-save")
+    *out = HoldPoint::kDuringSave;
+  else
+    return false;
   return true;
 }
 
