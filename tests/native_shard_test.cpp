@@ -114,7 +114,8 @@ TEST_F(NativeShardTest, UnknownVersionIsNotSupported) {
 
 TEST_F(NativeShardTest, HugeHeaderLengthIsRejectedBeforeAllocating) {
   auto bytes = bytes_;
-  for (int i = 16; i < 24; ++i) bytes[i] = 0xff;
+  ASSERT_GT(bytes.size(), 24u);
+  std::fill(bytes.begin() + 16, bytes.begin() + 24, uint8_t{0xff});
   auto file = open_bytes(bytes);
   EXPECT_EQ(file.status().code(), StatusCode::kCorruption);
   EXPECT_NE(file.status().message().find("header length"), std::string::npos);

@@ -1,5 +1,7 @@
 #include "verifier/checkpoint_verifier.h"
 
+#include "verifier/drift.h"
+
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -369,6 +371,22 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Only the fields the caller could compute are compared: `verify --against-env` without a config
+// knows the environment (dependencies, container) but not the dataset revision.
+void check_pin_drift(const nlohmann::json& recorded, const nlohmann::json& current, VerifyReport& report) {
+  nlohmann::json comparable = nlohmann::json::object();
+  for (auto it = current.begin(); it != current.end(); ++it) {
+    if (recorded.contains(it.key())) comparable[it.key()] = recorded[it.key()];
+  }
+  for (const DriftItem& item : compare_pins(comparable, current, {}).items) {
+    if (item.severity == DriftSeverity::kBlocking) {
+      report.add_error(verify_code::kPinsDrift, "", "", item.describe());
+    } else {
+      report.add_warning(verify_code::kEnvironmentDrift, "", "", item.describe());
+    }
+  }
+}
+
 Result<VerifyReport> verify_one(const std::string& raw_dir, const VerifyOptions& options,
                                 bool list_leftovers) {
   const auto start = std::chrono::steady_clock::now();
@@ -406,6 +424,7 @@ Result<VerifyReport> verify_one(const std::string& raw_dir, const VerifyOptions&
   check_shards(dir, *manifest, options, report);
   check_resume_state(dir, *manifest, report);
   report_unlisted_files(dir, *manifest, report);
+  if (!options.current_pins.is_null()) check_pin_drift(manifest->pins, options.current_pins, report);
   report.seconds = seconds_since(start);
   return report;
 }

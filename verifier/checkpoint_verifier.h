@@ -77,10 +77,12 @@ constexpr const char* kStepDisagreement = "step_disagreement";
 constexpr const char* kLossScaleInvalid = "loss_scale_invalid";
 constexpr const char* kSignatureMissing = "signature_missing";
 constexpr const char* kSignatureInvalid = "signature_invalid";
+constexpr const char* kPinsDrift = "pins_drift";  // --against-env: config/model/dataset/seeds differ
 // warnings
 constexpr const char* kChunkNotInManifest = "chunk_not_in_manifest";
 constexpr const char* kUnlistedFile = "unlisted_file";
 constexpr const char* kUncommittedCheckpoint = "uncommitted_checkpoint";
+constexpr const char* kEnvironmentDrift = "environment_drift";  // --against-env: dependencies/container
 }  // namespace verify_code
 
 struct VerifyOptions {

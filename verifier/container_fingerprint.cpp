@@ -1,5 +1,7 @@
 #include "verifier/container_fingerprint.h"
 
+#include "verifier/file_hash_cache.h"
+
 #include <gnu/libc-version.h>
 
 #include <algorithm>
@@ -143,7 +145,7 @@ nlohmann::json fingerprint_of(const nlohmann::json& inputs) {
 nlohmann::json container_fingerprint(int threads, const FingerprintSources& sources) {
   nlohmann::json libraries = nlohmann::json::object();
   for (const std::string& path : numerics_library_paths(read_or_empty(sources.maps))) {
-    auto sha = sha256_hex_of_file(path);
+    auto sha = cached_file_sha256(path);
     libraries[path] = sha.is_ok() ? *sha : "unreadable: " + sha.status().message();
   }
   nlohmann::json env = nlohmann::json::object();

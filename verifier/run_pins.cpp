@@ -1,27 +1,31 @@
 #include "verifier/run_pins.h"
 
 #include <cstdio>
+#include <set>
 
-#include "formats/sha256.h"
+#include "verifier/drift.h"
 
 namespace ckpt {
 
-nlohmann::json compute_run_pins(const PilotConfig& config) {
-  return {{"config_sha256", sha256_hex(config.resolved().dump())}};
-}
-
 Status check_resume_drift(const nlohmann::json& recorded, const nlohmann::json& current,
                           const std::vector<std::string>& allowed, nlohmann::json* extra) {
+  const DriftReport report = compare_pins(recorded, current, std::set<std::string>(allowed.begin(), allowed.end()));
   std::string blocking;
-  for (const char* field : {"config_sha256", "model_revision", "dataset_revision"}) {
-    if (!recorded.contains(field) || !current.contains(field) || recorded[field] == current[field]) continue;
-    const std::string line = std::string(field) + ": checkpoint " + recorded[field].dump() + ", now " + current[field].dump();
-    if (std::find(allowed.begin(), allowed.end(), field) != allowed.end()) {
-      (*extra)["allowed_drift"].push_back(line);
-      std::fprintf(stderr, "warning: resuming despite drift (allowed): %s\n", line.c_str());
-      continue;
+  for (const DriftItem& item : report.items) {
+    const std::string line = item.describe();
+    switch (item.severity) {
+      case DriftSeverity::kBlocking:
+        blocking += (blocking.empty() ? "" : "; ") + line;
+        break;
+      case DriftSeverity::kOverridden:
+        (*extra)["allowed_drift"].push_back(line);
+        std::fprintf(stderr, "warning: resuming despite drift (allowed): %s\n", line.c_str());
+        break;
+      case DriftSeverity::kWarning:
+        (*extra)["drift_warnings"].push_back(line);
+        std::fprintf(stderr, "warning: environment drift: %s\n", line.c_str());
+        break;
     }
-    blocking += (blocking.empty() ? "" : "; ") + line;
   }
   if (!blocking.empty()) {
     return Status::invalid_argument("refusing to resume: pins differ: " + blocking + " (override with --allow-drift FIELD)");

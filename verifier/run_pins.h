@@ -1,4 +1,4 @@
-// The pins a training run records in every manifest, and the drift check made before resuming.
+// The drift check a training process makes before it resumes from a checkpoint.
 #pragma once
 
 #include <string>
@@ -6,16 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fixtures/pilot_config.h"
 #include "formats/status.h"
 
 namespace ckpt {
 
-nlohmann::json compute_run_pins(const PilotConfig& config);
-
-// Refuses (kInvalidArgument -> exit 2) a resume whose blocking pins differ, naming every field,
-// unless each is in `allowed`; overrides are written to `extra["allowed_drift"]` so the next
-// manifest records them. Dependency and container changes are printed as warnings.
+// Refuses (kInvalidArgument -> exit 2) a resume whose blocking pins (config, model revision,
+// dataset revision, seeds) differ, naming every differing field, unless each is in `allowed`.
+// Overrides are added to `extra["allowed_drift"]` so the next manifest records them; dependency and
+// container changes are printed as warnings and recorded in `extra["drift_warnings"]`.
 Status check_resume_drift(const nlohmann::json& recorded, const nlohmann::json& current,
                           const std::vector<std::string>& allowed, nlohmann::json* extra);
 

@@ -19,6 +19,7 @@
 #include "verifier/drill_hooks.h"
 #include "verifier/process_clock.h"
 #include "verifier/progress.h"
+#include "verifier/pins.h"
 #include "verifier/run_pins.h"
 
 namespace ckpt {
@@ -111,7 +112,9 @@ class TrainRun {
     trainer_ = std::move(*trainer);
     summary_["process_start_seconds"] = seconds_since_process_start();
     summary_["model_load_seconds"] = seconds_since(start);
-    pins_ = compute_run_pins(config_);
+    auto pins = compute_pins(config_);
+    if (!pins.is_ok()) return fail(pins.status());
+    pins_ = *pins;
 
     if (!o_.resume.empty()) {
       Status restored = restore(*faults);
