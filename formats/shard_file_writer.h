@@ -1,5 +1,5 @@
-// The one signature every shard format's writer has, so the checkpoint writer and `convert` can
-// pick a format at run time.
+// The one writer signature every shard format implements (native, safetensors, HDF5), so the
+// sharding layer picks a format by value and never by #ifdef.
 #pragma once
 
 #include <cstdint>
@@ -13,21 +13,31 @@
 
 namespace ckpt {
 
+// One chunk to write. `info.data_offset` and `info.sha256` are outputs (ignored on input);
+// `data` points at `info.data_bytes` bytes, row-major little-endian.
 struct ChunkPayload {
-  ChunkInfo info;  // info.data_offset and info.sha256 are outputs
-  const uint8_t* data;
+  ChunkInfo info;
+  const uint8_t* data = nullptr;
 };
 
 struct WrittenFile {
   std::string path;
   uint64_t bytes = 0;
-  std::string sha256;              // of the whole file
-  std::vector<ChunkInfo> chunks;   // with data_offset and sha256 filled
+  std::string sha256;              // hex SHA-256 of the whole file
+  std::vector<ChunkInfo> chunks;   // with data_offset and sha256 of each payload filled in
 };
 
-// Writes a new file (never overwrites; fsynced before returning). `metadata` is format-level JSON
-// (step, shard_index, shard_count, ...) stored in the file.
+// Writes a new file (never overwrites: DurableFile::create_exclusive, fsync before returning).
+// `metadata` is format-level JSON (step, shard_index, shard_count, ...) stored in the file.
 using ShardFileWriter = Result<WrittenFile> (*)(const std::string& path, const std::vector<ChunkPayload>& chunks,
                                                 const nlohmann::json& metadata);
+
+// Checks what every writer needs before it touches the disk: a name, a dtype-consistent byte count,
+// offsets + shape inside the global shape, a non-null payload. Names the chunk's label on failure.
+Status check_chunk_payloads(const std::vector<ChunkPayload>& chunks);
+
+// Checks a chunk's geometry as read back from a file: ranks agree, offsets + shape fit the global
+// shape, data_bytes == numel * element size. `where` names the file in messages.
+Status check_chunk_geometry(const ChunkInfo& chunk, const std::string& where);
 
 }  // namespace ckpt

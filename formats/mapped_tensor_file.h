@@ -1,0 +1,36 @@
+// A TensorFile whose chunk payloads are plain byte ranges of one ByteSource. safetensors, PyTorch
+// zips and (contiguous, unfiltered) HDF5 all store payloads this way, so they share this reader:
+// the format parser only has to produce the chunk table.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/byte_source.h"
+#include "formats/tensor_file.h"
+
+namespace ckpt {
+
+class MappedTensorFile final : public TensorFile {
+ public:
+  // Invariant (checked by the parsers): every chunk's [data_offset, data_offset + data_bytes)
+  // lies inside `source`.
+  MappedTensorFile(const char* format, std::unique_ptr<ByteSource> source, std::vector<ChunkInfo> chunks,
+                   nlohmann::json metadata)
+      : format_(format), source_(std::move(source)), chunks_(std::move(chunks)), metadata_(std::move(metadata)) {}
+
+  const std::string& path() const override { return source_->name(); }
+  const char* format_name() const override { return format_; }
+  const std::vector<ChunkInfo>& chunks() const override { return chunks_; }
+  const nlohmann::json& metadata() const override { return metadata_; }
+  Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const override;
+
+ private:
+  const char* format_;
+  std::unique_ptr<ByteSource> source_;
+  std::vector<ChunkInfo> chunks_;
+  nlohmann::json metadata_;
+};
+
+}  // namespace ckpt

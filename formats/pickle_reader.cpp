@@ -1,0 +1,537 @@
+#include "formats/pickle_reader.h"
+
+#include <cstdio>
+#include <cstring>
+#include <unordered_map>
+#include <utility>
+
+#include "formats/sha256.h"
+
+namespace ckpt {
+
+namespace {
+
+enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kString, kBytes, kTuple, kList, kDict, kGlobal, kStorage, kTensor };
+
+enum class Callable : uint8_t { kNone, kOrderedDict, kRebuildTensor, kRebuildParameter, kStorageType };
+
+using Ref = uint32_t;
+
+// One value in the VM's arena. Values refer to each other by index, so a pickle that builds a
+// cycle (a list appended to itself) cannot leak or loop: traversal is depth-bounded.
+struct Value {
+  Kind kind = Kind::kNone;
+  Callable callable = Callable::kNone;  // for kGlobal
+  DType dtype = DType::kF32;            // for kGlobal storage types, kStorage, kTensor
+  int64_t i = 0;                        // kInt, kBool; storage numel; tensor storage offset
+  double f = 0;
+  std::string s;                        // kString, kBytes; global name; storage key
+  std::string location;                 // kStorage
+  std::vector<Ref> items;               // kTuple, kList; kTensor: {storage}
+  std::vector<std::pair<Ref, Ref>> dict;
+  std::vector<int64_t> shape, stride;   // kTensor
+};
+
+struct StorageType {
+  const char* name;
+  DType dtype;
+};
+constexpr StorageType kStorageTypes[] = {
+    {"FloatStorage", DType::kF32}, {"HalfStorage", DType::kF16}, {"BFloat16Storage", DType::kBF16},
+    {"DoubleStorage", DType::kF64}, {"LongStorage", DType::kI64}, {"IntStorage", DType::kI32},
+    {"ShortStorage", DType::kI16}, {"CharStorage", DType::kI8},  {"ByteStorage", DType::kU8},
+    {"BoolStorage", DType::kBool},
+};
+
+std::string hex_offset(size_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%zx", v);
+  return buf;
+}
+
+class Machine {
+ public:
+  Machine(const uint8_t* data, size_t size, std::string where) : p_(data), n_(size), where_(std::move(where)) {}
+
+  Result<Ref> run();
+  Status flatten(Ref v, const std::string& prefix, size_t depth, PickledStateDict* out) const;
+
+ private:
+  Status fail(const std::string& what) const {
+    return Status::corruption(where_ + " @" + hex_offset(op_pos_) + ": " + what);
+  }
+  Status need(size_t k) const {
+    if (k > n_ - pos_) return Status::truncated(where_ + " @" + hex_offset(op_pos_) + ": pickle ends inside an opcode");
+    return Status::ok();
+  }
+  uint64_t take_le(size_t k) {
+    uint64_t v = 0;
+    for (size_t b = 0; b < k; ++b) v |= static_cast<uint64_t>(p_[pos_ + b]) << (8 * b);
+    pos_ += k;
+    return v;
+  }
+  Result<Ref> make(Value v) {
+    if (values_.size() >= kPickleMaxValues) return fail("more than " + std::to_string(kPickleMaxValues) + " values");
+    values_.push_back(std::move(v));
+    return static_cast<Ref>(values_.size() - 1);
+  }
+  Status push(Ref r) {
+    if (stack_.size() >= kPickleMaxStack) return fail("stack deeper than " + std::to_string(kPickleMaxStack));
+    stack_.push_back(r);
+    return Status::ok();
+  }
+  Status push_new(Value v) {
+    CKPT_ASSIGN_OR_RETURN(Ref r, make(std::move(v)));
+    return push(r);
+  }
+  Result<Ref> pop() {
+    if (stack_.size() <= floor()) return fail("stack underflow");
+    Ref r = stack_.back();
+    stack_.pop_back();
+    return r;
+  }
+  Result<Ref> top() {
+    if (stack_.size() <= floor()) return fail("stack underflow");
+    return stack_.back();
+  }
+  size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
+  // Pops everything above the last MARK, and the mark.
+  Result<std::vector<Ref>> pop_mark() {
+    if (marks_.empty()) return fail("no MARK on the stack");
+    const size_t m = marks_.back();
+    marks_.pop_back();
+    std::vector<Ref> items(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
+    stack_.resize(m);
+    return items;
+  }
+  Status memo_put(uint64_t key) {
+    CKPT_ASSIGN_OR_RETURN(Ref r, top());
+    if (memo_.size() >= kPickleMaxMemo && !memo_.count(key)) {
+      return fail("memo larger than " + std::to_string(kPickleMaxMemo));
+    }
+    memo_[key] = r;
+    return Status::ok();
+  }
+  Status memo_get(uint64_t key) {
+    auto it = memo_.find(key);
+    if (it == memo_.end()) return fail("memo key " + std::to_string(key) + " was never stored");
+    return push(it->second);
+  }
+  Result<std::string> take_line() {
+    constexpr size_t kMaxLine = 256;
+    for (size_t k = 0; pos_ + k < n_ && k <= kMaxLine; ++k) {
+      if (p_[pos_ + k] == '\n') {
+        std::string s(reinterpret_cast<const char*>(p_ + pos_), k);
+        pos_ += k + 1;
+        return s;
+      }
+    }
+    return fail("GLOBAL name line longer than 256 bytes or unterminated");
+  }
+  Status push_string(Kind kind, uint64_t len) {
+    if (len > n_ - pos_) return need(len);
+    Value v;
+    v.kind = kind;
+    v.s.assign(reinterpret_cast<const char*>(p_ + pos_), len);
+    pos_ += len;
+    return push_new(std::move(v));
+  }
+  Status push_global(const std::string& module, const std::string& name);
+  Status reduce(Ref callable, Ref args);
+  Status set_items(Ref dict, const std::vector<Ref>& kv);
+  Status persistent_load(Ref pid);
+  Result<std::vector<int64_t>> int_tuple(Ref r, const char* what) const;
+
+  const uint8_t* p_;
+  size_t n_;
+  std::string where_;
+  size_t pos_ = 0, op_pos_ = 0;
+  std::vector<Value> values_;
+  std::vector<Ref> stack_;
+  std::vector<size_t> marks_;
+  std::unordered_map<uint64_t, Ref> memo_;
+};
+
+Status Machine::push_global(const std::string& module, const std::string& name) {
+  const std::string full = module + "." + name;
+  Value v;
+  v.kind = Kind::kGlobal;
+  v.s = full;
+  if (full == "collections.OrderedDict") v.callable = Callable::kOrderedDict;
+  else if (full == "torch._utils._rebuild_tensor_v2") v.callable = Callable::kRebuildTensor;
+  else if (full == "torch._utils._rebuild_parameter") v.callable = Callable::kRebuildParameter;
+  else if (module == "torch") {
+    for (const auto& st : kStorageTypes) {
+      if (name == st.name) {
+        v.callable = Callable::kStorageType;
+        v.dtype = st.dtype;
+      }
+    }
+  }
+  if (v.callable == Callable::kNone) {
+    const char* why = full == "torch.storage._load_from_bytes" ? " (it unpickles a nested, unrestricted pickle)"
+                                                               : " (only tensor state dicts are read)";
+    return Status::not_supported(where_ + ": refusing pickle global '" + full + "' at offset " +
+                                 hex_offset(op_pos_) + why);
+  }
+  return push_new(std::move(v));
+}
+
+Result<std::vector<int64_t>> Machine::int_tuple(Ref r, const char* what) const {
+  const Value& v = values_[r];
+  if (v.kind != Kind::kTuple && v.kind != Kind::kList) return fail(std::string(what) + ": expected a tuple of ints");
+  if (v.items.size() > 64) return fail(std::string(what) + ": more than 64 dims");
+  std::vector<int64_t> out;
+  for (Ref item : v.items) {
+    if (values_[item].kind != Kind::kInt) return fail(std::string(what) + ": expected a tuple of ints");
+    out.push_back(values_[item].i);
+  }
+  return out;
+}
+
+Status Machine::reduce(Ref callable, Ref args_ref) {
+  const Value& fn = values_[callable];
+  const Value& args = values_[args_ref];
+  if (fn.kind != Kind::kGlobal) return fail("REDUCE on a non-callable");
+  if (args.kind != Kind::kTuple) return fail("REDUCE arguments are not a tuple");
+  const std::vector<Ref> a = args.items;
+  switch (fn.callable) {
+    case Callable::kOrderedDict: {
+      if (!a.empty()) return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": OrderedDict with arguments");
+      Value d;
+      d.kind = Kind::kDict;
+      return push_new(std::move(d));
+    }
+    case Callable::kRebuildTensor: {
+      // (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
+      if (a.size() < 6 || a.size() > 7) return fail("_rebuild_tensor_v2 expects 6 or 7 arguments, got " + std::to_string(a.size()));
+      if (values_[a[0]].kind != Kind::kStorage) return fail("_rebuild_tensor_v2: first argument is not a storage");
+      if (values_[a[1]].kind != Kind::kInt) return fail("_rebuild_tensor_v2: storage_offset is not an int");
+      Value t;
+      t.kind = Kind::kTensor;
+      t.items = {a[0]};
+      t.dtype = values_[a[0]].dtype;
+      t.i = values_[a[1]].i;
+      CKPT_ASSIGN_OR_RETURN(t.shape, int_tuple(a[2], "_rebuild_tensor_v2 size"));
+      CKPT_ASSIGN_OR_RETURN(t.stride, int_tuple(a[3], "_rebuild_tensor_v2 stride"));
+      if (t.shape.size() != t.stride.size()) return fail("_rebuild_tensor_v2: size and stride ranks differ");
+      return push_new(std::move(t));
+    }
+    case Callable::kRebuildParameter: {
+      if (a.size() != 3 || values_[a[0]].kind != Kind::kTensor) return fail("_rebuild_parameter expects (tensor, requires_grad, hooks)");
+      return push(a[0]);
+    }
+    case Callable::kStorageType:
+    case Callable::kNone:
+      break;
+  }
+  return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": refusing to call '" + fn.s + "'");
+}
+
+Status Machine::set_items(Ref dict, const std::vector<Ref>& kv) {
+  if (values_[dict].kind != Kind::kDict) return fail("SETITEM(S) on a non-dict");
+  if (kv.size() % 2) return fail("SETITEMS with an odd number of items");
+  for (size_t k = 0; k < kv.size(); k += 2) values_[dict].dict.emplace_back(kv[k], kv[k + 1]);
+  return Status::ok();
+}
+
+// torch.save's persistent id: ('storage', <StorageType>, key, location, numel).
+Status Machine::persistent_load(Ref pid_ref) {
+  const Value& pid = values_[pid_ref];
+  auto bad = [&](const std::string& why) {
+    return fail("bad persistent id: " + why + " (expected ('storage', <Storage type>, key, location, numel))");
+  };
+  if (pid.kind != Kind::kTuple || pid.items.size() != 5) return bad("not a 5-tuple");
+  const Value& tag = values_[pid.items[0]];
+  const Value& type = values_[pid.items[1]];
+  const Value& key = values_[pid.items[2]];
+  const Value& loc = values_[pid.items[3]];
+  const Value& numel = values_[pid.items[4]];
+  if (tag.kind != Kind::kString || tag.s != "storage") return bad("tag is not 'storage'");
+  if (type.kind != Kind::kGlobal || type.callable != Callable::kStorageType) return bad("second item is not a storage type");
+  if (key.kind != Kind::kString || key.s.empty() || key.s.find('/') != std::string::npos || key.s == "..") {
+    return bad("key is not a plain name");
+  }
+  if (loc.kind != Kind::kString) return bad("location is not a string");
+  if (numel.kind != Kind::kInt || numel.i < 0) return bad("numel is not a non-negative int");
+  Value s;
+  s.kind = Kind::kStorage;
+  s.dtype = type.dtype;
+  s.s = key.s;
+  s.location = loc.s;
+  s.i = numel.i;
+  return push_new(std::move(s));
+}
+
+Result<Ref> Machine::run() {
+  while (pos_ < n_) {
+    op_pos_ = pos_;
+    const uint8_t op = p_[pos_++];
+    switch (op) {
+      case 0x80:  // PROTO
+        CKPT_RETURN_IF_ERROR(need(1));
+        if (p_[pos_] > 5) return Status::not_supported(where_ + ": pickle protocol " + std::to_string(p_[pos_]));
+        ++pos_;
+        break;
+      case 0x95:  // FRAME: a length hint; opcodes inside are read as usual
+        CKPT_RETURN_IF_ERROR(need(8));
+        pos_ += 8;
+        break;
+      case '.': {  // STOP
+        CKPT_ASSIGN_OR_RETURN(Ref r, pop());
+        return r;
+      }
+      case '(':
+        if (marks_.size() >= kPickleMaxStack) return fail("too many MARKs");
+        marks_.push_back(stack_.size());
+        break;
+      case '0': { CKPT_ASSIGN_OR_RETURN(Ref r, pop()); (void)r; break; }  // POP
+      case '1': { CKPT_ASSIGN_OR_RETURN(auto items, pop_mark()); (void)items; break; }  // POP_MARK
+      case '2': { CKPT_ASSIGN_OR_RETURN(Ref r, top()); CKPT_RETURN_IF_ERROR(push(r)); break; }  // DUP
+      case '}': case ']': case ')': {
+        Value v;
+        v.kind = op == '}' ? Kind::kDict : op == ']' ? Kind::kList : Kind::kTuple;
+        CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
+        break;
+      }
+      case 't': case 0x85: case 0x86: case 0x87: {  // TUPLE, TUPLE1..3
+        Value v;
+        v.kind = Kind::kTuple;
+        if (op == 't') {
+          CKPT_ASSIGN_OR_RETURN(v.items, pop_mark());
+        } else {
+          const size_t k = op - 0x84;
+          if (stack_.size() < floor() + k) return fail("stack underflow");
+          v.items.assign(stack_.end() - static_cast<std::ptrdiff_t>(k), stack_.end());
+          stack_.resize(stack_.size() - k);
+        }
+        CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
+        break;
+      }
+      case 'q': CKPT_RETURN_IF_ERROR(need(1)); CKPT_RETURN_IF_ERROR(memo_put(take_le(1))); break;  // BINPUT
+      case 'r': CKPT_RETURN_IF_ERROR(need(4)); CKPT_RETURN_IF_ERROR(memo_put(take_le(4))); break;  // LONG_BINPUT
+      case 0x94: CKPT_RETURN_IF_ERROR(memo_put(memo_.size())); break;                              // MEMOIZE
+      case 'h': CKPT_RETURN_IF_ERROR(need(1)); CKPT_RETURN_IF_ERROR(memo_get(take_le(1))); break;  // BINGET
+      case 'j': CKPT_RETURN_IF_ERROR(need(4)); CKPT_RETURN_IF_ERROR(memo_get(take_le(4))); break;  // LONG_BINGET
+      case 'J': case 'K': case 'M': {  // BININT (signed 4), BININT1, BININT2 (unsigned)
+        const size_t k = op == 'J' ? 4 : op == 'K' ? 1 : 2;
+        CKPT_RETURN_IF_ERROR(need(k));
+        Value v;
+        v.kind = Kind::kInt;
+        const uint64_t raw = take_le(k);
+        v.i = op == 'J' ? static_cast<int32_t>(static_cast<uint32_t>(raw)) : static_cast<int64_t>(raw);
+        CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
+        break;
+      }
+      case 0x8a: {  // LONG1: little-endian two's complement of n bytes
+        CKPT_RETURN_IF_ERROR(need(1));
+        const size_t k = p_[pos_++];
+        if (k > 8) return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": integer wider than 64 bits");
+        CKPT_RETURN_IF_ERROR(need(k));
+        uint64_t raw = take_le(k);
+        if (k > 0 && k < 8 && (raw >> (8 * k - 1)) & 1) raw |= ~uint64_t{0} << (8 * k);
+        Value v;
+        v.kind = Kind::kInt;
+        v.i = static_cast<int64_t>(raw);
+        CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
+        break;
+      }
+      case 'G': {  // BINFLOAT: big-endian IEEE double
+        CKPT_RETURN_IF_ERROR(need(8));
+        uint64_t bits = 0;
+        for (int b = 0; b < 8; ++b) bits = (bits << 8) | p_[pos_ + b];
+        pos_ += 8;
+        Value v;
+        v.kind = Kind::kFloat;
+        std::memcpy(&v.f, &bits, 8);
+        CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
+        break;
+      }
+      case 'X': CKPT_RETURN_IF_ERROR(need(4)); CKPT_RETURN_IF_ERROR(push_string(Kind::kString, take_le(4))); break;
+      case 0x8c: CKPT_RETURN_IF_ERROR(need(1)); CKPT_RETURN_IF_ERROR(push_string(Kind::kString, take_le(1))); break;
+      case 0x8d: CKPT_RETURN_IF_ERROR(need(8)); CKPT_RETURN_IF_ERROR(push_string(Kind::kString, take_le(8))); break;
+      case 'C': CKPT_RETURN_IF_ERROR(need(1)); CKPT_RETURN_IF_ERROR(push_string(Kind::kBytes, take_le(1))); break;
+      case 'B': CKPT_RETURN_IF_ERROR(need(4)); CKPT_RETURN_IF_ERROR(push_string(Kind::kBytes, take_le(4))); break;
+      case 0x88: case 0x89: {  // NEWTRUE, NEWFALSE
+        Value v;
+        v.kind = Kind::kBool;
+        v.i = op == 0x88;
+        CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
+        break;
+      }
+      case 'N': CKPT_RETURN_IF_ERROR(push_new(Value{})); break;
+      case 's': {  // SETITEM
+        CKPT_ASSIGN_OR_RETURN(Ref v, pop());
+        CKPT_ASSIGN_OR_RETURN(Ref k, pop());
+        CKPT_ASSIGN_OR_RETURN(Ref d, top());
+        CKPT_RETURN_IF_ERROR(set_items(d, {k, v}));
+        break;
+      }
+      case 'u': {  // SETITEMS
+        CKPT_ASSIGN_OR_RETURN(auto kv, pop_mark());
+        CKPT_ASSIGN_OR_RETURN(Ref d, top());
+        CKPT_RETURN_IF_ERROR(set_items(d, kv));
+        break;
+      }
+      case 'a': case 'e': {  // APPEND, APPENDS
+        std::vector<Ref> items;
+        if (op == 'a') {
+          CKPT_ASSIGN_OR_RETURN(Ref v, pop());
+          items.push_back(v);
+        } else {
+          CKPT_ASSIGN_OR_RETURN(items, pop_mark());
+        }
+        CKPT_ASSIGN_OR_RETURN(Ref l, top());
+        if (values_[l].kind != Kind::kList) return fail("APPEND(S) on a non-list");
+        values_[l].items.insert(values_[l].items.end(), items.begin(), items.end());
+        break;
+      }
+      case 'c': {  // GLOBAL "module\nname\n"
+        CKPT_ASSIGN_OR_RETURN(std::string module, take_line());
+        CKPT_ASSIGN_OR_RETURN(std::string name, take_line());
+        CKPT_RETURN_IF_ERROR(push_global(module, name));
+        break;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        CKPT_ASSIGN_OR_RETURN(Ref name, pop());
+        CKPT_ASSIGN_OR_RETURN(Ref module, pop());
+        if (values_[name].kind != Kind::kString || values_[module].kind != Kind::kString) {
+          return fail("STACK_GLOBAL operands are not strings");
+        }
+        CKPT_RETURN_IF_ERROR(push_global(values_[module].s, values_[name].s));
+        break;
+      }
+      case 'R': {  // REDUCE
+        CKPT_ASSIGN_OR_RETURN(Ref args, pop());
+        CKPT_ASSIGN_OR_RETURN(Ref fn, pop());
+        CKPT_RETURN_IF_ERROR(reduce(fn, args));
+        break;
+      }
+      case 0x81: {  // NEWOBJ: cls.__new__(cls, *args); only OrderedDict() is a thing here
+        CKPT_ASSIGN_OR_RETURN(Ref args, pop());
+        CKPT_ASSIGN_OR_RETURN(Ref cls, pop());
+        if (values_[cls].kind != Kind::kGlobal || values_[cls].callable != Callable::kOrderedDict) {
+          return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": NEWOBJ of '" + values_[cls].s + "'");
+        }
+        CKPT_RETURN_IF_ERROR(reduce(cls, args));
+        break;
+      }
+      case 'b': {  // BUILD: OrderedDict's _metadata (and similar state) carries no tensors
+        CKPT_ASSIGN_OR_RETURN(Ref state, pop());
+        (void)state;
+        CKPT_ASSIGN_OR_RETURN(Ref obj, top());
+        if (values_[obj].kind != Kind::kDict) {
+          return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": BUILD on something other than a dict");
+        }
+        break;
+      }
+      case 'Q': {  // BINPERSID
+        CKPT_ASSIGN_OR_RETURN(Ref pid, pop());
+        CKPT_RETURN_IF_ERROR(persistent_load(pid));
+        break;
+      }
+      default:
+        return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": unsupported pickle opcode " +
+                                     to_hex(&op, 1));
+    }
+  }
+  return Status::truncated(where_ + ": pickle ends without STOP after " + std::to_string(n_) + " bytes");
+}
+
+// Strings from the file need not be UTF-8, but everything downstream dumps JSON (which throws on
+// invalid UTF-8), so invalid sequences become U+FFFD here.
+std::string utf8_clean(const std::string& s) {
+  const std::string dumped = nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const auto j = nlohmann::json::parse(dumped, nullptr, false);
+  return j.is_string() ? j.get<std::string>() : std::string();
+}
+
+bool contains_tensor(const std::vector<Value>& values, Ref r, size_t depth) {
+  const Value& v = values[r];
+  if (v.kind == Kind::kTensor) return true;
+  if (depth > kPickleMaxNesting) return true;  // let flatten() report the depth
+  for (Ref item : v.items) if (v.kind != Kind::kTensor && contains_tensor(values, item, depth + 1)) return true;
+  for (const auto& [k, val] : v.dict) if (contains_tensor(values, val, depth + 1)) return true;
+  return false;
+}
+
+Result<nlohmann::json> to_json(const std::vector<Value>& values, Ref r, size_t depth, const std::string& where) {
+  if (depth > kPickleMaxNesting) return Status::corruption(where + ": nesting deeper than " + std::to_string(kPickleMaxNesting));
+  const Value& v = values[r];
+  switch (v.kind) {
+    case Kind::kNone: return nlohmann::json();
+    case Kind::kBool: return nlohmann::json(v.i != 0);
+    case Kind::kInt: return nlohmann::json(v.i);
+    case Kind::kFloat: return nlohmann::json(v.f);
+    case Kind::kString: return nlohmann::json(utf8_clean(v.s));
+    case Kind::kBytes: return nlohmann::json("bytes:" + to_hex(reinterpret_cast<const uint8_t*>(v.s.data()), v.s.size()));
+    case Kind::kTuple: case Kind::kList: {
+      nlohmann::json a = nlohmann::json::array();
+      for (Ref item : v.items) {
+        CKPT_ASSIGN_OR_RETURN(nlohmann::json j, to_json(values, item, depth + 1, where));
+        a.push_back(std::move(j));
+      }
+      return a;
+    }
+    case Kind::kDict: {
+      nlohmann::json o = nlohmann::json::object();
+      for (const auto& [k, val] : v.dict) {
+        const Value& key = values[k];
+        std::string ks = key.kind == Kind::kString ? key.s : key.kind == Kind::kInt ? std::to_string(key.i) : "";
+        if (key.kind != Kind::kString && key.kind != Kind::kInt) {
+          return Status::not_supported(where + ": dict key that is not a string or int");
+        }
+        CKPT_ASSIGN_OR_RETURN(nlohmann::json j, to_json(values, val, depth + 1, where));
+        o[utf8_clean(ks)] = std::move(j);
+      }
+      return o;
+    }
+    case Kind::kGlobal: return nlohmann::json("global:" + v.s);
+    case Kind::kStorage: case Kind::kTensor: break;
+  }
+  return Status::not_supported(where + ": a storage outside a tensor");
+}
+
+}  // namespace
+
+Status Machine::flatten(Ref r, const std::string& prefix, size_t depth, PickledStateDict* out) const {
+  if (depth > kPickleMaxNesting) {
+    return Status::corruption(where_ + ": '" + prefix + "' nests deeper than " + std::to_string(kPickleMaxNesting));
+  }
+  const Value& v = values_[r];
+  auto child = [&](const std::string& key) { return prefix.empty() ? key : prefix + "." + key; };
+  if (v.kind == Kind::kTensor) {
+    const Value& st = values_[v.items[0]];
+    out->tensors.push_back(PickledTensor{prefix.empty() ? "tensor" : utf8_clean(prefix), st.dtype, st.s, utf8_clean(st.location), st.i,
+                                         v.i, v.shape, v.stride});
+    return Status::ok();
+  }
+  if (!contains_tensor(values_, r, depth)) {
+    CKPT_ASSIGN_OR_RETURN(nlohmann::json j, to_json(values_, r, depth, where_ + ": '" + prefix + "'"));
+    if (prefix.empty()) out->metadata["value"] = std::move(j);
+    else out->metadata[utf8_clean(prefix)] = std::move(j);
+    return Status::ok();
+  }
+  if (v.kind == Kind::kDict) {
+    for (const auto& [k, val] : v.dict) {
+      const Value& key = values_[k];
+      if (key.kind != Kind::kString && key.kind != Kind::kInt) {
+        return Status::not_supported(where_ + ": '" + prefix + "' has a key that is not a string or int");
+      }
+      CKPT_RETURN_IF_ERROR(flatten(val, child(key.kind == Kind::kString ? key.s : std::to_string(key.i)), depth + 1, out));
+    }
+    return Status::ok();
+  }
+  for (size_t k = 0; k < v.items.size(); ++k) CKPT_RETURN_IF_ERROR(flatten(v.items[k], child(std::to_string(k)), depth + 1, out));
+  return Status::ok();
+}
+
+Result<PickledStateDict> read_tensor_pickle(const uint8_t* data, size_t size, const std::string& where) {
+  Machine m(data, size, where);
+  CKPT_ASSIGN_OR_RETURN(Ref root, m.run());
+  PickledStateDict out;
+  CKPT_RETURN_IF_ERROR(m.flatten(root, "", 0, &out));
+  return out;
+}
+
+}  // namespace ckpt

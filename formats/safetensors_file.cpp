@@ -1,0 +1,319 @@
+#include "formats/safetensors_file.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "formats/file_io.h"
+#include "formats/json_fields.h"
+#include "formats/mapped_tensor_file.h"
+#include "formats/sha256.h"
+
+namespace ckpt {
+
+namespace {
+
+constexpr size_t kMaxJsonNesting = 64;
+constexpr size_t kMaxRank = 64;
+constexpr uint64_t kMaxIndexBytes = 64ull << 20;
+
+uint64_t load_le64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// nlohmann parses iteratively, but a hostile header of a million '[' still costs a deep tree;
+// no legitimate header nests deeper than 3, so refuse before parsing.
+bool json_nesting_within(const std::string& text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_depth) return false;
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
+struct HeaderEntry {
+  std::string key;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin, end;
+};
+
+Result<HeaderEntry> parse_entry(const std::string& key, const nlohmann::json& v, const std::string& file) {
+  const std::string where = file + ": tensor '" + key + "'";
+  if (!v.is_object()) return Status::corruption(where + ": expected an object, got " + v.type_name());
+  HeaderEntry e{key, DType::kF32, {}, 0, 0};
+  CKPT_ASSIGN_OR_RETURN(std::string dtype, json_string(v, "dtype", where));
+  auto dt = dtype_from_name(dtype);
+  if (!dt) return Status::not_supported(where + ": unknown dtype '" + dtype + "'");
+  e.dtype = *dt;
+  CKPT_ASSIGN_OR_RETURN(e.shape, json_dims(v, "shape", where, kMaxRank));
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* offs, json_array(v, "data_offsets", where));
+  if (offs->size() != 2 || !(*offs)[0].is_number_unsigned() || !(*offs)[1].is_number_unsigned()) {
+    return Status::corruption(where + ": data_offsets: expected [begin, end] non-negative integers, got " +
+                              offs->dump());
+  }
+  e.begin = (*offs)[0].get<uint64_t>();
+  e.end = (*offs)[1].get<uint64_t>();
+  if (e.begin > e.end) {
+    return Status::corruption(where + ": data_offsets begin " + std::to_string(e.begin) + " > end " +
+                              std::to_string(e.end));
+  }
+  const auto nbytes = checked_nbytes(e.shape, e.dtype);
+  if (!nbytes) return Status::corruption(where + ": shape " + shape_to_string(e.shape) + " overflows");
+  if (e.end - e.begin != *nbytes) {
+    return Status::corruption(where + ": expected " + std::to_string(*nbytes) + " bytes for " + dtype +
+                              " " + shape_to_string(e.shape) + ", data_offsets span " +
+                              std::to_string(e.end - e.begin));
+  }
+  return e;
+}
+
+// Our own facts about a chunk, if the writer was ckptcheck; plain HF files get defaults.
+Status apply_chunk_metadata(const nlohmann::json& meta, const HeaderEntry& e, const std::string& file,
+                            ChunkInfo* c) {
+  c->name = e.key;
+  c->component = "model";
+  c->global_shape = e.shape;
+  c->offsets.assign(e.shape.size(), 0);
+  if (!meta.is_object()) return Status::ok();
+  auto it = meta.find(kSafetensorsChunkKeyPrefix + e.key);
+  if (it == meta.end()) return Status::ok();
+  const std::string where = file + ": __metadata__ of tensor '" + e.key + "'";
+  if (!it->is_string()) return Status::corruption(where + ": expected a JSON string");
+  CKPT_ASSIGN_OR_RETURN(nlohmann::json j, parse_json(it->get<std::string>(), where));
+  CKPT_ASSIGN_OR_RETURN(c->name, json_string(j, "name", where));
+  CKPT_ASSIGN_OR_RETURN(c->component, json_string(j, "component", where));
+  CKPT_ASSIGN_OR_RETURN(c->global_shape, json_dims(j, "global_shape", where, kMaxRank));
+  CKPT_ASSIGN_OR_RETURN(c->offsets, json_dims(j, "offsets", where, kMaxRank));
+  CKPT_ASSIGN_OR_RETURN(c->sha256, json_string(j, "sha256", where));
+  return check_chunk_geometry(*c, file);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TensorFile>> open_safetensors(std::unique_ptr<ByteSource> source) {
+  const std::string file = source->name();
+  const uint64_t size = source->size();
+  if (size < 8) {
+    return Status::truncated(file + ": " + std::to_string(size) + " bytes, expected at least 8 (header length)");
+  }
+  uint8_t len_bytes[8];
+  CKPT_RETURN_IF_ERROR(source->read_at(0, len_bytes, 8));
+  const uint64_t n = load_le64(len_bytes);
+  if (n > kSafetensorsMaxHeaderBytes) {
+    return Status::corruption(file + " @0x0: header length " + std::to_string(n) + " exceeds the limit of " +
+                              std::to_string(kSafetensorsMaxHeaderBytes));
+  }
+  if (n > size - 8) {
+    return Status::truncated(file + " @0x0: header length " + std::to_string(n) + " exceeds the " +
+                             std::to_string(size - 8) + " bytes after the length field");
+  }
+  std::string text(n, '\0');
+  CKPT_RETURN_IF_ERROR(source->read_at(8, text.data(), n));
+  if (n == 0 || text[0] != '{') return Status::corruption(file + " @0x8: header does not start with '{'");
+  if (!json_nesting_within(text, kMaxJsonNesting)) {
+    return Status::corruption(file + ": header nests deeper than " + std::to_string(kMaxJsonNesting));
+  }
+  // nlohmann rejects invalid UTF-8 inside strings, which is the spec's UTF-8 requirement.
+  CKPT_ASSIGN_OR_RETURN(nlohmann::json header, parse_json(text, file + ": header"));
+  if (!header.is_object()) return Status::corruption(file + ": header is not a JSON object");
+
+  nlohmann::json meta;
+  std::vector<HeaderEntry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) return Status::corruption(file + ": __metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) {
+          return Status::corruption(file + ": __metadata__ '" + m.key() + "': expected a string, got " +
+                                    m->type_name());
+        }
+      }
+      meta = *it;
+      continue;
+    }
+    CKPT_ASSIGN_OR_RETURN(HeaderEntry e, parse_entry(it.key(), *it, file));
+    entries.push_back(std::move(e));
+  }
+  std::sort(entries.begin(), entries.end(), [](const HeaderEntry& a, const HeaderEntry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  // Contiguity: each tensor starts where the previous ended; this rules out holes and overlaps.
+  uint64_t expected_begin = 0;
+  for (const auto& e : entries) {
+    if (e.begin != expected_begin) {
+      return Status::corruption(file + ": tensor '" + e.key + "': data_offsets begin " +
+                                std::to_string(e.begin) + ", expected " + std::to_string(expected_begin) +
+                                (e.begin < expected_begin ? " (overlaps the previous tensor)"
+                                                          : " (hole after the previous tensor)"));
+    }
+    expected_begin = e.end;
+  }
+  const uint64_t data_start = 8 + n, data_size = size - data_start;
+  if (expected_begin != data_size) {
+    const std::string last = entries.empty() ? std::string("(none)") : entries.back().key;
+    if (expected_begin > data_size) {
+      return Status::truncated(file + ": tensor '" + last + "' ends at data offset " +
+                               std::to_string(expected_begin) + " but the data section has " +
+                               std::to_string(data_size) + " bytes");
+    }
+    return Status::corruption(file + ": " + std::to_string(data_size - expected_begin) +
+                              " bytes after the last tensor '" + last + "' (data ends at " +
+                              std::to_string(expected_begin) + ", file has " + std::to_string(data_size) + ")");
+  }
+
+  std::vector<ChunkInfo> chunks;
+  chunks.reserve(entries.size());
+  for (const auto& e : entries) {
+    ChunkInfo c;
+    c.dtype = e.dtype;
+    c.shape = e.shape;
+    c.data_offset = data_start + e.begin;
+    c.data_bytes = e.end - e.begin;
+    CKPT_RETURN_IF_ERROR(apply_chunk_metadata(meta, e, file, &c));
+    chunks.push_back(std::move(c));
+  }
+  nlohmann::json file_meta = meta.is_null() ? nlohmann::json::object() : meta;
+  if (meta.is_object() && meta.contains(kSafetensorsFileMetadataKey)) {
+    CKPT_ASSIGN_OR_RETURN(file_meta, parse_json(meta[kSafetensorsFileMetadataKey].get<std::string>(),
+                                                file + ": __metadata__ " + kSafetensorsFileMetadataKey));
+  }
+  return std::unique_ptr<TensorFile>(
+      new MappedTensorFile("safetensors", std::move(source), std::move(chunks), std::move(file_meta)));
+}
+
+Result<std::unique_ptr<TensorFile>> open_safetensors_file(const std::string& path) {
+  CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
+  return open_safetensors(std::move(source));
+}
+
+Result<WrittenFile> write_safetensors_file(const std::string& path, const std::vector<ChunkPayload>& chunks,
+                                           const nlohmann::json& metadata) {
+  CKPT_RETURN_IF_ERROR(check_chunk_payloads(chunks));
+  nlohmann::json header = nlohmann::json::object();
+  nlohmann::json meta = nlohmann::json::object();
+  meta[kSafetensorsFileMetadataKey] = metadata.dump();
+  WrittenFile out;
+  out.path = path;
+  uint64_t begin = 0;
+  for (const auto& c : chunks) {
+    const std::string key = c.info.label();
+    if (header.contains(key)) return Status::invalid_argument(path + ": duplicate chunk " + key);
+    header[key] = {{"dtype", dtype_name(c.info.dtype)},
+                   {"shape", c.info.shape},
+                   {"data_offsets", {begin, begin + c.info.data_bytes}}};
+    ChunkInfo info = c.info;
+    info.sha256 = sha256_hex(c.data, c.info.data_bytes);
+    info.data_offset = begin;  // relative for now; made absolute once the header length is known
+    meta[kSafetensorsChunkKeyPrefix + key] = nlohmann::json{{"name", info.name},
+                                                            {"component", info.component},
+                                                            {"global_shape", info.global_shape},
+                                                            {"offsets", info.offsets},
+                                                            {"sha256", info.sha256}}
+                                                 .dump();
+    begin += c.info.data_bytes;
+    out.chunks.push_back(std::move(info));
+  }
+  header["__metadata__"] = meta;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  if (text.size() > kSafetensorsMaxHeaderBytes) {
+    return Status::invalid_argument(path + ": header of " + std::to_string(text.size()) +
+                                    " bytes exceeds the safetensors limit");
+  }
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+
+  CKPT_ASSIGN_OR_RETURN(DurableFile f, DurableFile::create_exclusive(path));
+  Sha256 file_hash;
+  auto put = [&](const void* p, size_t n) {
+    file_hash.update(p, n);
+    return f.write(p, n);
+  };
+  CKPT_RETURN_IF_ERROR(put(len, 8));
+  CKPT_RETURN_IF_ERROR(put(text.data(), text.size()));
+  for (const auto& c : chunks) CKPT_RETURN_IF_ERROR(put(c.data, c.info.data_bytes));
+  out.bytes = f.bytes_written();
+  CKPT_RETURN_IF_ERROR(f.finish());
+  out.sha256 = file_hash.finish_hex();
+  for (auto& c : out.chunks) c.data_offset += 8 + text.size();
+  return out;
+}
+
+namespace {
+
+// A weight_map file name must name a file inside the index's directory.
+Status check_shard_name(const std::string& name, const std::string& where) {
+  if (name.empty() || name[0] == '/' || name.find('\\') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    return Status::corruption(where + ": shard file name '" + name + "' is empty, absolute or has '\\'");
+  }
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t slash = name.find('/', start);
+    if (slash == std::string::npos) slash = name.size();
+    const std::string part = name.substr(start, slash - start);
+    if (part.empty() || part == "." || part == "..") {
+      return Status::corruption(where + ": shard file name '" + name + "' leaves the index directory");
+    }
+    start = slash + 1;
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<SafetensorsIndex> open_safetensors_index(const std::string& index_path) {
+  CKPT_ASSIGN_OR_RETURN(std::string text, read_small_file(index_path, kMaxIndexBytes));
+  if (!json_nesting_within(text, kMaxJsonNesting)) {
+    return Status::corruption(index_path + ": nests deeper than " + std::to_string(kMaxJsonNesting));
+  }
+  CKPT_ASSIGN_OR_RETURN(nlohmann::json index, parse_json(text, index_path));
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* weight_map, json_object(index, "weight_map", index_path));
+  SafetensorsIndex out;
+  if (index.contains("metadata")) out.metadata = index["metadata"];
+  std::map<std::string, std::vector<std::string>> by_file;
+  for (auto it = weight_map->begin(); it != weight_map->end(); ++it) {
+    if (!it->is_string()) {
+      return Status::corruption(index_path + ": weight_map '" + it.key() + "': expected a file name, got " +
+                                it->type_name());
+    }
+    const std::string file = it->get<std::string>();
+    CKPT_RETURN_IF_ERROR(check_shard_name(file, index_path + ": weight_map '" + it.key() + "'"));
+    by_file[file].push_back(it.key());
+  }
+  const auto slash = index_path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "" : index_path.substr(0, slash + 1);
+  for (auto& [file, tensors] : by_file) {
+    std::sort(tensors.begin(), tensors.end());
+    SafetensorsIndexShard shard{file, dir + file, tensors};
+    CKPT_ASSIGN_OR_RETURN(auto tf, open_safetensors_file(shard.path));
+    std::vector<std::string> present;
+    for (const auto& c : tf->chunks()) present.push_back(c.name);
+    std::sort(present.begin(), present.end());
+    for (const auto& t : tensors) {
+      if (!std::binary_search(present.begin(), present.end(), t)) {
+        return Status::not_found(index_path + ": weight_map puts tensor '" + t + "' in " + file +
+                                 ", which does not contain it (" + std::to_string(present.size()) +
+                                 " tensors there)");
+      }
+    }
+    out.shards.push_back(std::move(shard));
+  }
+  return out;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,47 @@
+// safetensors (https://github.com/huggingface/safetensors, format as of v0.4):
+//   [8 bytes]  N, little-endian u64: length of the JSON header
+//   [N bytes]  UTF-8 JSON object, padded with spaces to a multiple of 8 bytes:
+//              {"<key>": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
+//               "__metadata__": {"<string>": "<string>", ...}}
+//   [rest]     tensor bytes; offsets are relative to the end of the header, contiguous, no holes.
+// Our writer names a tensor by ChunkInfo::label() ("model.w[0:128, 0:64]"), which is the plain
+// name when the chunk is the whole tensor, so plain loaders see ordinary names for unsharded
+// tensors. Our chunk facts live in __metadata__ as JSON strings (see formats/README.md).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/byte_source.h"
+#include "formats/shard_file_writer.h"
+#include "formats/tensor_file.h"
+
+namespace ckpt {
+
+constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
+constexpr const char* kSafetensorsFileMetadataKey = "ckptcheck_metadata";
+constexpr const char* kSafetensorsChunkKeyPrefix = "ckptcheck_chunk:";
+
+Result<std::unique_ptr<TensorFile>> open_safetensors(std::unique_ptr<ByteSource> source);
+Result<std::unique_ptr<TensorFile>> open_safetensors_file(const std::string& path);
+
+Result<WrittenFile> write_safetensors_file(const std::string& path, const std::vector<ChunkPayload>& chunks,
+                                           const nlohmann::json& metadata);
+
+// Hugging Face's sharded layout: model.safetensors.index.json maps tensor -> shard file name.
+struct SafetensorsIndexShard {
+  std::string file;                  // as written in weight_map ("model-00001-of-00002.safetensors")
+  std::string path;                  // resolved against the index's directory
+  std::vector<std::string> tensors;  // tensors weight_map places in this file, sorted
+};
+struct SafetensorsIndex {
+  std::vector<SafetensorsIndexShard> shards;  // sorted by file name
+  nlohmann::json metadata;                    // the index's "metadata" object, or null
+};
+
+// Reads the index, rejects shard names that would leave its directory (absolute, "..", empty
+// components), opens every shard and checks each mapped tensor is in it.
+Result<SafetensorsIndex> open_safetensors_index(const std::string& index_path);
+
+}  // namespace ckpt

@@ -1,0 +1,172 @@
+#include "formats/zip_archive.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace ckpt {
+
+namespace {
+
+constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0x06054b50;
+constexpr uint32_t kZip64EndSig = 0x06064b50, kZip64LocatorSig = 0x07064b50;
+constexpr size_t kEndBytes = 22, kZip64LocatorBytes = 20, kZip64EndBytes = 56;
+constexpr size_t kCentralBytes = 46, kLocalBytes = 30;
+constexpr size_t kMaxComment = 0xffff;
+
+uint64_t le(const uint8_t* p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+std::string hex_offset(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+struct Directory {
+  uint64_t entries, offset, size;
+};
+
+Result<Directory> find_directory(const ByteSource& src) {
+  const std::string& file = src.name();
+  const uint64_t size = src.size();
+  if (size < kEndBytes) return Status::corruption(file + ": " + std::to_string(size) + " bytes is too small for a zip");
+  const uint64_t tail_len = std::min<uint64_t>(size, kEndBytes + kMaxComment);
+  std::vector<uint8_t> tail(tail_len);
+  CKPT_RETURN_IF_ERROR(src.read_at(size - tail_len, tail.data(), tail_len));
+  // Scan backwards: the end record is the last signature whose comment length reaches the end.
+  for (uint64_t i = tail_len - kEndBytes + 1; i-- > 0;) {
+    const uint8_t* p = tail.data() + i;
+    if (le(p, 4) != kEndSig || i + kEndBytes + le(p + 20, 2) != tail_len) continue;
+    const uint64_t end_pos = size - tail_len + i;
+    Directory d{le(p + 10, 2), le(p + 16, 4), le(p + 12, 4)};
+    const bool needs_zip64 = d.entries == 0xffff || d.offset == 0xffffffff || d.size == 0xffffffff;
+    if (end_pos >= kZip64LocatorBytes) {
+      uint8_t loc[kZip64LocatorBytes];
+      CKPT_RETURN_IF_ERROR(src.read_at(end_pos - kZip64LocatorBytes, loc, sizeof loc));
+      if (le(loc, 4) == kZip64LocatorSig) {
+        const uint64_t rec = le(loc + 8, 8);
+        if (!range_within(rec, kZip64EndBytes, size)) {
+          return Status::corruption(file + " @" + hex_offset(end_pos - kZip64LocatorBytes) +
+                                    ": ZIP64 end record offset " + hex_offset(rec) + " outside the file");
+        }
+        uint8_t z[kZip64EndBytes];
+        CKPT_RETURN_IF_ERROR(src.read_at(rec, z, sizeof z));
+        if (le(z, 4) != kZip64EndSig) {
+          return Status::corruption(file + " @" + hex_offset(rec) + ": bad ZIP64 end record signature");
+        }
+        d = Directory{le(z + 32, 8), le(z + 48, 8), le(z + 40, 8)};
+      } else if (needs_zip64) {
+        return Status::corruption(file + " @" + hex_offset(end_pos) + ": end record needs ZIP64 but no locator");
+      }
+    }
+    if (d.entries > kZipMaxEntries) {
+      return Status::corruption(file + ": " + std::to_string(d.entries) + " entries exceeds the limit of " +
+                                std::to_string(kZipMaxEntries));
+    }
+    if (!range_within(d.offset, d.size, size) || d.entries * kCentralBytes > d.size) {
+      return Status::corruption(file + ": central directory at " + hex_offset(d.offset) + " (" +
+                                std::to_string(d.size) + " bytes, " + std::to_string(d.entries) +
+                                " entries) does not fit in the file (" + std::to_string(size) + " bytes)");
+    }
+    return d;
+  }
+  return Status::corruption(file + ": no zip end-of-central-directory record (not a zip, or truncated)");
+}
+
+// ZIP64 extended information (extra field 0x0001) replaces whichever fields were 0xffffffff.
+Status apply_zip64_extra(const uint8_t* extra, size_t n, uint64_t* usize, uint64_t* csize, uint64_t* offset,
+                         const std::string& where) {
+  size_t pos = 0;
+  while (pos + 4 <= n) {
+    const uint64_t id = le(extra + pos, 2), len = le(extra + pos + 2, 2);
+    if (pos + 4 + len > n) return Status::corruption(where + ": extra field overruns its record");
+    if (id == 1) {
+      size_t q = pos + 4;
+      for (uint64_t* field : {usize, csize, offset}) {
+        if (*field != 0xffffffff) continue;
+        if (q + 8 > pos + 4 + len) return Status::corruption(where + ": ZIP64 extra field too short");
+        *field = le(extra + q, 8);
+        q += 8;
+      }
+    }
+    pos += 4 + len;
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
+  const std::string& file = src.name();
+  CKPT_ASSIGN_OR_RETURN(Directory dir, find_directory(src));
+  std::vector<uint8_t> cd(dir.size);
+  CKPT_RETURN_IF_ERROR(src.read_at(dir.offset, cd.data(), cd.size()));
+  ZipArchive zip;
+  zip.entries_.reserve(dir.entries);
+  size_t pos = 0;
+  for (uint64_t i = 0; i < dir.entries; ++i) {
+    const std::string at = file + " @" + hex_offset(dir.offset + pos);
+    if (pos + kCentralBytes > cd.size() || le(cd.data() + pos, 4) != kCentralSig) {
+      return Status::corruption(at + ": central directory entry " + std::to_string(i) + ": bad signature");
+    }
+    const uint8_t* p = cd.data() + pos;
+    const uint64_t flags = le(p + 8, 2), method = le(p + 10, 2);
+    uint64_t csize = le(p + 20, 4), usize = le(p + 24, 4), local = le(p + 42, 4);
+    const size_t name_len = le(p + 28, 2), extra_len = le(p + 30, 2), comment_len = le(p + 32, 2);
+    if (pos + kCentralBytes + name_len + extra_len + comment_len > cd.size()) {
+      return Status::corruption(at + ": central directory entry " + std::to_string(i) + " overruns the directory");
+    }
+    ZipEntry e;
+    e.name.assign(reinterpret_cast<const char*>(p + kCentralBytes), name_len);
+    const std::string where = file + ": entry '" + e.name + "'";
+    CKPT_RETURN_IF_ERROR(apply_zip64_extra(p + kCentralBytes + name_len, extra_len, &usize, &csize, &local, where));
+    if (method != 0) {
+      return Status::not_supported(where + ": compression method " + std::to_string(method) +
+                                   " (torch.save writes stored entries only)");
+    }
+    if (flags & 1) return Status::not_supported(where + ": encrypted");
+    if (csize != usize) {
+      return Status::corruption(where + ": stored entry has compressed size " + std::to_string(csize) +
+                                " != size " + std::to_string(usize));
+    }
+    if (!range_within(local, kLocalBytes, src.size())) {
+      return Status::corruption(where + ": local header offset " + hex_offset(local) + " outside the file");
+    }
+    uint8_t lh[kLocalBytes];
+    CKPT_RETURN_IF_ERROR(src.read_at(local, lh, sizeof lh));
+    if (le(lh, 4) != kLocalSig) {
+      return Status::corruption(where + " @" + hex_offset(local) + ": bad local header signature");
+    }
+    e.data_offset = local + kLocalBytes + le(lh + 26, 2) + le(lh + 28, 2);
+    e.size = usize;
+    if (!range_within(e.data_offset, e.size, src.size())) {
+      return Status::truncated(where + ": " + std::to_string(e.size) + " bytes at " + hex_offset(e.data_offset) +
+                               " run past the end of the file (" + std::to_string(src.size()) + " bytes)");
+    }
+    zip.entries_.push_back(std::move(e));
+    pos += kCentralBytes + name_len + extra_len + comment_len;
+  }
+  return zip;
+}
+
+const ZipEntry* ZipArchive::find(const std::string& name) const {
+  for (const auto& e : entries_) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+Result<std::string> ZipArchive::read(const ByteSource& src, const ZipEntry& entry, uint64_t max_bytes) const {
+  if (entry.size > max_bytes) {
+    return Status::not_supported(src.name() + ": entry '" + entry.name + "' has " + std::to_string(entry.size) +
+                                 " bytes, more than the limit of " + std::to_string(max_bytes));
+  }
+  std::string out(entry.size, '\0');
+  CKPT_RETURN_IF_ERROR(src.read_at(entry.data_offset, out.data(), out.size()));
+  return out;
+}
+
+}  // namespace ckpt
