@@ -4,10 +4,12 @@ namespace ckpt {
 
 // One factory per command, defined in that command's own file.
 std::unique_ptr<Command> make_train_command();
+std::unique_ptr<Command> make_drill_command();
 
 std::vector<std::unique_ptr<Command>> all_commands() {
   std::vector<std::unique_ptr<Command>> commands;
   commands.push_back(make_train_command());
+  commands.push_back(make_drill_command());
   return commands;
 }
 
