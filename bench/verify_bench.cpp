@@ -21,8 +21,9 @@ std::string with_rate(double seconds, uint64_t bytes) {
 }  // namespace
 
 std::vector<BenchRow> run_verify_bench(const BenchSettings& settings, const BenchCheckpoint& checkpoint) {
-  const std::string shape = std::to_string(checkpoint.shard_paths.size()) + " x " +
-                            std::to_string(checkpoint.bytes / checkpoint.shard_paths.size() / kMiB) + " MiB shards";
+  const std::string shape =
+      std::to_string(checkpoint.shard_paths.size()) + " x " +
+      format_mib(static_cast<double>(checkpoint.bytes) / static_cast<double>(checkpoint.shard_paths.size())) + " shards";
   const std::vector<Baseline> baselines = {
       {"verify throughput vs sha256sum, ", "sha256sum", 3.0, {"sha256sum"}},
       {"verify throughput vs openssl, ", "openssl dgst -sha256 (files in turn)", 1.6, {"openssl", "dgst", "-sha256"}},
