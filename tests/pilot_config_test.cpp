@@ -1,7 +1,6 @@
 #include "fixtures/pilot_config.h"
 
 #include <gtest/gtest.h>
-
 #include <stdlib.h>
 
 #include <filesystem>
@@ -127,11 +126,14 @@ TEST_F(PilotConfigTest, OutOfRangeValuesNameKeyAndValue) {
   EXPECT_NE(s.message().find("model.dropout: expected a number in [0, 1), got '1.5'"), std::string::npos)
       << s.message();
   s = load_error(pilot_with("micro_batch: 8", "micro_batch: 0"));
-  EXPECT_NE(s.message().find("micro_batch: expected an integer >= 1, got '0'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("micro_batch: expected an integer >= 1, got '0'"), std::string::npos)
+      << s.message();
   s = load_error(pilot_with("seq_len: 64", "seq_len: 6.5"));
-  EXPECT_NE(s.message().find("seq_len: expected an integer >= 1, got '6.5'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("seq_len: expected an integer >= 1, got '6.5'"), std::string::npos)
+      << s.message();
   s = load_error(pilot_with("precision: fp32", "precision: fp8"));
-  EXPECT_NE(s.message().find("precision: expected one of fp32 bf16, got 'fp8'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("precision: expected one of fp32 bf16, got 'fp8'"), std::string::npos)
+      << s.message();
   s = load_error(pilot_with("device: cpu", "device: tpu"));
   EXPECT_NE(s.message().find("device:"), std::string::npos) << s.message();
   s = load_error(pilot_with("strategy: single", "strategy: zero3"));

@@ -8,7 +8,8 @@ namespace ckpt {
 namespace {
 
 TEST(ProcessMemory, ParsesStatusText) {
-  Result<ProcessMemory> m = parse_proc_status("Name:\ttest\nVmHWM:\t    2048 kB\nVmRSS:\t    1000 kB\nThreads:\t1\n");
+  Result<ProcessMemory> m =
+      parse_proc_status("Name:\ttest\nVmHWM:\t    2048 kB\nVmRSS:\t    1000 kB\nThreads:\t1\n");
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   EXPECT_EQ(m->peak_rss_bytes, 2048 * 1024);
   EXPECT_EQ(m->rss_bytes, 1000 * 1024);
