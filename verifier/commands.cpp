@@ -5,11 +5,15 @@ namespace ckpt {
 // One factory per command, defined in that command's own file.
 std::unique_ptr<Command> make_train_command();
 std::unique_ptr<Command> make_drill_command();
+std::unique_ptr<Command> make_verify_command();
+std::unique_ptr<Command> make_sign_command();
 
 std::vector<std::unique_ptr<Command>> all_commands() {
   std::vector<std::unique_ptr<Command>> commands;
   commands.push_back(make_train_command());
   commands.push_back(make_drill_command());
+  commands.push_back(make_verify_command());
+  commands.push_back(make_sign_command());
   return commands;
 }
 

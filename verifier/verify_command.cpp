@@ -1,0 +1,71 @@
+// `ckptcheck verify PATH`: runs the checks of checkpoint_verifier.h and prints the report.
+// Exit 0: every check passed; 1: the checkpoint failed a check; 2: bad flags or PATH is not a
+// readable checkpoint or root.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <thread>
+
+#include "verifier/checkpoint_verifier.h"
+#include "verifier/commands.h"
+#include "verifier/progress.h"
+
+namespace ckpt {
+namespace {
+
+class VerifyCommand : public Command {
+ public:
+  CLI::App* add_to(CLI::App& app) override {
+    CLI::App* sub = app.add_subcommand("verify", "Verify a checkpoint (or a root's latest / every checkpoint) offline");
+    sub->add_option("path", path_, "checkpoint dir (step_XXXXXXXX) or checkpoint root")->required();
+    sub->add_flag("--json", json_, "print one JSON object instead of the summary");
+    sub->add_option("--jobs", options_.jobs, "shards hashed in parallel (default: all cores)")->check(CLI::Range(1, 1024));
+    sub->add_flag("--quick", options_.quick, "manifest and header checks only; no data hashing");
+    sub->add_flag("--all", all_, "verify every committed checkpoint of the root and list uncommitted leftovers");
+    sub->add_option("--pubkey", options_.pubkey_path, "require manifest.json.sig to verify under this Ed25519 key");
+    return sub;
+  }
+
+  int run() override {
+    Progress progress;
+    if (progress.enabled()) {
+      options_.on_progress = [&progress](uint64_t done, uint64_t total) {
+        progress.update("verify bytes", static_cast<long long>(done), static_cast<long long>(total));
+      };
+    }
+    if (all_) {
+      auto report = verify_root(path_, options_);
+      progress.finish();
+      if (!report.is_ok()) return usage_error(report.status());
+      print(report_to_json(*report), report_to_text(*report));
+      return report->ok() ? kExitOk : kExitCheckFailed;
+    }
+    auto report = verify_path(path_, options_);
+    progress.finish();
+    if (!report.is_ok()) return usage_error(report.status());
+    print(report_to_json(*report), report_to_text(*report));
+    return report->ok() ? kExitOk : kExitCheckFailed;
+  }
+
+ private:
+  int usage_error(const Status& status) const {
+    std::fprintf(stderr, "ckptcheck verify: %s\n", status.to_string().c_str());
+    return kExitUsage;
+  }
+
+  void print(const nlohmann::json& json, const std::string& text) const {
+    const std::string out = json_ ? json.dump() + "\n" : text;
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  }
+
+  std::string path_;
+  bool json_ = false;
+  bool all_ = false;
+  VerifyOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_verify_command() { return std::make_unique<VerifyCommand>(); }
+
+}  // namespace ckpt

@@ -1,0 +1,56 @@
+// What `verify` found in one checkpoint (or, with --all, in every checkpoint of a root), and how it
+// is printed: a human summary whose first line is the verdict, or one JSON object for machines.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ckpt {
+
+// One finding. `code` is a stable identifier from checkpoint_verifier.h (scripts match on it);
+// `shard` and `tensor` are empty when the finding is about neither.
+struct VerifyIssue {
+  std::string code;
+  std::string shard;
+  std::string tensor;
+  std::string message;
+};
+
+struct VerifyReport {
+  std::string path;
+  int64_t step = -1;  // -1 when the manifest could not be read
+  std::vector<VerifyIssue> errors;
+  std::vector<VerifyIssue> warnings;
+  std::vector<std::string> uncommitted;  // temp dirs and manifest-less step dirs next to the checkpoint
+  size_t shards = 0;
+  size_t tensors = 0;
+  uint64_t bytes_hashed = 0;
+  double seconds = 0;
+
+  // Invariant: a checkpoint passes iff no check reported an error; warnings never fail it.
+  bool ok() const { return errors.empty(); }
+  void add_error(std::string code, std::string shard, std::string tensor, std::string message);
+  void add_warning(std::string code, std::string shard, std::string tensor, std::string message);
+  bool has_error(const std::string& code) const;
+  bool has_warning(const std::string& code) const;
+};
+
+// `verify --all`: every committed checkpoint of a root, plus the root's uncommitted leftovers.
+struct RootVerifyReport {
+  std::string root;
+  std::vector<VerifyReport> checkpoints;
+  std::vector<std::string> uncommitted;
+  bool ok() const;
+};
+
+nlohmann::json report_to_json(const VerifyReport& report);
+nlohmann::json report_to_json(const RootVerifyReport& report);
+// Verdict line first ("PASS step_00000008: 3 shards, ..." / "FAIL ..."), then one line per error
+// and warning: "error [code] shard tensor: message".
+std::string report_to_text(const VerifyReport& report);
+std::string report_to_text(const RootVerifyReport& report);
+
+}  // namespace ckpt
