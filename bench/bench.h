@@ -68,10 +68,11 @@ struct ChildRun {
   double wall_seconds = 0;
   int64_t max_rss_bytes = 0;  // ru_maxrss of the child, from wait4
   std::string out;            // stdout, when captured
+  std::string log_tail;       // the last few hundred bytes of stderr (and of stdout when not captured)
 };
 
-// fork + execvp + wait4. stdout is captured when `capture_stdout`, else discarded; stderr is
-// discarded. The child is SIGKILLed after `timeout_seconds`.
+// fork + execvp + wait4. stdout is captured when `capture_stdout`; the tail of the rest is kept
+// in log_tail. The child is SIGKILLed after `timeout_seconds`.
 Result<ChildRun> run_child(const std::vector<std::string>& argv, bool capture_stdout = false,
                            double timeout_seconds = 600);
 

@@ -23,15 +23,25 @@ std::string command_line(const std::vector<std::string>& argv) {
   return text;
 }
 
-[[noreturn]] void exec_child(const std::vector<std::string>& argv, int out_fd) {
-  const int devnull = ::open("/dev/null", O_WRONLY);
-  ::dup2(out_fd >= 0 ? out_fd : devnull, STDOUT_FILENO);
-  ::dup2(devnull, STDERR_FILENO);
+[[noreturn]] void exec_child(const std::vector<std::string>& argv, int out_fd, int log_fd) {
+  ::dup2(out_fd >= 0 ? out_fd : log_fd, STDOUT_FILENO);
+  ::dup2(log_fd, STDERR_FILENO);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   ::execvp(args[0], args.data());
   ::_exit(127);
+}
+
+std::string read_tail(int fd, size_t max_bytes) {
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size <= 0) return "";
+  const off_t from = size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
+  std::string text(static_cast<size_t>(size - from), '\0');
+  const ssize_t n = ::pread(fd, text.data(), text.size(), from);
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  for (char& c : text) c = (c == '\n' || c == '\t') ? ' ' : c;  // table cells are one line
+  return text;
 }
 
 }  // namespace
@@ -42,10 +52,16 @@ Result<ChildRun> run_child(const std::vector<std::string>& argv, bool capture_st
   if (capture_stdout && ::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     return Status::io_error("pipe: " + std::string(std::strerror(errno)));
   }
+  // What the child says (stderr, and stdout when not captured) goes to an unlinked temp file, so
+  // that a failing child's last words can be put in the row instead of just its exit code.
+  char log_path[] = "/tmp/ckptcheck-bench-child-XXXXXX";
+  const int log_fd = ::mkstemp(log_path);
+  if (log_fd < 0) return Status::io_error("mkstemp: " + std::string(std::strerror(errno)));
+  ::unlink(log_path);
   const double start = now_seconds();
   const pid_t pid = ::fork();
   if (pid < 0) return Status::io_error("fork: " + std::string(std::strerror(errno)));
-  if (pid == 0) exec_child(argv, pipe_fds[1]);
+  if (pid == 0) exec_child(argv, pipe_fds[1], log_fd);
 
   ChildRun run;
   if (capture_stdout) {
@@ -69,6 +85,8 @@ Result<ChildRun> run_child(const std::vector<std::string>& argv, bool capture_st
   run.wall_seconds = seconds_since(start);
   run.max_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.log_tail = read_tail(log_fd, 300);
+  ::close(log_fd);
   if (run.exit_code == 127) return Status::not_found(command_line(argv) + ": cannot execute " + argv[0]);
   return run;
 }
@@ -78,7 +96,8 @@ Result<ChildTiming> time_child(int repetitions, const std::vector<std::string>& 
   for (int i = 0; i < repetitions; ++i) {
     CKPT_ASSIGN_OR_RETURN(ChildRun run, run_child(argv));
     if (run.exit_code != 0) {
-      return Status::io_error(command_line(argv) + ": exit code " + std::to_string(run.exit_code) + ", expected 0");
+      return Status::io_error(command_line(argv) + ": exit code " + std::to_string(run.exit_code) +
+                              ", expected 0: " + run.log_tail);
     }
     result.timing.all_seconds.push_back(run.wall_seconds);
     result.max_rss_bytes = std::max(result.max_rss_bytes, run.max_rss_bytes);

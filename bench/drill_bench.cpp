@@ -30,7 +30,7 @@ std::vector<BenchRow> run_drill_bench(const BenchSettings& s) {
   (void)remove_tree(work);
   if (!run) return {unavailable_row(name, goal, "error", run.status().message())};
   if (run->exit_code != 0) {
-    return {unavailable_row(name, goal, "error", "ckptcheck drill exited " + std::to_string(run->exit_code))};
+    return {unavailable_row(name, goal, "error", "ckptcheck drill exited " + std::to_string(run->exit_code) + ": " + run->log_tail)};
   }
   const nlohmann::json report = nlohmann::json::parse(run->out, nullptr, false);
   if (report.is_discarded() || !report.contains("losses") || !report.contains("measurements")) {

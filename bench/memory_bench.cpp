@@ -20,7 +20,9 @@ std::vector<BenchRow> run_memory_bench(const BenchSettings& settings, const Benc
   auto measure = [&](const BenchCheckpoint& c) -> Result<int64_t> {
     CKPT_RETURN_IF_ERROR(read_files_once(c.shard_paths));
     CKPT_ASSIGN_OR_RETURN(ChildRun run, run_child({settings.ckptcheck_bin, "verify", c.dir}));
-    if (run.exit_code != 0) return Status::io_error("verify " + c.dir + ": exit code " + std::to_string(run.exit_code));
+    if (run.exit_code != 0) {
+      return Status::io_error("verify " + c.dir + ": exit code " + std::to_string(run.exit_code) + ": " + run.log_tail);
+    }
     return run.max_rss_bytes;
   };
   auto small_rss = measure(*small);
