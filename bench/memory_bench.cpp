@@ -34,7 +34,7 @@ std::vector<BenchRow> run_memory_bench(const BenchSettings& settings, const Benc
   const double growth = static_cast<double>(*large_rss - *small_rss);
   BenchRow row;
   row.name = name;
-  row.ours = "+" + format_mib(growth) + " (peak " + format_mib(static_cast<double>(*large_rss)) + ")";
+  row.ours = (growth >= 0 ? "+" : "") + format_mib(growth) + " (peak " + format_mib(static_cast<double>(*large_rss)) + ")";
   row.baseline = "peak " + format_mib(static_cast<double>(*small_rss)) + " on the small one";
   row.goal = goal;
   row.met = growth < 32.0 * kMiB ? "yes" : "NO";
