@@ -37,6 +37,8 @@ std::vector<BenchRow> run_verify_bench(const BenchSettings& settings, const Benc
   const bool have_verify = has_subcommand(settings.ckptcheck_bin, "verify");
   Result<ChildTiming> ours = Status::not_supported("not available: this ckptcheck has no `verify` subcommand");
   if (have_verify) ours = time_child(settings.repetitions, {settings.ckptcheck_bin, "verify", checkpoint.dir});
+  // Start-up alone (dynamic loading and static initialisers), to tell it apart from hashing.
+  auto startup = time_child(settings.repetitions, {settings.ckptcheck_bin, "--help"});
 
   for (const auto& b : baselines) {
     BenchRow row;
@@ -58,6 +60,8 @@ std::vector<BenchRow> run_verify_bench(const BenchSettings& settings, const Benc
       row.ours = with_rate(ours->timing.best_seconds, checkpoint.bytes);
       row.numbers["ours_seconds"] = ours->timing.all_seconds;
       row.numbers["ours_max_rss_bytes"] = ours->max_rss_bytes;
+      if (startup) row.numbers["ckptcheck_help_seconds"] = startup->timing.all_seconds;
+      if (startup) row.numbers["ckptcheck_help_max_rss_bytes"] = startup->max_rss_bytes;
     } else {
       row.ours = ours.status().message();
     }
