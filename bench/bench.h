@@ -1,0 +1,114 @@
+// What every benchmark of `ckptcheck_bench` shares: its settings, the row it reports, and the
+// measuring tools (best-of-N timing, child processes with wait4, page-cache warming).
+// Benches are not tests: nothing here asserts a time; rows report what was measured.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/status.h"
+
+namespace ckpt::bench {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr double kNotMeasured = std::nan("");
+
+struct BenchSettings {
+  bool quick = false;         // smaller sizes, for a smoke run
+  int repetitions = 3;        // every timed number is the best of this many
+  std::string work_dir;       // scratch checkpoints; removed at the end
+  std::string ckptcheck_bin;  // the CLI whose subcommands are timed as child processes
+  std::string source_dir;     // for fixture configs
+};
+
+// One line of the table. `ratio` is how many times better ours is than the baseline (for times:
+// baseline seconds / our seconds), NaN where there is no baseline to divide by.
+struct BenchRow {
+  std::string name;
+  std::string ours;      // human text, e.g. "0.61 s (3.3 GB/s)"
+  std::string baseline;  // human text
+  double ratio = kNotMeasured;
+  std::string goal;  // ">= 3x", "< 32 MiB", "reported"
+  std::string met;   // "yes", "NO", "reported", "not available", "not built", "error"
+  nlohmann::json numbers = nlohmann::json::object();  // every number behind the row, for --out
+};
+
+// "yes"/"NO" for a ratio goal; "error" when the ratio is not a number.
+std::string met_at_least(double ratio, double goal);
+
+// A row that could not be measured, with the reason instead of numbers.
+BenchRow unavailable_row(const std::string& name, const std::string& goal, const std::string& met,
+                         const std::string& reason);
+
+// ---- timing ---------------------------------------------------------------------------------
+struct Timing {
+  double best_seconds = kNotMeasured;
+  std::vector<double> all_seconds;
+};
+
+// Runs `prepare` (untimed) then `run` (timed) `repetitions` times; stops at the first error.
+Result<Timing> best_of(int repetitions, const std::function<Status()>& prepare, const std::function<Status()>& run);
+
+double seconds_since(double start_seconds);
+double now_seconds();  // steady clock
+
+std::string format_seconds(double seconds);
+std::string format_rate(uint64_t bytes, double seconds);  // "1.23 GB/s" (decimal GB)
+std::string format_ratio(double ratio);                   // "3.41x"
+std::string format_mib(double bytes);                     // "12.3 MiB"
+
+// ---- child processes --------------------------------------------------------------------------
+struct ChildRun {
+  int exit_code = -1;  // 128 + signal when killed
+  double wall_seconds = 0;
+  int64_t max_rss_bytes = 0;  // ru_maxrss of the child, from wait4
+  std::string out;            // stdout, when captured
+  std::string log_tail;       // the last few hundred bytes of stderr (and of stdout when not captured)
+};
+
+// fork + execvp + wait4. stdout is captured when `capture_stdout`; the tail of the rest is kept
+// in log_tail. The child is SIGKILLed after `timeout_seconds`.
+Result<ChildRun> run_child(const std::vector<std::string>& argv, bool capture_stdout = false,
+                           double timeout_seconds = 600);
+
+// Best-of-N wall time of a child that must exit 0; also reports the largest ru_maxrss seen.
+struct ChildTiming {
+  Timing timing;
+  int64_t max_rss_bytes = 0;
+};
+Result<ChildTiming> time_child(int repetitions, const std::vector<std::string>& argv);
+
+// Whether `ckptcheck <subcommand> --help` exits 0, i.e. the subcommand is built in.
+bool has_subcommand(const std::string& bin, const std::string& subcommand);
+
+// ---- files ------------------------------------------------------------------------------------
+// Reads every file once, so that timed readers find them in the page cache.
+Status read_files_once(const std::vector<std::string>& paths);
+// fsync of a file written by someone else (torch::save), so its save is as durable as ours.
+Status fsync_path(const std::string& path);
+Status remove_tree(const std::string& path);
+
+// ---- the benchmarks ---------------------------------------------------------------------------
+// A real checkpoint written by write_checkpoint, shared by the verify and memory benches.
+struct BenchCheckpoint {
+  std::string root;
+  std::string dir;
+  std::vector<std::string> shard_paths;
+  uint64_t bytes = 0;
+  double write_seconds = 0;
+};
+Result<BenchCheckpoint> write_synthetic_checkpoint(const std::string& root, uint64_t total_bytes, size_t shards,
+                                                   uint64_t seed);
+
+std::vector<BenchRow> run_verify_bench(const BenchSettings& settings, const BenchCheckpoint& checkpoint);
+std::vector<BenchRow> run_memory_bench(const BenchSettings& settings, const BenchCheckpoint& large);
+std::vector<BenchRow> run_save_load_bench(const BenchSettings& settings);
+std::vector<BenchRow> run_compression_bench(const BenchSettings& settings);
+std::vector<BenchRow> run_drill_bench(const BenchSettings& settings);
+
+}  // namespace ckpt::bench

@@ -1,0 +1,210 @@
+// Save and load of one training state: native shards (write_checkpoint / load_checkpoint_tensors)
+// against torch::save / torch::load of the same tensors, against a raw write of the same bytes,
+// and against the other shard formats when they are built. Every save ends durable (fsync) in
+// every variant, so the comparison is not between page-cache writes and disk writes.
+#include <torch/serialize.h>
+
+#include <cstring>
+#include <thread>
+
+#include "bench/bench.h"
+#include "bench/synthetic_state.h"
+#include "formats/file_io.h"
+#include "formats/shard_formats.h"
+#include "shards/checkpoint_reader.h"
+#include "shards/checkpoint_writer.h"
+#include "shards/manifest.h"
+#include "shards/state_codec.h"
+
+namespace ckpt::bench {
+
+namespace {
+
+constexpr size_t kShards = 2;  // one writer thread per core on the 2-core bench machine
+
+struct Measured {
+  Timing save;
+  Timing load;
+};
+
+std::vector<std::string> shard_paths_of(const std::string& dir, const Manifest& manifest) {
+  std::vector<std::string> paths;
+  for (const auto& s : manifest.shards) paths.push_back(dir + "/" + s.path);
+  return paths;
+}
+
+// The loaded tensors must be exactly the saved ones, or the load timing means nothing.
+Status check_same_bytes(const std::vector<LoadedTensor>& loaded, const std::vector<TensorView>& views) {
+  if (loaded.size() != views.size()) {
+    return Status::corruption("loaded " + std::to_string(loaded.size()) + " tensors, saved " + std::to_string(views.size()));
+  }
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (loaded[i].bytes.size() != views[i].bytes || std::memcmp(loaded[i].bytes.data(), views[i].data, views[i].bytes)) {
+      return Status::corruption(views[i].name + ": loaded bytes differ from the saved ones");
+    }
+  }
+  return Status::ok();
+}
+
+Result<Measured> measure_shard_format(const BenchSettings& s, const std::string& format,
+                                      const std::vector<TensorView>& views) {
+  const std::string root = s.work_dir + "/save-" + format;
+  CheckpointWriteOptions options;
+  options.num_shards = kShards;
+  options.format = format;
+  CheckpointMetadata metadata;
+  metadata.step = 1000;
+  std::string dir;
+  Measured m;
+  CKPT_ASSIGN_OR_RETURN(m.save, best_of(
+                                    s.repetitions, [&] { return remove_tree(root); },
+                                    [&]() -> Status {
+                                      CKPT_ASSIGN_OR_RETURN(auto committed, write_checkpoint(root, views, metadata, options));
+                                      dir = committed.dir;
+                                      return Status::ok();
+                                    }));
+  CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(dir));
+  CKPT_RETURN_IF_ERROR(read_files_once(shard_paths_of(dir, manifest)));
+  CKPT_ASSIGN_OR_RETURN(m.load, best_of(s.repetitions, nullptr, [&]() -> Status {
+                          CKPT_ASSIGN_OR_RETURN(auto loaded, load_checkpoint_tensors(dir, manifest));
+                          return loaded.size() == manifest.tensors.size()
+                                     ? Status::ok()
+                                     : Status::corruption(dir + ": load returned too few tensors");
+                        }));
+  // Correctness check outside the timed loop: one more load, compared byte for byte.
+  CKPT_ASSIGN_OR_RETURN(auto loaded, load_checkpoint_tensors(dir, manifest));
+  CKPT_RETURN_IF_ERROR(check_same_bytes(loaded, views));
+  CKPT_RETURN_IF_ERROR(remove_tree(root));
+  return m;
+}
+
+Result<Measured> measure_torch_serialize(const BenchSettings& s, const TrainingState& state) {
+  std::vector<at::Tensor> tensors;
+  for (const auto& t : state) tensors.push_back(t.tensor);
+  const std::string path = s.work_dir + "/torch-save.pt";
+  Measured m;
+  CKPT_ASSIGN_OR_RETURN(m.save, best_of(
+                                    s.repetitions, [&] { return remove_tree(path); },
+                                    [&]() -> Status {
+                                      try {
+                                        torch::save(tensors, path);
+                                      } catch (const std::exception& e) {
+                                        return Status::io_error(path + ": torch::save: " + e.what());
+                                      }
+                                      return fsync_path(path);
+                                    }));
+  CKPT_RETURN_IF_ERROR(read_files_once({path}));
+  CKPT_ASSIGN_OR_RETURN(m.load, best_of(s.repetitions, nullptr, [&]() -> Status {
+                          std::vector<at::Tensor> loaded;
+                          try {
+                            torch::load(loaded, path);
+                          } catch (const std::exception& e) {
+                            return Status::io_error(path + ": torch::load: " + e.what());
+                          }
+                          if (loaded.size() != tensors.size()) return Status::corruption(path + ": torch::load lost tensors");
+                          return Status::ok();
+                        }));
+  CKPT_RETURN_IF_ERROR(remove_tree(path));
+  return m;
+}
+
+// The same payload bytes in the same files as the native shards, one thread per file, each file
+// fsynced and the directory too: what the disk allows without hashes, headers or a manifest.
+Status write_raw_shards(const std::string& dir, const std::vector<TensorView>& views) {
+  CKPT_RETURN_IF_ERROR(make_directory(dir));
+  const ShardingPlan plan = plan_shards(views, kShards);
+  std::vector<Status> results(plan.shards.size(), Status::ok());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < plan.shards.size(); ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = [&]() -> Status {
+        CKPT_ASSIGN_OR_RETURN(auto file, DurableFile::create_exclusive(dir + "/raw-" + std::to_string(i)));
+        for (const PlannedChunk& p : plan.shards[i]) {
+          const uint64_t n = checked_nbytes(p.info.shape, p.info.dtype).value();
+          CKPT_RETURN_IF_ERROR(file.write(views[p.tensor].data + p.byte_begin, static_cast<size_t>(n)));
+        }
+        return file.finish();
+      }();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) CKPT_RETURN_IF_ERROR(r);
+  return fsync_directory(dir);
+}
+
+BenchRow compare_row(const std::string& name, const Timing& ours, const Timing& baseline, uint64_t bytes,
+                     const std::string& goal, double goal_ratio) {
+  BenchRow row;
+  row.name = name;
+  row.ours = format_seconds(ours.best_seconds) + " (" + format_rate(bytes, ours.best_seconds) + ")";
+  row.baseline = format_seconds(baseline.best_seconds) + " (" + format_rate(bytes, baseline.best_seconds) + ")";
+  row.ratio = baseline.best_seconds / ours.best_seconds;
+  row.goal = goal;
+  row.met = std::isnan(goal_ratio) ? "reported" : met_at_least(row.ratio, goal_ratio);
+  row.numbers = {{"bytes", bytes},
+                 {"ours_seconds", ours.all_seconds},
+                 {"baseline_seconds", baseline.all_seconds},
+                 {"ratio", row.ratio}};
+  return row;
+}
+
+}  // namespace
+
+std::vector<BenchRow> run_save_load_bench(const BenchSettings& s) {
+  const uint64_t target = s.quick ? 64 * kMiB : 1024 * kMiB;
+  const TrainingState state = make_synthetic_state(target, 11);
+  auto views_or = views_of_state(state);
+  if (!views_or) return {unavailable_row("save/load", "-", "error", views_or.status().message())};
+  const std::vector<TensorView>& views = *views_or;
+  uint64_t bytes = 0;
+  for (const auto& v : views) bytes += v.bytes;
+  const std::string size = format_mib(static_cast<double>(bytes));
+  const std::string shards = std::to_string(kShards) + " shards";
+
+  std::vector<BenchRow> rows;
+  auto native = measure_shard_format(s, "native", views);
+  auto torch_io = measure_torch_serialize(s, state);
+  if (native && torch_io) {
+    rows.push_back(compare_row("save " + size + ": native (" + shards + ") vs torch::save+fsync", native->save,
+                               torch_io->save, bytes, ">= 2x", 2.0));
+    rows.push_back(compare_row("load " + size + ": native vs torch::load", native->load, torch_io->load, bytes,
+                               ">= 2x", 2.0));
+  } else {
+    const std::string why = (native ? torch_io.status() : native.status()).message();
+    rows.push_back(unavailable_row("save " + size + ": native vs torch::save", ">= 2x", "error", why));
+    rows.push_back(unavailable_row("load " + size + ": native vs torch::load", ">= 2x", "error", why));
+  }
+
+  const std::string raw_dir = s.work_dir + "/save-raw";
+  auto raw = best_of(
+      s.repetitions, [&] { return remove_tree(raw_dir); }, [&] { return write_raw_shards(raw_dir, views); });
+  (void)remove_tree(raw_dir);
+  const std::string raw_name = "save " + size + ": native vs raw write (" + shards + ", fsync, no hashing)";
+  if (native && raw) {
+    rows.push_back(compare_row(raw_name, native->save, *raw, bytes, ">= 0.7x", 0.7));
+  } else {
+    rows.push_back(unavailable_row(raw_name, ">= 0.7x", "error", (native ? raw.status() : native.status()).message()));
+  }
+
+  for (const std::string format : {"safetensors", "hdf5"}) {
+    const std::string save_name = "save " + size + ": " + format + " (" + shards + ") vs native";
+    const std::string load_name = "load " + size + ": " + format + " vs native";
+    if (!find_shard_format(format)) {
+      rows.push_back(unavailable_row(save_name, "reported", "not built", "not built: no '" + format + "' shard format"));
+      rows.push_back(unavailable_row(load_name, "reported", "not built", "not built: no '" + format + "' shard format"));
+      continue;
+    }
+    auto other = measure_shard_format(s, format, views);
+    if (!other || !native) {
+      const std::string why = (other ? native.status() : other.status()).message();
+      rows.push_back(unavailable_row(save_name, "reported", "error", why));
+      rows.push_back(unavailable_row(load_name, "reported", "error", why));
+      continue;
+    }
+    rows.push_back(compare_row(save_name, other->save, native->save, bytes, "reported", kNotMeasured));
+    rows.push_back(compare_row(load_name, other->load, native->load, bytes, "reported", kNotMeasured));
+  }
+  return rows;
+}
+
+}  // namespace ckpt::bench
