@@ -26,7 +26,7 @@ demo: build
 
 bench: deps
 	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
-	cmake --build build-release -j$(JOBS) --target ckptcheck ckptcheck_bench
+	cmake --build build-release -j$(JOBS) --target ckptcheck ckptcheck-train ckptcheck_bench
 	./build-release/ckptcheck_bench --out $(BUILD)/bench.json
 
 # AddressSanitizer + UBSan over the hostile-input tests: every format reader, verify, the

@@ -124,21 +124,25 @@ Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes)
     ::close(fd);
     return Status::io_error(path + ": not a regular file");
   }
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    return Status::corruption(path + ": " + std::to_string(st.st_size) + " bytes exceeds the limit of " +
-                              std::to_string(max_bytes) + " bytes");
-  }
-  std::string out(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = ::read(fd, &out[done], out.size() - done);
+  // Read to EOF rather than trusting st_size: /proc files report 0 bytes and are not empty.
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
+    if (n < 0) {
+      const Status status = errno_status("read failed", path);
+      ::close(fd);
+      return status;
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > max_bytes) {
+      ::close(fd);
+      return Status::corruption(path + ": more than the limit of " + std::to_string(max_bytes) + " bytes");
+    }
+    out.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
-  out.resize(done);
   return out;
 }
 

@@ -47,7 +47,7 @@ TEST(ContainerFingerprint, HashesLibrariesAndChangesWithEveryInput) {
   const std::string lib = dir.write("libopenblas.so.0", "blas bytes");
   FingerprintSources sources{dir.write("os-release", "PRETTY_NAME=\"Test OS\"\nVERSION_ID=\"1\"\n"),
                              dir.write("cpuinfo", "model name\t: Test CPU\nflags\t\t: avx2\n"),
-                             dir.write("maps", "7f00-7f01 r--p 00000000 08:01 1 " + lib + "\n")};
+                             dir.write("maps", "7f00-7f01 r--p 00000000 08:01 1 " + lib + "\n"), ""};
   ::unsetenv("OPENBLAS_CORETYPE");
   const auto first = container_fingerprint(1, sources);
   EXPECT_EQ(first["inputs"]["libraries"][lib], sha256_hex(std::string("blas bytes")));
@@ -65,6 +65,30 @@ TEST(ContainerFingerprint, HashesLibrariesAndChangesWithEveryInput) {
   EXPECT_NE(with_env["sha256"], first["sha256"]);
   dir.write("libopenblas.so.0", "other blas bytes");
   EXPECT_NE(container_fingerprint(1, sources)["sha256"], first["sha256"]);
+}
+
+}  // namespace
+}  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+TEST(ContainerFingerprint, LibrariesFromLddOutputAreTheNumericsOnes) {
+  const std::string ldd =
+      "\tlinux-vdso.so.1 (0x00007ffd)\n"
+      "\tlibtorch_cpu.so.1.13 => /usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13 (0x00007f1)\n"
+      "\tlibc10.so.1.13 => /usr/lib/x86_64-linux-gnu/libc10.so.1.13 (0x00007f2)\n"
+      "\tlibblas.so.3 => /usr/lib/x86_64-linux-gnu/libblas.so.3 (0x00007f3)\n"
+      "\tlibz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x00007f4)\n";
+  EXPECT_EQ(numerics_library_paths_from_ldd(ldd),
+            (std::vector<std::string>{"/usr/lib/x86_64-linux-gnu/libblas.so.3", "/usr/lib/x86_64-linux-gnu/libc10.so.1.13",
+                                      "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13"}));
+}
+
+TEST(ContainerFingerprint, ReadsProcFilesThatReportZeroSize) {
+  // /proc/cpuinfo has st_size 0; the CPU model must still be found.
+  const auto fp = container_fingerprint(1, FingerprintSources{});
+  EXPECT_NE(fp["inputs"]["cpu"]["model"], "unknown") << fp.dump();
 }
 
 }  // namespace

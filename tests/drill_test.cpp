@@ -87,6 +87,13 @@ TEST(Drill, PilotResumesBitIdenticallyAfterBothKills) {
   page << html.rdbuf();
   EXPECT_NE(page.str().find("id=\"curve-reference\""), std::string::npos);
   EXPECT_NE(page.str().find("id=\"curve-resumed-during-save\""), std::string::npos);
+
+  // The report is what `plan` plans from: the two must agree on its shape.
+  const auto plan = testing::run_ckptcheck("plan --report " + (tmp / "report/report.json") +
+                                           " --total-steps 100000 --catalog " + CKPTCHECK_SOURCE_DIR +
+                                           "/fixtures/hardware.yaml --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("H100"), std::string::npos) << plan.output;
 }
 
 struct InjectCase {

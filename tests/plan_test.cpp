@@ -176,6 +176,13 @@ TEST(Plan, ParsesADrillReportAndNamesWhatIsMissing) {
   ASSERT_TRUE(m.is_ok());
   EXPECT_EQ(*m->cuda_max_reserved_bytes, 7.0);
 
+  // What a CPU-only drill writes: the CUDA section is present and null.
+  nlohmann::json cpu_only = drill_report();
+  cpu_only["measurements"]["memory"]["cuda"] = nullptr;
+  m = parse_drill_measurements(cpu_only, "r.json");
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_FALSE(m->cuda_max_reserved_bytes.has_value());
+
   nlohmann::json missing = drill_report();
   missing["measurements"]["timings"].erase("checkpoint_save_seconds");
   m = parse_drill_measurements(missing, "r.json");

@@ -143,3 +143,47 @@ TEST(TrainCommand, ResumeFromACorruptShardFailsNamingTheTensor) {
 
 }  // namespace
 }  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+// A copy of the pilot with one value changed, in a tree where its data path still resolves.
+std::string drifted_config(const testing::TempDir& dir, const std::string& key, const std::string& value) {
+  std::ifstream in(kPilot);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  const auto pos = text.find(key + ":");
+  const auto eol = text.find('\n', pos);
+  text.replace(pos, eol - pos, key + ": " + value);
+  EXPECT_TRUE(make_directory(dir / "configs").is_ok());
+  EXPECT_TRUE(make_directory(dir / "data").is_ok());
+  testing::write_file_bytes(dir / "data/corpus.txt",
+                            testing::read_file_bytes(std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/data/corpus.txt"));
+  EXPECT_TRUE(write_file_atomically(dir / "configs/drifted.yaml", text).is_ok());
+  return dir / "configs/drifted.yaml";
+}
+
+TEST(Drift, ResumeWithAnotherConfigIsRefusedUnlessAllowedAndRecorded) {
+  TempDir dir;
+  ASSERT_EQ(run_ckptcheck("train --config " + kPilot + " --steps 2 --save-final --ckpt-dir " + (dir / "c")).exit_code, 0);
+  const std::string drifted = drifted_config(dir, "  weight_decay", "0.05");
+  auto refused = run_ckptcheck("train --config " + drifted + " --steps 3 --ckpt-dir " + (dir / "c") + " --resume latest");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("config_sha256"), std::string::npos) << refused.output;
+  EXPECT_EQ(list_checkpoints(dir / "c").committed.size(), 1u);
+
+  auto verify = run_ckptcheck("verify " + (dir / "c") + " --against-env --config " + drifted + " --json");
+  EXPECT_EQ(verify.exit_code, 2) << verify.output;
+  EXPECT_NE(verify.output.find("pins_drift"), std::string::npos) << verify.output;
+  EXPECT_EQ(run_ckptcheck("verify " + (dir / "c") + " --against-env --config " + kPilot).exit_code, 0);
+
+  auto allowed = run_ckptcheck("train --config " + drifted + " --steps 3 --save-final --ckpt-dir " + (dir / "c") +
+                               " --resume latest --allow-drift config_sha256");
+  ASSERT_EQ(allowed.exit_code, 0) << allowed.output;
+  auto manifest = read_manifest_file(dir / "c/step_00000003");
+  ASSERT_TRUE(manifest.is_ok());
+  ASSERT_TRUE(manifest->extra.contains("allowed_drift")) << manifest->extra.dump();
+  EXPECT_NE(manifest->extra["allowed_drift"].dump().find("config_sha256"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ckpt

@@ -1,10 +1,12 @@
 #include "verifier/container_fingerprint.h"
 
 #include "verifier/file_hash_cache.h"
+#include "verifier/training_binary.h"
 
 #include <gnu/libc-version.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -137,6 +139,41 @@ std::vector<std::string> numerics_library_paths(const std::string& maps_text) {
   return {paths.begin(), paths.end()};
 }
 
+std::vector<std::string> numerics_library_paths_from_ldd(const std::string& ldd_text) {
+  std::set<std::string> paths;
+  std::istringstream lines(ldd_text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto arrow = line.find("=> /");
+    if (arrow == std::string::npos) continue;
+    std::string path = line.substr(arrow + 3);
+    path = path.substr(0, path.find(" ("));
+    if (is_numerics_library(std::filesystem::path(path).filename().string())) paths.insert(trim(path));
+  }
+  return {paths.begin(), paths.end()};
+}
+
+namespace {
+// `ldd` only asks the dynamic loader to resolve dependencies; it runs none of the program's code.
+std::string ldd_output(const std::string& program) {
+  if (program.empty() || program.find('\'') != std::string::npos) return "";
+  std::string out;
+  if (FILE* pipe = ::popen(("ldd '" + program + "' 2>/dev/null").c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0 && out.size() < kMaxProcFileBytes) out.append(buf, n);
+    ::pclose(pipe);
+  }
+  return out;
+}
+}  // namespace
+
+FingerprintSources default_fingerprint_sources() {
+  FingerprintSources sources;
+  sources.linked_program = training_binary_path();
+  return sources;
+}
+
 nlohmann::json fingerprint_of(const nlohmann::json& inputs) {
   // nlohmann::json keeps object keys in a std::map, so dump() is sorted and therefore canonical.
   return {{"inputs", inputs}, {"sha256", sha256_hex(inputs.dump())}};
@@ -144,7 +181,16 @@ nlohmann::json fingerprint_of(const nlohmann::json& inputs) {
 
 nlohmann::json container_fingerprint(int threads, const FingerprintSources& sources) {
   nlohmann::json libraries = nlohmann::json::object();
-  for (const std::string& path : numerics_library_paths(read_or_empty(sources.maps))) {
+  // Canonical paths: the loader may name /lib/... what the maps call /usr/lib/... (merged /usr).
+  std::set<std::string> paths;
+  auto add = [&paths](const std::string& p) {
+    std::error_code ec;
+    const auto canonical = std::filesystem::canonical(p, ec);
+    paths.insert(ec ? p : canonical.string());
+  };
+  for (const std::string& p : numerics_library_paths(read_or_empty(sources.maps))) add(p);
+  for (const std::string& p : numerics_library_paths_from_ldd(ldd_output(sources.linked_program))) add(p);
+  for (const std::string& path : paths) {
     auto sha = cached_file_sha256(path);
     libraries[path] = sha.is_ok() ? *sha : "unreadable: " + sha.status().message();
   }

@@ -16,7 +16,15 @@ struct FingerprintSources {
   std::string os_release = "/etc/os-release";
   std::string cpuinfo = "/proc/cpuinfo";
   std::string maps = "/proc/self/maps";
+  // The program whose numerics libraries are fingerprinted: its dynamic dependencies (as the
+  // loader resolves them, via `ldd`) join what is mapped here. The torch-free `ckptcheck` maps no
+  // LibTorch, so without this its fingerprint would never match the training process's.
+  std::string linked_program;
 };
+
+// The resolved paths in `ldd` output ("libc10.so => /usr/lib/.../libc10.so (0x...)") that are
+// numerics libraries, sorted and de-duplicated.
+std::vector<std::string> numerics_library_paths_from_ldd(const std::string& ldd_text);
 
 // The environment variables recorded, each as its value or "unset".
 const std::vector<std::string>& numerics_env_vars();
@@ -35,6 +43,8 @@ nlohmann::json fingerprint_of(const nlohmann::json& inputs);
 
 // Reads everything above for this process. Unreadable sources are recorded as "unreadable: why"
 // rather than failing: a fingerprint describes, it does not judge.
-nlohmann::json container_fingerprint(int threads, const FingerprintSources& sources = {});
+// The sources for this process: /proc and /etc, and the training program beside this one.
+FingerprintSources default_fingerprint_sources();
+nlohmann::json container_fingerprint(int threads, const FingerprintSources& sources = default_fingerprint_sources());
 
 }  // namespace ckpt

@@ -1,12 +1,19 @@
 // ckptcheck: the thin CLI. Parses flags (CLI11), runs the chosen command, returns its exit code.
+// Built twice (see CMakeLists.txt): the torch-free `ckptcheck`, and `ckptcheck-train`, which
+// holds the one command that links LibTorch and to which `ckptcheck train` hands over.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "verifier/commands.h"
+#include "verifier/training_binary.h"
 
 int main(int argc, char** argv) {
+#ifndef CKPTCHECK_TRAINING_BINARY
+  if (argc > 1 && std::strcmp(argv[1], "train") == 0) return ckpt::exec_training_binary(argc, argv);
+#endif
   CLI::App app{"ckptcheck: prove a training run can be stopped and resumed"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ckptcheck 0.1");

@@ -28,7 +28,7 @@ Status read_memory(const nlohmann::json& memory, const std::string& where, Drill
   CKPT_ASSIGN_OR_RETURN(m->optimizer_state_bytes, non_negative(memory, "optimizer_state_bytes", where));
   CKPT_ASSIGN_OR_RETURN(m->activation_bytes_estimate,
                         non_negative(memory, "activation_bytes_estimate", where));
-  if (memory.contains("cuda")) {
+  if (memory.contains("cuda") && !memory["cuda"].is_null()) {  // null on a CPU-only drill
     CKPT_ASSIGN_OR_RETURN(const nlohmann::json* cuda, json_object(memory, "cuda", where));
     CKPT_ASSIGN_OR_RETURN(m->cuda_max_reserved_bytes,
                           non_negative(*cuda, "max_memory_reserved_bytes", where + ".cuda"));

@@ -2,19 +2,8 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
-#include <torch/csrc/api/include/torch/version.h>
 
 namespace ckpt {
-
-std::string libtorch_version() { return TORCH_VERSION; }
-
-bool built_with_cuda() {
-#ifdef CKPTCHECK_WITH_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
 
 int cuda_device_count() { return at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0; }
 

@@ -1,7 +1,8 @@
-// The pins of a loaded config with this binary's LibTorch facts. It lives in ckpt_torch because it
-// calls torch_runtime; it includes no Torch header, so it costs nothing to compile.
+// The pins of a loaded config with the LibTorch facts this build was configured with. Torch-free:
+// the version and CUDA flag come from CMake (find_package(Torch)), so `pin` and `verify
+// --against-env` never load LibTorch.
 #include "verifier/pins.h"
-#include "verifier/torch_runtime.h"
+#include "verifier/torch_build_info.h"
 
 namespace ckpt {
 

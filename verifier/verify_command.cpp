@@ -1,8 +1,7 @@
 // `ckptcheck verify PATH`: runs the checks of checkpoint_verifier.h and prints the report.
 // Exit 0: every check passed; 1: the checkpoint failed a check; 2: bad flags or PATH is not a
 // readable checkpoint or root, or (--against-env) a blocking pin differs from this environment.
-// Named *_torch.cpp only because --against-env asks LibTorch's version (pins_torch.cpp); it
-// includes no torch header.
+// Torch-free: the LibTorch facts in the pins come from the build configuration.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <thread>

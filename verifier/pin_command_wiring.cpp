@@ -1,5 +1,5 @@
 // The real wiring of `ckptcheck pin`: the pilot config loader and this binary's LibTorch facts.
-// In ckpt_torch because current_torch_facts() is there; it includes no Torch header.
+// Torch-free: current_torch_facts() reads what CMake recorded about LibTorch.
 #include "fixtures/pilot_config.h"
 #include "verifier/pin_command.h"
 
