@@ -94,12 +94,11 @@ Result<WrittenFile> write_native_shard(const std::string& path, const std::vecto
   const Sha256Digest header_digest = header_hash.finish();
   std::memcpy(preamble + 24, header_digest.data(), header_digest.size());
 
+  Sha256 digest;
+  digest.update(preamble, sizeof(preamble));
+  digest.update(header.data(), header.size());
   CKPT_ASSIGN_OR_RETURN(auto file, DurableFile::create_exclusive(path));
-  Sha256 file_hash;
-  auto emit = [&](const void* data, size_t size) {
-    file_hash.update(data, size);
-    return file.write(data, size);
-  };
+  auto emit = [&](const void* data, size_t size) { return file.write(data, size); };
   static const uint8_t kZeros[kPayloadAlignment] = {};
   CKPT_RETURN_IF_ERROR(emit(preamble, sizeof(preamble)));
   CKPT_RETURN_IF_ERROR(emit(header.data(), header.size()));
@@ -112,7 +111,8 @@ Result<WrittenFile> write_native_shard(const std::string& path, const std::vecto
   written.path = path;
   written.bytes = file.bytes_written();
   CKPT_RETURN_IF_ERROR(file.finish());
-  written.sha256 = file_hash.finish_hex();
+  written.sha256 = digest.finish_hex();
+  written.sha256_of = "header";
   written.chunks = std::move(chunks);
   return written;
 }
@@ -245,6 +245,16 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
   CKPT_RETURN_IF_ERROR(check_payload_layout(file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
   file->source_ = std::move(source);
   return file;
+}
+
+Result<std::string> native_shard_header_digest(const ByteSource& source) {
+  uint8_t preamble[kNativePreambleBytes];
+  CKPT_RETURN_IF_ERROR(source.read_at(0, preamble, sizeof(preamble)));
+  const uint64_t header_len = get_u64(preamble + 16);
+  if (header_len == 0 || header_len > kMaxHeaderBytes) {
+    return Status::corruption(source.name() + " @16: header length " + std::to_string(header_len) + " out of bounds");
+  }
+  return sha256_hex_of_range(source, 0, kNativePreambleBytes + header_len);
 }
 
 Result<std::unique_ptr<NativeShardFile>> open_native_shard_file(const std::string& path) {

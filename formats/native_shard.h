@@ -39,6 +39,12 @@ class NativeShardFile final : public TensorFile {
 Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source);
 Result<std::unique_ptr<NativeShardFile>> open_native_shard_file(const std::string& path);
 
+// The shard's digest as a manifest records it (sha256_of "header"): SHA-256 of the preamble and
+// header. The header holds every payload's SHA-256 and the reader rejects any byte outside the
+// payloads that is not header or zero padding, so the digest plus the payload hashes cover every
+// byte of the file.
+Result<std::string> native_shard_header_digest(const ByteSource& source);
+
 bool looks_like_native_shard(const uint8_t* head, size_t size);
 
 }  // namespace ckpt

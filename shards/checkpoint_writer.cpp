@@ -104,7 +104,7 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root, const std:
   for (size_t i = 0; i < count; ++i) {
     if (!results[i].is_ok()) return results[i].status();
     const WrittenFile& w = *results[i];
-    manifest.shards.push_back({names[i], format->name, w.bytes, w.sha256, 0});
+    manifest.shards.push_back({names[i], format->name, w.bytes, w.sha256, 0, w.sha256_of});
     add_written_chunks(manifest, i, w.chunks);
     total += w.bytes;
   }

@@ -31,7 +31,7 @@ bool is_safe_relative_path(const std::string& path) {
 std::string manifest_to_json_text(const Manifest& m) {
   nlohmann::json shards = nlohmann::json::array();
   for (const auto& s : m.shards) {
-    shards.push_back({{"path", s.path}, {"format", s.format}, {"bytes", s.bytes}, {"sha256", s.sha256}, {"rank", s.rank}});
+    shards.push_back({{"path", s.path}, {"format", s.format}, {"bytes", s.bytes}, {"sha256", s.sha256}, {"rank", s.rank}, {"sha256_of", s.sha256_of}});
   }
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& t : m.tensors) {
@@ -76,6 +76,13 @@ Result<ManifestShard> parse_shard(const nlohmann::json& j, const std::string& wh
   CKPT_ASSIGN_OR_RETURN(s.bytes, json_uint(j, "bytes", where));
   CKPT_ASSIGN_OR_RETURN(s.sha256, json_string(j, "sha256", where));
   CKPT_ASSIGN_OR_RETURN(s.rank, json_int(j, "rank", where));
+  CKPT_ASSIGN_OR_RETURN(s.sha256_of, json_string(j, "sha256_of", where));
+  if (s.sha256_of != "file" && s.sha256_of != "header") {
+    return Status::corruption(where + ": sha256_of is '" + s.sha256_of + "', expected 'file' or 'header'");
+  }
+  if (s.sha256_of == "header" && s.format != "native") {
+    return Status::corruption(where + ": sha256_of 'header' is defined only for native shards");
+  }
   if (s.sha256.size() != 64) return Status::corruption(where + ": sha256 of '" + s.path + "' is not 64 hex digits");
   return s;
 }

@@ -24,6 +24,7 @@ struct ManifestShard {
   uint64_t bytes = 0;
   std::string sha256;
   int64_t rank = 0;  // the process that wrote it
+  std::string sha256_of = "file";  // "file" (whole file) | "header" (native: preamble + header)
 };
 
 struct ManifestChunk {

@@ -66,7 +66,7 @@ TEST(Manifest, RejectsPathsThatLeaveTheDirectory) {
 TEST(Manifest, RoundTripsAndRejectsDuplicates) {
   Manifest m;
   m.step = 3;
-  m.shards.push_back({"s0.cks", "native", 10, std::string(64, 'a'), 0});
+  m.shards.push_back({"s0.cks", "native", 10, std::string(64, 'a'), 0, "file"});
   m.tensors.push_back({"model.w", "model", DType::kF32, {2}, {{0, {0}, {2}, 64, 8, std::string(64, 'b')}}});
   auto parsed = parse_manifest(manifest_to_json_text(m), "manifest.json");
   ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
@@ -78,7 +78,7 @@ TEST(Manifest, RoundTripsAndRejectsDuplicates) {
 
 TEST(Manifest, RejectsOutOfRangeShardIndexAndUnsafePath) {
   Manifest m;
-  m.shards.push_back({"s0.cks", "native", 10, std::string(64, 'a'), 0});
+  m.shards.push_back({"s0.cks", "native", 10, std::string(64, 'a'), 0, "file"});
   m.tensors.push_back({"model.w", "model", DType::kF32, {2}, {{3, {0}, {2}, 64, 8, std::string(64, 'b')}}});
   EXPECT_NE(parse_manifest(manifest_to_json_text(m), "m").status().message().find("shard index 3"), std::string::npos);
   m.tensors.clear();

@@ -176,7 +176,8 @@ class ShardCheck {
   }
 
   void check_data(const std::string& path, const TensorFile& file, const std::vector<size_t>& matched) {
-    auto scan = scan_shard(path, file, hashed_);
+    const ShardDigest digest = shard_.sha256_of == "header" ? ShardDigest::kNativeHeader : ShardDigest::kWholeFile;
+    auto scan = scan_shard(path, file, hashed_, kScanBlockBytes, digest);
     if (!scan.is_ok()) {
       const bool torn = scan.status().code() == StatusCode::kTruncated;
       error(torn ? verify_code::kShardTruncated : verify_code::kShardUnreadable, "", scan.status().message());
@@ -185,7 +186,13 @@ class ShardCheck {
     out_.bytes_hashed = scan->file_bytes;
     if (scan->file_sha256 != shard_.sha256) {
       error(verify_code::kShardSha256Mismatch, "",
-            "whole-file sha256 mismatch: expected " + shard_.sha256 + " got " + scan->file_sha256);
+            std::string(digest == ShardDigest::kWholeFile ? "whole-file" : "header") + " sha256 mismatch: expected " +
+                shard_.sha256 + " got " + scan->file_sha256);
+    }
+    if (scan->stray_byte_offset >= 0) {
+      error(verify_code::kShardSha256Mismatch, "",
+            "@" + std::to_string(scan->stray_byte_offset) +
+                ": non-zero byte outside the header and every payload (padding must be zero)");
     }
     for (size_t r = 0; r < refs_.size(); ++r) {
       if (matched[r] == SIZE_MAX) continue;

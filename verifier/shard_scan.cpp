@@ -6,6 +6,8 @@
 #include <string_view>
 
 #include "formats/byte_source.h"
+#include "formats/native_shard.h"
+#include "formats/native_shard_format.h"
 #include "formats/sha256.h"
 
 namespace ckpt {
@@ -24,9 +26,45 @@ struct OpenChunk {
   NonfiniteCounter nonfinite;
 };
 
+// Marks where bytes not covered by any payload hash must be zero: everything past the header
+// that no payload occupies (alignment padding).
+void find_stray_bytes(const uint8_t* block, uint64_t pos, size_t n, uint64_t header_end,
+                      const std::vector<ChunkInfo>& chunks, const std::vector<size_t>& order, size_t next,
+                      int64_t* stray) {
+  if (*stray >= 0) return;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t at = pos + i;
+    if (at < header_end || block[i] == 0) continue;
+    bool in_payload = false;
+    // Payloads are sorted; only the ones from `next` on can still contain this block's bytes.
+    for (size_t k = next; k < order.size() && chunks[order[k]].data_offset <= at; ++k) {
+      const ChunkInfo& c = chunks[order[k]];
+      if (at < c.data_offset + c.data_bytes) {
+        in_payload = true;
+        i += static_cast<size_t>(c.data_offset + c.data_bytes - at) - 1;  // skip the rest of it
+        break;
+      }
+    }
+    if (!in_payload) {
+      *stray = static_cast<int64_t>(at);
+      return;
+    }
+  }
+}
+
 Result<ShardScan> scan_in_one_pass(const std::string& path, const TensorFile& file,
-                                   std::atomic<uint64_t>* bytes_done, size_t block_bytes) {
+                                   std::atomic<uint64_t>* bytes_done, size_t block_bytes, ShardDigest digest) {
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
+  const bool whole_file = digest == ShardDigest::kWholeFile;
+  uint64_t header_end = 0;
+  std::string header_digest;
+  if (!whole_file) {
+    CKPT_ASSIGN_OR_RETURN(header_digest, native_shard_header_digest(*source));
+    uint8_t len[8];
+    CKPT_RETURN_IF_ERROR(source->read_at(16, len, 8));
+    for (int i = 7; i >= 0; --i) header_end = (header_end << 8) | len[i];
+    header_end += kNativePreambleBytes;
+  }
   const auto& chunks = file.chunks();
   ShardScan scan;
   scan.file_bytes = source->size();
@@ -51,7 +89,11 @@ Result<ShardScan> scan_in_one_pass(const std::string& path, const TensorFile& fi
   for (uint64_t pos = 0; pos < scan.file_bytes;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), scan.file_bytes - pos));
     CKPT_RETURN_IF_ERROR(source->read_at(pos, block.data(), n));
-    file_hash.update(block.data(), n);
+    if (whole_file) {
+      file_hash.update(block.data(), n);
+    } else {
+      find_stray_bytes(block.data(), pos, n, header_end, chunks, order, next, &scan.stray_byte_offset);
+    }
     const uint64_t block_end = pos + n;
     while (next < order.size()) {
       const ChunkInfo& c = chunks[order[next]];
@@ -78,7 +120,7 @@ Result<ShardScan> scan_in_one_pass(const std::string& path, const TensorFile& fi
     if (!open) open.reset(new OpenChunk{order[next], std::make_unique<Sha256>(), NonfiniteCounter(c.dtype)});
     finish_open();
   }
-  scan.file_sha256 = file_hash.finish_hex();
+  scan.file_sha256 = whole_file ? file_hash.finish_hex() : header_digest;
   return scan;
 }
 
@@ -111,9 +153,12 @@ Result<ShardScan> scan_in_two_passes(const std::string& path, const TensorFile& 
 }  // namespace
 
 Result<ShardScan> scan_shard(const std::string& path, const TensorFile& file,
-                             std::atomic<uint64_t>* bytes_done, size_t block_bytes) {
+                             std::atomic<uint64_t>* bytes_done, size_t block_bytes, ShardDigest digest) {
+  if (digest == ShardDigest::kNativeHeader && std::string_view(file.format_name()) != "native") {
+    return Status::invalid_argument(path + ": a header digest is defined only for native shards");
+  }
   if (std::string_view(file.format_name()) == "native")
-    return scan_in_one_pass(path, file, bytes_done, block_bytes);
+    return scan_in_one_pass(path, file, bytes_done, block_bytes, digest);
   return scan_in_two_passes(path, file, bytes_done, block_bytes);
 }
 

@@ -20,8 +20,15 @@ namespace ckpt {
 
 constexpr size_t kScanBlockBytes = 4 << 20;
 
+// What the shard's manifest digest covers (ManifestShard::sha256_of).
+enum class ShardDigest { kWholeFile, kNativeHeader };
+
 struct ShardScan {
+  // The shard's digest in the requested scope: the whole file, or (native) preamble + header.
   std::string file_sha256;
+  // kNativeHeader only: the first byte outside the header and every payload that is not zero
+  // padding, or -1. Such a byte is covered by no hash, so the verifier must reject it.
+  int64_t stray_byte_offset = -1;
   uint64_t file_bytes = 0;
   std::vector<std::string> chunk_sha256;        // by index in file.chunks()
   std::vector<NonfiniteCount> chunk_nonfinite;  // by index in file.chunks()
@@ -32,6 +39,7 @@ struct ShardScan {
 // back to a file pass plus a read_chunk pass per chunk. `bytes_done` (may be null) is advanced as
 // bytes are hashed, for progress.
 Result<ShardScan> scan_shard(const std::string& path, const TensorFile& file,
-                             std::atomic<uint64_t>* bytes_done, size_t block_bytes = kScanBlockBytes);
+                             std::atomic<uint64_t>* bytes_done, size_t block_bytes = kScanBlockBytes,
+                             ShardDigest digest = ShardDigest::kWholeFile);
 
 }  // namespace ckpt
