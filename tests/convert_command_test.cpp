@@ -117,7 +117,8 @@ TEST_F(ConvertCommandTest, BadFormatOrSourceExitsTwo) {
 TEST_F(ConvertCommandTest, PytorchFileBecomesACheckpoint) {
   const std::string pt = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/model_state.pt";
   const std::string dir = convert(pt, work_ / "dst", "safetensors", 2);
-  EXPECT_EQ(run_ckptcheck("verify '" + dir + "'").exit_code, 0);
+  // Not `verify`: a bare state dict is not a resumable training state, which verify reports.
+  EXPECT_EQ(run_ckptcheck("inspect '" + dir + "'").exit_code, 0);
   const CommandResult d = run_ckptcheck("diff '" + pt + "' '" + dir + "'");
   EXPECT_EQ(d.exit_code, 0) << d.output;
 }
