@@ -22,9 +22,10 @@ class ConvertCommandTest : public ::testing::Test {
     if (::access(CKPTCHECK_BIN, X_OK) != 0) GTEST_SKIP() << CKPTCHECK_BIN << " is not built";
   }
   // Converts `src` into a fresh root and returns the committed checkpoint dir.
-  std::string convert(const std::string& src, const std::string& root, const std::string& format, size_t shards) {
-    const CommandResult r = run_ckptcheck("convert '" + src + "' '" + root + "' --format " + format + " --shards " +
-                                          std::to_string(shards));
+  std::string convert(const std::string& src, const std::string& root, const std::string& format,
+                      size_t shards) {
+    const CommandResult r = run_ckptcheck("convert '" + src + "' '" + root + "' --format " + format +
+                                          " --shards " + std::to_string(shards));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     auto dir = resolve_latest_checkpoint(root);
     EXPECT_TRUE(dir.is_ok()) << dir.status().to_string();
@@ -98,7 +99,8 @@ TEST_F(ConvertCommandTest, RefusesAnExistingCommittedStep) {
   const std::string src = save_training_state(work_ / "src", full_training_state());
   const std::string dst = convert(src, work_ / "dst", "hdf5", 1);
   const auto before = read_file_bytes(dst + "/" + kManifestFileName);
-  const CommandResult again = run_ckptcheck("convert '" + src + "' '" + (work_ / "dst") + "' --format native");
+  const CommandResult again =
+      run_ckptcheck("convert '" + src + "' '" + (work_ / "dst") + "' --format native");
   EXPECT_EQ(again.exit_code, 2) << again.output;
   EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
   EXPECT_EQ(read_file_bytes(dst + "/" + kManifestFileName), before);
@@ -109,9 +111,11 @@ TEST_F(ConvertCommandTest, BadFormatOrSourceExitsTwo) {
   const CommandResult r = run_ckptcheck("convert '" + src + "' '" + (work_ / "dst") + "' --format gguf");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("safetensors"), std::string::npos) << r.output;
-  EXPECT_EQ(run_ckptcheck("convert '" + (work_ / "none") + "' '" + (work_ / "dst") + "' --format native").exit_code,
-            2);
-  EXPECT_EQ(run_ckptcheck("convert '" + src + "' '" + (work_ / "dst") + "'").exit_code, 2);  // --format required
+  EXPECT_EQ(
+      run_ckptcheck("convert '" + (work_ / "none") + "' '" + (work_ / "dst") + "' --format native").exit_code,
+      2);
+  EXPECT_EQ(run_ckptcheck("convert '" + src + "' '" + (work_ / "dst") + "'").exit_code,
+            2);  // --format required
 }
 
 TEST_F(ConvertCommandTest, PytorchFileBecomesACheckpoint) {
@@ -154,8 +158,9 @@ TEST_F(ConvertCommandTest, TrainWritesEveryFormatThatVerifies) {
   for (const char* format : {"safetensors", "hdf5"}) {
     SCOPED_TRACE(format);
     const std::string root = work_ / (std::string("train-") + format);
-    const CommandResult t = run_ckptcheck("train --config '" + config + "' --steps 2 --save-final --shards 2 --format " +
-                                          format + " --ckpt-dir '" + root + "' --metrics '" + root + ".jsonl'");
+    const CommandResult t =
+        run_ckptcheck("train --config '" + config + "' --steps 2 --save-final --shards 2 --format " + format +
+                      " --ckpt-dir '" + root + "' --metrics '" + root + ".jsonl'");
     ASSERT_EQ(t.exit_code, 0) << t.output;
     auto dir = resolve_latest_checkpoint(root);
     ASSERT_TRUE(dir.is_ok()) << dir.status().to_string();

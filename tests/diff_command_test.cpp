@@ -89,15 +89,16 @@ TEST_F(DiffCommandTest, TensorsOnOneSideAreListed) {
 TEST_F(DiffCommandTest, SafetensorsFileAgainstHdf5FileAcrossChunkings) {
   const float values[6] = {1, 2, 3, 4, 5, 6};
   const auto* bytes = reinterpret_cast<const uint8_t*>(values);
-  ASSERT_TRUE(write_safetensors_file(root_a_ / "w.safetensors",
-                                     {{{"model.w", "model", DType::kF32, {3, 2}, {0, 0}, {3, 2}, 0, 24, ""}, bytes}},
-                                     {})
+  ASSERT_TRUE(write_safetensors_file(
+                  root_a_ / "w.safetensors",
+                  {{{"model.w", "model", DType::kF32, {3, 2}, {0, 0}, {3, 2}, 0, 24, ""}, bytes}}, {})
                   .is_ok());
-  ASSERT_TRUE(write_hdf5_file(root_b_ / "w.h5",
-                              {{{"model.w", "model", DType::kF32, {3, 2}, {0, 0}, {1, 2}, 0, 8, ""}, bytes},
-                               {{"model.w", "model", DType::kF32, {3, 2}, {1, 0}, {2, 2}, 0, 16, ""}, bytes + 8}},
-                              {})
-                  .is_ok());
+  ASSERT_TRUE(
+      write_hdf5_file(root_b_ / "w.h5",
+                      {{{"model.w", "model", DType::kF32, {3, 2}, {0, 0}, {1, 2}, 0, 8, ""}, bytes},
+                       {{"model.w", "model", DType::kF32, {3, 2}, {1, 0}, {2, 2}, 0, 16, ""}, bytes + 8}},
+                      {})
+          .is_ok());
   const CommandResult r = diff(root_a_ / "w.safetensors", root_b_ / "w.h5");
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }

@@ -136,7 +136,8 @@ TEST_F(InspectCommandTest, StatsAreHandChecked) {
 
   const CommandResult table = run_ckptcheck("inspect --stats '" + dir / "s.safetensors" + "'");
   EXPECT_EQ(table.exit_code, 0) << table.output;
-  EXPECT_NE(table.output.find("min -2 max 3 mean 0.667 l2 3.74 nan 1 inf 0"), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("min -2 max 3 mean 0.667 l2 3.74 nan 1 inf 0"), std::string::npos)
+      << table.output;
 }
 
 TEST_F(InspectCommandTest, FlippedPayloadByteExitsOneWithChunkAndHashes) {

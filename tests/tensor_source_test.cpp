@@ -84,14 +84,14 @@ TEST(TensorSource, HuggingFaceIndexSpansItsShardFiles) {
   TempDir dir;
   const float a[2] = {0.5f, -1};
   const uint8_t c[3] = {7, 8, 9};
-  ASSERT_TRUE(write_safetensors_file(dir / "m-1.safetensors",
-                                     {{{"a", "model", DType::kF32, {2}, {0}, {2}, 0, 8, ""},
-                                       reinterpret_cast<const uint8_t*>(a)}},
-                                     {})
-                  .is_ok());
   ASSERT_TRUE(
-      write_safetensors_file(dir / "m-2.safetensors", {{{"c", "model", DType::kU8, {3}, {0}, {3}, 0, 3, ""}, c}}, {})
+      write_safetensors_file(
+          dir / "m-1.safetensors",
+          {{{"a", "model", DType::kF32, {2}, {0}, {2}, 0, 8, ""}, reinterpret_cast<const uint8_t*>(a)}}, {})
           .is_ok());
+  ASSERT_TRUE(write_safetensors_file(dir / "m-2.safetensors",
+                                     {{{"c", "model", DType::kU8, {3}, {0}, {3}, 0, 3, ""}, c}}, {})
+                  .is_ok());
   nlohmann::json index = {{"metadata", {{"total_size", 11}}},
                           {"weight_map", {{"a", "m-1.safetensors"}, {"c", "m-2.safetensors"}}}};
   ASSERT_TRUE(write_file_atomically(dir / "model.safetensors.index.json", index.dump()).is_ok());

@@ -30,7 +30,7 @@ TEST(TensorStats, F32HandChecked) {
   EXPECT_EQ(s.inf, 1u);
   EXPECT_EQ(s.min, -2);
   EXPECT_EQ(s.max, 4);
-  EXPECT_DOUBLE_EQ(s.mean(), 1.5);           // (1 - 2 + 3 + 4) / 4
+  EXPECT_DOUBLE_EQ(s.mean(), 1.5);                 // (1 - 2 + 3 + 4) / 4
   EXPECT_DOUBLE_EQ(s.l2_norm(), std::sqrt(30.0));  // 1 + 4 + 9 + 16
 }
 

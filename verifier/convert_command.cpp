@@ -22,7 +22,8 @@ CheckpointMetadata metadata_of(const TensorSource& source, int64_t step_override
     meta = {m->step, m->world_size, m->strategy, m->config, m->pins, m->extra};
   } else {
     const nlohmann::json& j = source.metadata();
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) meta.step = j["step"].get<int64_t>();
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer())
+      meta.step = j["step"].get<int64_t>();
   }
   if (step_override >= 0) meta.step = step_override;
   return meta;
@@ -31,12 +32,14 @@ CheckpointMetadata metadata_of(const TensorSource& source, int64_t step_override
 class ConvertCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
-    CLI::App* sub = app.add_subcommand("convert", "Rewrite a checkpoint or tensor file as a new committed checkpoint");
+    CLI::App* sub =
+        app.add_subcommand("convert", "Rewrite a checkpoint or tensor file as a new committed checkpoint");
     sub->add_option("src", src_, "checkpoint dir or root, tensor file or safetensors index")->required();
     sub->add_option("dst", dst_, "checkpoint root to commit the new checkpoint into")->required();
     sub->add_option("--format", format_, "shard format of the new checkpoint")->required();
-    sub->add_option("--shards", shards_, "shard files in the new checkpoint")->capture_default_str()->check(
-        CLI::Range(1, 4096));
+    sub->add_option("--shards", shards_, "shard files in the new checkpoint")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
     sub->add_option("--step", step_, "step to record (default: SRC's step, or 0 for a file that has none)")
         ->check(CLI::NonNegativeNumber);
     return sub;

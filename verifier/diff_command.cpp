@@ -65,8 +65,10 @@ class DiffCommand : public Command {
     CLI::App* sub = app.add_subcommand("diff", "Compare two checkpoints or tensor files tensor by tensor");
     sub->add_option("a", path_a_, "checkpoint dir or root, tensor file or safetensors index")->required();
     sub->add_option("b", path_b_, "checkpoint dir or root, tensor file or safetensors index")->required();
-    sub->add_option("--rtol", tolerance_.rtol, "relative tolerance (floating tensors)")->check(CLI::NonNegativeNumber);
-    sub->add_option("--atol", tolerance_.atol, "absolute tolerance (floating tensors)")->check(CLI::NonNegativeNumber);
+    sub->add_option("--rtol", tolerance_.rtol, "relative tolerance (floating tensors)")
+        ->check(CLI::NonNegativeNumber);
+    sub->add_option("--atol", tolerance_.atol, "absolute tolerance (floating tensors)")
+        ->check(CLI::NonNegativeNumber);
     sub->add_flag("--json", json_, "print one JSON object instead of the table");
     return sub;
   }
@@ -87,7 +89,8 @@ class DiffCommand : public Command {
       same = same && row->diff.passed();
       add_to_component(components[row->diff.component], *row);
     }
-    const std::string out = json_ ? to_json_text(*a, *b, components, same) : to_table(*a, *b, components, same);
+    const std::string out =
+        json_ ? to_json_text(*a, *b, components, same) : to_table(*a, *b, components, same);
     std::fwrite(out.data(), 1, out.size(), stdout);
     return same ? kExitOk : kExitCheckFailed;
   }
@@ -129,12 +132,8 @@ class DiffCommand : public Command {
       }
       comps[name] = std::move(j);
     }
-    nlohmann::json j = {{"a", a.path()},
-                        {"b", b.path()},
-                        {"rtol", tolerance_.rtol},
-                        {"atol", tolerance_.atol},
-                        {"identical", same},
-                        {"components", comps}};
+    nlohmann::json j = {{"a", a.path()},           {"b", b.path()},     {"rtol", tolerance_.rtol},
+                        {"atol", tolerance_.atol}, {"identical", same}, {"components", comps}};
     return j.dump() + "\n";
   }
 
@@ -145,7 +144,10 @@ class DiffCommand : public Command {
       const ComponentDiff& s = c.summary;
       out += name + ": " + std::to_string(s.tensors) + " tensors, max abs " + format_number(s.max_abs) +
              ", max rel " + format_number(s.max_rel) + ", " +
-             (s.bit_identical ? "bit-identical" : s.passed ? "within tolerance" : "differs") + "\n";
+             (s.bit_identical ? "bit-identical"
+              : s.passed      ? "within tolerance"
+                              : "differs") +
+             "\n";
       for (const auto& row : c.rows) {
         const TensorDiff& d = row.diff;
         if (d.bit_identical()) continue;
@@ -153,10 +155,10 @@ class DiffCommand : public Command {
           out += "  " + d.name + ": " + d.mismatch + "\n";
           continue;
         }
-        out += "  " + d.name + ": " + std::to_string(d.differing_elements) + " of " + std::to_string(d.elements) +
-               " elements differ, max abs " + format_number(d.max_abs) + " at " + shape_to_string(d.max_abs_index) +
-               ", max rel " + format_number(d.max_rel) + ", first at " + shape_to_string(row.first_index) +
-               (d.passed() ? " (within tolerance)" : "") + "\n";
+        out += "  " + d.name + ": " + std::to_string(d.differing_elements) + " of " +
+               std::to_string(d.elements) + " elements differ, max abs " + format_number(d.max_abs) + " at " +
+               shape_to_string(d.max_abs_index) + ", max rel " + format_number(d.max_rel) + ", first at " +
+               shape_to_string(row.first_index) + (d.passed() ? " (within tolerance)" : "") + "\n";
       }
     }
     return out;

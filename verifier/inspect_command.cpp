@@ -35,8 +35,10 @@ std::vector<std::string> close_names(const std::string& wanted, const std::vecto
   std::vector<std::pair<size_t, std::string>> scored;
   for (const auto& t : tensors) {
     const size_t d = edit_distance(wanted, t.name);
-    const bool contains = t.name.find(wanted) != std::string::npos || wanted.find(t.name) != std::string::npos;
-    if (d <= std::max<size_t>(3, wanted.size() / 3) || contains) scored.emplace_back(contains ? 0 : d, t.name);
+    const bool contains =
+        t.name.find(wanted) != std::string::npos || wanted.find(t.name) != std::string::npos;
+    if (d <= std::max<size_t>(3, wanted.size() / 3) || contains)
+      scored.emplace_back(contains ? 0 : d, t.name);
   }
   std::sort(scored.begin(), scored.end());
   std::vector<std::string> names;
@@ -53,9 +55,11 @@ struct TensorReport {
 class InspectCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
-    CLI::App* sub = app.add_subcommand("inspect", "List the tensors, hashes and metadata of a checkpoint or tensor file");
-    sub->add_option("path", path_, "checkpoint dir or root, tensor file (native, safetensors, HDF5, .pt) or "
-                                   "model.safetensors.index.json")
+    CLI::App* sub =
+        app.add_subcommand("inspect", "List the tensors, hashes and metadata of a checkpoint or tensor file");
+    sub->add_option("path", path_,
+                    "checkpoint dir or root, tensor file (native, safetensors, HDF5, .pt) or "
+                    "model.safetensors.index.json")
         ->required();
     sub->add_flag("--json", json_, "print one JSON object instead of the table");
     sub->add_flag("--stats", stats_, "add min, max, mean, L2 norm and NaN/Inf counts per tensor");
@@ -84,7 +88,8 @@ class InspectCommand : public Command {
       }
       reports.push_back(std::move(*report));
     }
-    const std::string out = json_ ? to_json_text(*source, reports, errors) : to_table(*source, reports, errors);
+    const std::string out =
+        json_ ? to_json_text(*source, reports, errors) : to_table(*source, reports, errors);
     std::fwrite(out.data(), 1, out.size(), stdout);
     return errors.empty() ? kExitOk : kExitCheckFailed;
   }
@@ -112,7 +117,8 @@ class InspectCommand : public Command {
   int unknown_tensor(const TensorSource& source) const {
     std::string message = source.path() + ": no tensor named '" + tensor_ + "'";
     const auto suggestions = close_names(tensor_, source.tensors());
-    for (size_t i = 0; i < suggestions.size(); ++i) message += (i ? ", " : "; did you mean: ") + suggestions[i];
+    for (size_t i = 0; i < suggestions.size(); ++i)
+      message += (i ? ", " : "; did you mean: ") + suggestions[i];
     std::fprintf(stderr, "ckptcheck inspect: %s\n", message.c_str());
     return kExitUsage;
   }
@@ -123,12 +129,18 @@ class InspectCommand : public Command {
     for (const auto& r : reports) {
       nlohmann::json chunks = nlohmann::json::array();
       for (const auto& c : r.chunks) {
-        chunks.push_back({{"label", c.label}, {"file", c.file}, {"sha256", c.computed}, {"stored_sha256", c.stored},
+        chunks.push_back({{"label", c.label},
+                          {"file", c.file},
+                          {"sha256", c.computed},
+                          {"stored_sha256", c.stored},
                           {"ok", c.ok()}});
       }
-      nlohmann::json t = {{"name", r.tensor->name},   {"component", r.tensor->component},
-                          {"dtype", dtype_name(r.tensor->dtype)}, {"shape", r.tensor->shape},
-                          {"bytes", r.tensor->bytes}, {"chunks", chunks}};
+      nlohmann::json t = {{"name", r.tensor->name},
+                          {"component", r.tensor->component},
+                          {"dtype", dtype_name(r.tensor->dtype)},
+                          {"shape", r.tensor->shape},
+                          {"bytes", r.tensor->bytes},
+                          {"chunks", chunks}};
       if (r.chunks.size() == 1) t["sha256"] = r.chunks[0].computed;
       if (stats_) t["stats"] = to_json(r.stats);
       tensors.push_back(std::move(t));
@@ -141,16 +153,17 @@ class InspectCommand : public Command {
   std::string to_table(const TensorSource& source, const std::vector<TensorReport>& reports,
                        const std::vector<std::string>& errors) const {
     std::string out = (errors.empty() ? "OK " : "FAIL ") + source.path() + " (" + source.kind() + ", " +
-                      std::to_string(source.tensors().size()) + " tensors, " + std::to_string(source.files().size()) +
-                      " files)\n";
+                      std::to_string(source.tensors().size()) + " tensors, " +
+                      std::to_string(source.files().size()) + " files)\n";
     out += metadata_lines(source);
     for (const auto& r : reports) {
       const SourceTensor& t = *r.tensor;
-      const std::string hash = r.chunks.size() == 1 ? r.chunks[0].computed : std::to_string(r.chunks.size()) + " chunks";
+      const std::string hash =
+          r.chunks.size() == 1 ? r.chunks[0].computed : std::to_string(r.chunks.size()) + " chunks";
       char line[512];
-      std::snprintf(line, sizeof(line), "%-44s %-10s %-5s %-14s %10llu  %s\n", t.name.c_str(), t.component.c_str(),
-                    dtype_name(t.dtype), shape_to_string(t.shape).c_str(), static_cast<unsigned long long>(t.bytes),
-                    hash.c_str());
+      std::snprintf(line, sizeof(line), "%-44s %-10s %-5s %-14s %10llu  %s\n", t.name.c_str(),
+                    t.component.c_str(), dtype_name(t.dtype), shape_to_string(t.shape).c_str(),
+                    static_cast<unsigned long long>(t.bytes), hash.c_str());
       out += line;
       if (stats_) out += stats_line(r.stats);
     }
@@ -161,9 +174,10 @@ class InspectCommand : public Command {
   static std::string metadata_lines(const TensorSource& source) {
     const nlohmann::json& m = source.metadata();
     if (!source.manifest()) return "metadata: " + m.dump() + "\n";
-    std::string out = "step " + m["step"].dump() + ", created " + m["created_utc"].get<std::string>() + ", world size " +
-                      m["world_size"].dump() + ", strategy " + m["strategy"].get<std::string>() + ", " +
-                      std::to_string(m["shards"].size()) + " shards\n";
+    std::string out = "step " + m["step"].dump() + ", created " + m["created_utc"].get<std::string>() +
+                      ", world size " + m["world_size"].dump() + ", strategy " +
+                      m["strategy"].get<std::string>() + ", " + std::to_string(m["shards"].size()) +
+                      " shards\n";
     if (!m["pins"].empty()) out += "pins: " + m["pins"].dump() + "\n";
     if (!m["extra"].empty()) out += "extra: " + m["extra"].dump() + "\n";
     for (const auto& s : m["shards"]) {
@@ -174,9 +188,9 @@ class InspectCommand : public Command {
   }
 
   static std::string stats_line(const TensorStats& s) {
-    return "    min " + format_number(s.min) + " max " + format_number(s.max) + " mean " + format_number(s.mean()) +
-           " l2 " + format_number(s.l2_norm()) + " nan " + std::to_string(s.nan) + " inf " + std::to_string(s.inf) +
-           "\n";
+    return "    min " + format_number(s.min) + " max " + format_number(s.max) + " mean " +
+           format_number(s.mean()) + " l2 " + format_number(s.l2_norm()) + " nan " + std::to_string(s.nan) +
+           " inf " + std::to_string(s.inf) + "\n";
   }
 
   std::string path_;

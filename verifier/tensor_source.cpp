@@ -21,18 +21,17 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// The manifest's own JSON (step, config, pins, extra, shards), less the tensor table, which the
+// source lists tensor by tensor instead.
 nlohmann::json manifest_metadata(const Manifest& m) {
-  nlohmann::json shards = nlohmann::json::array();
-  for (const auto& s : m.shards) {
-    shards.push_back({{"path", s.path}, {"format", s.format}, {"bytes", s.bytes}, {"sha256", s.sha256}, {"rank", s.rank}});
-  }
-  return {{"step", m.step},     {"created_utc", m.created_utc}, {"world_size", m.world_size},
-          {"strategy", m.strategy}, {"config", m.config},       {"pins", m.pins},
-          {"extra", m.extra},   {"shards", shards}};
+  nlohmann::json j = nlohmann::json::parse(manifest_to_json_text(m));
+  j.erase("tensors");
+  return j;
 }
 
 // The chunk of a shard file that a manifest chunk names, by tensor name and position.
-std::optional<size_t> find_file_chunk(const TensorFile& file, const std::string& name, const ManifestChunk& mc) {
+std::optional<size_t> find_file_chunk(const TensorFile& file, const std::string& name,
+                                      const ManifestChunk& mc) {
   const auto& chunks = file.chunks();
   for (size_t i = 0; i < chunks.size(); ++i) {
     if (chunks[i].name == name && chunks[i].offsets == mc.offsets && chunks[i].shape == mc.shape) return i;
@@ -60,16 +59,18 @@ Status TensorSource::add_file_chunks(size_t file_index) {
   const auto& chunks = files_[file_index]->chunks();
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ChunkInfo& c = chunks[i];
-    auto it = std::find_if(tensors_.begin(), tensors_.end(), [&](const SourceTensor& t) { return t.name == c.name; });
+    auto it = std::find_if(tensors_.begin(), tensors_.end(),
+                           [&](const SourceTensor& t) { return t.name == c.name; });
     if (it == tensors_.end()) {
       auto nbytes = checked_nbytes(c.global_shape, c.dtype);
-      if (!nbytes) return Status::corruption(files_[file_index]->path() + ": " + c.name + ": shape overflows");
+      if (!nbytes)
+        return Status::corruption(files_[file_index]->path() + ": " + c.name + ": shape overflows");
       tensors_.push_back({c.name, c.component, c.dtype, c.global_shape, *nbytes, {}});
       it = tensors_.end() - 1;
     } else if (it->dtype != c.dtype || it->shape != c.global_shape) {
-      return Status::corruption(files_[file_index]->path() + ": chunk " + c.label() + " is " + dtype_name(c.dtype) +
-                                shape_to_string(c.global_shape) + ", another chunk says " + dtype_name(it->dtype) +
-                                shape_to_string(it->shape));
+      return Status::corruption(files_[file_index]->path() + ": chunk " + c.label() + " is " +
+                                dtype_name(c.dtype) + shape_to_string(c.global_shape) +
+                                ", another chunk says " + dtype_name(it->dtype) + shape_to_string(it->shape));
     }
     it->chunks.push_back({file_index, i, ""});
   }
@@ -118,20 +119,22 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
   }
   for (const ManifestTensor& t : manifest.tensors) {
     auto nbytes = checked_nbytes(t.shape, t.dtype);
-    if (!nbytes) return Status::corruption(s.path_ + ": " + t.name + ": shape " + shape_to_string(t.shape) + " overflows");
+    if (!nbytes)
+      return Status::corruption(s.path_ + ": " + t.name + ": shape " + shape_to_string(t.shape) +
+                                " overflows");
     SourceTensor st{t.name, t.component, t.dtype, t.shape, *nbytes, {}};
     for (const ManifestChunk& mc : t.chunks) {
       const TensorFile& file = *s.files_[mc.shard];
       auto index = find_file_chunk(file, t.name, mc);
       if (!index) {
-        return Status::corruption(manifest.shards[mc.shard].path + ": has no chunk of " + t.name + " at offsets " +
-                                  shape_to_string(mc.offsets));
+        return Status::corruption(manifest.shards[mc.shard].path + ": has no chunk of " + t.name +
+                                  " at offsets " + shape_to_string(mc.offsets));
       }
       const ChunkInfo& fc = file.chunks()[*index];
       if (fc.dtype != t.dtype || fc.global_shape != t.shape) {
         return Status::corruption(manifest.shards[mc.shard].path + ": chunk " + fc.label() + " is " +
-                                  dtype_name(fc.dtype) + shape_to_string(fc.global_shape) + ", manifest says " +
-                                  dtype_name(t.dtype) + shape_to_string(t.shape));
+                                  dtype_name(fc.dtype) + shape_to_string(fc.global_shape) +
+                                  ", manifest says " + dtype_name(t.dtype) + shape_to_string(t.shape));
       }
       st.chunks.push_back({mc.shard, *index, mc.sha256});
     }

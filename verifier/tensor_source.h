@@ -10,11 +10,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "formats/tensor_file.h"
 #include "shards/manifest.h"
@@ -24,9 +23,9 @@ namespace ckpt {
 
 // Where one chunk of a global tensor lives.
 struct SourceChunk {
-  size_t file = 0;               // index into TensorSource::files()
-  size_t index = 0;              // chunk index inside that file
-  std::string manifest_sha256;   // what the manifest expects; "" when the source has no manifest
+  size_t file = 0;              // index into TensorSource::files()
+  size_t index = 0;             // chunk index inside that file
+  std::string manifest_sha256;  // what the manifest expects; "" when the source has no manifest
 };
 
 struct SourceTensor {

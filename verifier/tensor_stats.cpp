@@ -10,7 +10,8 @@ double TensorStats::l2_norm() const {
   return std::sqrt(static_cast<double>(sum_squares));
 }
 
-TensorStatsAccumulator::TensorStatsAccumulator(DType dtype) : dtype_(dtype), element_size_(dtype_size(dtype)) {}
+TensorStatsAccumulator::TensorStatsAccumulator(DType dtype)
+    : dtype_(dtype), element_size_(dtype_size(dtype)) {}
 
 void TensorStatsAccumulator::add(const uint8_t* element) {
   const double v = element_as_double(element, dtype_);
@@ -48,8 +49,8 @@ void TensorStatsAccumulator::feed(const uint8_t* data, size_t size) {
 }
 
 nlohmann::json to_json(const TensorStats& s) {
-  return {{"elements", s.elements}, {"min", s.min},           {"max", s.max}, {"mean", s.mean()},
-          {"l2_norm", s.l2_norm()}, {"nan", s.nan},           {"inf", s.inf}};
+  return {{"elements", s.elements}, {"min", s.min}, {"max", s.max}, {"mean", s.mean()},
+          {"l2_norm", s.l2_norm()}, {"nan", s.nan}, {"inf", s.inf}};
 }
 
 }  // namespace ckpt

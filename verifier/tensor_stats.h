@@ -6,7 +6,6 @@
 
 #include <cstddef>
 #include <cstdint>
-
 #include <nlohmann/json.hpp>
 
 #include "formats/dtype.h"
