@@ -21,6 +21,7 @@ ChunkInfo whole_chunk(const TensorView& t) {
   c.global_shape = t.shape;
   c.offsets.assign(t.shape.size(), 0);
   c.shape = t.shape;
+  c.data_bytes = t.bytes;  // the safetensors and HDF5 writers check it against the shape
   return c;
 }
 
@@ -47,6 +48,7 @@ ShardingPlan plan_shards(const std::vector<TensorView>& tensors, size_t num_shar
       PlannedChunk chunk{ti, whole_chunk(t), static_cast<uint64_t>(bounds[s]) * row_bytes};
       chunk.info.offsets[0] = bounds[s];
       chunk.info.shape[0] = bounds[s + 1] - bounds[s];
+      chunk.info.data_bytes = static_cast<uint64_t>(chunk.info.shape[0]) * row_bytes;
       plan.shards[s].push_back(chunk);
       load[s] += static_cast<uint64_t>(chunk.info.shape[0]) * row_bytes;
     }

@@ -6,8 +6,12 @@ namespace ckpt {
 std::unique_ptr<Command> make_train_command();
 std::unique_ptr<Command> make_train_handoff_command();
 std::unique_ptr<Command> make_drill_command();
+std::unique_ptr<Command> make_launch_command();
 std::unique_ptr<Command> make_verify_command();
 std::unique_ptr<Command> make_sign_command();
+std::unique_ptr<Command> make_inspect_command();
+std::unique_ptr<Command> make_diff_command();
+std::unique_ptr<Command> make_convert_command();
 std::unique_ptr<Command> make_pin_command();
 std::unique_ptr<Command> make_plan_command();
 
@@ -18,8 +22,12 @@ std::vector<std::unique_ptr<Command>> all_commands() {
 #else
   commands.push_back(make_train_handoff_command());
   commands.push_back(make_drill_command());
+  commands.push_back(make_launch_command());
   commands.push_back(make_verify_command());
   commands.push_back(make_sign_command());
+  commands.push_back(make_inspect_command());
+  commands.push_back(make_diff_command());
+  commands.push_back(make_convert_command());
   commands.push_back(make_pin_command());
   commands.push_back(make_plan_command());
 #endif
