@@ -9,6 +9,7 @@ std::unique_ptr<Command> make_verify_command();
 std::unique_ptr<Command> make_sign_command();
 std::unique_ptr<Command> make_pin_command();
 std::unique_ptr<Command> make_plan_command();
+std::unique_ptr<Command> make_launch_command();
 
 std::vector<std::unique_ptr<Command>> all_commands() {
   std::vector<std::unique_ptr<Command>> commands;
@@ -18,6 +19,7 @@ std::vector<std::unique_ptr<Command>> all_commands() {
   commands.push_back(make_sign_command());
   commands.push_back(make_pin_command());
   commands.push_back(make_plan_command());
+  commands.push_back(make_launch_command());
   return commands;
 }
 
