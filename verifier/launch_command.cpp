@@ -19,13 +19,13 @@ class LaunchCommand : public Command {
     sub_->add_option("--grace", o_.grace_seconds, "seconds before the ranks left are SIGKILLed once one fails")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
-    sub_->prefix_command();  // everything after the options (and `--`) is the rank command
+    // Everything after `--` is the rank command (CLI11 treats it as positionals).
+    sub_->add_option("command", rest_, "the ckptcheck command each rank runs, after --");
     return sub_;
   }
 
   int run() override {
-    std::vector<std::string> rest = sub_->remaining();
-    if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+    std::vector<std::string> rest = rest_;
     if (rest.empty()) {
       std::fprintf(stderr, "ckptcheck launch: no command after --\n");
       return kExitUsage;
@@ -52,6 +52,7 @@ class LaunchCommand : public Command {
 
  private:
   CLI::App* sub_ = nullptr;
+  std::vector<std::string> rest_;
   LaunchOptions o_;
 };
 
