@@ -35,7 +35,8 @@ struct DistributedSaveOptions {
 
 // On every rank: the committed checkpoint (bytes = all shards), or why none was committed.
 Result<CommittedCheckpoint> save_distributed_checkpoint(const std::string& root, const TrainingState& state,
-                                                        const CheckpointMetadata& metadata, ProcessGroup& group,
+                                                        const CheckpointMetadata& metadata,
+                                                        ProcessGroup& group,
                                                         const DistributedSaveOptions& options = {});
 
 struct ReshardStats {

@@ -1,5 +1,3 @@
-#include "shards/distributed_checkpoint.h"
-
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -8,6 +6,7 @@
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
+#include "shards/distributed_checkpoint.h"
 #include "shards/reshard_plan.h"
 #include "shards/sharding_plan.h"
 #include "shards/state_codec.h"
@@ -18,12 +17,20 @@ namespace {
 
 using nlohmann::json;
 
-bool rank_owned(const StateTensor& t) { return !t.offsets.empty() || t.name.rfind("rng.", 0) == 0; }
+bool rank_owned(const StateTensor& t) {
+  return !t.offsets.empty() || t.name.rfind("rng.", 0) == 0;
+}
 
 json chunk_to_json(const ChunkInfo& c) {
-  return {{"name", c.name},         {"component", c.component},     {"dtype", dtype_name(c.dtype)},
-          {"global_shape", c.global_shape}, {"offsets", c.offsets},  {"shape", c.shape},
-          {"data_offset", c.data_offset},   {"data_bytes", c.data_bytes}, {"sha256", c.sha256}};
+  return {{"name", c.name},
+          {"component", c.component},
+          {"dtype", dtype_name(c.dtype)},
+          {"global_shape", c.global_shape},
+          {"offsets", c.offsets},
+          {"shape", c.shape},
+          {"data_offset", c.data_offset},
+          {"data_bytes", c.data_bytes},
+          {"sha256", c.sha256}};
 }
 
 // Parses what a peer rank sent; a malformed report fails the save rather than the process.
@@ -76,7 +83,8 @@ std::string report_of(const Result<WrittenFile>& w, const std::string& file_name
   if (!w.is_ok()) return json{{"ok", false}, {"error", w.status().to_string()}}.dump();
   json chunks = json::array();
   for (const ChunkInfo& c : w->chunks) chunks.push_back(chunk_to_json(c));
-  return json{{"ok", true}, {"file", file_name}, {"bytes", w->bytes}, {"sha256", w->sha256}, {"chunks", chunks}}
+  return json{
+      {"ok", true}, {"file", file_name}, {"bytes", w->bytes}, {"sha256", w->sha256}, {"chunks", chunks}}
       .dump();
 }
 
@@ -92,10 +100,11 @@ Result<Manifest> merge_reports(const std::vector<std::string>& reports, const Ch
   manifest.extra = metadata.extra;
   for (size_t r = 0; r < reports.size(); ++r) {
     const json j = json::parse(reports[r], nullptr, false);
-    if (!j.is_object() || !j.contains("ok")) return Status::corruption("rank " + std::to_string(r) + ": unreadable save report");
+    if (!j.is_object() || !j.contains("ok"))
+      return Status::corruption("rank " + std::to_string(r) + ": unreadable save report");
     if (!j["ok"].get<bool>())
-      return Status::io_error("rank " + std::to_string(r) + " failed to write its shard: " +
-                              j.value("error", std::string("?")));
+      return Status::io_error("rank " + std::to_string(r) +
+                              " failed to write its shard: " + j.value("error", std::string("?")));
     std::vector<ChunkInfo> chunks;
     for (const json& c : j.at("chunks")) {
       CKPT_ASSIGN_OR_RETURN(ChunkInfo info, chunk_from_json(c));
@@ -115,7 +124,8 @@ std::string status_text(const Status& s, const std::string& ok_detail) {
 }  // namespace
 
 Result<CommittedCheckpoint> save_distributed_checkpoint(const std::string& root, const TrainingState& state,
-                                                        const CheckpointMetadata& metadata, ProcessGroup& group,
+                                                        const CheckpointMetadata& metadata,
+                                                        ProcessGroup& group,
                                                         const DistributedSaveOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const int rank = group.rank(), world = group.world_size();
@@ -127,14 +137,19 @@ Result<CommittedCheckpoint> save_distributed_checkpoint(const std::string& root,
   Status begun = Status::ok();
   if (rank == 0) {
     auto t = CheckpointTransaction::begin(root, metadata.step);
-    if (t.is_ok()) tx.emplace(std::move(*t));
-    else begun = t.status();
+    if (t.is_ok())
+      tx.emplace(std::move(*t));
+    else
+      begun = t.status();
   }
-  const std::string announced = group.all_gather_bytes(rank == 0 ? status_text(begun, tx ? tx->temp_dir() : "") : "")[0];
-  if (announced.rfind("OK:", 0) != 0) return Status::io_error("rank 0 could not begin the checkpoint: " + announced.substr(4));
+  const std::string announced =
+      group.all_gather_bytes(rank == 0 ? status_text(begun, tx ? tx->temp_dir() : "") : "")[0];
+  if (announced.rfind("OK:", 0) != 0)
+    return Status::io_error("rank 0 could not begin the checkpoint: " + announced.substr(4));
   const std::string temp_dir = announced.substr(3);
 
-  const std::string file_name = shard_file_name(static_cast<size_t>(rank), static_cast<size_t>(world), format->extension);
+  const std::string file_name =
+      shard_file_name(static_cast<size_t>(rank), static_cast<size_t>(world), format->extension);
   std::vector<TensorView> views;
   Result<WrittenFile> written = Status::io_error("not written");
   auto payloads = my_payloads(state, rank, world, &views);
@@ -162,7 +177,9 @@ Result<CommittedCheckpoint> save_distributed_checkpoint(const std::string& root,
     }
   }
   const std::string outcome = group.all_gather_bytes(rank == 0 ? status_text(committed, final_dir) : "")[0];
-  if (outcome.rfind("OK:", 0) != 0) return Status::io_error("checkpoint of step " + std::to_string(metadata.step) + " not committed: " + outcome.substr(4));
+  if (outcome.rfind("OK:", 0) != 0)
+    return Status::io_error("checkpoint of step " + std::to_string(metadata.step) +
+                            " not committed: " + outcome.substr(4));
   CommittedCheckpoint out;
   out.dir = outcome.substr(3);
   for (const std::string& r : reports) total += json::parse(r, nullptr, false).value("bytes", uint64_t{0});
@@ -190,7 +207,8 @@ const ChunkInfo* find_file_chunk(const TensorFile& file, const std::string& name
 
 Result<std::map<std::string, at::Tensor>> load_distributed_state(const std::string& checkpoint_dir,
                                                                  const Manifest& manifest,
-                                                                 const TrainingState& layout, ReshardStats* stats) {
+                                                                 const TrainingState& layout,
+                                                                 ReshardStats* stats) {
   ReshardStats local;
   ReshardStats& st = stats ? *stats : local;
   std::map<size_t, std::unique_ptr<TensorFile>> open_shards;
@@ -203,14 +221,15 @@ Result<std::map<std::string, at::Tensor>> load_distributed_state(const std::stri
     }
     const int64_t rows = t->shape.empty() ? 1 : t->shape[0];
     const int64_t begin = want.offsets.empty() ? 0 : want.offsets[0];
-    const int64_t end = want.offsets.empty() ? rows : begin + (want.tensor.dim() > 0 ? want.tensor.size(0) : 1);
+    const int64_t end =
+        want.offsets.empty() ? rows : begin + (want.tensor.dim() > 0 ? want.tensor.size(0) : 1);
     CKPT_ASSIGN_OR_RETURN(RowReadPlan plan, plan_row_reads(*t, begin, end));
     std::vector<int64_t> shape = t->shape;
     if (!shape.empty()) shape[0] = end - begin;
     at::Tensor target = at::empty(shape, at::TensorOptions().dtype(scalar_type_of(t->dtype)));
     if (static_cast<uint64_t>(target.nbytes()) != plan.target_bytes)
-      return Status::corruption(t->name + ": planned " + std::to_string(plan.target_bytes) + " bytes, tensor holds " +
-                                std::to_string(target.nbytes()));
+      return Status::corruption(t->name + ": planned " + std::to_string(plan.target_bytes) +
+                                " bytes, tensor holds " + std::to_string(target.nbytes()));
     auto* dst = static_cast<uint8_t*>(target.data_ptr());
     for (const ChunkRead& r : plan.reads) {
       const ManifestChunk& mc = t->chunks[r.chunk];
@@ -221,18 +240,22 @@ Result<std::map<std::string, at::Tensor>> load_distributed_state(const std::stri
       const std::string& shard_name = manifest.shards[mc.shard].path;
       size_t index = 0;
       const ChunkInfo* fc = find_file_chunk(*shard, t->name, mc, &index);
-      if (!fc) return Status::corruption(shard_name + ": has no chunk of " + t->name + " at offsets " + shape_to_string(mc.offsets));
+      if (!fc)
+        return Status::corruption(shard_name + ": has no chunk of " + t->name + " at offsets " +
+                                  shape_to_string(mc.offsets));
       if (fc->data_bytes != mc.data_bytes || r.chunk_offset + r.length > fc->data_bytes)
-        return Status::corruption(shard_name + ": chunk " + fc->label() + " holds " + std::to_string(fc->data_bytes) +
-                                  " bytes, manifest says " + std::to_string(mc.data_bytes));
+        return Status::corruption(shard_name + ": chunk " + fc->label() + " holds " +
+                                  std::to_string(fc->data_bytes) + " bytes, manifest says " +
+                                  std::to_string(mc.data_bytes));
       CKPT_RETURN_IF_ERROR(shard->read_chunk(index, r.chunk_offset, dst + r.target_offset, r.length));
       st.bytes_read += r.length;
       if (r.whole_chunk) {
         ++st.whole_chunk_reads;
         const std::string actual = sha256_hex(dst + r.target_offset, r.length);
         if (actual != mc.sha256)
-          return Status::corruption(shard_name + " @" + std::to_string(fc->data_offset) + ": sha256 mismatch for " +
-                                    fc->label() + ": expected " + mc.sha256 + " got " + actual);
+          return Status::corruption(shard_name + " @" + std::to_string(fc->data_offset) +
+                                    ": sha256 mismatch for " + fc->label() + ": expected " + mc.sha256 +
+                                    " got " + actual);
       } else {
         ++st.partial_chunk_reads;
       }

@@ -19,11 +19,12 @@ Status check_row_box(const ManifestTensor& t, const ManifestChunk& c) {
   const bool ranks_match = c.offsets.size() == t.shape.size() && c.shape.size() == t.shape.size();
   bool box = ranks_match;
   for (size_t d = 1; box && d < t.shape.size(); ++d) box = c.offsets[d] == 0 && c.shape[d] == t.shape[d];
-  if (box && !t.shape.empty()) box = c.offsets[0] >= 0 && c.shape[0] >= 0 && c.offsets[0] + c.shape[0] <= t.shape[0];
+  if (box && !t.shape.empty())
+    box = c.offsets[0] >= 0 && c.shape[0] >= 0 && c.offsets[0] + c.shape[0] <= t.shape[0];
   if (!box) {
     return Status::corruption(t.name + ": chunk at offsets " + shape_to_string(c.offsets) + " shape " +
-                              shape_to_string(c.shape) + " is not a row range of " + shape_to_string(t.shape) +
-                              "; resharding reads row ranges only");
+                              shape_to_string(c.shape) + " is not a row range of " +
+                              shape_to_string(t.shape) + "; resharding reads row ranges only");
   }
   return Status::ok();
 }
@@ -33,8 +34,8 @@ Status check_row_box(const ManifestTensor& t, const ManifestChunk& c) {
 Result<RowReadPlan> plan_row_reads(const ManifestTensor& t, int64_t row_begin, int64_t row_end) {
   const int64_t rows = t.shape.empty() ? 1 : t.shape[0];
   if (row_begin < 0 || row_end < row_begin || row_end > rows) {
-    return Status::invalid_argument(t.name + ": rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) +
-                                    ") outside [0, " + std::to_string(rows) + ")");
+    return Status::invalid_argument(t.name + ": rows [" + std::to_string(row_begin) + ", " +
+                                    std::to_string(row_end) + ") outside [0, " + std::to_string(rows) + ")");
   }
   CKPT_ASSIGN_OR_RETURN(uint64_t row_bytes, row_bytes_of(t));
   RowReadPlan plan;
@@ -59,16 +60,17 @@ Result<RowReadPlan> plan_row_reads(const ManifestTensor& t, int64_t row_begin, i
   uint64_t covered = 0;
   for (const ChunkRead& r : plan.reads) {
     if (r.target_offset != covered) {
-      return Status::corruption(t.name + ": rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) +
-                                ") " + (r.target_offset < covered ? "overlap" : "have a gap") + " at byte " +
+      return Status::corruption(t.name + ": rows [" + std::to_string(row_begin) + ", " +
+                                std::to_string(row_end) + ") " +
+                                (r.target_offset < covered ? "overlap" : "have a gap") + " at byte " +
                                 std::to_string(covered) + " of the target");
     }
     covered += r.length;
   }
   if (covered != plan.target_bytes) {
     return Status::corruption(t.name + ": chunks cover " + std::to_string(covered) + " of " +
-                              std::to_string(plan.target_bytes) + " bytes of rows [" + std::to_string(row_begin) +
-                              ", " + std::to_string(row_end) + ")");
+                              std::to_string(plan.target_bytes) + " bytes of rows [" +
+                              std::to_string(row_begin) + ", " + std::to_string(row_end) + ")");
   }
   return plan;
 }

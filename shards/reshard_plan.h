@@ -16,15 +16,15 @@
 namespace ckpt {
 
 struct ChunkRead {
-  size_t chunk = 0;             // index into ManifestTensor::chunks
-  uint64_t chunk_offset = 0;    // first byte to read inside the chunk's payload
-  uint64_t length = 0;          // bytes to read
-  uint64_t target_offset = 0;   // where they go in the target rows' contiguous buffer
-  bool whole_chunk = false;     // the read covers the chunk's entire payload (its hash can be checked)
+  size_t chunk = 0;            // index into ManifestTensor::chunks
+  uint64_t chunk_offset = 0;   // first byte to read inside the chunk's payload
+  uint64_t length = 0;         // bytes to read
+  uint64_t target_offset = 0;  // where they go in the target rows' contiguous buffer
+  bool whole_chunk = false;    // the read covers the chunk's entire payload (its hash can be checked)
 };
 
 struct RowReadPlan {
-  uint64_t target_bytes = 0;    // (row_end - row_begin) rows
+  uint64_t target_bytes = 0;     // (row_end - row_begin) rows
   std::vector<ChunkRead> reads;  // ascending target_offset, covering target_bytes exactly once
 };
 

@@ -70,7 +70,8 @@ Manifest latest_manifest(const std::string& root) {
 
 TEST(DistributedTraining, TwoRankDdpWritesOneShardPerRankAndVerifies) {
   TempDir tmp;
-  auto r = train(2, "ddp", "--steps 2 --save-final --ckpt-dir " + tmp / "ckpt" + " --summary " + tmp / "s.json");
+  auto r =
+      train(2, "ddp", "--steps 2 --save-final --ckpt-dir " + tmp / "ckpt" + " --summary " + tmp / "s.json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const Manifest m = latest_manifest(tmp / "ckpt");
   EXPECT_EQ(m.world_size, 2);
@@ -113,7 +114,8 @@ TEST(DistributedTraining, FsdpTwoRanksMatchesDdpTwoRanks) {
   // The same averaged gradients, the same element-wise AdamW: slicing does not change a bit.
   auto a = load_latest(tmp / "ddp");
   auto b = load_latest(tmp / "fsdp");
-  for (const char* name : {"model.tok_emb", "model.blocks.1.mlp.w_in", "optimizer.model.lm_head.exp_avg_sq"}) {
+  for (const char* name :
+       {"model.tok_emb", "model.blocks.1.mlp.w_in", "optimizer.model.lm_head.exp_avg_sq"}) {
     ASSERT_TRUE(a.count(name) && b.count(name)) << name;
     EXPECT_TRUE(a.at(name).bytes == b.at(name).bytes) << name;
   }
@@ -134,7 +136,8 @@ TEST_P(Reshard, RestoredStateEqualsTheOriginalExactly) {
   TempDir tmp;
   auto first = train(c.from_nproc, c.from_strategy, "--steps 2 --save-final --ckpt-dir " + tmp / "a");
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  const std::string drift = std::string(c.from_strategy) != c.to_strategy ? " --allow-drift config_sha256" : "";
+  const std::string drift =
+      std::string(c.from_strategy) != c.to_strategy ? " --allow-drift config_sha256" : "";
   auto second = train(c.to_nproc, c.to_strategy,
                       "--steps 2 --save-final --resume " + tmp / "a" + " --ckpt-dir " + tmp / "b" + drift +
                           " --summary " + tmp / "s.json");
@@ -152,7 +155,8 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, Reshard,
 
 TEST(DistributedTraining, SingleStrategyRefusesAWorldOfTwo) {
   TempDir tmp;
-  auto r = run_ckptcheck("launch --nproc-per-node 2 --grace 1 -- train --config " + std::string(CKPTCHECK_SOURCE_DIR) +
+  auto r = run_ckptcheck("launch --nproc-per-node 2 --grace 1 -- train --config " +
+                         std::string(CKPTCHECK_SOURCE_DIR) +
                          "/fixtures/configs/pilot.yaml --steps 1 --ckpt-dir " + tmp / "c");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("strategy 'single' cannot run"), std::string::npos) << r.output;

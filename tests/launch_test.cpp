@@ -28,8 +28,11 @@ TEST(RankEnv, AbsentVariablesAreAWorldOfOne) {
 }
 
 TEST(RankEnv, ReadsTorchrunsContract) {
-  auto env = read_rank_env(env_of({{"RANK", "2"}, {"LOCAL_RANK", "2"}, {"WORLD_SIZE", "3"},
-                                   {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "1234"}}));
+  auto env = read_rank_env(env_of({{"RANK", "2"},
+                                   {"LOCAL_RANK", "2"},
+                                   {"WORLD_SIZE", "3"},
+                                   {"MASTER_ADDR", "10.0.0.1"},
+                                   {"MASTER_PORT", "1234"}}));
   ASSERT_TRUE(env.is_ok()) << env.status().to_string();
   EXPECT_EQ(env->rank, 2);
   EXPECT_EQ(env->local_rank, 2);

@@ -19,7 +19,9 @@ namespace {
 
 volatile sig_atomic_t g_forward_signal = 0;
 
-void remember_signal(int sig) { g_forward_signal = sig; }
+void remember_signal(int sig) {
+  g_forward_signal = sig;
+}
 
 // Restores the previous handlers when the launch ends.
 class SignalForwarding {
@@ -56,9 +58,10 @@ ChildExit exit_of(int status) {
 
 // Only async-signal-safe calls between fork and exec.
 pid_t spawn_rank(const LaunchOptions& o, int rank, int port) {
-  std::vector<std::string> env_strings = {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
-                                          "WORLD_SIZE=" + std::to_string(o.nproc_per_node),
-                                          "MASTER_ADDR=" + o.master_addr, "MASTER_PORT=" + std::to_string(port)};
+  std::vector<std::string> env_strings = {
+      "RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
+      "WORLD_SIZE=" + std::to_string(o.nproc_per_node), "MASTER_ADDR=" + o.master_addr,
+      "MASTER_PORT=" + std::to_string(port)};
   std::vector<char*> argv;
   for (const std::string& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);

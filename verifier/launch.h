@@ -1,8 +1,8 @@
 // The built-in launcher: what torchrun does for one node, and nothing more. It sets torchrun's
 // environment contract (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) for P children of
 // one command, forwards SIGINT/SIGTERM to them, and never hangs: once one rank fails (or a signal
-// was forwarded), the ranks still running after a grace period are SIGKILLed. Ranks die with the launcher (PR_SET_PDEATHSIG),
-// so SIGKILLing the launcher kills every rank. Torch-free.
+// was forwarded), the ranks still running after a grace period are SIGKILLed. Ranks die with the launcher
+// (PR_SET_PDEATHSIG), so SIGKILLing the launcher kills every rank. Torch-free.
 #pragma once
 
 #include <string>

@@ -12,11 +12,15 @@ namespace {
 class LaunchCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
-    sub_ = app.add_subcommand("launch", "Run P ranks of a ckptcheck command (RANK, WORLD_SIZE, MASTER_* set)");
-    sub_->add_option("--nproc-per-node", o_.nproc_per_node, "ranks to start")->required()->check(CLI::Range(1, 1024));
+    sub_ =
+        app.add_subcommand("launch", "Run P ranks of a ckptcheck command (RANK, WORLD_SIZE, MASTER_* set)");
+    sub_->add_option("--nproc-per-node", o_.nproc_per_node, "ranks to start")
+        ->required()
+        ->check(CLI::Range(1, 1024));
     sub_->add_option("--master-port", o_.master_port, "rendezvous port (default: a free loopback port)")
         ->check(CLI::Range(0, 65535));
-    sub_->add_option("--grace", o_.grace_seconds, "seconds before the ranks left are SIGKILLed once one fails")
+    sub_->add_option("--grace", o_.grace_seconds,
+                     "seconds before the ranks left are SIGKILLed once one fails")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
     // Everything after `--` is the rank command (CLI11 treats it as positionals).
@@ -58,6 +62,8 @@ class LaunchCommand : public Command {
 
 }  // namespace
 
-std::unique_ptr<Command> make_launch_command() { return std::make_unique<LaunchCommand>(); }
+std::unique_ptr<Command> make_launch_command() {
+  return std::make_unique<LaunchCommand>();
+}
 
 }  // namespace ckpt
