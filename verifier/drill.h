@@ -44,7 +44,18 @@ struct DrillOptions {
   std::string work_dir;  // a fresh scratch dir is made inside; default $TMPDIR or /tmp
   double child_timeout_seconds = 600;
   std::string executable;  // the ckptcheck binary for children; default this process's
+  // > 0: every training run goes through `ckptcheck launch --nproc-per-node P -- train` (the
+  // config's strategy must be ddp or fsdp); the resumed run uses resume_nproc ranks (0 = nproc).
+  int nproc = 0;
+  int resume_nproc = 0;
 };
+
+// The tolerance a drill across world sizes defaults to: reductions run in another order there,
+// so bit identity is not expected.
+constexpr double kCrossWorldRtol = 1e-4;
+constexpr double kCrossWorldAtol = 1e-6;
+// True when the subject and the resumed run have different world sizes.
+bool changes_world_size(const DrillOptions& options);
 
 // One thing the drill established, with its numbers.
 struct DrillCheck {

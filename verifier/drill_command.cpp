@@ -40,6 +40,10 @@ class DrillCommand : public Command {
                     "seconds any one child may run before it is killed")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    sub->add_option("--nproc-per-node", o_.nproc, "run every training run with P ranks through `launch`")
+        ->check(CLI::Range(1, 1024));
+    sub->add_option("--resume-nproc", o_.resume_nproc, "resume with Q ranks (default: --nproc-per-node)")
+        ->check(CLI::Range(1, 1024));
     sub->add_flag("--json", json_, "print report.json to stdout");
     return sub;
   }
@@ -49,6 +53,12 @@ class DrillCommand : public Command {
       std::fprintf(stderr, "ckptcheck drill: --kill: expected after-save, during-save or both, got '%s'\n",
                    kill_.c_str());
       return kExitUsage;
+    }
+    // Across world sizes reductions run in another order: bit identity is not expected there, so
+    // an unset tolerance becomes kCrossWorld*; the report's tolerance section says which applied.
+    if (changes_world_size(o_) && o_.tolerance.exact()) {
+      o_.tolerance.rtol = kCrossWorldRtol;
+      o_.tolerance.atol = kCrossWorldAtol;
     }
     Progress progress;
     const DrillOutcome outcome = run_resume_drill(o_, &progress);

@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -14,6 +16,7 @@
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
 #include "shards/checkpoint_writer.h"
+#include "shards/distributed_checkpoint.h"
 #include "shards/state_codec.h"
 #include "verifier/commands.h"
 #include "verifier/drill_hooks.h"
@@ -96,7 +99,37 @@ class TrainRun {
  public:
   explicit TrainRun(TrainOptions options) : o_(std::move(options)) {}
 
+  // Collectives throw when a peer rank dies; that ends this rank with exit 2, and the launcher
+  // then stops the rest.
   int run() {
+    try {
+      return run_rank();
+    } catch (const std::exception& e) {
+      return fail(Status::io_error("rank " + std::to_string(env_.rank) + ": " + e.what()));
+    }
+  }
+
+ private:
+  bool lead() const { return env_.rank == 0; }
+
+  Status join_group() {
+    CKPT_ASSIGN_OR_RETURN(env_, read_rank_env());
+    if (config_.device == "cuda" && env_.world_size > visible_accelerators()) {
+      return Status::invalid_argument("WORLD_SIZE " + std::to_string(env_.world_size) + " exceeds the " +
+                                      std::to_string(visible_accelerators()) + " visible CUDA devices (one rank per device)");
+    }
+    if (config_.strategy == "single") {
+      if (env_.world_size > 1)
+        return Status::invalid_argument(config_.source_path + ": strategy 'single' cannot run as rank " +
+                                        std::to_string(env_.rank) + " of WORLD_SIZE " +
+                                        std::to_string(env_.world_size) + "; set strategy: ddp or fsdp");
+      return Status::ok();
+    }
+    CKPT_ASSIGN_OR_RETURN(group_, ProcessGroup::connect(env_));
+    return Status::ok();
+  }
+
+  int run_rank() {
     const auto start = std::chrono::steady_clock::now();
     HoldPoint hold;
     if (!parse_hold_point(o_.hold, &hold)) return fail(Status::invalid_argument("--drill-hold: unknown point '" + o_.hold + "'"));
@@ -107,7 +140,9 @@ class TrainRun {
     if (!config.is_ok()) return fail(config.status());
     config_ = *config;
     if (o_.steps < 0) o_.steps = config_.steps;
-    auto trainer = Trainer::create(config_);
+    Status joined = join_group();
+    if (!joined.is_ok()) return fail(joined);
+    auto trainer = group_ ? Trainer::create(config_, group_) : Trainer::create(config_);
     if (!trainer.is_ok()) return fail(trainer.status());
     trainer_ = std::move(*trainer);
     summary_["process_start_seconds"] = seconds_since_process_start();
@@ -120,7 +155,7 @@ class TrainRun {
       Status restored = restore(*faults);
       if (!restored.is_ok()) return fail(restored);
     }
-    if (!o_.metrics_path.empty()) {
+    if (!o_.metrics_path.empty() && lead()) {
       metrics_.open(o_.metrics_path, std::ios::app);
       if (!metrics_) return fail(Status::io_error(o_.metrics_path + ": cannot open for writing"));
     }
@@ -130,37 +165,61 @@ class TrainRun {
       Status saved = save();
       if (!saved.is_ok()) return fail(saved);
     }
-    if (!o_.eval_out.empty()) {
+    if (!o_.eval_out.empty() && lead()) {
       Status evaluated = write_eval();
       if (!evaluated.is_ok()) return fail(evaluated);
     }
     summary_["total_seconds"] = seconds_since(start);
-    if (!o_.summary_out.empty()) {
+    if (group_) summary_["world_size"] = env_.world_size;
+    if (!o_.summary_out.empty() && lead()) {
       Status written = write_file_atomically(o_.summary_out, summary_.dump(1) + "\n");
       if (!written.is_ok()) return fail(written);
     }
     return kExitOk;
   }
 
- private:
   Status restore(const RestoreFaults& faults) {
     const auto start = std::chrono::steady_clock::now();
     const std::string target = o_.resume == "latest" ? o_.ckpt_dir : o_.resume;
     CKPT_ASSIGN_OR_RETURN(std::string dir, resolve_checkpoint_path(target));
     CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(dir));
     CKPT_RETURN_IF_ERROR(check_resume_drift(manifest.pins, pins_, o_.allow_drift, &drift_extra_));
-    CKPT_ASSIGN_OR_RETURN(auto loaded, load_checkpoint_tensors(dir, manifest));
-    CKPT_RETURN_IF_ERROR(trainer_->import_state(tensors_from_loaded(loaded), faults));
+    if (group_) {
+      CKPT_RETURN_IF_ERROR(restore_resharded(dir, manifest, faults));
+    } else {
+      CKPT_ASSIGN_OR_RETURN(auto loaded, load_checkpoint_tensors(dir, manifest));
+      CKPT_RETURN_IF_ERROR(trainer_->import_state(tensors_from_loaded(loaded), faults));
+    }
     summary_["restored_from"] = dir;
     summary_["restored_step"] = manifest.step;
     summary_["restore_seconds"] = seconds_since(start);
-    announce_event("restored", dir);
+    if (lead()) announce_event("restored", dir);
+    return Status::ok();
+  }
+
+  // Every rank reads only the rows its layout holds. A rank the checkpoint has no RNG stream for
+  // (the world grew) keeps its freshly seeded one; that is reported, not hidden.
+  Status restore_resharded(const std::string& dir, const Manifest& manifest, RestoreFaults faults) {
+    ReshardStats stats;
+    CKPT_ASSIGN_OR_RETURN(auto tensors, load_distributed_state(dir, manifest, trainer_->export_state(), &stats));
+    for (const std::string& name : stats.absent) {
+      if (name.rfind("rng.", 0) == 0 && manifest.world_size != env_.world_size) faults.skip_rng_restore = true;
+    }
+    CKPT_RETURN_IF_ERROR(trainer_->import_state(tensors, faults));
+    summary_["reshard"] = {{"from_world_size", manifest.world_size},
+                           {"from_strategy", manifest.strategy},
+                           {"to_world_size", env_.world_size},
+                           {"to_strategy", config_.strategy},
+                           {"bytes_read", stats.bytes_read},
+                           {"whole_chunk_reads_hashed", stats.whole_chunk_reads},
+                           {"partial_chunk_reads_unhashed", stats.partial_chunk_reads},
+                           {"rng_reseeded", faults.skip_rng_restore}};
     return Status::ok();
   }
 
   Status train_loop() {
     Progress progress;
-    double step_ms = 0, data_ms = 0, fwd_ms = 0, opt_ms = 0;
+    double step_ms = 0, data_ms = 0, fwd_ms = 0, opt_ms = 0, comm_ms = 0;
     int64_t tokens = 0, steps = 0;
     const auto start = std::chrono::steady_clock::now();
     while (trainer_->global_step() < o_.steps) {
@@ -177,15 +236,16 @@ class TrainRun {
       fwd_ms += m.forward_backward_ms;
       opt_ms += m.optimizer_ms;
       tokens += m.tokens;
+      comm_ms += m.communication_ms;
       ++steps;
       const std::string line = metrics_json(m).dump();
       if (metrics_.is_open()) {
         metrics_ << line << "\n";
         metrics_.flush();
-      } else {
+      } else if (lead()) {
         std::printf("%s\n", line.c_str());
       }
-      progress.update("train", trainer_->global_step(), o_.steps);
+      if (lead()) progress.update("train", trainer_->global_step(), o_.steps);
       if (o_.save_every > 0 && trainer_->global_step() % o_.save_every == 0) {
         progress.message("save");
         CKPT_RETURN_IF_ERROR(save());
@@ -198,13 +258,54 @@ class TrainRun {
                              {"data_wait_seconds_mean", data_ms / 1000 / steps},
                              {"forward_backward_seconds_mean", fwd_ms / 1000 / steps},
                              {"optimizer_seconds_mean", opt_ms / 1000 / steps},
+                             {"communication_seconds_mean", comm_ms / 1000 / steps},
                              {"train_wall_seconds", wall},
                              {"tokens_per_second", wall > 0 ? tokens / wall : 0.0}};
     }
     return Status::ok();
   }
 
+  // Every rank holds here when told to (the drill SIGKILLs them all); only rank 0 announces.
+  void hold(const std::string& kind, const std::string& detail) {
+    if (lead()) hold_for_kill(kind, detail);
+    for (;;) ::pause();
+  }
+
+  Status save_distributed(const CheckpointMetadata& metadata) {
+    DistributedSaveOptions options;
+    options.format = o_.format;
+    const bool hold_here = o_.hold_step < 0 || o_.hold_step == trainer_->global_step();
+    if (hold_ == HoldPoint::kDuringSave && hold_here && lead()) {
+      options.on_own_shard_written = [this](const std::string& path) { hold("shard-written", path); };
+    }
+    CKPT_ASSIGN_OR_RETURN(CommittedCheckpoint committed,
+                          save_distributed_checkpoint(o_.ckpt_dir, trainer_->export_state(), metadata, *group_, options));
+    record_save(metadata.step, committed);
+    if (hold_ == HoldPoint::kAfterSave && hold_here) hold("committed", committed.dir);
+    if (lead()) announce_event("committed", committed.dir);
+    return Status::ok();
+  }
+
+  void record_save(int64_t step, const CommittedCheckpoint& committed) {
+    last_saved_step_ = step;
+    summary_["saves"].push_back({{"step", step},
+                                 {"dir", committed.dir},
+                                 {"seconds", committed.seconds},
+                                 {"bytes", committed.bytes},
+                                 {"mb_per_second", committed.seconds > 0 ? committed.bytes / 1e6 / committed.seconds : 0}});
+  }
+
   Status save() {
+    if (group_) {
+      CheckpointMetadata metadata;
+      metadata.step = trainer_->global_step();
+      metadata.world_size = env_.world_size;
+      metadata.strategy = config_.strategy;
+      metadata.config = config_.resolved();
+      metadata.pins = pins_;
+      metadata.extra = drift_extra_;
+      return save_distributed(metadata);
+    }
     TrainingState state = trainer_->export_state();
     CKPT_ASSIGN_OR_RETURN(auto views, views_of_state(state));
     CheckpointMetadata metadata;
@@ -271,6 +372,8 @@ class TrainRun {
   nlohmann::json summary_ = nlohmann::json::object();
   std::ofstream metrics_;
   int64_t last_saved_step_ = -1;
+  RankEnv env_;
+  std::shared_ptr<ProcessGroup> group_;  // set for ddp | fsdp (a world of one without torchrun's env)
 };
 
 class TrainCommand : public Command {
@@ -282,7 +385,7 @@ class TrainCommand : public Command {
     sub->add_option("--save-every", o_.save_every, "commit a checkpoint every K steps");
     sub->add_flag("--save-final", o_.save_final, "commit a checkpoint after the last step");
     sub->add_option("--ckpt-dir", o_.ckpt_dir, "checkpoint root")->capture_default_str();
-    sub->add_option("--shards", o_.shards, "shard files per checkpoint")->capture_default_str()->check(CLI::Range(1, 4096));
+    sub->add_option("--shards", o_.shards, "shard files per checkpoint (ddp/fsdp: one per rank)")->capture_default_str()->check(CLI::Range(1, 4096));
     sub->add_option("--format", o_.format, "shard format")->capture_default_str();
     sub->add_option("--resume", o_.resume, "'latest' (in --ckpt-dir) or a checkpoint path");
     sub->add_option("--metrics", o_.metrics_path, "append one JSON line per step here (default: stdout)");
