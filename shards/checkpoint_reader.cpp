@@ -19,7 +19,8 @@ Result<std::string> real_path(const std::string& path) {
   return std::string(buf);
 }
 
-// Finds the chunk in a shard file's own header that a manifest chunk refers to.
+}  // namespace
+
 const ChunkInfo* find_file_chunk(const TensorFile& file, const std::string& name, const ManifestChunk& chunk,
                                  size_t* index_out) {
   const auto& chunks = file.chunks();
@@ -31,8 +32,6 @@ const ChunkInfo* find_file_chunk(const TensorFile& file, const std::string& name
   }
   return nullptr;
 }
-
-}  // namespace
 
 Result<std::string> resolve_shard_path(const std::string& checkpoint_dir, const std::string& relative) {
   if (!is_safe_relative_path(relative)) {

@@ -21,6 +21,11 @@ Result<std::string> resolve_shard_path(const std::string& checkpoint_dir, const 
 Result<std::unique_ptr<TensorFile>> open_manifest_shard(const std::string& checkpoint_dir, const Manifest& manifest,
                                                         size_t index);
 
+// The chunk of a shard file's own header that a manifest chunk of tensor `name` refers to (same
+// offsets and shape), or null; its index in file.chunks() goes to `index_out`.
+const ChunkInfo* find_file_chunk(const TensorFile& file, const std::string& name, const ManifestChunk& chunk,
+                                 size_t* index_out);
+
 // Copies a chunk (offsets/shape inside a row-major global tensor) into the global buffer.
 // Precondition: the chunk lies inside the global shape and `chunk_bytes` holds shape's elements.
 void scatter_chunk(const std::vector<int64_t>& global_shape, size_t element_size, const std::vector<int64_t>& offsets,

@@ -27,6 +27,18 @@ std::string utc_timestamp_now() {
   return buf;
 }
 
+Manifest manifest_skeleton(const CheckpointMetadata& metadata) {
+  Manifest manifest;
+  manifest.step = metadata.step;
+  manifest.created_utc = utc_timestamp_now();
+  manifest.world_size = metadata.world_size;
+  manifest.strategy = metadata.strategy;
+  manifest.config = metadata.config;
+  manifest.pins = metadata.pins;
+  manifest.extra = metadata.extra;
+  return manifest;
+}
+
 void add_written_chunks(Manifest& manifest, size_t shard_index, const std::vector<ChunkInfo>& chunks) {
   for (const ChunkInfo& c : chunks) {
     ManifestTensor* tensor = nullptr;
@@ -90,14 +102,7 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root, const std:
     }
   }
 
-  Manifest manifest;
-  manifest.step = metadata.step;
-  manifest.created_utc = utc_timestamp_now();
-  manifest.world_size = metadata.world_size;
-  manifest.strategy = metadata.strategy;
-  manifest.config = metadata.config;
-  manifest.pins = metadata.pins;
-  manifest.extra = metadata.extra;
+  Manifest manifest = manifest_skeleton(metadata);
   // Tensors appear in the manifest in their original order, not shard order.
   for (const auto& t : tensors) manifest.tensors.push_back({t.name, t.component, t.dtype, t.shape, {}});
   uint64_t total = 0;

@@ -48,6 +48,9 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root, const std:
                                              const CheckpointMetadata& metadata,
                                              const CheckpointWriteOptions& options);
 
+// A manifest holding the metadata and no shards or tensors yet.
+Manifest manifest_skeleton(const CheckpointMetadata& metadata);
+
 // The manifest entries of tensors whose chunks were written to shard files (also used by
 // distributed saves, where rank 0 merges every rank's written files).
 void add_written_chunks(Manifest& manifest, size_t shard_index, const std::vector<ChunkInfo>& chunks);

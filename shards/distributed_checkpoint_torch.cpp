@@ -84,20 +84,13 @@ std::string report_of(const Result<WrittenFile>& w, const std::string& file_name
   json chunks = json::array();
   for (const ChunkInfo& c : w->chunks) chunks.push_back(chunk_to_json(c));
   return json{
-      {"ok", true}, {"file", file_name}, {"bytes", w->bytes}, {"sha256", w->sha256}, {"chunks", chunks}}
+      {"ok", true}, {"file", file_name}, {"bytes", w->bytes}, {"sha256", w->sha256}, {"sha256_of", w->sha256_of}, {"chunks", chunks}}
       .dump();
 }
 
 Result<Manifest> merge_reports(const std::vector<std::string>& reports, const CheckpointMetadata& metadata,
                                const std::string& format) {
-  Manifest manifest;
-  manifest.step = metadata.step;
-  manifest.created_utc = utc_timestamp_now();
-  manifest.world_size = metadata.world_size;
-  manifest.strategy = metadata.strategy;
-  manifest.config = metadata.config;
-  manifest.pins = metadata.pins;
-  manifest.extra = metadata.extra;
+  Manifest manifest = manifest_skeleton(metadata);
   for (size_t r = 0; r < reports.size(); ++r) {
     const json j = json::parse(reports[r], nullptr, false);
     if (!j.is_object() || !j.contains("ok"))
@@ -111,7 +104,8 @@ Result<Manifest> merge_reports(const std::vector<std::string>& reports, const Ch
       chunks.push_back(std::move(info));
     }
     manifest.shards.push_back({j.at("file").get<std::string>(), format, j.at("bytes").get<uint64_t>(),
-                               j.at("sha256").get<std::string>(), static_cast<int64_t>(r)});
+                               j.at("sha256").get<std::string>(), static_cast<int64_t>(r),
+                               j.at("sha256_of").get<std::string>()});
     add_written_chunks(manifest, r, chunks);
   }
   return manifest;
@@ -189,21 +183,6 @@ Result<CommittedCheckpoint> save_distributed_checkpoint(const std::string& root,
   return out;
 }
 
-namespace {
-
-const ChunkInfo* find_file_chunk(const TensorFile& file, const std::string& name, const ManifestChunk& chunk,
-                                 size_t* index) {
-  const auto& chunks = file.chunks();
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    if (chunks[i].name == name && chunks[i].offsets == chunk.offsets && chunks[i].shape == chunk.shape) {
-      *index = i;
-      return &chunks[i];
-    }
-  }
-  return nullptr;
-}
-
-}  // namespace
 
 Result<std::map<std::string, at::Tensor>> load_distributed_state(const std::string& checkpoint_dir,
                                                                  const Manifest& manifest,

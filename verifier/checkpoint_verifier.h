@@ -9,7 +9,8 @@
 //   shard_path_unsafe        a shard path is absolute, has "..", or is a symlink leaving the dir
 //   shard_not_regular        a shard path names a directory, FIFO, device...
 //   shard_size_mismatch      file size differs from the manifest's `bytes`
-//   shard_sha256_mismatch    whole-file SHA-256 differs from the manifest's `sha256`
+//   shard_sha256_mismatch    the shard digest differs from the manifest's `sha256` (whole file, or for
+//                            native shards preamble + header), or padding is not zero
 //   shard_unreadable         the shard's reader rejects its header (the reader's message)
 //   shard_truncated          the reader says the file stops before its header says it ends
 //   chunk_sha256_mismatch    a chunk's payload does not hash to the manifest's chunk sha256

@@ -29,16 +29,6 @@ nlohmann::json manifest_metadata(const Manifest& m) {
   return j;
 }
 
-// The chunk of a shard file that a manifest chunk names, by tensor name and position.
-std::optional<size_t> find_file_chunk(const TensorFile& file, const std::string& name,
-                                      const ManifestChunk& mc) {
-  const auto& chunks = file.chunks();
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    if (chunks[i].name == name && chunks[i].offsets == mc.offsets && chunks[i].shape == mc.shape) return i;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 bool is_damage(const Status& status) {
@@ -125,7 +115,9 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
     SourceTensor st{t.name, t.component, t.dtype, t.shape, *nbytes, {}};
     for (const ManifestChunk& mc : t.chunks) {
       const TensorFile& file = *s.files_[mc.shard];
-      auto index = find_file_chunk(file, t.name, mc);
+      size_t found = 0;
+      const std::optional<size_t> index =
+          find_file_chunk(file, t.name, mc, &found) ? std::optional<size_t>(found) : std::nullopt;
       if (!index) {
         return Status::corruption(manifest.shards[mc.shard].path + ": has no chunk of " + t.name +
                                   " at offsets " + shape_to_string(mc.offsets));
