@@ -27,7 +27,8 @@ demo: build
 bench: deps
 	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
 	cmake --build build-release -j$(JOBS) --target ckptcheck ckptcheck-train ckptcheck_bench
-	./build-release/ckptcheck_bench --out $(BUILD)/bench.json
+	mkdir -p $(BUILD)
+	./build-release/ckptcheck_bench --ckptcheck build-release/ckptcheck --out $(BUILD)/bench.json
 
 # AddressSanitizer + UBSan over the hostile-input tests: every format reader, verify, the
 # randomized corruption tests. The LibTorch CLI is not rebuilt under ASan (tests that run the
