@@ -11,8 +11,6 @@ std::vector<int64_t> even_split(int64_t rows, size_t parts) {
   return bounds;
 }
 
-namespace {
-
 ChunkInfo whole_chunk(const TensorView& t) {
   ChunkInfo c;
   c.name = t.name;
@@ -24,8 +22,6 @@ ChunkInfo whole_chunk(const TensorView& t) {
   c.data_bytes = t.bytes;  // the safetensors and HDF5 writers check it against the shape
   return c;
 }
-
-}  // namespace
 
 ShardingPlan plan_shards(const std::vector<TensorView>& tensors, size_t num_shards, uint64_t split_min_bytes) {
   ShardingPlan plan;

@@ -23,6 +23,9 @@ struct ShardingPlan {
 
 constexpr uint64_t kDefaultSplitMinBytes = 16 << 10;
 
+// The chunk that is the whole of `t` (offsets all zero, data_bytes set), without file fields.
+ChunkInfo whole_chunk(const TensorView& t);
+
 // Deterministic: the same tensors and arguments always give the same plan.
 ShardingPlan plan_shards(const std::vector<TensorView>& tensors, size_t num_shards,
                          uint64_t split_min_bytes = kDefaultSplitMinBytes);

@@ -6,6 +6,7 @@
 
 #include "formats/native_shard_format.h"
 #include "formats/sha256.h"
+#include "shards/sharding_plan.h"
 #include "tests/test_support.h"
 
 namespace ckpt {
@@ -15,16 +16,7 @@ using testing::patterned_tensor;
 using testing::read_file_bytes;
 using testing::TempDir;
 
-ChunkInfo whole(const LoadedTensor& t) {
-  ChunkInfo c;
-  c.name = t.name;
-  c.component = t.component;
-  c.dtype = t.dtype;
-  c.global_shape = t.shape;
-  c.offsets.assign(t.shape.size(), 0);
-  c.shape = t.shape;
-  return c;
-}
+ChunkInfo whole(const LoadedTensor& t) { return whole_chunk(t.view()); }
 
 class NativeShardTest : public ::testing::Test {
  protected:
