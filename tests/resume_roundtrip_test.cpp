@@ -9,11 +9,11 @@
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
 #include "tests/test_support.h"
+#include "verifier/child_process.h"
 
 namespace ckpt {
 namespace {
 
-using testing::Child;
 using testing::run_ckptcheck;
 using testing::TempDir;
 
@@ -44,14 +44,14 @@ TEST(ResumeRoundTrip, KilledAndResumedRunIsBitIdenticalToUninterrupted) {
                                  (dir / "ref") + " --metrics " + (dir / "ref.jsonl"));
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
 
-  Child subject({CKPTCHECK_BIN, "train", "--config", kPilot, "--steps", steps, "--save-every", std::to_string(kHalf),
-                 "--ckpt-dir", dir / "run", "--metrics", dir / "run.jsonl", "--shards", "3", "--drill-hold",
-                 "after-save"});
-  const std::string event = subject.wait_for_line("ckptcheck-event: committed", 120);
-  ASSERT_NE(event, "") << "subject never committed a checkpoint";
-  subject.kill_hard();
-  const int status = subject.wait_status();
-  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  auto subject = ChildProcess::spawn({CKPTCHECK_BIN, "train", "--config", kPilot, "--steps", steps, "--save-every",
+                                      std::to_string(kHalf), "--ckpt-dir", dir / "run", "--metrics", dir / "run.jsonl",
+                                      "--shards", "3", "--drill-hold", "after-save"},
+                                     dir / "subject.out", dir / "subject.err", /*pipe_stdout=*/true);
+  ASSERT_TRUE(subject.is_ok()) << subject.status().to_string();
+  auto event = subject->wait_for_event("committed", 120);
+  ASSERT_TRUE(event.is_ok()) << "subject never committed a checkpoint: " << event.status().to_string();
+  ASSERT_TRUE(subject->kill_and_reap().killed_by(SIGKILL));
   EXPECT_EQ(*resolve_latest_checkpoint(dir / "run"), dir / "run/step_00000004");
 
   auto resumed = run_ckptcheck("train --config " + kPilot + " --steps " + steps + " --save-final --ckpt-dir " +
@@ -80,12 +80,13 @@ TEST(ResumeRoundTrip, KilledAndResumedRunIsBitIdenticalToUninterrupted) {
 
 TEST(ResumeRoundTrip, KillDuringSaveLeavesLatestOnThePreviousCheckpoint) {
   TempDir dir;
-  Child subject({CKPTCHECK_BIN, "train", "--config", kPilot, "--steps", "8", "--save-every", "2", "--ckpt-dir",
-                 dir / "run", "--metrics", dir / "run.jsonl", "--shards", "3", "--drill-hold", "during-save",
-                 "--drill-hold-step", "4"});
-  ASSERT_NE(subject.wait_for_line("ckptcheck-event: shard-written", 120), "");
-  subject.kill_hard();
-  subject.wait_status();
+  auto subject = ChildProcess::spawn({CKPTCHECK_BIN, "train", "--config", kPilot, "--steps", "8", "--save-every", "2",
+                                      "--ckpt-dir", dir / "run", "--metrics", dir / "run.jsonl", "--shards", "3",
+                                      "--drill-hold", "during-save", "--drill-hold-step", "4"},
+                                     dir / "subject.out", dir / "subject.err", /*pipe_stdout=*/true);
+  ASSERT_TRUE(subject.is_ok()) << subject.status().to_string();
+  ASSERT_TRUE(subject->wait_for_event("shard-written", 120).is_ok());
+  ASSERT_TRUE(subject->kill_and_reap().killed_by(SIGKILL));
   const auto listing = list_checkpoints(dir / "run");
   ASSERT_EQ(listing.committed.size(), 1u);
   EXPECT_EQ(listing.committed[0], dir / "run/step_00000002");

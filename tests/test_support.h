@@ -39,24 +39,3 @@ void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes
 
 }  // namespace ckpt::testing
 
-namespace ckpt::testing {
-
-// A child process whose stdout is read line by line: the test's handle for SIGKILLing a real
-// training process at a milestone it announces.
-class Child {
- public:
-  explicit Child(const std::vector<std::string>& argv);
-  ~Child();
-  // Reads stdout until a line starting with `prefix` arrives (returns it), or EOF / timeout ("").
-  std::string wait_for_line(const std::string& prefix, int timeout_seconds);
-  void kill_hard();     // SIGKILL
-  int wait_status();    // raw waitpid status
-  int pid() const { return pid_; }
-
- private:
-  int pid_ = -1;
-  int out_fd_ = -1;
-  std::string buffer_;
-};
-
-}  // namespace ckpt::testing
