@@ -27,7 +27,7 @@ void count_ieee(const uint8_t* data, size_t elements, Bits exponent_mask, Bits m
 }  // namespace
 
 NonfiniteCounter::NonfiniteCounter(DType dtype)
-    : dtype_(dtype), element_size_(dtype_is_floating(dtype) ? dtype_size(dtype) : 0) {}
+    : dtype_(dtype), element_size_(dtype_is_floating(dtype) ? dtype_size(dtype) : 0), stream_(element_size_) {}
 
 void NonfiniteCounter::count_elements(const uint8_t* data, size_t elements) {
   switch (dtype_) {
@@ -42,21 +42,7 @@ void NonfiniteCounter::count_elements(const uint8_t* data, size_t elements) {
 }
 
 void NonfiniteCounter::feed(const uint8_t* data, size_t size) {
-  if (element_size_ == 0) return;
-  if (carried_) {
-    const size_t take = std::min(size, element_size_ - carried_);
-    std::memcpy(carry_ + carried_, data, take);
-    carried_ += take;
-    data += take;
-    size -= take;
-    if (carried_ < element_size_) return;
-    count_elements(carry_, 1);
-    carried_ = 0;
-  }
-  const size_t whole = size / element_size_;
-  count_elements(data, whole);
-  carried_ = size - whole * element_size_;
-  std::memcpy(carry_, data + whole * element_size_, carried_);
+  stream_.feed(data, size, [this](const uint8_t* elements, size_t count) { count_elements(elements, count); });
 }
 
 }  // namespace ckpt

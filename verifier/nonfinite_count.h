@@ -2,6 +2,8 @@
 // it from the same pass that hashes, so data is read once).
 #pragma once
 
+#include "formats/element_stream.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -33,8 +35,7 @@ class NonfiniteCounter {
   void count_elements(const uint8_t* data, size_t elements);
   DType dtype_;
   size_t element_size_;  // 0: not a floating dtype, nothing is counted
-  uint8_t carry_[8] = {};
-  size_t carried_ = 0;
+  ElementStream stream_;
   NonfiniteCount count_;
 };
 

@@ -11,7 +11,7 @@ double TensorStats::l2_norm() const {
 }
 
 TensorStatsAccumulator::TensorStatsAccumulator(DType dtype)
-    : dtype_(dtype), element_size_(dtype_size(dtype)) {}
+    : dtype_(dtype), element_size_(dtype_size(dtype)), stream_(element_size_) {}
 
 void TensorStatsAccumulator::add(const uint8_t* element) {
   const double v = element_as_double(element, dtype_);
@@ -32,20 +32,9 @@ void TensorStatsAccumulator::add(const uint8_t* element) {
 }
 
 void TensorStatsAccumulator::feed(const uint8_t* data, size_t size) {
-  if (carried_ != 0) {
-    const size_t take = std::min(size, element_size_ - carried_);
-    std::memcpy(carry_ + carried_, data, take);
-    carried_ += take;
-    data += take;
-    size -= take;
-    if (carried_ < element_size_) return;
-    add(carry_);
-    carried_ = 0;
-  }
-  const size_t whole = size / element_size_;
-  for (size_t i = 0; i < whole; ++i) add(data + i * element_size_);
-  carried_ = size - whole * element_size_;
-  std::memcpy(carry_, data + whole * element_size_, carried_);
+  stream_.feed(data, size, [this](const uint8_t* elements, size_t count) {
+    for (size_t i = 0; i < count; ++i) add(elements + i * element_size_);
+  });
 }
 
 nlohmann::json to_json(const TensorStats& s) {

@@ -4,6 +4,8 @@
 // finite elements; NaN and Inf are counted, never folded into the other numbers.
 #pragma once
 
+#include "formats/element_stream.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -36,8 +38,7 @@ class TensorStatsAccumulator {
   void add(const uint8_t* element);
   DType dtype_;
   size_t element_size_;
-  uint8_t carry_[8] = {};
-  size_t carried_ = 0;
+  ElementStream stream_;
   TensorStats stats_;
 };
 
