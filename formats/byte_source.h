@@ -29,6 +29,7 @@ class FileByteSource final : public ByteSource {
   uint64_t size() const override { return size_; }
   Status read_at(uint64_t offset, void* out, size_t length) const override;
   const std::string& name() const override { return path_; }
+  int fd() const { return fd_; }  // for mapping (formats/mapped_file.h); owned by this source
 
  private:
   FileByteSource(int fd, uint64_t size, std::string path) : fd_(fd), size_(size), path_(std::move(path)) {}

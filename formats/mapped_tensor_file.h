@@ -28,6 +28,7 @@ class MappedTensorFile final : public TensorFile {
   const std::vector<ChunkInfo>& chunks() const override { return chunks_; }
   const nlohmann::json& metadata() const override { return metadata_; }
   Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const override;
+  const ByteSource* payload_source() const override { return source_.get(); }
 
  private:
   const char* format_;

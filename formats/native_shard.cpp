@@ -1,12 +1,14 @@
 #include "formats/native_shard.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "formats/file_io.h"
 #include "formats/json_fields.h"
 #include "formats/native_shard_format.h"
 #include "formats/sha256.h"
+#include "formats/streaming_file_writer.h"
 
 namespace ckpt {
 
@@ -32,32 +34,59 @@ uint64_t get_u64(const uint8_t* p) {
 }
 
 nlohmann::json chunk_to_json(const ChunkInfo& c) {
-  return {{"name", c.name},           {"component", c.component},     {"dtype", dtype_name(c.dtype)},
-          {"global_shape", c.global_shape}, {"offsets", c.offsets}, {"shape", c.shape},
-          {"data_offset", c.data_offset},   {"data_bytes", c.data_bytes}, {"sha256", c.sha256}};
+  return {{"name", c.name},
+          {"component", c.component},
+          {"dtype", dtype_name(c.dtype)},
+          {"global_shape", c.global_shape},
+          {"offsets", c.offsets},
+          {"shape", c.shape},
+          {"data_offset", c.data_offset},
+          {"data_bytes", c.data_bytes},
+          {"sha256", c.sha256}};
 }
 
 // Serialises the header for payloads laid out from `payload_start`, filling data_offset.
-std::string layout_header(std::vector<ChunkInfo>& chunks, const nlohmann::json& metadata, uint64_t payload_start) {
+std::string layout_header(std::vector<ChunkInfo>& chunks, const nlohmann::json& metadata,
+                          uint64_t payload_start) {
   uint64_t offset = payload_start;
   nlohmann::json list = nlohmann::json::array();
   for (auto& c : chunks) {
-    c.data_offset = offset;
-    offset = align_up(offset + c.data_bytes, kPayloadAlignment);
+    const uint64_t alignment =
+        c.data_bytes >= kPageAlignedPayloadMinBytes ? kPagePayloadAlignment : kPayloadAlignment;
+    c.data_offset = align_up(offset, alignment);
+    offset = c.data_offset + c.data_bytes;
     list.push_back(chunk_to_json(c));
   }
   nlohmann::json header = {{"format", "ckptcheck.native-shard"}, {"metadata", metadata}, {"chunks", list}};
   return header.dump();
 }
 
+std::array<uint8_t, kNativePreambleBytes> make_preamble(const std::string& header) {
+  std::array<uint8_t, kNativePreambleBytes> preamble{};
+  std::memcpy(preamble.data(), kNativeShardMagic, sizeof(kNativeShardMagic));
+  put_u32(preamble.data() + 8, kNativeShardVersion);
+  put_u32(preamble.data() + 12, 0);
+  put_u64(preamble.data() + 16, header.size());
+  Sha256 header_hash;
+  header_hash.update(header.data(), header.size());
+  const Sha256Digest header_digest = header_hash.finish();
+  std::memcpy(preamble.data() + 24, header_digest.data(), header_digest.size());
+  return preamble;
+}
+
 }  // namespace
 
 bool looks_like_native_shard(const uint8_t* head, size_t size) {
-  return size >= sizeof(kNativeShardMagic) && std::memcmp(head, kNativeShardMagic, sizeof(kNativeShardMagic)) == 0;
+  return size >= sizeof(kNativeShardMagic) &&
+         std::memcmp(head, kNativeShardMagic, sizeof(kNativeShardMagic)) == 0;
 }
 
 Result<WrittenFile> write_native_shard(const std::string& path, const std::vector<ChunkPayload>& payloads,
                                        const nlohmann::json& metadata) {
+  // Every SHA-256 is 64 hex digits, so the header laid out with placeholders has the length and
+  // payload offsets of the final one: payloads stream out while they are hashed, and the header
+  // (held in memory by the writer) is filled in last.
+  const std::string kPlaceholderSha(64, '0');
   std::vector<ChunkInfo> chunks;
   chunks.reserve(payloads.size());
   for (const auto& p : payloads) {
@@ -65,7 +94,7 @@ Result<WrittenFile> write_native_shard(const std::string& path, const std::vecto
     auto nbytes = checked_nbytes(c.shape, c.dtype);
     if (!nbytes) return Status::invalid_argument(path + ": chunk " + c.label() + " has an invalid shape");
     c.data_bytes = *nbytes;
-    c.sha256 = sha256_hex(p.data, c.data_bytes);
+    c.sha256 = kPlaceholderSha;
     chunks.push_back(std::move(c));
   }
   // The header holds the payload offsets and the offsets depend on the header's length: grow the
@@ -82,35 +111,38 @@ Result<WrittenFile> write_native_shard(const std::string& path, const std::vecto
     return Status::invalid_argument(path + ": header of " + std::to_string(header.size()) +
                                     " bytes exceeds the format limit; use more shards");
   }
-  header.resize(payload_start - kNativePreambleBytes, ' ');
 
-  uint8_t preamble[kNativePreambleBytes] = {};
-  std::memcpy(preamble, kNativeShardMagic, sizeof(kNativeShardMagic));
-  put_u32(preamble + 8, kNativeShardVersion);
-  put_u32(preamble + 12, 0);
-  put_u64(preamble + 16, header.size());
-  Sha256 header_hash;
-  header_hash.update(header.data(), header.size());
-  const Sha256Digest header_digest = header_hash.finish();
-  std::memcpy(preamble + 24, header_digest.data(), header_digest.size());
+  StreamingFileWriter::Options options;
+  options.held_prefix_bytes = payload_start;
+  CKPT_ASSIGN_OR_RETURN(auto file, StreamingFileWriter::create_exclusive(path, options));
+  CKPT_RETURN_IF_ERROR(file->append_zeros(static_cast<size_t>(payload_start)));
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    CKPT_RETURN_IF_ERROR(
+        file->append_zeros(static_cast<size_t>(chunks[i].data_offset - file->bytes_appended())));
+    Sha256 sha;
+    CKPT_RETURN_IF_ERROR(file->append(payloads[i].data, static_cast<size_t>(chunks[i].data_bytes), &sha));
+    chunks[i].sha256 = sha.finish_hex();
+  }
+
+  const uint64_t placeholder_length = header.size();
+  header = layout_header(chunks, metadata, payload_start);
+  if (header.size() != placeholder_length) {
+    return Status::invalid_argument(path + ": header length changed from " +
+                                    std::to_string(placeholder_length) + " to " +
+                                    std::to_string(header.size()) + " once hashes were filled in");
+  }
+  header.resize(payload_start - kNativePreambleBytes, ' ');
+  const auto preamble = make_preamble(header);
+  CKPT_RETURN_IF_ERROR(file->patch_prefix(0, preamble.data(), preamble.size()));
+  CKPT_RETURN_IF_ERROR(file->patch_prefix(kNativePreambleBytes, header.data(), header.size()));
 
   Sha256 digest;
-  digest.update(preamble, sizeof(preamble));
+  digest.update(preamble.data(), preamble.size());
   digest.update(header.data(), header.size());
-  CKPT_ASSIGN_OR_RETURN(auto file, DurableFile::create_exclusive(path));
-  auto emit = [&](const void* data, size_t size) { return file.write(data, size); };
-  static const uint8_t kZeros[kPayloadAlignment] = {};
-  CKPT_RETURN_IF_ERROR(emit(preamble, sizeof(preamble)));
-  CKPT_RETURN_IF_ERROR(emit(header.data(), header.size()));
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const uint64_t gap = chunks[i].data_offset - file.bytes_written();
-    CKPT_RETURN_IF_ERROR(emit(kZeros, static_cast<size_t>(gap)));
-    CKPT_RETURN_IF_ERROR(emit(payloads[i].data, static_cast<size_t>(chunks[i].data_bytes)));
-  }
   WrittenFile written;
   written.path = path;
-  written.bytes = file.bytes_written();
-  CKPT_RETURN_IF_ERROR(file.finish());
+  written.bytes = file->bytes_appended();
+  CKPT_RETURN_IF_ERROR(file->finish());
   written.sha256 = digest.finish_hex();
   written.sha256_of = "header";
   written.chunks = std::move(chunks);
@@ -123,7 +155,8 @@ Result<ChunkInfo> parse_chunk(const nlohmann::json& j, const std::string& where)
   ChunkInfo c;
   CKPT_ASSIGN_OR_RETURN(c.name, json_string(j, "name", where));
   if (c.name.empty() || c.name.size() > kMaxNameBytes) {
-    return Status::corruption(where + ": tensor name is empty or longer than " + std::to_string(kMaxNameBytes));
+    return Status::corruption(where + ": tensor name is empty or longer than " +
+                              std::to_string(kMaxNameBytes));
   }
   const std::string at = where + " (" + c.name + ")";
   CKPT_ASSIGN_OR_RETURN(c.component, json_string(j, "component", at));
@@ -140,7 +173,8 @@ Result<ChunkInfo> parse_chunk(const nlohmann::json& j, const std::string& where)
   if (c.sha256.size() != 64) return Status::corruption(at + ": sha256 is not 64 hex digits");
   if (c.offsets.size() != c.global_shape.size() || c.shape.size() != c.global_shape.size()) {
     return Status::corruption(at + ": rank mismatch: global_shape " + shape_to_string(c.global_shape) +
-                              ", offsets " + shape_to_string(c.offsets) + ", shape " + shape_to_string(c.shape));
+                              ", offsets " + shape_to_string(c.offsets) + ", shape " +
+                              shape_to_string(c.shape));
   }
   for (size_t d = 0; d < c.shape.size(); ++d) {
     if (c.offsets[d] > c.global_shape[d] || c.shape[d] > c.global_shape[d] - c.offsets[d]) {
@@ -172,8 +206,8 @@ Status check_payload_layout(std::vector<ChunkInfo>& chunks, uint64_t payload_sta
     }
     if (c->data_offset < end) {
       return Status::corruption(where + " @" + std::to_string(c->data_offset) + ": payload of " + c->label() +
-                                " overlaps the header or a previous payload (which ends at " + std::to_string(end) +
-                                ")");
+                                " overlaps the header or a previous payload (which ends at " +
+                                std::to_string(end) + ")");
     }
     if (c->data_bytes > UINT64_MAX - c->data_offset) {
       return Status::corruption(where + ": payload range of " + c->label() + " overflows");
@@ -181,12 +215,13 @@ Status check_payload_layout(std::vector<ChunkInfo>& chunks, uint64_t payload_sta
     end = c->data_offset + c->data_bytes;
   }
   if (end > file_size) {
-    return Status::truncated(where + ": file has " + std::to_string(file_size) + " bytes but its header places payloads up to byte " +
-                             std::to_string(end) + " (torn write?)");
+    return Status::truncated(where + ": file has " + std::to_string(file_size) +
+                             " bytes but its header places payloads up to byte " + std::to_string(end) +
+                             " (torn write?)");
   }
   if (align_up(end, kPayloadAlignment) < file_size) {
-    return Status::corruption(where + ": " + std::to_string(file_size - end) + " unexpected bytes after the last payload (at " +
-                              std::to_string(end) + ")");
+    return Status::corruption(where + ": " + std::to_string(file_size - end) +
+                              " unexpected bytes after the last payload (at " + std::to_string(end) + ")");
   }
   return Status::ok();
 }
@@ -207,8 +242,8 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
   }
   const uint32_t version = get_u32(preamble + 8);
   if (version != kNativeShardVersion) {
-    return Status::not_supported(where + " @8: format version " + std::to_string(version) + ", this build reads " +
-                                 std::to_string(kNativeShardVersion));
+    return Status::not_supported(where + " @8: format version " + std::to_string(version) +
+                                 ", this build reads " + std::to_string(kNativeShardVersion));
   }
   if (get_u32(preamble + 12) != 0) return Status::not_supported(where + " @12: unknown flags set");
   const uint64_t header_len = get_u64(preamble + 16);
@@ -217,20 +252,21 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
                               std::to_string(kMaxHeaderBytes) + "]");
   }
   if (header_len > source->size() - kNativePreambleBytes) {
-    return Status::truncated(where + " @16: header length " + std::to_string(header_len) + " runs past the end of the " +
-                             std::to_string(source->size()) + "-byte file");
+    return Status::truncated(where + " @16: header length " + std::to_string(header_len) +
+                             " runs past the end of the " + std::to_string(source->size()) + "-byte file");
   }
   std::string header(static_cast<size_t>(header_len), '\0');
   CKPT_RETURN_IF_ERROR(source->read_at(kNativePreambleBytes, header.data(), header.size()));
   const std::string header_sha = sha256_hex(header);
   const std::string expected_sha = to_hex(preamble + 24, 32);
   if (header_sha != expected_sha) {
-    return Status::corruption(where + " @" + std::to_string(kNativePreambleBytes) + ": header sha256 mismatch: expected " +
-                              expected_sha + " got " + header_sha);
+    return Status::corruption(where + " @" + std::to_string(kNativePreambleBytes) +
+                              ": header sha256 mismatch: expected " + expected_sha + " got " + header_sha);
   }
   CKPT_ASSIGN_OR_RETURN(auto json, parse_json(header, where + " header"));
   CKPT_ASSIGN_OR_RETURN(std::string format, json_string(json, "format", where + " header"));
-  if (format != "ckptcheck.native-shard") return Status::corruption(where + ": header format is '" + format + "'");
+  if (format != "ckptcheck.native-shard")
+    return Status::corruption(where + ": header format is '" + format + "'");
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* list, json_array(json, "chunks", where + " header"));
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* metadata, json_object(json, "metadata", where + " header"));
   if (list->size() > kMaxChunksPerShard) return Status::corruption(where + ": too many chunks");
@@ -242,7 +278,8 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
     CKPT_ASSIGN_OR_RETURN(ChunkInfo c, parse_chunk((*list)[i], where + " chunk " + std::to_string(i)));
     file->chunks_.push_back(std::move(c));
   }
-  CKPT_RETURN_IF_ERROR(check_payload_layout(file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
+  CKPT_RETURN_IF_ERROR(
+      check_payload_layout(file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
   file->source_ = std::move(source);
   return file;
 }
@@ -252,7 +289,8 @@ Result<std::string> native_shard_header_digest(const ByteSource& source) {
   CKPT_RETURN_IF_ERROR(source.read_at(0, preamble, sizeof(preamble)));
   const uint64_t header_len = get_u64(preamble + 16);
   if (header_len == 0 || header_len > kMaxHeaderBytes) {
-    return Status::corruption(source.name() + " @16: header length " + std::to_string(header_len) + " out of bounds");
+    return Status::corruption(source.name() + " @16: header length " + std::to_string(header_len) +
+                              " out of bounds");
   }
   return sha256_hex_of_range(source, 0, kNativePreambleBytes + header_len);
 }
@@ -263,7 +301,8 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard_file(const std::strin
 }
 
 Status NativeShardFile::read_chunk(size_t index, uint64_t offset, void* out, size_t length) const {
-  if (index >= chunks_.size()) return Status::invalid_argument(path() + ": no chunk " + std::to_string(index));
+  if (index >= chunks_.size())
+    return Status::invalid_argument(path() + ": no chunk " + std::to_string(index));
   const ChunkInfo& c = chunks_[index];
   if (!range_within(offset, length, c.data_bytes)) {
     return Status::invalid_argument(path() + ": read past the end of " + c.label());

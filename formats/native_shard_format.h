@@ -23,6 +23,11 @@ constexpr uint64_t kNativePreambleBytes = 56;
 constexpr uint64_t kMaxHeaderBytes = 16ull << 20;  // 16 MiB: ~100k chunks, far above any real shard
 constexpr uint64_t kMaxChunksPerShard = 1u << 20;
 constexpr uint64_t kPayloadAlignment = 64;  // cache line; lets readers mmap/DMA payloads directly
+// A writer's choice within the format (readers require only kPayloadAlignment): payloads of at
+// least kPageAlignedPayloadMinBytes start on a 4 KiB page, so a loader can map the row blocks of a
+// tensor split over several shards side by side into one zero-copy array (shards/mapped_checkpoint.h).
+constexpr uint64_t kPageAlignedPayloadMinBytes = 64u << 10;
+constexpr uint64_t kPagePayloadAlignment = 4096;
 constexpr const char* kNativeShardExtension = ".cks";
 
 inline uint64_t align_up(uint64_t value, uint64_t alignment) {

@@ -30,7 +30,7 @@ struct WrittenFile {
   std::vector<ChunkInfo> chunks;  // with data_offset and sha256 of each payload filled in
 };
 
-// Writes a new file (never overwrites: DurableFile::create_exclusive, fsync before returning).
+// Writes a new file (never overwrites: O_EXCL; fsynced before returning).
 // `metadata` is format-level JSON (step, shard_index, shard_count, ...) stored in the file.
 using ShardFileWriter = Result<WrittenFile> (*)(const std::string& path,
                                                 const std::vector<ChunkPayload>& chunks,

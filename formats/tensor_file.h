@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/byte_source.h"
 #include "formats/dtype.h"
 #include "formats/status.h"
 
@@ -40,6 +41,10 @@ class TensorFile {
   virtual const nlohmann::json& metadata() const = 0;
   // Reads `length` bytes starting `offset` bytes into chunk `index`'s payload.
   virtual Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const = 0;
+  // The source in which every chunk's payload is the plain byte range [data_offset, data_offset +
+  // data_bytes), or null if payloads are not stored that way. The loader maps such files instead
+  // of reading them (shards/checkpoint_reader.h).
+  virtual const ByteSource* payload_source() const { return nullptr; }
 };
 
 }  // namespace ckpt

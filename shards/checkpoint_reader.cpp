@@ -3,11 +3,10 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 
 #include "formats/file_io.h"
-#include "formats/sha256.h"
 #include "formats/shard_formats.h"
+#include "shards/mapped_checkpoint.h"
 
 namespace ckpt {
 
@@ -15,7 +14,8 @@ namespace {
 
 Result<std::string> real_path(const std::string& path) {
   char buf[PATH_MAX];
-  if (!::realpath(path.c_str(), buf)) return Status::io_error(path + ": cannot resolve: " + std::strerror(errno));
+  if (!::realpath(path.c_str(), buf))
+    return Status::io_error(path + ": cannot resolve: " + std::strerror(errno));
   return std::string(buf);
 }
 
@@ -35,7 +35,8 @@ const ChunkInfo* find_file_chunk(const TensorFile& file, const std::string& name
 
 Result<std::string> resolve_shard_path(const std::string& checkpoint_dir, const std::string& relative) {
   if (!is_safe_relative_path(relative)) {
-    return Status::corruption(checkpoint_dir + ": shard path '" + relative + "' leaves the checkpoint directory");
+    return Status::corruption(checkpoint_dir + ": shard path '" + relative +
+                              "' leaves the checkpoint directory");
   }
   const std::string path = checkpoint_dir + "/" + relative;
   if (!path_exists(path)) return Status::not_found(path + ": shard file is missing");
@@ -48,8 +49,8 @@ Result<std::string> resolve_shard_path(const std::string& checkpoint_dir, const 
   return path;
 }
 
-Result<std::unique_ptr<TensorFile>> open_manifest_shard(const std::string& checkpoint_dir, const Manifest& manifest,
-                                                        size_t index) {
+Result<std::unique_ptr<TensorFile>> open_manifest_shard(const std::string& checkpoint_dir,
+                                                        const Manifest& manifest, size_t index) {
   const ManifestShard& shard = manifest.shards[index];
   const ShardFormat* format = find_shard_format(shard.format);
   if (!format) return Status::not_supported(shard.path + ": unknown shard format '" + shard.format + "'");
@@ -57,8 +58,9 @@ Result<std::unique_ptr<TensorFile>> open_manifest_shard(const std::string& check
   return format->open(path);
 }
 
-void scatter_chunk(const std::vector<int64_t>& global_shape, size_t element_size, const std::vector<int64_t>& offsets,
-                   const std::vector<int64_t>& shape, const uint8_t* chunk_bytes, uint8_t* global) {
+void scatter_chunk(const std::vector<int64_t>& global_shape, size_t element_size,
+                   const std::vector<int64_t>& offsets, const std::vector<int64_t>& shape,
+                   const uint8_t* chunk_bytes, uint8_t* global) {
   const size_t rank = global_shape.size();
   if (rank == 0) {
     std::memcpy(global, chunk_bytes, element_size);
@@ -74,8 +76,8 @@ void scatter_chunk(const std::vector<int64_t>& global_shape, size_t element_size
   for (int64_t r = 0; r < runs; ++r) {
     int64_t element = 0;
     for (size_t d = 0; d < rank; ++d) element += (offsets[d] + index[d]) * stride[d];
-    std::memcpy(global + element * static_cast<int64_t>(element_size), chunk_bytes + r * static_cast<int64_t>(run_bytes),
-                run_bytes);
+    std::memcpy(global + element * static_cast<int64_t>(element_size),
+                chunk_bytes + r * static_cast<int64_t>(run_bytes), run_bytes);
     for (size_t d = rank - 1; d-- > 0;) {  // odometer over all dims but the last
       if (++index[d] < shape[d]) break;
       index[d] = 0;
@@ -83,47 +85,14 @@ void scatter_chunk(const std::vector<int64_t>& global_shape, size_t element_size
   }
 }
 
-Result<std::vector<LoadedTensor>> load_checkpoint_tensors(const std::string& checkpoint_dir, const Manifest& manifest,
+Result<std::vector<LoadedTensor>> load_checkpoint_tensors(const std::string& checkpoint_dir,
+                                                          const Manifest& manifest,
                                                           const LoadOptions& options) {
-  std::map<size_t, std::unique_ptr<TensorFile>> open_shards;
+  CKPT_ASSIGN_OR_RETURN(MappedCheckpoint mapped, map_checkpoint_tensors(checkpoint_dir, manifest, options));
   std::vector<LoadedTensor> loaded;
-  for (const ManifestTensor& t : manifest.tensors) {
-    if (options.select && !options.select(t)) continue;
-    LoadedTensor out{t.name, t.component, t.dtype, t.shape, {}};
-    auto nbytes = checked_nbytes(t.shape, t.dtype);
-    if (!nbytes) return Status::corruption(t.name + ": shape " + shape_to_string(t.shape) + " overflows");
-    out.bytes.assign(static_cast<size_t>(*nbytes), 0);
-    uint64_t covered = 0;
-    for (const ManifestChunk& mc : t.chunks) {
-      auto& shard = open_shards[mc.shard];
-      if (!shard) {
-        CKPT_ASSIGN_OR_RETURN(shard, open_manifest_shard(checkpoint_dir, manifest, mc.shard));
-      }
-      const std::string& shard_name = manifest.shards[mc.shard].path;
-      size_t index = 0;
-      const ChunkInfo* fc = find_file_chunk(*shard, t.name, mc, &index);
-      if (!fc) {
-        return Status::corruption(shard_name + ": has no chunk of " + t.name + " at offsets " + shape_to_string(mc.offsets));
-      }
-      if (fc->dtype != t.dtype || fc->global_shape != t.shape) {
-        return Status::corruption(shard_name + ": chunk " + fc->label() + " is " + dtype_name(fc->dtype) +
-                                  shape_to_string(fc->global_shape) + ", manifest says " + dtype_name(t.dtype) +
-                                  shape_to_string(t.shape));
-      }
-      CKPT_ASSIGN_OR_RETURN(auto bytes, read_whole_chunk(*shard, index));
-      const std::string actual = sha256_hex(bytes.data(), bytes.size());
-      if (actual != mc.sha256) {
-        return Status::corruption(shard_name + " @" + std::to_string(fc->data_offset) + ": sha256 mismatch for " +
-                                  fc->label() + ": expected " + mc.sha256 + " got " + actual);
-      }
-      scatter_chunk(t.shape, dtype_size(t.dtype), mc.offsets, mc.shape, bytes.data(), out.bytes.data());
-      covered += bytes.size();
-    }
-    if (covered != out.bytes.size()) {
-      return Status::corruption(t.name + ": chunks cover " + std::to_string(covered) + " of " +
-                                std::to_string(out.bytes.size()) + " bytes");
-    }
-    loaded.push_back(std::move(out));
+  loaded.reserve(mapped.tensors().size());
+  for (const TensorView& v : mapped.tensors()) {
+    loaded.push_back({v.name, v.component, v.dtype, v.shape, std::vector<uint8_t>(v.data, v.data + v.bytes)});
   }
   return loaded;
 }

@@ -34,9 +34,17 @@ void scatter_chunk(const std::vector<int64_t>& global_shape, size_t element_size
 struct LoadOptions {
   // Only tensors for which this returns true are read (all when empty).
   std::function<bool(const ManifestTensor&)> select;
+  // Check every chunk's bytes against the manifest's SHA-256 (the default). Off only where the
+  // caller measures or has checked the same files itself (the bench's "trusted" load row).
+  bool verify_hashes = true;
+  // Map shard files (zero-copy views). false: read each needed payload with pread instead, for a
+  // caller whose memory must not count mapped page-cache folios (verify's resume-scalar check).
+  bool map_files = true;
+  size_t jobs = 0;  // threads hashing and assembling chunks; 0: one per core
 };
 
-// Loads and reassembles tensors. Errors name the shard, chunk and tensor.
+// Loads and reassembles tensors into buffers they own (a copy of map_checkpoint_tensors' views,
+// shards/mapped_checkpoint.h). Errors name the shard, chunk and tensor.
 Result<std::vector<LoadedTensor>> load_checkpoint_tensors(const std::string& checkpoint_dir, const Manifest& manifest,
                                                           const LoadOptions& options = {});
 

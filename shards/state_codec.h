@@ -20,7 +20,7 @@ at::ScalarType scalar_type_of(DType dtype);
 // Views into the state's tensors (which must be contiguous CPU tensors and outlive the views).
 Result<std::vector<TensorView>> views_of_state(const TrainingState& state);
 
-// Wraps loaded bytes as CPU tensors (copied, so the LoadedTensors may be freed).
-std::map<std::string, at::Tensor> tensors_from_loaded(const std::vector<LoadedTensor>& loaded);
+// Copies viewed bytes (a mapped checkpoint's tensors) into new CPU tensors that outlive the views.
+std::map<std::string, at::Tensor> tensors_from_views(const std::vector<TensorView>& views);
 
 }  // namespace ckpt

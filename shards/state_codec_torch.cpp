@@ -54,11 +54,11 @@ Result<std::vector<TensorView>> views_of_state(const TrainingState& state) {
   return views;
 }
 
-std::map<std::string, at::Tensor> tensors_from_loaded(const std::vector<LoadedTensor>& loaded) {
+std::map<std::string, at::Tensor> tensors_from_views(const std::vector<TensorView>& views) {
   std::map<std::string, at::Tensor> out;
-  for (const LoadedTensor& t : loaded) {
+  for (const TensorView& t : views) {
     at::Tensor tensor = at::empty(t.shape, at::TensorOptions().dtype(scalar_type_of(t.dtype)));
-    if (!t.bytes.empty()) std::memcpy(tensor.data_ptr(), t.bytes.data(), t.bytes.size());
+    if (t.bytes > 0) std::memcpy(tensor.data_ptr(), t.data, t.bytes);
     out.emplace(t.name, std::move(tensor));
   }
   return out;

@@ -352,6 +352,7 @@ void check_shards(const std::string& dir, const Manifest& manifest, const Verify
 void check_resume_state(const std::string& dir, const Manifest& manifest, VerifyReport& report) {
   LoadOptions load;
   load.select = is_resume_scalar;
+  load.map_files = false;  // verify streams with pread and never maps: its memory stays flat
   auto loaded = load_checkpoint_tensors(dir, manifest, load);
   std::map<std::string, LoadedTensor> scalars;
   if (loaded.is_ok()) {

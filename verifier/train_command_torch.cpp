@@ -14,7 +14,7 @@
 #include "formats/native_shard.h"
 #include "formats/sha256.h"
 #include "shards/checkpoint_dir.h"
-#include "shards/checkpoint_reader.h"
+#include "shards/mapped_checkpoint.h"
 #include "shards/checkpoint_writer.h"
 #include "shards/distributed_checkpoint.h"
 #include "shards/state_codec.h"
@@ -187,8 +187,9 @@ class TrainRun {
     if (group_) {
       CKPT_RETURN_IF_ERROR(restore_resharded(dir, manifest, faults));
     } else {
-      CKPT_ASSIGN_OR_RETURN(auto loaded, load_checkpoint_tensors(dir, manifest));
-      CKPT_RETURN_IF_ERROR(trainer_->import_state(tensors_from_loaded(loaded), faults));
+      // Hashes checked on the way; one copy, from the page cache straight into the new tensors.
+      CKPT_ASSIGN_OR_RETURN(auto mapped, map_checkpoint_tensors(dir, manifest));
+      CKPT_RETURN_IF_ERROR(trainer_->import_state(tensors_from_views(mapped.tensors()), faults));
     }
     summary_["restored_from"] = dir;
     summary_["restored_step"] = manifest.step;

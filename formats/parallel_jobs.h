@@ -1,0 +1,34 @@
+// Runs independent jobs on a few threads: the loader hashes and places chunks with it
+// (shards/mapped_checkpoint.cpp). Torch-free and lock-free: jobs write only their own results.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <thread>
+#include <vector>
+
+namespace ckpt {
+
+// `requested` threads (0: one per core), never more than there are jobs, at least one.
+inline size_t resolve_jobs(size_t requested, size_t count) {
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::max<size_t>(1, std::min(requested ? requested : cores, count));
+}
+
+// Calls job(i) once for every i in [0, count), from up to `threads` threads, and returns when all
+// are done. Jobs are handed out in index order, so early indices start first.
+template <typename Job>
+void run_parallel(size_t count, size_t threads, const Job& job) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < count;) job(i);
+  };
+  threads = std::min(threads, count);
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();  // the calling thread is one of them
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace ckpt

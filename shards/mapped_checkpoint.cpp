@@ -1,0 +1,247 @@
+#include "shards/mapped_checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "formats/mapped_file.h"
+#include "formats/parallel_jobs.h"
+#include "formats/sha256.h"
+
+namespace ckpt {
+
+namespace {
+
+// A manifest chunk matched with its entry in the shard file's own header.
+struct ResolvedChunk {
+  const ManifestChunk* manifest = nullptr;
+  const ChunkInfo* file = nullptr;
+  const std::string* shard_name = nullptr;
+  const uint8_t* mapped = nullptr;  // the payload in the shard's whole-file mapping (or a read copy)
+  bool in_mapping = false;          // false: `mapped` is a copy read with pread
+};
+
+// One unit of parallel work: hash a chunk where its bytes are and, if the tensor is assembled,
+// copy it into place.
+struct ChunkJob {
+  ResolvedChunk chunk;
+  const ManifestTensor* tensor = nullptr;
+  const uint8_t* source = nullptr;  // where the bytes are hashed (what the view will read)
+  uint8_t* destination = nullptr;   // assembled tensors only: the tensor's buffer
+  bool scatter = false;             // an N-d chunk, copied run by run after hashing
+};
+
+bool is_row_range(const ManifestChunk& c, const std::vector<int64_t>& global_shape) {
+  if (c.shape.empty()) return false;
+  for (size_t d = 1; d < c.shape.size(); ++d) {
+    if (c.offsets[d] != 0 || c.shape[d] != global_shape[d]) return false;
+  }
+  return true;
+}
+
+uint64_t row_bytes(const ManifestTensor& t) {
+  uint64_t bytes = dtype_size(t.dtype);
+  for (size_t d = 1; d < t.shape.size(); ++d) bytes *= static_cast<uint64_t>(t.shape[d]);
+  return bytes;
+}
+
+class CheckpointMapper {
+ public:
+  CheckpointMapper(const std::string& dir, const Manifest& manifest, const LoadOptions& options)
+      : dir_(dir), manifest_(manifest), options_(options) {}
+
+  Result<MappedCheckpoint> run() {
+    for (const ManifestTensor& t : manifest_.tensors) {
+      if (options_.select && !options_.select(t)) continue;
+      CKPT_RETURN_IF_ERROR(add_tensor(t));
+    }
+    CKPT_RETURN_IF_ERROR(run_jobs());
+    // The whole-file mappings back the whole-chunk views: they live as long as the result.
+    for (auto& entry : mappings_) out_.keep(std::move(entry.second));
+    return std::move(out_);
+  }
+
+ private:
+  Result<const TensorFile*> shard(size_t index) {
+    auto& file = files_[index];
+    if (!file) {
+      CKPT_ASSIGN_OR_RETURN(file, open_manifest_shard(dir_, manifest_, index));
+    }
+    return file.get();
+  }
+
+  // The payload's bytes: inside the shard's mapping when its format stores payloads as plain file
+  // ranges (all of ours do), else read once into memory this object keeps.
+  Result<const uint8_t*> payload(size_t index, const TensorFile& file, size_t chunk_index,
+                                 const ChunkInfo& c) {
+    const auto* source = dynamic_cast<const FileByteSource*>(file.payload_source());
+    if (!source || !options_.map_files) {
+      CKPT_ASSIGN_OR_RETURN(auto bytes, read_whole_chunk(file, chunk_index));
+      auto kept = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+      out_.keep(kept);
+      return kept->data();
+    }
+    auto& mapping = mappings_[index];
+    if (!mapping) {
+      CKPT_ASSIGN_OR_RETURN(mapping, MappedFile::map(*source, /*populate=*/false));
+    }
+    if (c.data_offset > mapping->size() || c.data_bytes > mapping->size() - c.data_offset) {
+      return Status::truncated(file.path() + ": payload of " + c.label() + " ends past the mapped " +
+                               std::to_string(mapping->size()) + " bytes");
+    }
+    return mapping->data() + c.data_offset;
+  }
+
+  Result<std::vector<ResolvedChunk>> resolve(const ManifestTensor& t) {
+    std::vector<ResolvedChunk> resolved;
+    for (const ManifestChunk& mc : t.chunks) {
+      CKPT_ASSIGN_OR_RETURN(const TensorFile* file, shard(mc.shard));
+      const std::string& shard_name = manifest_.shards[mc.shard].path;
+      size_t index = 0;
+      const ChunkInfo* fc = find_file_chunk(*file, t.name, mc, &index);
+      if (!fc) {
+        return Status::corruption(shard_name + ": has no chunk of " + t.name + " at offsets " +
+                                  shape_to_string(mc.offsets));
+      }
+      if (fc->dtype != t.dtype || fc->global_shape != t.shape) {
+        return Status::corruption(shard_name + ": chunk " + fc->label() + " is " + dtype_name(fc->dtype) +
+                                  shape_to_string(fc->global_shape) + ", manifest says " +
+                                  dtype_name(t.dtype) + shape_to_string(t.shape));
+      }
+      CKPT_ASSIGN_OR_RETURN(const uint8_t* mapped, payload(mc.shard, *file, index, *fc));
+      resolved.push_back({&mc, fc, &shard_name, mapped, mappings_.count(mc.shard) > 0});
+    }
+    return resolved;
+  }
+
+  // Row ranges covering rows [0, rows) exactly once, in order, from page-aligned file ranges.
+  Result<std::shared_ptr<const MappedFile>> stitch(const ManifestTensor& t,
+                                                   std::vector<ResolvedChunk>& chunks) {
+    if (chunks.size() < 2) return std::shared_ptr<const MappedFile>();
+    for (const ResolvedChunk& c : chunks) {
+      if (!c.in_mapping || !is_row_range(*c.manifest, t.shape)) return std::shared_ptr<const MappedFile>();
+    }
+    std::sort(chunks.begin(), chunks.end(), [](const ResolvedChunk& a, const ResolvedChunk& b) {
+      return a.manifest->offsets[0] < b.manifest->offsets[0];
+    });
+    std::vector<MappedFile::FileRange> ranges;
+    int64_t next_row = 0;
+    for (const ResolvedChunk& c : chunks) {
+      if (c.manifest->offsets[0] != next_row) return std::shared_ptr<const MappedFile>();
+      next_row += c.manifest->shape[0];
+      const auto* source = dynamic_cast<const FileByteSource*>(files_[c.manifest->shard]->payload_source());
+      ranges.push_back({source, c.file->data_offset, c.file->data_bytes});
+    }
+    if (next_row != t.shape[0] || !MappedFile::can_stitch(ranges)) return std::shared_ptr<const MappedFile>();
+    return MappedFile::stitch(ranges, /*populate=*/false);
+  }
+
+  Status add_tensor(const ManifestTensor& t) {
+    auto nbytes = checked_nbytes(t.shape, t.dtype);
+    if (!nbytes) return Status::corruption(t.name + ": shape " + shape_to_string(t.shape) + " overflows");
+    CKPT_ASSIGN_OR_RETURN(std::vector<ResolvedChunk> chunks, resolve(t));
+    uint64_t covered = 0;
+    for (const ResolvedChunk& c : chunks) covered += c.file->data_bytes;
+    if (covered != *nbytes) {
+      return Status::corruption(t.name + ": chunks cover " + std::to_string(covered) + " of " +
+                                std::to_string(*nbytes) + " bytes");
+    }
+    TensorView view{t.name, t.component, t.dtype, t.shape, nullptr, *nbytes};
+    const bool whole = chunks.size() == 1 && chunks[0].manifest->shape == t.shape &&
+                       reinterpret_cast<uintptr_t>(chunks[0].mapped) % dtype_size(t.dtype) == 0;
+    if (whole) {
+      view.data = chunks[0].mapped;
+      jobs_.push_back({chunks[0], &t, chunks[0].mapped, nullptr, false});
+      out_.add(std::move(view), chunks[0].in_mapping);
+      return Status::ok();
+    }
+    CKPT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> stitched, stitch(t, chunks));
+    if (stitched) {
+      view.data = stitched->data();
+      const uint64_t row = row_bytes(t);
+      for (const ResolvedChunk& c : chunks) {
+        jobs_.push_back(
+            {c, &t, stitched->data() + static_cast<uint64_t>(c.manifest->offsets[0]) * row, nullptr, false});
+      }
+      out_.keep(std::move(stitched));
+      out_.add(std::move(view), true);
+      return Status::ok();
+    }
+    // Assembled: zero-filled first, so a hostile manifest's gaps read as zeros, never old heap.
+    std::shared_ptr<uint8_t> buffer(new uint8_t[*nbytes ? *nbytes : 1](), std::default_delete<uint8_t[]>());
+    view.data = buffer.get();
+    const uint64_t row = row_bytes(t);
+    for (const ResolvedChunk& c : chunks) {
+      if (is_row_range(*c.manifest, t.shape)) {
+        jobs_.push_back(
+            {c, &t, c.mapped, buffer.get() + static_cast<uint64_t>(c.manifest->offsets[0]) * row, false});
+      } else {
+        jobs_.push_back({c, &t, c.mapped, buffer.get(), true});
+      }
+    }
+    out_.keep(std::move(buffer));
+    out_.add(std::move(view), false);
+    return Status::ok();
+  }
+
+  Status run_job(const ChunkJob& job) const {
+    const ChunkInfo& fc = *job.chunk.file;
+    const ManifestChunk& mc = *job.chunk.manifest;
+    const uint64_t size = fc.data_bytes;
+    const bool contiguous_copy = job.destination && !job.scatter;
+    if (options_.verify_hashes) {
+      // Copy a piece, then hash the copy while it is in L2: SHA-256 fed from DRAM runs a third
+      // slower than memcpy + SHA-256 from cache on the bench machine. Views hash a scratch copy.
+      constexpr uint64_t kPiece = 256 << 10;
+      std::vector<uint8_t> scratch(contiguous_copy ? 0 : static_cast<size_t>(std::min(kPiece, size)));
+      Sha256 sha;
+      for (uint64_t done = 0; done < size;) {
+        const size_t n = static_cast<size_t>(std::min(kPiece, size - done));
+        uint8_t* copy = contiguous_copy ? job.destination + done : scratch.data();
+        std::memcpy(copy, job.source + done, n);
+        sha.update(copy, n);
+        done += n;
+      }
+      const std::string actual = sha.finish_hex();
+      if (actual != mc.sha256) {
+        return Status::corruption(*job.chunk.shard_name + " @" + std::to_string(fc.data_offset) +
+                                  ": sha256 mismatch for " + fc.label() + ": expected " + mc.sha256 +
+                                  " got " + actual);
+      }
+    } else if (contiguous_copy) {
+      std::memcpy(job.destination, job.source, static_cast<size_t>(size));
+    } else if (!job.scatter && job.chunk.in_mapping) {
+      MappedFile::populate(job.source, size);  // a zero-copy view: resident and mapped on return
+    }
+    if (job.scatter) {
+      scatter_chunk(job.tensor->shape, dtype_size(job.tensor->dtype), mc.offsets, mc.shape, job.source,
+                    job.destination);
+    }
+    return Status::ok();
+  }
+
+  Status run_jobs() {
+    std::vector<Status> results(jobs_.size(), Status::ok());
+    run_parallel(jobs_.size(), resolve_jobs(options_.jobs, jobs_.size()),
+                 [&](size_t i) { results[i] = run_job(jobs_[i]); });
+    for (const Status& s : results) CKPT_RETURN_IF_ERROR(s);
+    return Status::ok();
+  }
+
+  const std::string& dir_;
+  const Manifest& manifest_;
+  const LoadOptions& options_;
+  std::map<size_t, std::unique_ptr<TensorFile>> files_;
+  std::map<size_t, std::shared_ptr<const MappedFile>> mappings_;
+  std::vector<ChunkJob> jobs_;
+  MappedCheckpoint out_;
+};
+
+}  // namespace
+
+Result<MappedCheckpoint> map_checkpoint_tensors(const std::string& checkpoint_dir, const Manifest& manifest,
+                                                const LoadOptions& options) {
+  return CheckpointMapper(checkpoint_dir, manifest, options).run();
+}
+
+}  // namespace ckpt
