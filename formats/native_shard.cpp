@@ -33,18 +33,6 @@ uint64_t get_u64(const uint8_t* p) {
   return v;
 }
 
-nlohmann::json chunk_to_json(const ChunkInfo& c) {
-  return {{"name", c.name},
-          {"component", c.component},
-          {"dtype", dtype_name(c.dtype)},
-          {"global_shape", c.global_shape},
-          {"offsets", c.offsets},
-          {"shape", c.shape},
-          {"data_offset", c.data_offset},
-          {"data_bytes", c.data_bytes},
-          {"sha256", c.sha256}};
-}
-
 // Serialises the header for payloads laid out from `payload_start`, filling data_offset.
 std::string layout_header(std::vector<ChunkInfo>& chunks, const nlohmann::json& metadata,
                           uint64_t payload_start) {
@@ -55,7 +43,7 @@ std::string layout_header(std::vector<ChunkInfo>& chunks, const nlohmann::json& 
         c.data_bytes >= kPageAlignedPayloadMinBytes ? kPagePayloadAlignment : kPayloadAlignment;
     c.data_offset = align_up(offset, alignment);
     offset = c.data_offset + c.data_bytes;
-    list.push_back(chunk_to_json(c));
+    list.push_back(c.to_json());
   }
   nlohmann::json header = {{"format", "ckptcheck.native-shard"}, {"metadata", metadata}, {"chunks", list}};
   return header.dump();

@@ -2,6 +2,18 @@
 
 namespace ckpt {
 
+nlohmann::json ChunkInfo::to_json() const {
+  return {{"name", name},
+          {"component", component},
+          {"dtype", dtype_name(dtype)},
+          {"global_shape", global_shape},
+          {"offsets", offsets},
+          {"shape", shape},
+          {"data_offset", data_offset},
+          {"data_bytes", data_bytes},
+          {"sha256", sha256}};
+}
+
 std::string ChunkInfo::label() const {
   bool whole = offsets.size() == global_shape.size() && shape == global_shape;
   for (int64_t o : offsets) whole = whole && o == 0;

@@ -29,6 +29,9 @@ struct ChunkInfo {
 
   // "model.w[0:128, 0:64]" — how chunks are named in messages.
   std::string label() const;
+  // Every field under its own name, dtype by name: the native header's chunk entry, and what a
+  // rank reports to rank 0 about the chunks it wrote.
+  nlohmann::json to_json() const;
 };
 
 class TensorFile {

@@ -21,18 +21,6 @@ bool rank_owned(const StateTensor& t) {
   return !t.offsets.empty() || t.name.rfind("rng.", 0) == 0;
 }
 
-json chunk_to_json(const ChunkInfo& c) {
-  return {{"name", c.name},
-          {"component", c.component},
-          {"dtype", dtype_name(c.dtype)},
-          {"global_shape", c.global_shape},
-          {"offsets", c.offsets},
-          {"shape", c.shape},
-          {"data_offset", c.data_offset},
-          {"data_bytes", c.data_bytes},
-          {"sha256", c.sha256}};
-}
-
 // Parses what a peer rank sent; a malformed report fails the save rather than the process.
 Result<ChunkInfo> chunk_from_json(const json& j) {
   try {
@@ -82,7 +70,7 @@ Result<std::vector<ChunkPayload>> my_payloads(const TrainingState& state, int ra
 std::string report_of(const Result<WrittenFile>& w, const std::string& file_name) {
   if (!w.is_ok()) return json{{"ok", false}, {"error", w.status().to_string()}}.dump();
   json chunks = json::array();
-  for (const ChunkInfo& c : w->chunks) chunks.push_back(chunk_to_json(c));
+  for (const ChunkInfo& c : w->chunks) chunks.push_back(c.to_json());
   return json{
       {"ok", true}, {"file", file_name}, {"bytes", w->bytes}, {"sha256", w->sha256}, {"sha256_of", w->sha256_of}, {"chunks", chunks}}
       .dump();
