@@ -23,12 +23,11 @@ uint64_t MappedFile::page_size() {
   return size;
 }
 
-Result<std::shared_ptr<const MappedFile>> MappedFile::map(const FileByteSource& source, bool populate) {
+Result<std::shared_ptr<const MappedFile>> MappedFile::map(const FileByteSource& source) {
   const uint64_t size = source.size();
   const uint8_t* data = nullptr;
   if (size > 0) {  // mmap of zero bytes is EINVAL; an empty file maps to no bytes
-    void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ,
-                     MAP_PRIVATE | (populate ? MAP_POPULATE : 0), source.fd(), 0);
+    void* p = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, source.fd(), 0);
     if (p == MAP_FAILED) {
       return Status::io_error(source.name() + ": cannot map " + std::to_string(size) +
                               " bytes: " + std::strerror(errno));
@@ -36,12 +35,12 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::map(const FileByteSource& 
     data = static_cast<const uint8_t*>(p);
   }
   // The mapping holds its own reference to the file; the source may close its descriptor.
-  return std::shared_ptr<const MappedFile>(new MappedFile(source.name(), data, size, round_up_to_page(size)));
+  return std::shared_ptr<const MappedFile>(new MappedFile(data, size, round_up_to_page(size)));
 }
 
-Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& path, bool populate) {
+Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& path) {
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
-  return map(*source, populate);
+  return map(*source);
 }
 
 bool MappedFile::can_stitch(const std::vector<FileRange>& ranges) {
@@ -55,8 +54,7 @@ bool MappedFile::can_stitch(const std::vector<FileRange>& ranges) {
   return true;
 }
 
-Result<std::shared_ptr<const MappedFile>> MappedFile::stitch(const std::vector<FileRange>& ranges,
-                                                             bool populate) {
+Result<std::shared_ptr<const MappedFile>> MappedFile::stitch(const std::vector<FileRange>& ranges) {
   if (!can_stitch(ranges))
     return Status::invalid_argument("stitch: ranges are not page-aligned pieces of their files");
   uint64_t total = 0;
@@ -70,12 +68,11 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::stitch(const std::vector<F
   }
   // Owns the reservation from here on: any failure below unmaps all of it.
   std::shared_ptr<const MappedFile> stitched(
-      new MappedFile(ranges[0].source->name(), static_cast<const uint8_t*>(base), total, reserved));
+      new MappedFile(static_cast<const uint8_t*>(base), total, reserved));
   uint64_t at = 0;
   for (const FileRange& r : ranges) {
     void* want = static_cast<uint8_t*>(base) + at;
-    void* p = ::mmap(want, static_cast<size_t>(r.length), PROT_READ,
-                     MAP_PRIVATE | MAP_FIXED | (populate ? MAP_POPULATE : 0), r.source->fd(),
+    void* p = ::mmap(want, static_cast<size_t>(r.length), PROT_READ, MAP_PRIVATE | MAP_FIXED, r.source->fd(),
                      static_cast<off_t>(r.offset));
     if (p == MAP_FAILED || p != want) {
       return Status::io_error(r.source->name() + " @" + std::to_string(r.offset) + ": cannot map " +

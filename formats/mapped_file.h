@@ -19,12 +19,10 @@ namespace ckpt {
 
 class MappedFile {
  public:
-  // `populate`: fault every page in now (MAP_POPULATE), so the returned bytes are resident and
-  // mapped; otherwise pages are mapped on first touch.
   // Maps the file `source` has open (the very file its reader parsed, even if the path has since
-  // been replaced), `source.size()` bytes.
-  static Result<std::shared_ptr<const MappedFile>> map(const FileByteSource& source, bool populate);
-  static Result<std::shared_ptr<const MappedFile>> open(const std::string& path, bool populate);
+  // been replaced), `source.size()` bytes. Pages are mapped on first touch or by populate().
+  static Result<std::shared_ptr<const MappedFile>> map(const FileByteSource& source);
+  static Result<std::shared_ptr<const MappedFile>> open(const std::string& path);
 
   // One piece of a file, for stitch().
   struct FileRange {
@@ -35,8 +33,7 @@ class MappedFile {
   // Maps the ranges back to back into one contiguous read-only range, so a tensor whose row
   // blocks live in different shard files is still one zero-copy array. Requires every offset to
   // be a multiple of page_size() and every length but the last to be one too (can_stitch).
-  static Result<std::shared_ptr<const MappedFile>> stitch(const std::vector<FileRange>& ranges,
-                                                          bool populate);
+  static Result<std::shared_ptr<const MappedFile>> stitch(const std::vector<FileRange>& ranges);
   static bool can_stitch(const std::vector<FileRange>& ranges);
   static uint64_t page_size();
 
@@ -48,12 +45,10 @@ class MappedFile {
 
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
-  const std::string& path() const { return path_; }
 
  private:
-  MappedFile(std::string path, const uint8_t* data, uint64_t size, uint64_t mapped_bytes)
-      : path_(std::move(path)), data_(data), size_(size), mapped_bytes_(mapped_bytes) {}
-  std::string path_;
+  MappedFile(const uint8_t* data, uint64_t size, uint64_t mapped_bytes)
+      : data_(data), size_(size), mapped_bytes_(mapped_bytes) {}
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   uint64_t mapped_bytes_ = 0;  // what munmap releases (whole pages)

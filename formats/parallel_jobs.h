@@ -1,5 +1,6 @@
-// Runs independent jobs on a few threads: the loader hashes and places chunks with it
-// (shards/mapped_checkpoint.cpp). Torch-free and lock-free: jobs write only their own results.
+// Runs independent jobs on a few threads: verify's shard checks and the loader's chunk hashing
+// (shards/mapped_checkpoint.cpp); the shard writer sizes its batches with resolve_jobs.
+// Lock-free: jobs write only their own results.
 #pragma once
 
 #include <algorithm>

@@ -103,8 +103,8 @@ Status StreamingFileWriter::take_free_buffer() {
   return Status::ok();
 }
 
-Status StreamingFileWriter::retire_current_buffer() {
-  if (current_.file_offset < options_.held_prefix_bytes) {
+void StreamingFileWriter::retire_current_buffer() {
+  if (is_held(current_)) {
     held_.push_back(std::move(current_));
   } else {
     std::lock_guard<std::mutex> lock(mu_);
@@ -112,7 +112,6 @@ Status StreamingFileWriter::retire_current_buffer() {
   }
   changed_.notify_all();
   current_ = Buffer();
-  return Status::ok();
 }
 
 Status StreamingFileWriter::append(const void* data, size_t size, Sha256* hash) {
@@ -134,7 +133,7 @@ Status StreamingFileWriter::append(const void* data, size_t size, Sha256* hash) 
     current_.used += n;
     appended_ += n;
     size -= n;
-    if (current_.used == options_.buffer_bytes) CKPT_RETURN_IF_ERROR(retire_current_buffer());
+    if (current_.used == options_.buffer_bytes) retire_current_buffer();
   }
   return Status::ok();
 }
@@ -226,7 +225,7 @@ Status StreamingFileWriter::finish() {
   finished_ = true;
   Buffer tail;
   if (current_.data && current_.used > 0) {
-    if (current_.file_offset < options_.held_prefix_bytes) {
+    if (is_held(current_)) {
       held_.push_back(std::move(current_));
     } else {
       tail = std::move(current_);

@@ -71,8 +71,9 @@ class StreamingFileWriter {
 
   StreamingFileWriter(int fd, std::string path, const Options& options, bool direct);
   Result<Buffer> allocate_buffer() const;
-  Status take_free_buffer();            // makes current_ an empty buffer at the next file offset
-  Status retire_current_buffer();       // held, or queued for the I/O thread
+  Status take_free_buffer();     // makes current_ an empty buffer at the next file offset
+  void retire_current_buffer();  // held, or queued for the I/O thread
+  bool is_held(const Buffer& b) const { return b.file_offset < options_.held_prefix_bytes; }
   Status write_buffer(Buffer& buffer);  // on the calling thread; pads for O_DIRECT
   Status pwrite_all(const uint8_t* data, size_t size, uint64_t offset);
   void io_loop();

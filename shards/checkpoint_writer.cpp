@@ -5,8 +5,8 @@
 #include <ctime>
 #include <future>
 #include <map>
-#include <thread>
 
+#include "formats/parallel_jobs.h"
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_dir.h"
 
@@ -85,8 +85,7 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root, const std:
   const size_t count = plan.shards.size();
   std::vector<std::string> names(count);
   std::vector<Result<WrittenFile>> results(count, Status::io_error("not written"));
-  size_t jobs = options.jobs ? options.jobs : std::max<size_t>(1, std::thread::hardware_concurrency());
-  jobs = std::min(jobs, count);
+  const size_t jobs = resolve_jobs(options.jobs, count);
   for (size_t first = 0; first < count; first += jobs) {
     std::vector<std::future<Result<WrittenFile>>> running;
     for (size_t i = first; i < std::min(count, first + jobs); ++i) {

@@ -18,7 +18,7 @@ struct ResolvedChunk {
   const ChunkInfo* file = nullptr;
   const std::string* shard_name = nullptr;
   const uint8_t* mapped = nullptr;  // the payload in the shard's whole-file mapping (or a read copy)
-  bool in_mapping = false;          // false: `mapped` is a copy read with pread
+  const FileByteSource* mapped_from = nullptr;  // null when `mapped` is a copy read with pread
 };
 
 // One unit of parallel work: hash a chunk where its bytes are and, if the tensor is assembled,
@@ -70,12 +70,17 @@ class CheckpointMapper {
     return file.get();
   }
 
-  // The payload's bytes: inside the shard's mapping when its format stores payloads as plain file
-  // ranges (all of ours do), else read once into memory this object keeps.
+  // The file a shard's payloads are mapped from: its format stores payloads as plain file ranges
+  // (all of ours do) and the caller allows mapping. Null: payloads are read with pread.
+  const FileByteSource* mapped_source(const TensorFile& file) const {
+    return options_.map_files ? dynamic_cast<const FileByteSource*>(file.payload_source()) : nullptr;
+  }
+
+  // The payload's bytes: inside the shard's mapping, or read once into memory this object keeps.
   Result<const uint8_t*> payload(size_t index, const TensorFile& file, size_t chunk_index,
                                  const ChunkInfo& c) {
-    const auto* source = dynamic_cast<const FileByteSource*>(file.payload_source());
-    if (!source || !options_.map_files) {
+    const FileByteSource* source = mapped_source(file);
+    if (!source) {
       CKPT_ASSIGN_OR_RETURN(auto bytes, read_whole_chunk(file, chunk_index));
       auto kept = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
       out_.keep(kept);
@@ -83,7 +88,7 @@ class CheckpointMapper {
     }
     auto& mapping = mappings_[index];
     if (!mapping) {
-      CKPT_ASSIGN_OR_RETURN(mapping, MappedFile::map(*source, /*populate=*/false));
+      CKPT_ASSIGN_OR_RETURN(mapping, MappedFile::map(*source));
     }
     if (c.data_offset > mapping->size() || c.data_bytes > mapping->size() - c.data_offset) {
       return Status::truncated(file.path() + ": payload of " + c.label() + " ends past the mapped " +
@@ -109,7 +114,7 @@ class CheckpointMapper {
                                   dtype_name(t.dtype) + shape_to_string(t.shape));
       }
       CKPT_ASSIGN_OR_RETURN(const uint8_t* mapped, payload(mc.shard, *file, index, *fc));
-      resolved.push_back({&mc, fc, &shard_name, mapped, mappings_.count(mc.shard) > 0});
+      resolved.push_back({&mc, fc, &shard_name, mapped, mapped_source(*file)});
     }
     return resolved;
   }
@@ -119,7 +124,7 @@ class CheckpointMapper {
                                                    std::vector<ResolvedChunk>& chunks) {
     if (chunks.size() < 2) return std::shared_ptr<const MappedFile>();
     for (const ResolvedChunk& c : chunks) {
-      if (!c.in_mapping || !is_row_range(*c.manifest, t.shape)) return std::shared_ptr<const MappedFile>();
+      if (!c.mapped_from || !is_row_range(*c.manifest, t.shape)) return std::shared_ptr<const MappedFile>();
     }
     std::sort(chunks.begin(), chunks.end(), [](const ResolvedChunk& a, const ResolvedChunk& b) {
       return a.manifest->offsets[0] < b.manifest->offsets[0];
@@ -129,11 +134,10 @@ class CheckpointMapper {
     for (const ResolvedChunk& c : chunks) {
       if (c.manifest->offsets[0] != next_row) return std::shared_ptr<const MappedFile>();
       next_row += c.manifest->shape[0];
-      const auto* source = dynamic_cast<const FileByteSource*>(files_[c.manifest->shard]->payload_source());
-      ranges.push_back({source, c.file->data_offset, c.file->data_bytes});
+      ranges.push_back({c.mapped_from, c.file->data_offset, c.file->data_bytes});
     }
     if (next_row != t.shape[0] || !MappedFile::can_stitch(ranges)) return std::shared_ptr<const MappedFile>();
-    return MappedFile::stitch(ranges, /*populate=*/false);
+    return MappedFile::stitch(ranges);
   }
 
   Status add_tensor(const ManifestTensor& t) {
@@ -152,7 +156,7 @@ class CheckpointMapper {
     if (whole) {
       view.data = chunks[0].mapped;
       jobs_.push_back({chunks[0], &t, chunks[0].mapped, nullptr, false});
-      out_.add(std::move(view), chunks[0].in_mapping);
+      out_.add(std::move(view), chunks[0].mapped_from != nullptr);
       return Status::ok();
     }
     CKPT_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> stitched, stitch(t, chunks));
@@ -210,7 +214,7 @@ class CheckpointMapper {
       }
     } else if (contiguous_copy) {
       std::memcpy(job.destination, job.source, static_cast<size_t>(size));
-    } else if (!job.scatter && job.chunk.in_mapping) {
+    } else if (!job.scatter && job.chunk.mapped_from) {
       MappedFile::populate(job.source, size);  // a zero-copy view: resident and mapped on return
     }
     if (job.scatter) {

@@ -22,8 +22,9 @@ TEST(MappedFile, MapsTheWholeFileReadOnly) {
   TempDir dir;
   const auto bytes = pages(3, 1);
   write_file_bytes(dir / "a", bytes);
-  auto mapped = MappedFile::open(dir / "a", /*populate=*/true);
+  auto mapped = MappedFile::open(dir / "a");
   ASSERT_TRUE(mapped.is_ok()) << mapped.status().to_string();
+  MappedFile::populate((*mapped)->data(), (*mapped)->size());
   ASSERT_EQ((*mapped)->size(), bytes.size());
   EXPECT_EQ(std::memcmp((*mapped)->data(), bytes.data(), bytes.size()), 0);
 }
@@ -31,14 +32,14 @@ TEST(MappedFile, MapsTheWholeFileReadOnly) {
 TEST(MappedFile, AnEmptyFileMapsToNoBytes) {
   TempDir dir;
   write_file_bytes(dir / "empty", {});
-  auto mapped = MappedFile::open(dir / "empty", false);
+  auto mapped = MappedFile::open(dir / "empty");
   ASSERT_TRUE(mapped.is_ok()) << mapped.status().to_string();
   EXPECT_EQ((*mapped)->size(), 0u);
 }
 
 TEST(MappedFile, AMissingFileIsAnIoErrorNamingIt) {
   TempDir dir;
-  auto mapped = MappedFile::open(dir / "absent", false);
+  auto mapped = MappedFile::open(dir / "absent");
   ASSERT_FALSE(mapped.is_ok());
   EXPECT_EQ(mapped.status().code(), StatusCode::kIoError);
   EXPECT_NE(mapped.status().message().find("absent"), std::string::npos);
@@ -58,7 +59,7 @@ TEST(MappedFile, StitchesPageAlignedRangesOfTwoFilesIntoOneArray) {
   const std::vector<MappedFile::FileRange> ranges = {{sa->get(), page, 2 * page},
                                                      {sb->get(), page, page + page / 2}};
   ASSERT_TRUE(MappedFile::can_stitch(ranges));
-  auto stitched = MappedFile::stitch(ranges, /*populate=*/false);
+  auto stitched = MappedFile::stitch(ranges);
   ASSERT_TRUE(stitched.is_ok()) << stitched.status().to_string();
   std::vector<uint8_t> expected(a.begin() + page, a.begin() + 3 * page);
   expected.insert(expected.end(), b.begin() + page, b.begin() + 2 * page + page / 2);
@@ -80,7 +81,7 @@ TEST(MappedFile, StitchRefusesWhatCannotBeMappedSideBySide) {
   EXPECT_FALSE(MappedFile::can_stitch({{s, 2 * page, 3 * page}}));         // runs past the file
   EXPECT_FALSE(MappedFile::can_stitch({{nullptr, 0, page}}));
   EXPECT_TRUE(MappedFile::can_stitch({{s, 0, page}, {s, 3 * page, 100}}));
-  EXPECT_EQ(MappedFile::stitch({{s, 64, page}}, false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(MappedFile::stitch({{s, 64, page}}).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

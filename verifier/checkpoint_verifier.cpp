@@ -15,6 +15,7 @@
 
 #include "formats/file_io.h"
 #include "formats/json_fields.h"
+#include "formats/parallel_jobs.h"
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
@@ -317,19 +318,15 @@ void check_shards(const std::string& dir, const Manifest& manifest, const Verify
   for (const auto& s : manifest.shards) total += s.bytes;
 
   std::vector<ShardOutcome> outcomes(count);
-  std::atomic<size_t> next{0};
   std::atomic<size_t> finished{0};
   std::atomic<uint64_t> hashed{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < count;) {
+  // The shard checks run beside this thread, which reports progress meanwhile.
+  std::thread checks([&] {
+    run_parallel(count, resolve_jobs(options.jobs, count), [&](size_t i) {
       outcomes[i] = ShardCheck(dir, manifest, i, refs[i], options.quick, &hashed).run();
       finished.fetch_add(1);
-    }
-  };
-  size_t jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
-  jobs = std::max<size_t>(1, std::min(jobs, count));
-  std::vector<std::thread> workers;
-  for (size_t j = 0; j < jobs; ++j) workers.emplace_back(work);
+    });
+  });
   if (options.on_progress) {
     while (finished.load() < count) {
       options.on_progress(hashed.load(), total);
@@ -337,7 +334,7 @@ void check_shards(const std::string& dir, const Manifest& manifest, const Verify
     }
     options.on_progress(hashed.load(), total);
   }
-  for (auto& w : workers) w.join();
+  checks.join();
 
   std::map<size_t, NonfiniteCount> nonfinite;
   for (auto& o : outcomes) {

@@ -160,8 +160,7 @@ Result<std::string> ChildProcess::wait_for_event(const std::string& kind, double
   }
 }
 
-ChildExit ChildProcess::reap(int wait_status) {
-  pid_ = -1;
+ChildExit ChildExit::from_wait_status(int wait_status) {
   ChildExit e;
   if (WIFEXITED(wait_status)) {
     e.exited = true;
@@ -171,6 +170,11 @@ ChildExit ChildProcess::reap(int wait_status) {
     e.signal = WTERMSIG(wait_status);
   }
   return e;
+}
+
+ChildExit ChildProcess::reap(int wait_status) {
+  pid_ = -1;
+  return ChildExit::from_wait_status(wait_status);
 }
 
 ChildExit ChildProcess::kill_and_reap() {

@@ -22,6 +22,8 @@ struct ChildExit {
   bool timed_out = false;  // overran its deadline and was SIGKILLed by us
   bool killed_by(int sig) const { return signaled && signal == sig; }
   std::string describe() const;  // "exit 0", "killed by signal 9 (Killed)", "timed out after deadline"
+  // Decodes a waitpid(2) status.
+  static ChildExit from_wait_status(int wait_status);
 };
 
 // The path of the running binary (/proc/self/exe, resolved).

@@ -4,7 +4,6 @@
 // by the largest tensor. Exit 0: identical within tolerance; 1: a tensor differs or exists on one
 // side only (or a side's bytes are damaged); 2: bad flags or an unreadable source.
 #include <CLI/CLI.hpp>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -41,21 +40,7 @@ struct ComponentRows {
 
 // Folds one tensor into its component's summary the way compare_states does.
 void add_to_component(ComponentRows& c, const TensorRow& row) {
-  const TensorDiff& d = row.diff;
-  ComponentDiff& s = c.summary;
-  s.component = d.component;
-  ++s.tensors;
-  s.elements += d.elements;
-  if (d.max_abs > s.max_abs || std::isnan(d.max_abs)) s.max_abs = d.max_abs;
-  if (d.max_rel > s.max_rel || std::isnan(d.max_rel)) s.max_rel = d.max_rel;
-  s.bit_identical = s.bit_identical && d.bit_identical();
-  if (!d.passed() && s.passed) {
-    s.passed = false;
-    s.first_diverging_tensor = d.name;
-    s.first_mismatch = d.mismatch;
-    s.first_max_abs = d.max_abs;
-    s.first_index = d.max_abs_index;
-  }
+  c.summary.add(row.diff);
   c.rows.push_back(row);
 }
 

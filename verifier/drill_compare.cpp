@@ -200,22 +200,25 @@ std::map<std::string, ComponentDiff> compare_states(const std::vector<LoadedTens
     } else {
       d = compare_tensor(r->second->view(), g->second->view(), tolerance);
     }
-    ComponentDiff& c = components[d.component];
-    c.component = d.component;
-    ++c.tensors;
-    c.elements += d.elements;
-    raise_to(&c.max_abs, d.max_abs);
-    raise_to(&c.max_rel, d.max_rel);
-    if (!d.bit_identical()) c.bit_identical = false;
-    if (!d.passed() && c.passed) {
-      c.passed = false;
-      c.first_diverging_tensor = d.name;
-      c.first_mismatch = d.mismatch;
-      c.first_max_abs = d.max_abs;
-      c.first_index = d.max_abs_index;
-    }
+    components[d.component].add(d);
   }
   return components;
+}
+
+void ComponentDiff::add(const TensorDiff& d) {
+  component = d.component;
+  ++tensors;
+  elements += d.elements;
+  raise_to(&max_abs, d.max_abs);
+  raise_to(&max_rel, d.max_rel);
+  if (!d.bit_identical()) bit_identical = false;
+  if (!d.passed() && passed) {
+    passed = false;
+    first_diverging_tensor = d.name;
+    first_mismatch = d.mismatch;
+    first_max_abs = d.max_abs;
+    first_index = d.max_abs_index;
+  }
 }
 
 std::string ComponentDiff::divergence_message() const {

@@ -89,6 +89,8 @@ struct ComponentDiff {
   std::vector<int64_t> first_index;
   // "optimizer diverged: optimizer.model.w.exp_avg max abs 3.1e-04 at [12, 3]"; "" if passed.
   std::string divergence_message() const;
+  // Folds one tensor's comparison in (tensors in name order, so the first failure is kept).
+  void add(const TensorDiff& d);
 };
 
 // Groups both tensor sets by component (the reference's component name wins) and compares them

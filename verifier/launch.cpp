@@ -44,18 +44,6 @@ class SignalForwarding {
   struct sigaction old_term_ {};
 };
 
-ChildExit exit_of(int status) {
-  ChildExit e;
-  if (WIFEXITED(status)) {
-    e.exited = true;
-    e.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    e.signaled = true;
-    e.signal = WTERMSIG(status);
-  }
-  return e;
-}
-
 // Only async-signal-safe calls between fork and exec.
 pid_t spawn_rank(const LaunchOptions& o, int rank, int port) {
   std::vector<std::string> env_strings = {
@@ -173,7 +161,7 @@ Result<LaunchOutcome> launch_ranks(const LaunchOptions& o) {
       if (::waitpid(pids[i], &status, WNOHANG) != pids[i]) continue;
       pids[i] = -1;
       --running;
-      out.ranks[i].exit = exit_of(status);
+      out.ranks[i].exit = ChildExit::from_wait_status(status);
       const bool ok = out.ranks[i].exit.exited && out.ranks[i].exit.exit_code == 0;
       if (!ok && !failed_at) failed_at = Clock::now();
     }
