@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: deps configure build test demo bench sanitize clean format
+.PHONY: deps configure build test demo bench sanitize clean format format-check layer-check
 
 deps:
 	@bash scripts/install-deps.sh
@@ -30,20 +30,25 @@ bench: deps
 	mkdir -p $(BUILD)
 	./build-release/ckptcheck_bench --ckptcheck build-release/ckptcheck --out $(BUILD)/bench.json
 
-# AddressSanitizer + UBSan over the hostile-input tests: every format reader, verify, the
-# randomized corruption tests. The LibTorch CLI is not rebuilt under ASan (tests that run the
-# binary are excluded); the readers and checks it calls are the same code.
-SANITIZE_EXCLUDE := -Drill*:DistributedDrill*:Drift*:NegativeControls*:PinCommand*:PlanCommand*:ResumeRoundTrip*:TrainCommand*:VerifyCommandTest*
+# AddressSanitizer + UBSan over every torch-free test (the unit_tests executable: every format
+# reader, verify, the randomized corruption tests). Tests that run the built programs live in
+# cli_tests and those that need LibTorch in torch_tests; neither is rebuilt under ASan (the readers
+# and checks they call are the same code).
 sanitize: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKPTCHECK_SANITIZE=ON $(CMAKE_ARGS)
-	cmake --build build-asan -j$(JOBS) --target ckpt_core test_support
-	$(MAKE) -C build-asan unit_tests/fast
+	cmake --build build-asan -j$(JOBS) --target unit_tests
 	cd build-asan && CKPTCHECK_FUZZ_ITERATIONS=$${CKPTCHECK_FUZZ_ITERATIONS:-3000} \
-	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ./unit_tests --gtest_filter='$(SANITIZE_EXCLUDE)'
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ./unit_tests
 
 format:
-	clang-format -i $$(git ls-files '*.cpp' '*.h')
+	bash scripts/format.sh
+
+# Both also run inside `make test` (ctest: format_check, layer_check).
+format-check: deps
+	bash scripts/format.sh --check
+
+layer-check:
+	python3 scripts/check_layers.py .
 
 clean:
 	rm -rf $(BUILD) build-release build-asan

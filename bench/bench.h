@@ -6,12 +6,11 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "formats/status.h"
+#include "base/status.h"
 
 namespace ckpt::bench {
 
@@ -52,7 +51,8 @@ struct Timing {
 };
 
 // Runs `prepare` (untimed) then `run` (timed) `repetitions` times; stops at the first error.
-Result<Timing> best_of(int repetitions, const std::function<Status()>& prepare, const std::function<Status()>& run);
+Result<Timing> best_of(int repetitions, const std::function<Status()>& prepare,
+                       const std::function<Status()>& run);
 
 double seconds_since(double start_seconds);
 double now_seconds();  // steady clock
@@ -102,8 +102,8 @@ struct BenchCheckpoint {
   uint64_t bytes = 0;
   double write_seconds = 0;
 };
-Result<BenchCheckpoint> write_synthetic_checkpoint(const std::string& root, uint64_t total_bytes, size_t shards,
-                                                   uint64_t seed);
+Result<BenchCheckpoint> write_synthetic_checkpoint(const std::string& root, uint64_t total_bytes,
+                                                   size_t shards, uint64_t seed);
 
 std::vector<BenchRow> run_verify_bench(const BenchSettings& settings, const BenchCheckpoint& checkpoint);
 std::vector<BenchRow> run_memory_bench(const BenchSettings& settings, const BenchCheckpoint& large);

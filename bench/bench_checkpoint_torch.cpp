@@ -7,8 +7,8 @@
 
 namespace ckpt::bench {
 
-Result<BenchCheckpoint> write_synthetic_checkpoint(const std::string& root, uint64_t total_bytes, size_t shards,
-                                                   uint64_t seed) {
+Result<BenchCheckpoint> write_synthetic_checkpoint(const std::string& root, uint64_t total_bytes,
+                                                   size_t shards, uint64_t seed) {
   const TrainingState state = make_synthetic_state(total_bytes, seed);
   CKPT_ASSIGN_OR_RETURN(auto views, views_of_state(state));
   CheckpointWriteOptions options;
@@ -21,7 +21,8 @@ Result<BenchCheckpoint> write_synthetic_checkpoint(const std::string& root, uint
   checkpoint.dir = committed.dir;
   checkpoint.bytes = committed.bytes;
   checkpoint.write_seconds = committed.seconds;
-  for (const auto& shard : committed.manifest.shards) checkpoint.shard_paths.push_back(committed.dir + "/" + shard.path);
+  for (const auto& shard : committed.manifest.shards)
+    checkpoint.shard_paths.push_back(committed.dir + "/" + shard.path);
   return checkpoint;
 }
 

@@ -5,14 +5,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "base/file_io.h"
 #include "bench/bench.h"
-#include "formats/file_io.h"
 
 namespace ckpt::bench {
 
@@ -36,7 +35,9 @@ nlohmann::json machine_json() {
   struct utsname u {};
   ::uname(&u);
   const std::string flags = first_line_value("/proc/cpuinfo", "flags");
-  auto has_flag = [&](const std::string& f) { return (" " + flags + " ").find(" " + f + " ") != std::string::npos; };
+  auto has_flag = [&](const std::string& f) {
+    return (" " + flags + " ").find(" " + f + " ") != std::string::npos;
+  };
   long long mem_kib = 0;
   std::istringstream(first_line_value("/proc/meminfo", "MemTotal")) >> mem_kib;
   return {{"cpu_model", first_line_value("/proc/cpuinfo", "model name")},
@@ -48,10 +49,12 @@ nlohmann::json machine_json() {
 }
 
 nlohmann::json row_json(const BenchRow& r) {
-  return {{"row", r.name},   {"ours", r.ours},
+  return {{"row", r.name},
+          {"ours", r.ours},
           {"baseline", r.baseline},
           {"ratio", std::isnan(r.ratio) ? nlohmann::json(nullptr) : nlohmann::json(r.ratio)},
-          {"goal", r.goal},  {"met", r.met},
+          {"goal", r.goal},
+          {"met", r.met},
           {"numbers", r.numbers}};
 }
 
@@ -74,7 +77,8 @@ std::vector<BenchRow> run_all(const BenchSettings& s) {
   std::vector<BenchRow> rows;
   // The verify rows need 8 x 256 MiB shards of a real checkpoint; the memory row reuses it.
   const uint64_t verify_bytes = s.quick ? 64 * kMiB : 2048 * kMiB;
-  std::fprintf(stderr, "writing the %s verify checkpoint...\n", format_mib(static_cast<double>(verify_bytes)).c_str());
+  std::fprintf(stderr, "writing the %s verify checkpoint...\n",
+               format_mib(static_cast<double>(verify_bytes)).c_str());
   auto checkpoint = write_synthetic_checkpoint(s.work_dir + "/verify", verify_bytes, 8, 3);
   if (checkpoint) {
     append(rows, run_verify_bench(s, *checkpoint));
@@ -117,15 +121,19 @@ int bench_main(int argc, char** argv) {
 
   const nlohmann::json machine = machine_json();
   std::printf("\nckptcheck_bench%s on %s, %d cores, %s RAM, %s; best of %d, page-cached, %.0f s total\n\n",
-              s.quick ? " --quick" : "", machine["cpu_model"].get<std::string>().c_str(), machine["cores"].get<int>(),
-              format_mib(machine["ram_bytes"].get<double>()).c_str(), machine["kernel"].get<std::string>().c_str(),
-              s.repetitions, total);
+              s.quick ? " --quick" : "", machine["cpu_model"].get<std::string>().c_str(),
+              machine["cores"].get<int>(), format_mib(machine["ram_bytes"].get<double>()).c_str(),
+              machine["kernel"].get<std::string>().c_str(), s.repetitions, total);
   print_table(rows);
 
   if (!out_path.empty()) {
     nlohmann::json report = {{"machine", machine},
-                             {"settings", {{"quick", s.quick}, {"repetitions", s.repetitions}, {"statistic", "best"},
-                                           {"page_cached", true}, {"ckptcheck", s.ckptcheck_bin}}},
+                             {"settings",
+                              {{"quick", s.quick},
+                               {"repetitions", s.repetitions},
+                               {"statistic", "best"},
+                               {"page_cached", true},
+                               {"ckptcheck", s.ckptcheck_bin}}},
                              {"total_seconds", total},
                              {"rows", nlohmann::json::array()}};
     for (const auto& r : rows) report["rows"].push_back(row_json(r));
@@ -145,4 +153,6 @@ int bench_main(int argc, char** argv) {
 
 }  // namespace ckpt::bench
 
-int main(int argc, char** argv) { return ckpt::bench::bench_main(argc, argv); }
+int main(int argc, char** argv) {
+  return ckpt::bench::bench_main(argc, argv);
+}

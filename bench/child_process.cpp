@@ -1,15 +1,11 @@
-// Child processes for timing the CLI and the baseline tools. wait4 (not waitpid) because the
-// memory row needs the child's own ru_maxrss, not this process's.
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
+// Child processes for timing the CLI and the baseline tools, through the project's one spawner
+// (verifier/process/child_process.h); its wait4 gives the child's own ru_maxrss for the memory row.
+#include "verifier/process/child_process.h"
+
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <thread>
+#include <cstdlib>
 
 #include "bench/bench.h"
 
@@ -23,70 +19,37 @@ std::string command_line(const std::vector<std::string>& argv) {
   return text;
 }
 
-[[noreturn]] void exec_child(const std::vector<std::string>& argv, int out_fd, int log_fd) {
-  ::dup2(out_fd >= 0 ? out_fd : log_fd, STDOUT_FILENO);
-  ::dup2(log_fd, STDERR_FILENO);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  ::execvp(args[0], args.data());
-  ::_exit(127);
-}
-
-std::string read_tail(int fd, size_t max_bytes) {
-  const off_t size = ::lseek(fd, 0, SEEK_END);
-  if (size <= 0) return "";
-  const off_t from = size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
-  std::string text(static_cast<size_t>(size - from), '\0');
-  const ssize_t n = ::pread(fd, text.data(), text.size(), from);
-  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  for (char& c : text) c = (c == '\n' || c == '\t') ? ' ' : c;  // table cells are one line
-  return text;
-}
-
 }  // namespace
 
-Result<ChildRun> run_child(const std::vector<std::string>& argv, bool capture_stdout, double timeout_seconds) {
+Result<ChildRun> run_child(const std::vector<std::string>& argv, bool capture_stdout,
+                           double timeout_seconds) {
   if (argv.empty()) return Status::invalid_argument("run_child: empty command");
-  int pipe_fds[2] = {-1, -1};
-  if (capture_stdout && ::pipe2(pipe_fds, O_CLOEXEC) != 0) {
-    return Status::io_error("pipe: " + std::string(std::strerror(errno)));
-  }
-  // What the child says (stderr, and stdout when not captured) goes to an unlinked temp file, so
-  // that a failing child's last words can be put in the row instead of just its exit code.
+  // What the child says (stderr, and stdout when not captured) goes to a temp file, so that a
+  // failing child's last words can be put in the row instead of just its exit code.
   char log_path[] = "/tmp/ckptcheck-bench-child-XXXXXX";
   const int log_fd = ::mkstemp(log_path);
-  if (log_fd < 0) return Status::io_error("mkstemp: " + std::string(std::strerror(errno)));
-  ::unlink(log_path);
-  const double start = now_seconds();
-  const pid_t pid = ::fork();
-  if (pid < 0) return Status::io_error("fork: " + std::string(std::strerror(errno)));
-  if (pid == 0) exec_child(argv, pipe_fds[1], log_fd);
-
-  ChildRun run;
-  if (capture_stdout) {
-    ::close(pipe_fds[1]);
-    char buf[1 << 16];
-    ssize_t n;
-    while ((n = ::read(pipe_fds[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
-      if (n > 0) run.out.append(buf, static_cast<size_t>(n));
-    }
-    ::close(pipe_fds[0]);
-  }
-  int status = 0;
-  struct rusage usage {};
-  for (;;) {
-    const pid_t r = ::wait4(pid, &status, WNOHANG, &usage);
-    if (r == pid) break;
-    if (r < 0 && errno != EINTR) return Status::io_error("wait4: " + std::string(std::strerror(errno)));
-    if (seconds_since(start) > timeout_seconds) ::kill(pid, SIGKILL);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  run.wall_seconds = seconds_since(start);
-  run.max_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  run.log_tail = read_tail(log_fd, 300);
+  if (log_fd < 0) return Status::io_error("mkstemp failed");
   ::close(log_fd);
+  SpawnOptions spawn;
+  spawn.argv = argv;
+  spawn.search_path = true;
+  spawn.stdout_log = capture_stdout ? "/dev/null" : log_path;
+  spawn.stderr_log = log_path;
+  spawn.pipe_stdout = capture_stdout;
+  const double start = now_seconds();
+  auto child = ChildProcess::spawn(spawn);
+  if (!child.is_ok()) {
+    ::unlink(log_path);
+    return child.status();
+  }
+  const ChildExit exit = child->wait(timeout_seconds);
+  ChildRun run;
+  run.wall_seconds = seconds_since(start);
+  run.out = child->captured_stdout();
+  run.max_rss_bytes = exit.max_rss_bytes;
+  run.exit_code = exit.exited ? exit.exit_code : 128 + exit.signal;
+  run.log_tail = log_tail(log_path, 300);
+  ::unlink(log_path);
   if (run.exit_code == 127) return Status::not_found(command_line(argv) + ": cannot execute " + argv[0]);
   return run;
 }

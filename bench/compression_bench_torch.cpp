@@ -1,12 +1,11 @@
 // zstd on AdamW optimizer state: how much levels 1 and 3 save on F32 moments and at what speed,
 // so whoever proposes compressed shards knows what it buys. Single-threaded ZSTD_compress, best
 // of N; the round trip is checked byte for byte.
+#include <ATen/CPUGeneratorImpl.h>
 #include <zstd.h>
 
 #include <cstring>
 #include <vector>
-
-#include <ATen/CPUGeneratorImpl.h>
 
 #include "bench/bench.h"
 #include "bench/synthetic_state.h"
@@ -27,7 +26,8 @@ BenchRow compress_row(const BenchSettings& s, const std::string& what, const at:
   size_t compressed_bytes = 0;
   auto comp = best_of(s.repetitions, nullptr, [&]() -> Status {
     compressed_bytes = ZSTD_compress(compressed.data(), compressed.size(), data, bytes, level);
-    if (ZSTD_isError(compressed_bytes)) return Status::io_error(std::string("ZSTD_compress: ") + ZSTD_getErrorName(compressed_bytes));
+    if (ZSTD_isError(compressed_bytes))
+      return Status::io_error(std::string("ZSTD_compress: ") + ZSTD_getErrorName(compressed_bytes));
     return Status::ok();
   });
   if (!comp) return unavailable_row(name, "reported", "error", comp.status().message());

@@ -8,11 +8,12 @@ namespace ckpt::bench {
 std::vector<BenchRow> run_memory_bench(const BenchSettings& settings, const BenchCheckpoint& large) {
   const size_t shards = large.shard_paths.size();
   const uint64_t small_bytes = large.bytes / 8;
-  const std::string name = "verify peak RSS growth, " + format_mib(static_cast<double>(small_bytes)) + " -> " +
-                           format_mib(static_cast<double>(large.bytes)) + " checkpoint";
+  const std::string name = "verify peak RSS growth, " + format_mib(static_cast<double>(small_bytes)) +
+                           " -> " + format_mib(static_cast<double>(large.bytes)) + " checkpoint";
   const std::string goal = "< 32 MiB";
   if (!has_subcommand(settings.ckptcheck_bin, "verify")) {
-    return {unavailable_row(name, goal, "not available", "not available: this ckptcheck has no `verify` subcommand")};
+    return {unavailable_row(name, goal, "not available",
+                            "not available: this ckptcheck has no `verify` subcommand")};
   }
   auto small = write_synthetic_checkpoint(settings.work_dir + "/memory-small", small_bytes, shards, 7);
   if (!small) return {unavailable_row(name, goal, "error", small.status().message())};
@@ -21,7 +22,8 @@ std::vector<BenchRow> run_memory_bench(const BenchSettings& settings, const Benc
     CKPT_RETURN_IF_ERROR(read_files_once(c.shard_paths));
     CKPT_ASSIGN_OR_RETURN(ChildRun run, run_child({settings.ckptcheck_bin, "verify", c.dir}));
     if (run.exit_code != 0) {
-      return Status::io_error("verify " + c.dir + ": exit code " + std::to_string(run.exit_code) + ": " + run.log_tail);
+      return Status::io_error("verify " + c.dir + ": exit code " + std::to_string(run.exit_code) + ": " +
+                              run.log_tail);
     }
     return run.max_rss_bytes;
   };
@@ -29,12 +31,14 @@ std::vector<BenchRow> run_memory_bench(const BenchSettings& settings, const Benc
   auto large_rss = measure(large);
   (void)remove_tree(small->root);
   if (!small_rss || !large_rss) {
-    return {unavailable_row(name, goal, "error", (small_rss ? large_rss.status() : small_rss.status()).message())};
+    return {unavailable_row(name, goal, "error",
+                            (small_rss ? large_rss.status() : small_rss.status()).message())};
   }
   const double growth = static_cast<double>(*large_rss - *small_rss);
   BenchRow row;
   row.name = name;
-  row.ours = (growth >= 0 ? "+" : "") + format_mib(growth) + " (peak " + format_mib(static_cast<double>(*large_rss)) + ")";
+  row.ours = (growth >= 0 ? "+" : "") + format_mib(growth) + " (peak " +
+             format_mib(static_cast<double>(*large_rss)) + ")";
   row.baseline = "peak " + format_mib(static_cast<double>(*small_rss)) + " on the small one";
   row.goal = goal;
   row.met = growth < 32.0 * kMiB ? "yes" : "NO";

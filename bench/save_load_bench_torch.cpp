@@ -9,11 +9,11 @@
 #include <cstring>
 #include <thread>
 
+#include "base/file_io.h"
+#include "base/streaming_file_writer.h"
 #include "bench/bench.h"
 #include "bench/synthetic_state.h"
-#include "formats/file_io.h"
 #include "formats/shard_formats.h"
-#include "formats/streaming_file_writer.h"
 #include "shards/checkpoint_writer.h"
 #include "shards/manifest.h"
 #include "shards/mapped_checkpoint.h"

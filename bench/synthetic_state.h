@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "fixtures/trainer.h"
+#include "shards/training_state.h"
 
 namespace ckpt::bench {
 

@@ -1,10 +1,10 @@
-#include "bench/synthetic_state.h"
-
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
+
+#include "bench/synthetic_state.h"
 
 namespace ckpt::bench {
 
@@ -20,7 +20,8 @@ void add_resume_scalars(TrainingState& state) {
   for (const auto& t : state) {
     if (t.component == "model") params.push_back(t.name);
   }
-  for (const auto& p : params) state.push_back({"optimizer." + p + ".step", "optimizer", at::full({}, kStep, at::kLong)});
+  for (const auto& p : params)
+    state.push_back({"optimizer." + p + ".step", "optimizer", at::full({}, kStep, at::kLong)});
   auto scalar = [&](const std::string& name, const std::string& component, double v, at::ScalarType type) {
     state.push_back({name, component, at::full({}, v, type)});
   };
@@ -57,8 +58,10 @@ TrainingState make_synthetic_state(uint64_t total_bytes, uint64_t seed) {
   for (int64_t i = 0; i < kTensorsPerComponent; ++i) {
     const std::string name = "model.layers." + std::to_string(i) + ".w";
     state.push_back({name, "model", at::normal(0.0, 0.02, {rows, kCols}, gen)});
-    state.push_back({"optimizer." + name + ".exp_avg", "optimizer", at::normal(0.0, 1e-4, {rows, kCols}, gen)});
-    state.push_back({"optimizer." + name + ".exp_avg_sq", "optimizer", synthetic_exp_avg_sq(rows, kCols, gen)});
+    state.push_back(
+        {"optimizer." + name + ".exp_avg", "optimizer", at::normal(0.0, 1e-4, {rows, kCols}, gen)});
+    state.push_back(
+        {"optimizer." + name + ".exp_avg_sq", "optimizer", synthetic_exp_avg_sq(rows, kCols, gen)});
   }
   add_resume_scalars(state);
   return state;

@@ -10,9 +10,12 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double seconds_since(double start_seconds) { return now_seconds() - start_seconds; }
+double seconds_since(double start_seconds) {
+  return now_seconds() - start_seconds;
+}
 
-Result<Timing> best_of(int repetitions, const std::function<Status()>& prepare, const std::function<Status()>& run) {
+Result<Timing> best_of(int repetitions, const std::function<Status()>& prepare,
+                       const std::function<Status()>& run) {
   Timing timing;
   for (int i = 0; i < repetitions; ++i) {
     if (prepare) CKPT_RETURN_IF_ERROR(prepare());

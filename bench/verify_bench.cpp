@@ -23,20 +23,27 @@ std::string with_rate(double seconds, uint64_t bytes) {
 std::vector<BenchRow> run_verify_bench(const BenchSettings& settings, const BenchCheckpoint& checkpoint) {
   const std::string shape =
       std::to_string(checkpoint.shard_paths.size()) + " x " +
-      format_mib(static_cast<double>(checkpoint.bytes) / static_cast<double>(checkpoint.shard_paths.size())) + " shards";
+      format_mib(static_cast<double>(checkpoint.bytes) / static_cast<double>(checkpoint.shard_paths.size())) +
+      " shards";
   const std::vector<Baseline> baselines = {
       {"verify throughput vs sha256sum, ", "sha256sum", 3.0, {"sha256sum"}},
-      {"verify throughput vs openssl, ", "openssl dgst -sha256 (files in turn)", 1.6, {"openssl", "dgst", "-sha256"}},
+      {"verify throughput vs openssl, ",
+       "openssl dgst -sha256 (files in turn)",
+       1.6,
+       {"openssl", "dgst", "-sha256"}},
   };
   std::vector<BenchRow> rows;
   if (Status warm = read_files_once(checkpoint.shard_paths); !warm) {
-    for (const auto& b : baselines) rows.push_back(unavailable_row(b.row + shape, ">= x", "error", warm.message()));
+    for (const auto& b : baselines)
+      rows.push_back(unavailable_row(b.row + shape, ">= x", "error", warm.message()));
     return rows;
   }
 
   const bool have_verify = has_subcommand(settings.ckptcheck_bin, "verify");
-  Result<ChildTiming> ours = Status::not_supported("not available: this ckptcheck has no `verify` subcommand");
-  if (have_verify) ours = time_child(settings.repetitions, {settings.ckptcheck_bin, "verify", checkpoint.dir});
+  Result<ChildTiming> ours =
+      Status::not_supported("not available: this ckptcheck has no `verify` subcommand");
+  if (have_verify)
+    ours = time_child(settings.repetitions, {settings.ckptcheck_bin, "verify", checkpoint.dir});
   // Start-up alone (dynamic loading and static initialisers), to tell it apart from hashing.
   auto startup = time_child(settings.repetitions, {settings.ckptcheck_bin, "--help"});
 

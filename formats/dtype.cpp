@@ -14,12 +14,14 @@ struct DTypeInfo {
   bool floating;
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::kF32, "F32", 4, true},  {DType::kF16, "F16", 2, true}, {DType::kBF16, "BF16", 2, true},
-    {DType::kF64, "F64", 8, true},  {DType::kI64, "I64", 8, false}, {DType::kI32, "I32", 4, false},
-    {DType::kI16, "I16", 2, false}, {DType::kI8, "I8", 1, false},   {DType::kU8, "U8", 1, false},
+    {DType::kF32, "F32", 4, true},    {DType::kF16, "F16", 2, true},  {DType::kBF16, "BF16", 2, true},
+    {DType::kF64, "F64", 8, true},    {DType::kI64, "I64", 8, false}, {DType::kI32, "I32", 4, false},
+    {DType::kI16, "I16", 2, false},   {DType::kI8, "I8", 1, false},   {DType::kU8, "U8", 1, false},
     {DType::kBool, "BOOL", 1, false},
 };
-const DTypeInfo& info(DType dtype) { return kDTypes[static_cast<size_t>(dtype)]; }
+const DTypeInfo& info(DType dtype) {
+  return kDTypes[static_cast<size_t>(dtype)];
+}
 
 double half_to_double(uint16_t h) {
   const int exponent = (h >> 10) & 0x1f;
@@ -34,7 +36,9 @@ double half_to_double(uint16_t h) {
 }
 }  // namespace
 
-const char* dtype_name(DType dtype) { return info(dtype).name; }
+const char* dtype_name(DType dtype) {
+  return info(dtype).name;
+}
 
 std::optional<DType> dtype_from_name(const std::string& name) {
   for (const auto& d : kDTypes) {
@@ -43,8 +47,12 @@ std::optional<DType> dtype_from_name(const std::string& name) {
   return std::nullopt;
 }
 
-size_t dtype_size(DType dtype) { return info(dtype).size; }
-bool dtype_is_floating(DType dtype) { return info(dtype).floating; }
+size_t dtype_size(DType dtype) {
+  return info(dtype).size;
+}
+bool dtype_is_floating(DType dtype) {
+  return info(dtype).floating;
+}
 
 std::optional<int64_t> checked_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -75,18 +83,49 @@ std::string shape_to_string(const std::vector<int64_t>& shape) {
 
 double element_as_double(const uint8_t* p, DType dtype) {
   switch (dtype) {
-    case DType::kF32: { float v; std::memcpy(&v, p, 4); return v; }
-    case DType::kF64: { double v; std::memcpy(&v, p, 8); return v; }
-    case DType::kF16: { uint16_t v; std::memcpy(&v, p, 2); return half_to_double(v); }
-    case DType::kBF16: {
-      uint16_t v; std::memcpy(&v, p, 2);
-      const uint32_t bits = static_cast<uint32_t>(v) << 16;
-      float f; std::memcpy(&f, &bits, 4); return f;
+    case DType::kF32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
     }
-    case DType::kI64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
-    case DType::kI32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-    case DType::kI16: { int16_t v; std::memcpy(&v, p, 2); return v; }
-    case DType::kI8: { int8_t v; std::memcpy(&v, p, 1); return v; }
+    case DType::kF64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case DType::kF16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return half_to_double(v);
+    }
+    case DType::kBF16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      const uint32_t bits = static_cast<uint32_t>(v) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    case DType::kI64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    case DType::kI32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kI16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case DType::kI8: {
+      int8_t v;
+      std::memcpy(&v, p, 1);
+      return v;
+    }
     case DType::kU8: return p[0];
     case DType::kBool: return p[0] ? 1.0 : 0.0;
   }

@@ -12,9 +12,9 @@ namespace ckpt {
 
 enum class DType : uint8_t { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool };
 
-const char* dtype_name(DType dtype);                              // "F32"
-std::optional<DType> dtype_from_name(const std::string& name);    // inverse of dtype_name
-size_t dtype_size(DType dtype);                                   // bytes per element
+const char* dtype_name(DType dtype);                            // "F32"
+std::optional<DType> dtype_from_name(const std::string& name);  // inverse of dtype_name
+size_t dtype_size(DType dtype);                                 // bytes per element
 bool dtype_is_floating(DType dtype);
 
 // Product of the dims, or nullopt if a dim is negative or the product overflows int64.

@@ -9,10 +9,10 @@
 #include <cstring>
 #include <mutex>
 
-#include "formats/byte_source.h"
-#include "formats/json_fields.h"
+#include "base/byte_source.h"
+#include "base/json_fields.h"
+#include "base/sha256.h"
 #include "formats/mapped_tensor_file.h"
-#include "formats/sha256.h"
 
 namespace ckpt {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/byte_source.h"
+#include "base/byte_source.h"
 #include "formats/tensor_file.h"
 
 namespace ckpt {

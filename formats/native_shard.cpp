@@ -4,34 +4,16 @@
 #include <array>
 #include <cstring>
 
-#include "formats/file_io.h"
-#include "formats/json_fields.h"
+#include "base/byte_coding.h"
+#include "base/file_io.h"
+#include "base/json_fields.h"
+#include "base/sha256.h"
+#include "base/streaming_file_writer.h"
 #include "formats/native_shard_format.h"
-#include "formats/sha256.h"
-#include "formats/streaming_file_writer.h"
 
 namespace ckpt {
 
 namespace {
-
-constexpr size_t kMaxNameBytes = 4096;
-
-void put_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void put_u64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t get_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint64_t get_u64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 
 // Serialises the header for payloads laid out from `payload_start`, filling data_offset.
 std::string layout_header(std::vector<ChunkInfo>& chunks, const nlohmann::json& metadata,
@@ -52,9 +34,9 @@ std::string layout_header(std::vector<ChunkInfo>& chunks, const nlohmann::json& 
 std::array<uint8_t, kNativePreambleBytes> make_preamble(const std::string& header) {
   std::array<uint8_t, kNativePreambleBytes> preamble{};
   std::memcpy(preamble.data(), kNativeShardMagic, sizeof(kNativeShardMagic));
-  put_u32(preamble.data() + 8, kNativeShardVersion);
-  put_u32(preamble.data() + 12, 0);
-  put_u64(preamble.data() + 16, header.size());
+  encode_le32(preamble.data() + 8, kNativeShardVersion);
+  encode_le32(preamble.data() + 12, 0);
+  encode_le64(preamble.data() + 16, header.size());
   Sha256 header_hash;
   header_hash.update(header.data(), header.size());
   const Sha256Digest header_digest = header_hash.finish();
@@ -139,47 +121,6 @@ Result<WrittenFile> write_native_shard(const std::string& path, const std::vecto
 
 namespace {
 
-Result<ChunkInfo> parse_chunk(const nlohmann::json& j, const std::string& where) {
-  ChunkInfo c;
-  CKPT_ASSIGN_OR_RETURN(c.name, json_string(j, "name", where));
-  if (c.name.empty() || c.name.size() > kMaxNameBytes) {
-    return Status::corruption(where + ": tensor name is empty or longer than " +
-                              std::to_string(kMaxNameBytes));
-  }
-  const std::string at = where + " (" + c.name + ")";
-  CKPT_ASSIGN_OR_RETURN(c.component, json_string(j, "component", at));
-  CKPT_ASSIGN_OR_RETURN(std::string dtype, json_string(j, "dtype", at));
-  auto parsed = dtype_from_name(dtype);
-  if (!parsed) return Status::corruption(at + ": unknown dtype '" + dtype + "'");
-  c.dtype = *parsed;
-  CKPT_ASSIGN_OR_RETURN(c.global_shape, json_dims(j, "global_shape", at));
-  CKPT_ASSIGN_OR_RETURN(c.offsets, json_dims(j, "offsets", at));
-  CKPT_ASSIGN_OR_RETURN(c.shape, json_dims(j, "shape", at));
-  CKPT_ASSIGN_OR_RETURN(c.data_offset, json_uint(j, "data_offset", at));
-  CKPT_ASSIGN_OR_RETURN(c.data_bytes, json_uint(j, "data_bytes", at));
-  CKPT_ASSIGN_OR_RETURN(c.sha256, json_string(j, "sha256", at));
-  if (c.sha256.size() != 64) return Status::corruption(at + ": sha256 is not 64 hex digits");
-  if (c.offsets.size() != c.global_shape.size() || c.shape.size() != c.global_shape.size()) {
-    return Status::corruption(at + ": rank mismatch: global_shape " + shape_to_string(c.global_shape) +
-                              ", offsets " + shape_to_string(c.offsets) + ", shape " +
-                              shape_to_string(c.shape));
-  }
-  for (size_t d = 0; d < c.shape.size(); ++d) {
-    if (c.offsets[d] > c.global_shape[d] || c.shape[d] > c.global_shape[d] - c.offsets[d]) {
-      return Status::corruption(at + ": chunk " + c.label() + " lies outside global shape " +
-                                shape_to_string(c.global_shape) + " in dim " + std::to_string(d));
-    }
-  }
-  if (!checked_numel(c.global_shape)) return Status::corruption(at + ": global shape overflows");
-  auto nbytes = checked_nbytes(c.shape, c.dtype);
-  if (!nbytes || *nbytes != c.data_bytes) {
-    return Status::corruption(at + ": data_bytes " + std::to_string(c.data_bytes) + " but shape " +
-                              shape_to_string(c.shape) + " of " + dtype + " needs " +
-                              (nbytes ? std::to_string(*nbytes) : std::string("an overflowing size")));
-  }
-  return c;
-}
-
 Status check_payload_layout(std::vector<ChunkInfo>& chunks, uint64_t payload_start, uint64_t file_size,
                             const std::string& where) {
   std::vector<const ChunkInfo*> by_offset;
@@ -228,13 +169,13 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
     return Status::corruption(where + " @0: bad magic " + to_hex(preamble, 8) + ", expected " +
                               to_hex(reinterpret_cast<const uint8_t*>(kNativeShardMagic), 8));
   }
-  const uint32_t version = get_u32(preamble + 8);
+  const uint32_t version = decode_le32(preamble + 8);
   if (version != kNativeShardVersion) {
     return Status::not_supported(where + " @8: format version " + std::to_string(version) +
                                  ", this build reads " + std::to_string(kNativeShardVersion));
   }
-  if (get_u32(preamble + 12) != 0) return Status::not_supported(where + " @12: unknown flags set");
-  const uint64_t header_len = get_u64(preamble + 16);
+  if (decode_le32(preamble + 12) != 0) return Status::not_supported(where + " @12: unknown flags set");
+  const uint64_t header_len = decode_le64(preamble + 16);
   if (header_len == 0 || header_len > kMaxHeaderBytes) {
     return Status::corruption(where + " @16: header length " + std::to_string(header_len) + " outside (0, " +
                               std::to_string(kMaxHeaderBytes) + "]");
@@ -263,7 +204,8 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
   file->metadata_ = *metadata;
   file->header_bytes_ = header_len;
   for (size_t i = 0; i < list->size(); ++i) {
-    CKPT_ASSIGN_OR_RETURN(ChunkInfo c, parse_chunk((*list)[i], where + " chunk " + std::to_string(i)));
+    CKPT_ASSIGN_OR_RETURN(ChunkInfo c,
+                          ChunkInfo::from_json((*list)[i], where + " chunk " + std::to_string(i)));
     file->chunks_.push_back(std::move(c));
   }
   CKPT_RETURN_IF_ERROR(
@@ -275,7 +217,7 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
 Result<std::string> native_shard_header_digest(const ByteSource& source) {
   uint8_t preamble[kNativePreambleBytes];
   CKPT_RETURN_IF_ERROR(source.read_at(0, preamble, sizeof(preamble)));
-  const uint64_t header_len = get_u64(preamble + 16);
+  const uint64_t header_len = decode_le64(preamble + 16);
   if (header_len == 0 || header_len > kMaxHeaderBytes) {
     return Status::corruption(source.name() + " @16: header length " + std::to_string(header_len) +
                               " out of bounds");

@@ -5,7 +5,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "formats/sha256.h"
+#include "base/byte_coding.h"
+#include "base/sha256.h"
 
 namespace ckpt {
 
@@ -80,8 +81,7 @@ class Machine {
     return Status::ok();
   }
   uint64_t take_le(size_t k) {
-    uint64_t v = 0;
-    for (size_t b = 0; b < k; ++b) v |= static_cast<uint64_t>(p_[pos_ + b]) << (8 * b);
+    const uint64_t v = decode_le(p_ + pos_, k);
     pos_ += k;
     return v;
   }
@@ -397,8 +397,7 @@ Result<Ref> Machine::run() {
       }
       case 'G': {  // BINFLOAT: big-endian IEEE double
         CKPT_RETURN_IF_ERROR(need(8));
-        uint64_t bits = 0;
-        for (int b = 0; b < 8; ++b) bits = (bits << 8) | p_[pos_ + b];
+        const uint64_t bits = decode_be(p_ + pos_, 8);
         pos_ += 8;
         Value v;
         v.kind = Kind::kFloat;

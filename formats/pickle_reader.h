@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "formats/dtype.h"
-#include "formats/status.h"
 
 namespace ckpt {
 

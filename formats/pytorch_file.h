@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "formats/byte_source.h"
+#include "base/byte_source.h"
 #include "formats/tensor_file.h"
 
 namespace ckpt {

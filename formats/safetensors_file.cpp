@@ -4,10 +4,11 @@
 #include <cstring>
 #include <map>
 
-#include "formats/file_io.h"
-#include "formats/json_fields.h"
+#include "base/byte_coding.h"
+#include "base/file_io.h"
+#include "base/json_fields.h"
+#include "base/sha256.h"
 #include "formats/mapped_tensor_file.h"
-#include "formats/sha256.h"
 
 namespace ckpt {
 
@@ -16,12 +17,6 @@ namespace {
 constexpr size_t kMaxJsonNesting = 64;
 constexpr size_t kMaxRank = 64;
 constexpr uint64_t kMaxIndexBytes = 64ull << 20;
-
-uint64_t load_le64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 
 // nlohmann parses iteratively, but a hostile header of a million '[' still costs a deep tree;
 // no legitimate header nests deeper than 3, so refuse before parsing.
@@ -116,7 +111,7 @@ Result<std::unique_ptr<TensorFile>> open_safetensors(std::unique_ptr<ByteSource>
   }
   uint8_t len_bytes[8];
   CKPT_RETURN_IF_ERROR(source->read_at(0, len_bytes, 8));
-  const uint64_t n = load_le64(len_bytes);
+  const uint64_t n = decode_le64(len_bytes);
   if (n > kSafetensorsMaxHeaderBytes) {
     return Status::corruption(file + " @0x0: header length " + std::to_string(n) + " exceeds the limit of " +
                               std::to_string(kSafetensorsMaxHeaderBytes));
@@ -240,7 +235,7 @@ Result<WrittenFile> write_safetensors_file(const std::string& path, const std::v
                                     " bytes exceeds the safetensors limit");
   }
   uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  encode_le64(len, text.size());
 
   CKPT_ASSIGN_OR_RETURN(DurableFile f, DurableFile::create_exclusive(path));
   Sha256 file_hash;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/byte_source.h"
+#include "base/byte_source.h"
 #include "formats/shard_file_writer.h"
 #include "formats/tensor_file.h"
 

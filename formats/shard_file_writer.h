@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/status.h"
+#include "base/status.h"
 #include "formats/tensor_file.h"
 
 namespace ckpt {
@@ -22,7 +22,7 @@ struct ChunkPayload {
 struct WrittenFile {
   std::string path;
   uint64_t bytes = 0;
-  std::string sha256;             // hex SHA-256 of what `sha256_of` names
+  std::string sha256;  // hex SHA-256 of what `sha256_of` names
   // "file": the whole file's bytes. "header": the native format's preamble + header, which hold
   // every payload's SHA-256 (a two-level hash tree: see formats/README.md), so a verifier hashes
   // each payload byte once instead of twice.

@@ -1,5 +1,7 @@
 #include "formats/tensor_file.h"
 
+#include "base/json_fields.h"
+
 namespace ckpt {
 
 nlohmann::json ChunkInfo::to_json() const {
@@ -12,6 +14,47 @@ nlohmann::json ChunkInfo::to_json() const {
           {"data_offset", data_offset},
           {"data_bytes", data_bytes},
           {"sha256", sha256}};
+}
+
+Result<ChunkInfo> ChunkInfo::from_json(const nlohmann::json& j, const std::string& where) {
+  ChunkInfo c;
+  CKPT_ASSIGN_OR_RETURN(c.name, json_string(j, "name", where));
+  if (c.name.empty() || c.name.size() > kMaxChunkNameBytes) {
+    return Status::corruption(where + ": tensor name is empty or longer than " +
+                              std::to_string(kMaxChunkNameBytes));
+  }
+  const std::string at = where + " (" + c.name + ")";
+  CKPT_ASSIGN_OR_RETURN(c.component, json_string(j, "component", at));
+  CKPT_ASSIGN_OR_RETURN(std::string dtype, json_string(j, "dtype", at));
+  auto parsed = dtype_from_name(dtype);
+  if (!parsed) return Status::corruption(at + ": unknown dtype '" + dtype + "'");
+  c.dtype = *parsed;
+  CKPT_ASSIGN_OR_RETURN(c.global_shape, json_dims(j, "global_shape", at));
+  CKPT_ASSIGN_OR_RETURN(c.offsets, json_dims(j, "offsets", at));
+  CKPT_ASSIGN_OR_RETURN(c.shape, json_dims(j, "shape", at));
+  CKPT_ASSIGN_OR_RETURN(c.data_offset, json_uint(j, "data_offset", at));
+  CKPT_ASSIGN_OR_RETURN(c.data_bytes, json_uint(j, "data_bytes", at));
+  CKPT_ASSIGN_OR_RETURN(c.sha256, json_string(j, "sha256", at));
+  if (c.sha256.size() != 64) return Status::corruption(at + ": sha256 is not 64 hex digits");
+  if (c.offsets.size() != c.global_shape.size() || c.shape.size() != c.global_shape.size()) {
+    return Status::corruption(at + ": rank mismatch: global_shape " + shape_to_string(c.global_shape) +
+                              ", offsets " + shape_to_string(c.offsets) + ", shape " +
+                              shape_to_string(c.shape));
+  }
+  for (size_t d = 0; d < c.shape.size(); ++d) {
+    if (c.offsets[d] > c.global_shape[d] || c.shape[d] > c.global_shape[d] - c.offsets[d]) {
+      return Status::corruption(at + ": chunk " + c.label() + " lies outside global shape " +
+                                shape_to_string(c.global_shape) + " in dim " + std::to_string(d));
+    }
+  }
+  if (!checked_numel(c.global_shape)) return Status::corruption(at + ": global shape overflows");
+  auto nbytes = checked_nbytes(c.shape, c.dtype);
+  if (!nbytes || *nbytes != c.data_bytes) {
+    return Status::corruption(at + ": data_bytes " + std::to_string(c.data_bytes) + " but shape " +
+                              shape_to_string(c.shape) + " of " + dtype + " needs " +
+                              (nbytes ? std::to_string(*nbytes) : std::string("an overflowing size")));
+  }
+  return c;
 }
 
 std::string ChunkInfo::label() const {
@@ -29,7 +72,7 @@ std::string ChunkInfo::label() const {
 
 }  // namespace ckpt
 
-#include "formats/sha256.h"
+#include "base/sha256.h"
 
 namespace ckpt {
 

@@ -4,14 +4,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "formats/byte_source.h"
+#include "base/byte_source.h"
+#include "base/status.h"
 #include "formats/dtype.h"
-#include "formats/status.h"
 
 namespace ckpt {
 
@@ -25,14 +24,20 @@ struct ChunkInfo {
   std::vector<int64_t> shape;    // the chunk's own shape
   uint64_t data_offset = 0;      // byte offset of the payload in the file (row-major, little-endian)
   uint64_t data_bytes = 0;
-  std::string sha256;            // hex SHA-256 of the payload; empty if the format stores none
+  std::string sha256;  // hex SHA-256 of the payload; empty if the format stores none
 
   // "model.w[0:128, 0:64]" — how chunks are named in messages.
   std::string label() const;
   // Every field under its own name, dtype by name: the native header's chunk entry, and what a
   // rank reports to rank 0 about the chunks it wrote.
   nlohmann::json to_json() const;
+  // The strict inverse of to_json() for untrusted entries: every field present and typed, the name
+  // bounded, the chunk inside its global shape, data_bytes equal to shape x dtype size.
+  static Result<ChunkInfo> from_json(const nlohmann::json& j, const std::string& where);
 };
+
+// Longest tensor name a chunk entry may carry.
+constexpr size_t kMaxChunkNameBytes = 4096;
 
 class TensorFile {
  public:

@@ -3,11 +3,12 @@
 #include <cstring>
 #include <vector>
 
-#include "formats/byte_source.h"
+#include "base/byte_coding.h"
+#include "base/byte_source.h"
+#include "base/sha256.h"
 #include "formats/native_shard.h"
 #include "formats/pytorch_file.h"
 #include "formats/safetensors_file.h"
-#include "formats/sha256.h"
 #ifdef CKPTCHECK_WITH_HDF5
 #include "formats/hdf5_file.h"
 #endif
@@ -38,8 +39,7 @@ bool starts_with(const uint8_t* head, size_t n, const uint8_t* magic, size_t m) 
 // safetensors has no magic: a plausible header length, then the JSON object's '{'.
 bool looks_like_safetensors(const uint8_t* head, size_t n, uint64_t file_size) {
   if (n < 9 || head[8] != '{') return false;
-  uint64_t len = 0;
-  for (int i = 7; i >= 0; --i) len = (len << 8) | head[i];
+  const uint64_t len = decode_le64(head);
   return len >= 2 && len <= kSafetensorsMaxHeaderBytes && len <= file_size - 8;
 }
 

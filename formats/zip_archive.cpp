@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/byte_coding.h"
+
 namespace ckpt {
 
 namespace {
@@ -12,12 +14,6 @@ constexpr uint32_t kZip64EndSig = 0x06064b50, kZip64LocatorSig = 0x07064b50;
 constexpr size_t kEndBytes = 22, kZip64LocatorBytes = 20, kZip64EndBytes = 56;
 constexpr size_t kCentralBytes = 46, kLocalBytes = 30;
 constexpr size_t kMaxComment = 0xffff;
-
-uint64_t le(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 
 std::string hex_offset(uint64_t v) {
   char buf[32];
@@ -40,25 +36,25 @@ Result<Directory> find_directory(const ByteSource& src) {
   // Scan backwards: the end record is the last signature whose comment length reaches the end.
   for (uint64_t i = tail_len - kEndBytes + 1; i-- > 0;) {
     const uint8_t* p = tail.data() + i;
-    if (le(p, 4) != kEndSig || i + kEndBytes + le(p + 20, 2) != tail_len) continue;
+    if (decode_le(p, 4) != kEndSig || i + kEndBytes + decode_le(p + 20, 2) != tail_len) continue;
     const uint64_t end_pos = size - tail_len + i;
-    Directory d{le(p + 10, 2), le(p + 16, 4), le(p + 12, 4)};
+    Directory d{decode_le(p + 10, 2), decode_le(p + 16, 4), decode_le(p + 12, 4)};
     const bool needs_zip64 = d.entries == 0xffff || d.offset == 0xffffffff || d.size == 0xffffffff;
     if (end_pos >= kZip64LocatorBytes) {
       uint8_t loc[kZip64LocatorBytes];
       CKPT_RETURN_IF_ERROR(src.read_at(end_pos - kZip64LocatorBytes, loc, sizeof loc));
-      if (le(loc, 4) == kZip64LocatorSig) {
-        const uint64_t rec = le(loc + 8, 8);
+      if (decode_le(loc, 4) == kZip64LocatorSig) {
+        const uint64_t rec = decode_le(loc + 8, 8);
         if (!range_within(rec, kZip64EndBytes, size)) {
           return Status::corruption(file + " @" + hex_offset(end_pos - kZip64LocatorBytes) +
                                     ": ZIP64 end record offset " + hex_offset(rec) + " outside the file");
         }
         uint8_t z[kZip64EndBytes];
         CKPT_RETURN_IF_ERROR(src.read_at(rec, z, sizeof z));
-        if (le(z, 4) != kZip64EndSig) {
+        if (decode_le(z, 4) != kZip64EndSig) {
           return Status::corruption(file + " @" + hex_offset(rec) + ": bad ZIP64 end record signature");
         }
-        d = Directory{le(z + 32, 8), le(z + 48, 8), le(z + 40, 8)};
+        d = Directory{decode_le(z + 32, 8), decode_le(z + 48, 8), decode_le(z + 40, 8)};
       } else if (needs_zip64) {
         return Status::corruption(file + " @" + hex_offset(end_pos) +
                                   ": end record needs ZIP64 but no locator");
@@ -83,14 +79,14 @@ Status apply_zip64_extra(const uint8_t* extra, size_t n, uint64_t* usize, uint64
                          const std::string& where) {
   size_t pos = 0;
   while (pos + 4 <= n) {
-    const uint64_t id = le(extra + pos, 2), len = le(extra + pos + 2, 2);
+    const uint64_t id = decode_le(extra + pos, 2), len = decode_le(extra + pos + 2, 2);
     if (pos + 4 + len > n) return Status::corruption(where + ": extra field overruns its record");
     if (id == 1) {
       size_t q = pos + 4;
       for (uint64_t* field : {usize, csize, offset}) {
         if (*field != 0xffffffff) continue;
         if (q + 8 > pos + 4 + len) return Status::corruption(where + ": ZIP64 extra field too short");
-        *field = le(extra + q, 8);
+        *field = decode_le(extra + q, 8);
         q += 8;
       }
     }
@@ -111,13 +107,14 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
   size_t pos = 0;
   for (uint64_t i = 0; i < dir.entries; ++i) {
     const std::string at = file + " @" + hex_offset(dir.offset + pos);
-    if (pos + kCentralBytes > cd.size() || le(cd.data() + pos, 4) != kCentralSig) {
+    if (pos + kCentralBytes > cd.size() || decode_le(cd.data() + pos, 4) != kCentralSig) {
       return Status::corruption(at + ": central directory entry " + std::to_string(i) + ": bad signature");
     }
     const uint8_t* p = cd.data() + pos;
-    const uint64_t flags = le(p + 8, 2), method = le(p + 10, 2);
-    uint64_t csize = le(p + 20, 4), usize = le(p + 24, 4), local = le(p + 42, 4);
-    const size_t name_len = le(p + 28, 2), extra_len = le(p + 30, 2), comment_len = le(p + 32, 2);
+    const uint64_t flags = decode_le(p + 8, 2), method = decode_le(p + 10, 2);
+    uint64_t csize = decode_le(p + 20, 4), usize = decode_le(p + 24, 4), local = decode_le(p + 42, 4);
+    const size_t name_len = decode_le(p + 28, 2), extra_len = decode_le(p + 30, 2),
+                 comment_len = decode_le(p + 32, 2);
     if (pos + kCentralBytes + name_len + extra_len + comment_len > cd.size()) {
       return Status::corruption(at + ": central directory entry " + std::to_string(i) +
                                 " overruns the directory");
@@ -141,10 +138,10 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
     }
     uint8_t lh[kLocalBytes];
     CKPT_RETURN_IF_ERROR(src.read_at(local, lh, sizeof lh));
-    if (le(lh, 4) != kLocalSig) {
+    if (decode_le(lh, 4) != kLocalSig) {
       return Status::corruption(where + " @" + hex_offset(local) + ": bad local header signature");
     }
-    e.data_offset = local + kLocalBytes + le(lh + 26, 2) + le(lh + 28, 2);
+    e.data_offset = local + kLocalBytes + decode_le(lh + 26, 2) + decode_le(lh + 28, 2);
     e.size = usize;
     if (!range_within(e.data_offset, e.size, src.size())) {
       return Status::truncated(where + ": " + std::to_string(e.size) + " bytes at " +

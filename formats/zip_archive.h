@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "formats/byte_source.h"
-#include "formats/status.h"
+#include "base/byte_source.h"
+#include "base/status.h"
 
 namespace ckpt {
 

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake g++ make ccache pkg-config
+  cmake g++ make ccache pkg-config python3 clang-format
   libtorch-dev libgloo-dev
   libhdf5-dev hdf5-tools
   libzstd-dev zstd

@@ -1,14 +1,17 @@
 #include "shards/checkpoint_dir.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
-#include "formats/file_io.h"
+#include "base/file_io.h"
 #include "shards/manifest.h"
 
 namespace ckpt {
@@ -74,6 +77,43 @@ Status CheckpointTransaction::commit(const std::string& manifest_text) {
     if (step_from_dir_name(current->substr(slash + 1)) > step_) return Status::ok();
   }
   return write_file_atomically(root_ + "/" + kLatestFileName, step_dir_name(step_) + "\n");
+}
+
+Result<RootWriterLock> RootWriterLock::acquire(const std::string& root) {
+  CKPT_RETURN_IF_ERROR(make_directory(root));
+  const std::string path = root + "/" + kWriterLockFileName;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::io_error(path + ": open: " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK) return Status::io_error(path + ": flock: " + std::strerror(err));
+    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : "unknown";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    return Status::invalid_argument(root + ": another writer holds this checkpoint root (pid " + holder +
+                                    ", lock " + path + "); one writer per root");
+  }
+  const std::string mine = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, mine.data(), mine.size(), 0) != static_cast<ssize_t>(mine.size())) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    return Status::io_error(path + ": cannot record the holder's pid: " + why);
+  }
+  return RootWriterLock(fd);
+}
+
+RootWriterLock::~RootWriterLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the flock
+}
+
+Status CheckpointTransaction::abandon() {
+  std::error_code ec;
+  std::filesystem::remove_all(temp_dir_, ec);  // does not follow symlinks out of the dir
+  if (ec) return Status::io_error(temp_dir_ + ": cannot remove: " + ec.message());
+  return Status::ok();
 }
 
 CheckpointListing list_checkpoints(const std::string& root) {

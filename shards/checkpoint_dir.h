@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/status.h"
+#include "base/status.h"
 
 namespace ckpt {
 
@@ -25,8 +25,28 @@ std::string step_dir_name(int64_t step);  // "step_00000008"
 int64_t step_from_dir_name(const std::string& name);
 bool is_committed_checkpoint(const std::string& dir);  // holds a regular manifest.json
 
-// A checkpoint being written. Destroying it without commit() leaves the temp dir behind, which
-// `verify --all` reports as uncommitted; it is never mistaken for a checkpoint.
+// One writer per checkpoint root. An flock(2) on <root>/.writer.lock, taken before training
+// starts, so a second writer is refused at once (naming the holder's pid) instead of at its first
+// save. The kernel drops the lock when its holder dies, so a lock left by a killed process never
+// blocks. Move-only; released by the destructor.
+class RootWriterLock {
+ public:
+  static Result<RootWriterLock> acquire(const std::string& root);
+  RootWriterLock(RootWriterLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  RootWriterLock& operator=(RootWriterLock&&) = delete;
+  RootWriterLock(const RootWriterLock&) = delete;
+  ~RootWriterLock();
+
+ private:
+  explicit RootWriterLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+constexpr const char* kWriterLockFileName = ".writer.lock";
+
+// A checkpoint being written. A save that fails calls abandon(), which removes the temp dir so a
+// disk that ran out keeps no half-written shards; destroying it without either (the writer was
+// killed) leaves the temp dir behind, which `verify --all` reports as uncommitted: it is never
+// mistaken for a checkpoint.
 class CheckpointTransaction {
  public:
   static Result<CheckpointTransaction> begin(const std::string& root, int64_t step);
@@ -35,6 +55,8 @@ class CheckpointTransaction {
   // Writes the manifest into the temp dir (fsync), fsyncs the dir, renames it to step_XXXXXXXX,
   // fsyncs the root and moves `latest` forward. Refuses if the final name already exists.
   Status commit(const std::string& manifest_text);
+  // Removes the temp dir and everything in it. Never touches a committed checkpoint.
+  Status abandon();
 
  private:
   std::string root_;

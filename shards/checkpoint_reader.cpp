@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "formats/file_io.h"
+#include "base/file_io.h"
 #include "formats/shard_formats.h"
 #include "shards/mapped_checkpoint.h"
 

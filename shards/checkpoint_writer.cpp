@@ -4,13 +4,16 @@
 #include <cstdio>
 #include <ctime>
 #include <future>
-#include <map>
+#include <optional>
 
-#include "formats/parallel_jobs.h"
+#include "base/json_fields.h"
+#include "base/parallel_jobs.h"
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_dir.h"
 
 namespace ckpt {
+
+using nlohmann::json;
 
 std::string shard_file_name(size_t index, size_t count, const std::string& extension) {
   char buf[64];
@@ -26,6 +29,8 @@ std::string utc_timestamp_now() {
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
+
+namespace {
 
 Manifest manifest_skeleton(const CheckpointMetadata& metadata) {
   Manifest manifest;
@@ -53,46 +58,57 @@ void add_written_chunks(Manifest& manifest, size_t shard_index, const std::vecto
   }
 }
 
-namespace {
+// What one rank writes: file i of its own holds `payloads[i]`.
+struct RankShards {
+  size_t first_index = 0;  // global index of this rank's first file
+  size_t total = 0;        // files across all ranks
+  std::vector<std::vector<ChunkPayload>> payloads;
+};
 
-Result<WrittenFile> write_one_shard(const ShardFormat& format, const std::string& path,
-                                    const std::vector<PlannedChunk>& planned, const std::vector<TensorView>& tensors,
-                                    nlohmann::json shard_metadata) {
-  std::vector<ChunkPayload> payloads;
-  payloads.reserve(planned.size());
-  for (const auto& p : planned) payloads.push_back({p.info, tensors[p.tensor].data + p.byte_begin});
-  return format.write(path, payloads, shard_metadata);
+RankShards plan_rank_shards(const std::vector<TensorView>& replicated,
+                            const std::vector<RankTensor>& rank_tensors,
+                            const CheckpointWriteOptions& options, int rank, int world) {
+  const size_t per_rank = std::max<size_t>(1, options.num_shards);
+  RankShards mine;
+  mine.total = per_rank * static_cast<size_t>(world);
+  mine.first_index = per_rank * static_cast<size_t>(rank);
+  const ShardingPlan plan = plan_shards(replicated, mine.total, options.split_min_bytes);
+  for (size_t i = 0; i < per_rank; ++i) {
+    std::vector<ChunkPayload> payloads;
+    for (const PlannedChunk& p : plan.shards[mine.first_index + i])
+      payloads.push_back({p.info, replicated[p.tensor].data + p.byte_begin});
+    mine.payloads.push_back(std::move(payloads));
+  }
+  for (const RankTensor& t : rank_tensors) {
+    ChunkInfo c;
+    c.name = t.view.name;
+    c.component = t.view.component;
+    c.dtype = t.view.dtype;
+    c.shape = t.view.shape;
+    c.global_shape = t.offsets.empty() ? c.shape : t.global_shape;
+    c.offsets = t.offsets.empty() ? std::vector<int64_t>(c.shape.size(), 0) : t.offsets;
+    mine.payloads[0].push_back({c, t.view.data});
+  }
+  return mine;
 }
 
-}  // namespace
-
-Result<CommittedCheckpoint> write_checkpoint(const std::string& root, const std::vector<TensorView>& tensors,
-                                             const CheckpointMetadata& metadata,
-                                             const CheckpointWriteOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  const ShardFormat* format = find_shard_format(options.format);
-  if (!format) return Status::invalid_argument("unknown shard format '" + options.format + "'");
-  for (const auto& t : tensors) {
-    auto nbytes = checked_nbytes(t.shape, t.dtype);
-    if (!nbytes || *nbytes != t.bytes) {
-      return Status::invalid_argument("tensor " + t.name + ": " + std::to_string(t.bytes) + " bytes do not match shape " +
-                                      shape_to_string(t.shape));
-    }
-  }
-  const ShardingPlan plan = plan_shards(tensors, options.num_shards, options.split_min_bytes);
-  CKPT_ASSIGN_OR_RETURN(auto tx, CheckpointTransaction::begin(root, metadata.step));
-
-  const size_t count = plan.shards.size();
-  std::vector<std::string> names(count);
+// Writes this rank's files in parallel. The first failure is returned after every thread ended.
+Result<std::vector<WrittenFile>> write_rank_shards(const ShardFormat& format, const std::string& temp_dir,
+                                                   const RankShards& mine, const CheckpointMetadata& metadata,
+                                                   int rank, const CheckpointWriteOptions& options) {
+  const size_t count = mine.payloads.size();
   std::vector<Result<WrittenFile>> results(count, Status::io_error("not written"));
   const size_t jobs = resolve_jobs(options.jobs, count);
   for (size_t first = 0; first < count; first += jobs) {
     std::vector<std::future<Result<WrittenFile>>> running;
     for (size_t i = first; i < std::min(count, first + jobs); ++i) {
-      names[i] = shard_file_name(i, count, format->extension);
-      nlohmann::json shard_meta = {{"step", metadata.step}, {"shard_index", i}, {"shard_count", count}};
-      running.push_back(std::async(std::launch::async, write_one_shard, std::cref(*format), tx.temp_dir() + "/" + names[i],
-                                   std::cref(plan.shards[i]), std::cref(tensors), shard_meta));
+      const size_t index = mine.first_index + i;
+      json shard_meta = {{"step", metadata.step}, {"shard_index", index}, {"shard_count", mine.total}};
+      if (metadata.world_size > 1) shard_meta["rank"] = rank;
+      const std::string path = temp_dir + "/" + shard_file_name(index, mine.total, format.extension);
+      running.push_back(std::async(std::launch::async, [&format, path, &mine, i, shard_meta] {
+        return format.write(path, mine.payloads[i], shard_meta);
+      }));
     }
     for (size_t k = 0; k < running.size(); ++k) {
       const size_t i = first + k;
@@ -100,26 +116,188 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root, const std:
       if (results[i].is_ok() && options.on_shard_written) options.on_shard_written(i, results[i]->path);
     }
   }
-
-  Manifest manifest = manifest_skeleton(metadata);
-  // Tensors appear in the manifest in their original order, not shard order.
-  for (const auto& t : tensors) manifest.tensors.push_back({t.name, t.component, t.dtype, t.shape, {}});
-  uint64_t total = 0;
-  for (size_t i = 0; i < count; ++i) {
-    if (!results[i].is_ok()) return results[i].status();
-    const WrittenFile& w = *results[i];
-    manifest.shards.push_back({names[i], format->name, w.bytes, w.sha256, 0, w.sha256_of});
-    add_written_chunks(manifest, i, w.chunks);
-    total += w.bytes;
+  std::vector<WrittenFile> written;
+  for (auto& r : results) {
+    if (!r.is_ok()) return r.status();
+    written.push_back(std::move(*r));
   }
-  CKPT_RETURN_IF_ERROR(tx.commit(manifest_to_json_text(manifest)));
+  return written;
+}
 
-  CommittedCheckpoint committed;
-  committed.dir = tx.final_dir();
-  committed.bytes = total;
-  committed.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  committed.manifest = std::move(manifest);
-  return committed;
+// A rank's outcome as one JSON text: {"ok": false, "error": ...} or {"ok": true, "files": [...]}.
+std::string report_of(const Result<std::vector<WrittenFile>>& written, const RankShards& mine,
+                      const std::string& extension) {
+  if (!written.is_ok()) return json{{"ok", false}, {"error", written.status().to_string()}}.dump();
+  json files = json::array();
+  for (size_t i = 0; i < written->size(); ++i) {
+    const WrittenFile& w = (*written)[i];
+    json chunks = json::array();
+    for (const ChunkInfo& c : w.chunks) chunks.push_back(c.to_json());
+    files.push_back({{"index", mine.first_index + i},
+                     {"file", shard_file_name(mine.first_index + i, mine.total, extension)},
+                     {"bytes", w.bytes},
+                     {"sha256", w.sha256},
+                     {"sha256_of", w.sha256_of},
+                     {"chunks", chunks}});
+  }
+  return json{{"ok", true}, {"files", files}}.dump();
+}
+
+// Rank 0: every rank's report into the manifest. Tensors keep rank 0's state order (in a world of
+// one: the caller's order); what only other ranks hold follows in report order.
+Result<Manifest> merge_reports(const std::vector<std::string>& reports, const CheckpointMetadata& metadata,
+                               const std::string& format, const std::vector<TensorView>& replicated,
+                               const std::vector<RankTensor>& rank_tensors, size_t per_rank,
+                               uint64_t* total) {
+  Manifest manifest = manifest_skeleton(metadata);
+  for (const TensorView& t : replicated)
+    manifest.tensors.push_back({t.name, t.component, t.dtype, t.shape, {}});
+  for (const RankTensor& t : rank_tensors) {
+    manifest.tensors.push_back(
+        {t.view.name, t.view.component, t.view.dtype, t.offsets.empty() ? t.view.shape : t.global_shape, {}});
+  }
+  *total = 0;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    const std::string where = "rank " + std::to_string(r) + " save report";
+    CKPT_ASSIGN_OR_RETURN(json j, parse_json(reports[r], where));
+    if (!j.is_object() || !j.contains("ok") || !j["ok"].is_boolean())
+      return Status::corruption(where + ": unreadable");
+    if (!j["ok"].get<bool>())
+      return Status::io_error("rank " + std::to_string(r) +
+                              " failed to write its shard: " + j.value("error", std::string("?")));
+    CKPT_ASSIGN_OR_RETURN(const json* files, json_array(j, "files", where));
+    for (const json& f : *files) {
+      ManifestShard shard;
+      CKPT_ASSIGN_OR_RETURN(uint64_t index, json_uint(f, "index", where));
+      CKPT_ASSIGN_OR_RETURN(shard.path, json_string(f, "file", where));
+      CKPT_ASSIGN_OR_RETURN(shard.bytes, json_uint(f, "bytes", where));
+      CKPT_ASSIGN_OR_RETURN(shard.sha256, json_string(f, "sha256", where));
+      CKPT_ASSIGN_OR_RETURN(shard.sha256_of, json_string(f, "sha256_of", where));
+      shard.format = format;
+      shard.rank = static_cast<int64_t>(index / per_rank);
+      if (index != manifest.shards.size())
+        return Status::corruption(where + ": file index " + std::to_string(index) + ", expected " +
+                                  std::to_string(manifest.shards.size()));
+      CKPT_ASSIGN_OR_RETURN(const json* chunk_list, json_array(f, "chunks", where));
+      std::vector<ChunkInfo> chunks;
+      for (const json& c : *chunk_list) {
+        CKPT_ASSIGN_OR_RETURN(ChunkInfo info, ChunkInfo::from_json(c, where + " " + shard.path));
+        chunks.push_back(std::move(info));
+      }
+      *total += shard.bytes;
+      manifest.shards.push_back(std::move(shard));
+      add_written_chunks(manifest, index, chunks);
+    }
+  }
+  return manifest;
+}
+
+// A failed save removes its temp dir, so the space it took (maybe the space that ran out) comes
+// back, and says so.
+Status abandoned(CheckpointTransaction& tx, const Status& why) {
+  const Status removed = tx.abandon();
+  return why.with_note(removed.is_ok() ? "removed the partial checkpoint " + tx.temp_dir()
+                                       : "could not remove the partial checkpoint: " + removed.message());
+}
+
+// "OK:<detail>" or "ERR:<status>": how rank 0 tells the others what happened.
+std::string outcome_text(const Status& s, const std::string& ok_detail) {
+  return s.is_ok() ? "OK:" + ok_detail : "ERR:" + s.to_string();
+}
+
+}  // namespace
+
+Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
+                                             const std::vector<TensorView>& replicated,
+                                             const std::vector<RankTensor>& rank_tensors,
+                                             const CheckpointMetadata& metadata,
+                                             const CheckpointWriteOptions& options, ByteCollective& group) {
+  const auto start = std::chrono::steady_clock::now();
+  const int rank = group.rank(), world = group.world_size();
+  // 1. Every rank checks its input; rank 0 also begins the transaction (a temp dir). One gather
+  //    tells everyone the temp dir, or who failed and why: no rank returns before the others know,
+  //    so a bad input on one rank cannot leave the rest blocked in a later collective.
+  const ShardFormat* format = find_shard_format(options.format);
+  Status ready =
+      format ? Status::ok() : Status::invalid_argument("unknown shard format '" + options.format + "'");
+  for (const auto& t : replicated) {
+    auto nbytes = checked_nbytes(t.shape, t.dtype);
+    if (ready.is_ok() && (!nbytes || *nbytes != t.bytes)) {
+      ready = Status::invalid_argument("tensor " + t.name + ": " + std::to_string(t.bytes) +
+                                       " bytes do not match shape " + shape_to_string(t.shape));
+    }
+  }
+  std::optional<CheckpointTransaction> tx;
+  if (rank == 0 && ready.is_ok()) {
+    auto t = CheckpointTransaction::begin(root, metadata.step);
+    if (t.is_ok())
+      tx.emplace(std::move(*t));
+    else
+      ready = t.status();
+  }
+  const std::vector<std::string> announced =
+      group.all_gather_bytes(outcome_text(ready, tx ? tx->temp_dir() : ""));
+  if (!ready.is_ok()) return ready;
+  for (size_t r = 0; r < announced.size(); ++r) {
+    if (announced[r].rfind("OK:", 0) != 0)
+      return Status::io_error("rank " + std::to_string(r) +
+                              " could not begin the checkpoint: " + announced[r].substr(4));
+  }
+  const std::string temp_dir = announced[0].substr(3);
+
+  // 2. This rank's files.
+  const RankShards mine = plan_rank_shards(replicated, rank_tensors, options, rank, world);
+  const Result<std::vector<WrittenFile>> written =
+      write_rank_shards(*format, temp_dir, mine, metadata, rank, options);
+
+  // 3. Every rank's report.
+  const std::vector<std::string> reports =
+      group.all_gather_bytes(report_of(written, mine, format->extension));
+
+  // 4. Rank 0 merges and commits; its own failure is returned as it is.
+  Status committed = written.status();
+  std::string final_dir;
+  Manifest manifest;
+  uint64_t total = 0;
+  if (rank == 0) {
+    if (committed.is_ok()) {
+      auto merged = merge_reports(reports, metadata, format->name, replicated, rank_tensors,
+                                  std::max<size_t>(1, options.num_shards), &total);
+      if (!merged.is_ok()) {
+        committed = merged.status();
+      } else {
+        manifest = std::move(*merged);
+        committed = tx->commit(manifest_to_json_text(manifest));
+        final_dir = tx->final_dir();
+      }
+    }
+    // Every rank has finished writing (its report is in), so the temp dir can go.
+    if (!committed.is_ok()) committed = abandoned(*tx, committed);
+  }
+  const std::string outcome = group.all_gather_bytes(rank == 0 ? outcome_text(committed, final_dir) : "")[0];
+  if (rank == 0 && !committed.is_ok()) return committed;
+  if (!written.is_ok()) return written.status();
+  if (outcome.rfind("OK:", 0) != 0)
+    return Status::io_error("checkpoint of step " + std::to_string(metadata.step) +
+                            " not committed: " + outcome.substr(4));
+  CommittedCheckpoint out;
+  out.dir = outcome.substr(3);
+  for (const std::string& r : reports) {
+    const json j = json::parse(r, nullptr, false);
+    if (rank != 0 && j.is_object() && j.contains("files") && j["files"].is_array())
+      for (const json& f : j["files"]) total += f.value("bytes", uint64_t{0});
+  }
+  out.bytes = total;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.manifest = std::move(manifest);
+  return out;
+}
+
+Result<CommittedCheckpoint> write_checkpoint(const std::string& root, const std::vector<TensorView>& tensors,
+                                             const CheckpointMetadata& metadata,
+                                             const CheckpointWriteOptions& options) {
+  SingleProcess self;
+  return write_checkpoint(root, tensors, {}, metadata, options, self);
 }
 
 }  // namespace ckpt

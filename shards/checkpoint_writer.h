@@ -1,15 +1,26 @@
-// Writes a set of tensors as one committed, sharded checkpoint (plan -> shard files -> manifest ->
-// atomic commit). Shards are written in parallel, each by its own thread.
+// The one save pipeline, for every world size (a world of one is the degenerate case), in the
+// manner of PyTorch DCP's save: plan, write, gather, commit.
+//
+//   1. rank 0 begins the step's transaction (a temp dir) and tells every rank its path;
+//   2. replicated tensors (identical on every rank: DDP's model and optimizer, the scheduler, the
+//      data cursor; in a world of one, every tensor) are spread by plan_shards over
+//      world x shards_per_rank files; tensors only this rank holds (FSDP row boxes, a rank's RNG
+//      stream) go whole into the rank's first file; each rank writes and fsyncs its own files,
+//      in parallel threads;
+//   3. every rank reports each file's path, size, hash and chunk list (JSON, all-gathered);
+//   4. rank 0 writes the manifest and commits (renames) only when every rank reported success.
+// A rank killed mid-save makes the gather fail on the others: nothing is committed. Torch-free:
+// the ranks talk through a ByteCollective (c10d's ProcessGroup, or SingleProcess).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "formats/status.h"
+#include "base/status.h"
+#include "distributed/byte_collective.h"
 #include "shards/manifest.h"
 #include "shards/sharding_plan.h"
 #include "shards/tensor_view.h"
@@ -17,12 +28,13 @@
 namespace ckpt {
 
 struct CheckpointWriteOptions {
-  size_t num_shards = 1;
+  size_t num_shards = 1;  // shard files per rank
   std::string format = "native";
   uint64_t split_min_bytes = kDefaultSplitMinBytes;
   size_t jobs = 0;  // writer threads; 0 = min(shards, cores)
-  // Called after each shard file is fsynced in the temp dir, before the manifest exists. The drill
-  // uses it to kill a writer mid-save.
+  // Called on the rank that wrote it after each shard file is fsynced in the temp dir, before the
+  // manifest exists (index counts this rank's files from 0). The drill uses it to kill a writer
+  // mid-save.
   std::function<void(size_t shard_index, const std::string& path)> on_shard_written;
 };
 
@@ -44,16 +56,26 @@ struct CommittedCheckpoint {
 
 std::string shard_file_name(size_t index, size_t count, const std::string& extension);
 
+// A tensor only this rank holds: a box of a global tensor (FSDP rows; empty offsets = the whole
+// tensor), or this rank's own stream (an RNG state).
+struct RankTensor {
+  TensorView view;
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> global_shape;
+};
+
+// On every rank: the committed checkpoint (bytes = all ranks' shards; the manifest is filled on
+// rank 0 only), or why none was committed.
+Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
+                                             const std::vector<TensorView>& replicated,
+                                             const std::vector<RankTensor>& rank_tensors,
+                                             const CheckpointMetadata& metadata,
+                                             const CheckpointWriteOptions& options, ByteCollective& group);
+
+// A world of one: every tensor is replicated.
 Result<CommittedCheckpoint> write_checkpoint(const std::string& root, const std::vector<TensorView>& tensors,
                                              const CheckpointMetadata& metadata,
                                              const CheckpointWriteOptions& options);
-
-// A manifest holding the metadata and no shards or tensors yet.
-Manifest manifest_skeleton(const CheckpointMetadata& metadata);
-
-// The manifest entries of tensors whose chunks were written to shard files (also used by
-// distributed saves, where rank 0 merges every rank's written files).
-void add_written_chunks(Manifest& manifest, size_t shard_index, const std::vector<ChunkInfo>& chunks);
 
 std::string utc_timestamp_now();
 

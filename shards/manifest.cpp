@@ -2,8 +2,9 @@
 
 #include <set>
 
-#include "formats/file_io.h"
-#include "formats/json_fields.h"
+#include "base/file_io.h"
+#include "base/json_fields.h"
+#include "base/sha256.h"
 
 namespace ckpt {
 
@@ -20,7 +21,8 @@ bool is_safe_relative_path(const std::string& path) {
   size_t start = 0;
   while (start <= path.size()) {
     const size_t end = path.find('/', start);
-    const std::string segment = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const std::string segment =
+        path.substr(start, end == std::string::npos ? std::string::npos : end - start);
     if (segment.empty() || segment == "." || segment == "..") return false;
     if (end == std::string::npos) break;
     start = end + 1;
@@ -31,7 +33,12 @@ bool is_safe_relative_path(const std::string& path) {
 std::string manifest_to_json_text(const Manifest& m) {
   nlohmann::json shards = nlohmann::json::array();
   for (const auto& s : m.shards) {
-    shards.push_back({{"path", s.path}, {"format", s.format}, {"bytes", s.bytes}, {"sha256", s.sha256}, {"rank", s.rank}, {"sha256_of", s.sha256_of}});
+    shards.push_back({{"path", s.path},
+                      {"format", s.format},
+                      {"bytes", s.bytes},
+                      {"sha256", s.sha256},
+                      {"rank", s.rank},
+                      {"sha256_of", s.sha256_of}});
   }
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& t : m.tensors) {
@@ -61,6 +68,7 @@ std::string manifest_to_json_text(const Manifest& m) {
                       {"extra", m.extra},
                       {"shards", shards},
                       {"tensors", tensors}};
+  j[kManifestDigestField] = sha256_hex(j.dump());
   return j.dump(1) + "\n";
 }
 
@@ -70,7 +78,8 @@ Result<ManifestShard> parse_shard(const nlohmann::json& j, const std::string& wh
   ManifestShard s;
   CKPT_ASSIGN_OR_RETURN(s.path, json_string(j, "path", where));
   if (!is_safe_relative_path(s.path)) {
-    return Status::corruption(where + ": shard path '" + s.path + "' leaves the checkpoint directory or is malformed");
+    return Status::corruption(where + ": shard path '" + s.path +
+                              "' leaves the checkpoint directory or is malformed");
   }
   CKPT_ASSIGN_OR_RETURN(s.format, json_string(j, "format", where));
   CKPT_ASSIGN_OR_RETURN(s.bytes, json_uint(j, "bytes", where));
@@ -83,7 +92,8 @@ Result<ManifestShard> parse_shard(const nlohmann::json& j, const std::string& wh
   if (s.sha256_of == "header" && s.format != "native") {
     return Status::corruption(where + ": sha256_of 'header' is defined only for native shards");
   }
-  if (s.sha256.size() != 64) return Status::corruption(where + ": sha256 of '" + s.path + "' is not 64 hex digits");
+  if (s.sha256.size() != 64)
+    return Status::corruption(where + ": sha256 of '" + s.path + "' is not 64 hex digits");
   return s;
 }
 
@@ -113,10 +123,12 @@ Result<ManifestTensor> parse_tensor(const nlohmann::json& j, size_t num_shards, 
   if (!parsed) return Status::corruption(at + ": unknown dtype '" + dtype + "'");
   t.dtype = *parsed;
   CKPT_ASSIGN_OR_RETURN(t.shape, json_dims(j, "shape", at));
-  if (!checked_nbytes(t.shape, t.dtype)) return Status::corruption(at + ": shape " + shape_to_string(t.shape) + " overflows");
+  if (!checked_nbytes(t.shape, t.dtype))
+    return Status::corruption(at + ": shape " + shape_to_string(t.shape) + " overflows");
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* chunks, json_array(j, "chunks", at));
   for (size_t i = 0; i < chunks->size(); ++i) {
-    CKPT_ASSIGN_OR_RETURN(ManifestChunk c, parse_chunk((*chunks)[i], num_shards, at + " chunk " + std::to_string(i)));
+    CKPT_ASSIGN_OR_RETURN(ManifestChunk c,
+                          parse_chunk((*chunks)[i], num_shards, at + " chunk " + std::to_string(i)));
     t.chunks.push_back(std::move(c));
   }
   return t;
@@ -127,11 +139,12 @@ Result<ManifestTensor> parse_tensor(const nlohmann::json& j, size_t num_shards, 
 Result<Manifest> parse_manifest(const std::string& text, const std::string& where) {
   CKPT_ASSIGN_OR_RETURN(auto j, parse_json(text, where));
   CKPT_ASSIGN_OR_RETURN(std::string format, json_string(j, "format", where));
-  if (format != kManifestFormat) return Status::corruption(where + ": format is '" + format + "', expected '" + kManifestFormat + "'");
+  if (format != kManifestFormat)
+    return Status::corruption(where + ": format is '" + format + "', expected '" + kManifestFormat + "'");
   CKPT_ASSIGN_OR_RETURN(int64_t version, json_int(j, "version", where));
   if (version != kManifestVersion) {
-    return Status::not_supported(where + ": manifest version " + std::to_string(version) + ", this build reads " +
-                                 std::to_string(kManifestVersion));
+    return Status::not_supported(where + ": manifest version " + std::to_string(version) +
+                                 ", this build reads " + std::to_string(kManifestVersion));
   }
   Manifest m;
   CKPT_ASSIGN_OR_RETURN(m.step, json_int(j, "step", where));
@@ -149,23 +162,45 @@ Result<Manifest> parse_manifest(const std::string& text, const std::string& wher
   std::set<std::string> paths;
   for (size_t i = 0; i < shards->size(); ++i) {
     CKPT_ASSIGN_OR_RETURN(ManifestShard s, parse_shard((*shards)[i], where + " shard " + std::to_string(i)));
-    if (!paths.insert(s.path).second) return Status::corruption(where + ": shard path '" + s.path + "' listed twice");
+    if (!paths.insert(s.path).second)
+      return Status::corruption(where + ": shard path '" + s.path + "' listed twice");
     m.shards.push_back(std::move(s));
   }
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* tensors, json_array(j, "tensors", where));
   std::set<std::string> names;
   for (size_t i = 0; i < tensors->size(); ++i) {
-    CKPT_ASSIGN_OR_RETURN(ManifestTensor t, parse_tensor((*tensors)[i], m.shards.size(), where + " tensor " + std::to_string(i)));
-    if (!names.insert(t.name).second) return Status::corruption(where + ": tensor '" + t.name + "' listed twice");
+    CKPT_ASSIGN_OR_RETURN(ManifestTensor t, parse_tensor((*tensors)[i], m.shards.size(),
+                                                         where + " tensor " + std::to_string(i)));
+    if (!names.insert(t.name).second)
+      return Status::corruption(where + ": tensor '" + t.name + "' listed twice");
     m.tensors.push_back(std::move(t));
   }
   return m;
 }
 
+Result<ManifestDigest> manifest_digest(const std::string& text, const std::string& where) {
+  CKPT_ASSIGN_OR_RETURN(nlohmann::json j, parse_json(text, where));
+  if (!j.is_object()) return Status::corruption(where + ": expected a JSON object");
+  ManifestDigest d;
+  auto it = j.find(kManifestDigestField);
+  if (it == j.end()) return d;
+  d.present = true;
+  d.recorded = it->is_string() ? it->get<std::string>() : it->dump();
+  j.erase(it);
+  d.computed = sha256_hex(j.dump());
+  return d;
+}
+
 Result<Manifest> read_manifest_file(const std::string& checkpoint_dir) {
   const std::string path = checkpoint_dir + "/" + kManifestFileName;
   CKPT_ASSIGN_OR_RETURN(std::string text, read_small_file(path, kMaxManifestBytes));
-  return parse_manifest(text, path);
+  CKPT_ASSIGN_OR_RETURN(Manifest manifest, parse_manifest(text, path));
+  CKPT_ASSIGN_OR_RETURN(ManifestDigest digest, manifest_digest(text, path));
+  if (digest.present && !digest.matches()) {
+    return Status::corruption(path + ": " + kManifestDigestField + " mismatch: recorded " + digest.recorded +
+                              ", content hashes to " + digest.computed + " (edited after commit)");
+  }
+  return manifest;
 }
 
 }  // namespace ckpt

@@ -3,13 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "base/status.h"
 #include "formats/dtype.h"
-#include "formats/status.h"
 
 namespace ckpt {
 
@@ -23,7 +22,7 @@ struct ManifestShard {
   std::string format = "native";
   uint64_t bytes = 0;
   std::string sha256;
-  int64_t rank = 0;  // the process that wrote it
+  int64_t rank = 0;                // the process that wrote it
   std::string sha256_of = "file";  // "file" (whole file) | "header" (native: preamble + header)
 };
 
@@ -51,17 +50,34 @@ struct Manifest {
   std::string strategy = "single";
   nlohmann::json config = nlohmann::json::object();  // the resolved config
   nlohmann::json pins = nlohmann::json::object();
-  nlohmann::json extra = nlohmann::json::object();   // e.g. allowed drift overrides
+  nlohmann::json extra = nlohmann::json::object();  // e.g. allowed drift overrides
   std::vector<ManifestShard> shards;
   std::vector<ManifestTensor> tensors;
 
   const ManifestTensor* find_tensor(const std::string& name) const;
 };
 
+// The manifest as committed: pretty JSON whose "manifest_sha256" is the SHA-256 of the canonical
+// text of everything else (compact, keys sorted), so an edit to any field is detectable even
+// where no shard check looks (config, pins, extra).
 std::string manifest_to_json_text(const Manifest& manifest);
+
+constexpr const char* kManifestDigestField = "manifest_sha256";
+
+// What a manifest's own digest says about its text.
+struct ManifestDigest {
+  bool present = false;  // manifests written before the digest existed have none
+  std::string recorded;
+  std::string computed;
+  bool matches() const { return present && recorded == computed; }
+};
+// Fails only when `text` is not a JSON object (parse_manifest says why).
+Result<ManifestDigest> manifest_digest(const std::string& text, const std::string& where);
 // Strict parse of untrusted text: every field typed, every shard path safe, chunk shard indices in
 // range, no duplicate shard paths or tensor names. `where` names the file in errors.
 Result<Manifest> parse_manifest(const std::string& text, const std::string& where);
+// read + parse + digest: a manifest whose recorded digest differs from its content is refused
+// (kCorruption), so nothing resumes from an edited one. One without a digest is accepted.
 Result<Manifest> read_manifest_file(const std::string& checkpoint_dir);
 
 // A path a manifest may name: relative, no "..", no empty or "." segments, no backslashes or NULs.

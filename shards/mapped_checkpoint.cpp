@@ -4,9 +4,9 @@
 #include <cstring>
 #include <map>
 
-#include "formats/mapped_file.h"
-#include "formats/parallel_jobs.h"
-#include "formats/sha256.h"
+#include "base/mapped_file.h"
+#include "base/parallel_jobs.h"
+#include "base/sha256.h"
 
 namespace ckpt {
 

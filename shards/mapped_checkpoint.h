@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/status.h"
+#include "base/status.h"
 #include "shards/checkpoint_reader.h"
 #include "shards/manifest.h"
 #include "shards/tensor_view.h"

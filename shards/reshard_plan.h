@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "formats/status.h"
+#include "base/status.h"
 #include "shards/manifest.h"
 
 namespace ckpt {

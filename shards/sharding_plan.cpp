@@ -23,7 +23,8 @@ ChunkInfo whole_chunk(const TensorView& t) {
   return c;
 }
 
-ShardingPlan plan_shards(const std::vector<TensorView>& tensors, size_t num_shards, uint64_t split_min_bytes) {
+ShardingPlan plan_shards(const std::vector<TensorView>& tensors, size_t num_shards,
+                         uint64_t split_min_bytes) {
   ShardingPlan plan;
   if (num_shards == 0) num_shards = 1;
   plan.shards.resize(num_shards);

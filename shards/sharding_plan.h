@@ -12,8 +12,8 @@
 namespace ckpt {
 
 struct PlannedChunk {
-  size_t tensor = 0;      // index into the input tensors
-  ChunkInfo info;         // name, component, dtype, global shape, offsets, shape (no file fields yet)
+  size_t tensor = 0;        // index into the input tensors
+  ChunkInfo info;           // name, component, dtype, global shape, offsets, shape (no file fields yet)
   uint64_t byte_begin = 0;  // where the chunk's bytes start inside the tensor's contiguous bytes
 };
 

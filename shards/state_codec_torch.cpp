@@ -54,6 +54,21 @@ Result<std::vector<TensorView>> views_of_state(const TrainingState& state) {
   return views;
 }
 
+Result<StateViews> save_views_of_state(const TrainingState& state, int world_size) {
+  CKPT_ASSIGN_OR_RETURN(std::vector<TensorView> views, views_of_state(state));
+  StateViews out;
+  for (size_t i = 0; i < state.size(); ++i) {
+    const StateTensor& s = state[i];
+    const bool rank_owned = !s.offsets.empty() || s.name.rfind("rng.", 0) == 0;
+    if (world_size > 1 && rank_owned) {
+      out.rank_tensors.push_back({std::move(views[i]), s.offsets, s.global_shape});
+    } else {
+      out.replicated.push_back(std::move(views[i]));
+    }
+  }
+  return out;
+}
+
 std::map<std::string, at::Tensor> tensors_from_views(const std::vector<TensorView>& views) {
   std::map<std::string, at::Tensor> out;
   for (const TensorView& t : views) {

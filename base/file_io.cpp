@@ -1,0 +1,164 @@
+#include "base/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace ckpt {
+
+namespace {
+Status errno_status(const std::string& what, const std::string& path) {
+  return Status::io_error(path + ": " + what + ": " + std::strerror(errno));
+}
+}  // namespace
+
+Result<DurableFile> DurableFile::create_exclusive(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno_status("cannot create", path);
+  return DurableFile(fd, path);
+}
+
+DurableFile::DurableFile(DurableFile&& other) noexcept
+    : fd_(other.fd_), path_(std::move(other.path_)), written_(other.written_) {
+  other.fd_ = -1;
+}
+
+DurableFile& DurableFile::operator=(DurableFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.fd_;
+    path_ = std::move(other.path_);
+    written_ = other.written_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+DurableFile::~DurableFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status DurableFile::write(const void* data, size_t size) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(fd_, p + done, size - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_status("write failed at offset " + std::to_string(written_ + done), path_);
+    }
+    done += static_cast<size_t>(n);
+  }
+  written_ += size;
+  return Status::ok();
+}
+
+Status DurableFile::write_zeros(size_t count) {
+  static const uint8_t kZeros[4096] = {};
+  while (count > 0) {
+    const size_t n = std::min(count, sizeof(kZeros));
+    CKPT_RETURN_IF_ERROR(write(kZeros, n));
+    count -= n;
+  }
+  return Status::ok();
+}
+
+Status DurableFile::finish() {
+  if (fd_ < 0) return Status::io_error(path_ + ": already closed");
+  if (::fsync(fd_) != 0) return errno_status("fsync failed", path_);
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) return errno_status("close failed", path_);
+  return Status::ok();
+}
+
+Status fsync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno_status("cannot open directory", dir);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) {
+    errno = err;
+    return errno_status("fsync of directory failed", dir);
+  }
+  return Status::ok();
+}
+
+Status make_directory(const std::string& dir) {
+  if (dir.empty()) return Status::invalid_argument("empty directory path");
+  std::string partial;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = dir.find('/', pos + 1);
+    partial = dir.substr(0, pos);
+    if (partial.empty()) continue;
+    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+      return errno_status("cannot create directory", partial);
+    }
+  }
+  if (!is_directory(dir)) return Status::io_error(dir + ": exists and is not a directory");
+  return Status::ok();
+}
+
+Status write_file_atomically(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  ::unlink(tmp.c_str());  // a leftover from a crashed writer with a recycled pid
+  CKPT_ASSIGN_OR_RETURN(auto file, DurableFile::create_exclusive(tmp));
+  CKPT_RETURN_IF_ERROR(file.write(contents.data(), contents.size()));
+  CKPT_RETURN_IF_ERROR(file.finish());
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return errno_status("rename failed", tmp);
+  const auto slash = path.find_last_of('/');
+  return fsync_directory(slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash));
+}
+
+Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_status("cannot open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::io_error(path + ": not a regular file");
+  }
+  // Read to EOF rather than trusting st_size: /proc files report 0 bytes and are not empty.
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const Status status = errno_status("read failed", path);
+      ::close(fd);
+      return status;
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > max_bytes) {
+      ::close(fd);
+      return Status::corruption(path + ": more than the limit of " + std::to_string(max_bytes) + " bytes");
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+bool path_exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_regular_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace ckpt

@@ -1,0 +1,44 @@
+// Durable file operations. The commit protocol (shards/checkpoint_dir.h) is built from these; each
+// one either fully succeeds or returns an I/O Status naming the path and errno.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+
+namespace ckpt {
+
+// An open file being written. Close with finish(), which fsyncs; the destructor closes without fsync.
+class DurableFile {
+ public:
+  static Result<DurableFile> create_exclusive(const std::string& path);  // O_EXCL: never overwrites
+  DurableFile(DurableFile&& other) noexcept;
+  DurableFile& operator=(DurableFile&& other) noexcept;
+  DurableFile(const DurableFile&) = delete;
+  DurableFile& operator=(const DurableFile&) = delete;
+  ~DurableFile();
+
+  Status write(const void* data, size_t size);
+  Status write_zeros(size_t count);
+  uint64_t bytes_written() const { return written_; }
+  const std::string& path() const { return path_; }
+  Status finish();  // fsync + close
+
+ private:
+  DurableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_ = -1;
+  std::string path_;
+  uint64_t written_ = 0;
+};
+
+Status fsync_directory(const std::string& dir);
+Status make_directory(const std::string& dir);  // mkdir -p semantics
+// Writes `contents` to `path` atomically: temp file in the same dir, fsync, rename, fsync dir.
+Status write_file_atomically(const std::string& path, const std::string& contents);
+Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes);
+bool path_exists(const std::string& path);
+bool is_directory(const std::string& path);
+bool is_regular_file(const std::string& path);
+
+}  // namespace ckpt

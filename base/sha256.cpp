@@ -1,0 +1,82 @@
+#include "base/sha256.h"
+
+#include <openssl/evp.h>
+
+#include <vector>
+
+#include "base/byte_source.h"
+
+namespace ckpt {
+
+namespace {
+// 1 MiB keeps memory flat while amortising the per-read syscall cost.
+constexpr size_t kHashBufferBytes = 1 << 20;
+}  // namespace
+
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+  EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
+}
+
+Sha256::~Sha256() {
+  EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_));
+}
+
+void Sha256::update(const void* data, size_t size) {
+  if (size) EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, size);
+}
+
+Sha256Digest Sha256::finish() {
+  Sha256Digest digest{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), digest.data(), &len);
+  return digest;
+}
+
+std::string Sha256::finish_hex() {
+  return digest_hex(finish());
+}
+
+std::string to_hex(const uint8_t* data, size_t size) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out(size * 2, '0');
+  for (size_t i = 0; i < size; ++i) {
+    out[2 * i] = kHex[data[i] >> 4];
+    out[2 * i + 1] = kHex[data[i] & 0xf];
+  }
+  return out;
+}
+
+std::string digest_hex(const Sha256Digest& digest) {
+  return to_hex(digest.data(), digest.size());
+}
+
+std::string sha256_hex(const void* data, size_t size) {
+  Sha256 h;
+  h.update(data, size);
+  return h.finish_hex();
+}
+
+std::string sha256_hex(const std::string& text) {
+  return sha256_hex(text.data(), text.size());
+}
+
+Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offset, uint64_t length) {
+  Sha256 h;
+  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(length, kHashBufferBytes)));
+  uint64_t done = 0;
+  while (done < length) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(length - done, buffer.size()));
+    CKPT_RETURN_IF_ERROR(source.read_at(offset + done, buffer.data(), n));
+    h.update(buffer.data(), n);
+    done += n;
+  }
+  return h.finish_hex();
+}
+
+Result<std::string> sha256_hex_of_file(const std::string& path, uint64_t* size_out) {
+  CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
+  if (size_out) *size_out = source->size();
+  return sha256_hex_of_range(*source, 0, source->size());
+}
+
+}  // namespace ckpt

@@ -1,0 +1,42 @@
+// Streaming SHA-256 over OpenSSL's EVP interface (which picks the SHA-NI / AVX2 code paths).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+
+namespace ckpt {
+
+class ByteSource;
+
+using Sha256Digest = std::array<uint8_t, 32>;
+
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
+  void update(const void* data, size_t size);
+  Sha256Digest finish();  // the hasher may not be updated afterwards
+  std::string finish_hex();
+
+ private:
+  void* ctx_;  // EVP_MD_CTX*, kept opaque so OpenSSL's headers stay out of every includer
+};
+
+std::string to_hex(const uint8_t* data, size_t size);
+std::string digest_hex(const Sha256Digest& digest);
+std::string sha256_hex(const void* data, size_t size);
+std::string sha256_hex(const std::string& text);
+
+// Hashes bytes [offset, offset+length) of a source with a bounded buffer (streaming).
+Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offset, uint64_t length);
+// Hashes a whole file by streaming it; also returns its size through `size_out` if non-null.
+Result<std::string> sha256_hex_of_file(const std::string& path, uint64_t* size_out = nullptr);
+
+}  // namespace ckpt

@@ -1,0 +1,104 @@
+// Writes a new file front to back through a few aligned buffers that a background thread writes
+// out while the caller fills the next one, so hashing and copying overlap the disk.
+//
+// Why not DurableFile: a buffered write() copies every byte into the page cache and fsync then
+// waits for all of them at the end; on a 2-core machine that copy and the kernel's writeback
+// compete with SHA-256 for the same cores. Here the bytes go from the buffer to the disk with
+// O_DIRECT where the filesystem takes it, and the disk works while the caller hashes the next
+// piece. Where O_DIRECT is refused (tmpfs, some network filesystems, odd alignment) it falls back
+// to buffered writes and starts each buffer's writeback at once (sync_file_range), so the final
+// fsync has little left to wait for. Either way finish() returns only after fsync.
+//
+// Headers that depend on the payload (a native shard's header holds every payload's SHA-256) are
+// written last: the first `held_prefix_bytes` stay in memory until finish(), and patch_prefix()
+// fills them in. Nothing is ever written to an existing file (O_EXCL).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/sha256.h"
+#include "base/status.h"
+
+namespace ckpt {
+
+constexpr size_t kDirectIoAlignment = 4096;  // file offset, length and memory alignment for O_DIRECT
+
+class StreamingFileWriter {
+ public:
+  struct Options {
+    size_t buffer_bytes = 8u << 20;  // rounded up to kDirectIoAlignment
+    size_t buffers_in_flight = 2;    // filled buffers the I/O thread may hold while the caller fills one
+    uint64_t held_prefix_bytes = 0;  // kept in memory until finish(), editable with patch_prefix()
+    bool allow_direct_io = true;
+  };
+
+  static Result<std::unique_ptr<StreamingFileWriter>> create_exclusive(const std::string& path,
+                                                                       const Options& options);
+  StreamingFileWriter(const StreamingFileWriter&) = delete;
+  StreamingFileWriter& operator=(const StreamingFileWriter&) = delete;
+  // Without finish(): stops the I/O thread and closes the file unsynced (a torn file, which the
+  // commit protocol leaves uncommitted).
+  ~StreamingFileWriter();
+
+  // With `hash`, the bytes are also fed to it, from the buffer right after the copy: hashing from
+  // cache instead of from DRAM costs a third less CPU on the bench machine (bench/README.md).
+  Status append(const void* data, size_t size, Sha256* hash = nullptr);
+  Status append_zeros(size_t count);
+  // Overwrites bytes already appended inside the held prefix.
+  Status patch_prefix(uint64_t offset, const void* data, size_t size);
+  // Writes the held prefix and the tail, trims any O_DIRECT padding, fsyncs and closes.
+  Status finish();
+
+  uint64_t bytes_appended() const { return appended_; }
+  const std::string& path() const { return path_; }
+  // Whether every write so far went through O_DIRECT (false after a fallback).
+  bool used_direct_io() const;
+
+ private:
+  struct Buffer {
+    std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, nullptr};
+    uint64_t file_offset = 0;
+    size_t used = 0;
+  };
+
+  StreamingFileWriter(int fd, std::string path, const Options& options, bool direct);
+  Result<Buffer> allocate_buffer() const;
+  Status take_free_buffer();     // makes current_ an empty buffer at the next file offset
+  void retire_current_buffer();  // held, or queued for the I/O thread
+  bool is_held(const Buffer& b) const { return b.file_offset < options_.held_prefix_bytes; }
+  Status write_buffer(Buffer& buffer);  // on the calling thread; pads for O_DIRECT
+  Status pwrite_all(const uint8_t* data, size_t size, uint64_t offset);
+  void io_loop();
+  Status first_error();
+
+  int fd_ = -1;
+  std::string path_;
+  Options options_;
+  uint64_t appended_ = 0;
+  uint64_t padded_end_ = 0;  // furthest byte written including O_DIRECT padding
+  bool finished_ = false;
+
+  Buffer current_;
+  std::vector<Buffer> held_;
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::deque<Buffer> queue_;  // filled, waiting for the I/O thread
+  std::vector<Buffer> free_;
+  size_t in_io_ = 0;         // popped by the I/O thread, not yet returned
+  size_t pool_buffers_ = 0;  // allocated for streaming (held ones not counted)
+  bool stopping_ = false;
+  std::atomic<bool> direct_{false};
+  Status error_ = Status::ok();
+  std::thread io_thread_;
+};
+
+}  // namespace ckpt

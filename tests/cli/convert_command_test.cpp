@@ -1,0 +1,175 @@
+// `ckptcheck convert` through the real binary, plus `verify` on checkpoints of every format: round
+// trips native -> safetensors -> hdf5 -> native over 1, 2 and 3 shards stay bit-identical, a
+// committed step is never rewritten, flipped payload bytes in safetensors and HDF5 shards are
+// caught, and `train --format` writes checkpoints that verify. Skipped when not built.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "shards/checkpoint_dir.h"
+#include "shards/checkpoint_reader.h"
+#include "tests/support/training_state_fixture.h"
+
+namespace ckpt {
+namespace {
+
+using namespace ckpt::testing;
+
+class ConvertCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::access(CKPTCHECK_BIN, X_OK) != 0) GTEST_SKIP() << CKPTCHECK_BIN << " is not built";
+  }
+  // Converts `src` into a fresh root and returns the committed checkpoint dir.
+  std::string convert(const std::string& src, const std::string& root, const std::string& format,
+                      size_t shards) {
+    const CommandResult r = run_ckptcheck("convert '" + src + "' '" + root + "' --format " + format +
+                                          " --shards " + std::to_string(shards));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    auto dir = resolve_latest_checkpoint(root);
+    EXPECT_TRUE(dir.is_ok()) << dir.status().to_string();
+    return dir.is_ok() ? *dir : "";
+  }
+  TempDir work_;
+};
+
+void expect_bytes_identical(const std::string& dir, const std::vector<LoadedTensor>& state) {
+  const Manifest m = read_fixture_manifest(dir);
+  auto loaded = load_checkpoint_tensors(dir, m);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  ASSERT_EQ(loaded->size(), state.size());
+  for (const auto& want : state) {
+    bool found = false;
+    for (const auto& got : *loaded) {
+      if (got.name != want.name) continue;
+      found = true;
+      EXPECT_EQ(got.bytes, want.bytes) << want.name;
+      EXPECT_EQ(got.component, want.component) << want.name;
+    }
+    EXPECT_TRUE(found) << want.name;
+  }
+}
+
+TEST_F(ConvertCommandTest, RoundTripThroughEveryFormatAndShardCount) {
+  const auto state = full_training_state();
+  for (size_t shards : {1, 2, 3}) {
+    SCOPED_TRACE("shards " + std::to_string(shards));
+    const std::string base = work_ / ("s" + std::to_string(shards));
+    std::string previous = save_training_state(base + "-native0", state, kFixtureStep, shards);
+    const std::string original = previous;
+    for (const char* format : {"safetensors", "hdf5", "native"}) {
+      SCOPED_TRACE(format);
+      const std::string next = convert(previous, base + "-" + format, format, shards);
+      ASSERT_FALSE(next.empty());
+      const Manifest m = read_fixture_manifest(next);
+      EXPECT_EQ(m.shards.size(), shards);
+      EXPECT_EQ(m.shards[0].format, format);
+      EXPECT_EQ(m.step, kFixtureStep);
+      const CommandResult d = run_ckptcheck("diff '" + original + "' '" + next + "'");
+      EXPECT_EQ(d.exit_code, 0) << d.output;
+      const CommandResult v = run_ckptcheck("verify '" + next + "'");
+      EXPECT_EQ(v.exit_code, 0) << v.output;
+      expect_bytes_identical(next, state);
+      previous = next;
+    }
+  }
+}
+
+TEST_F(ConvertCommandTest, ManifestFactsAreCarriedOver) {
+  const std::string src = save_training_state(work_ / "src", full_training_state());
+  edit_manifest(src, [](Manifest& m) {
+    m.config = {{"model", {{"layers", 2}}}};
+    m.pins = {{"torch", "1.13.1"}};
+    m.extra = {{"allow_drift", {"dataset_revision"}}};
+    m.world_size = 2;
+    m.strategy = "ddp";
+  });
+  const Manifest want = read_fixture_manifest(src);
+  const Manifest got = read_fixture_manifest(convert(src, work_ / "dst", "safetensors", 2));
+  EXPECT_EQ(got.step, want.step);
+  EXPECT_EQ(got.config, want.config);
+  EXPECT_EQ(got.pins, want.pins);
+  EXPECT_EQ(got.extra, want.extra);
+  EXPECT_EQ(got.world_size, 2);
+  EXPECT_EQ(got.strategy, "ddp");
+}
+
+TEST_F(ConvertCommandTest, RefusesAnExistingCommittedStep) {
+  const std::string src = save_training_state(work_ / "src", full_training_state());
+  const std::string dst = convert(src, work_ / "dst", "hdf5", 1);
+  const auto before = read_file_bytes(dst + "/" + kManifestFileName);
+  const CommandResult again =
+      run_ckptcheck("convert '" + src + "' '" + (work_ / "dst") + "' --format native");
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
+  EXPECT_EQ(read_file_bytes(dst + "/" + kManifestFileName), before);
+}
+
+TEST_F(ConvertCommandTest, BadFormatOrSourceExitsTwo) {
+  const std::string src = save_training_state(work_ / "src", full_training_state());
+  const CommandResult r = run_ckptcheck("convert '" + src + "' '" + (work_ / "dst") + "' --format gguf");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("safetensors"), std::string::npos) << r.output;
+  EXPECT_EQ(
+      run_ckptcheck("convert '" + (work_ / "none") + "' '" + (work_ / "dst") + "' --format native").exit_code,
+      2);
+  EXPECT_EQ(run_ckptcheck("convert '" + src + "' '" + (work_ / "dst") + "'").exit_code,
+            2);  // --format required
+}
+
+TEST_F(ConvertCommandTest, PytorchFileBecomesACheckpoint) {
+  const std::string pt = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/model_state.pt";
+  const std::string dir = convert(pt, work_ / "dst", "safetensors", 2);
+  // Not `verify`: a bare state dict is not a resumable training state, which verify reports.
+  EXPECT_EQ(run_ckptcheck("inspect '" + dir + "'").exit_code, 0);
+  const CommandResult d = run_ckptcheck("diff '" + pt + "' '" + dir + "'");
+  EXPECT_EQ(d.exit_code, 0) << d.output;
+}
+
+// Flips one payload byte of a chunk, then re-seals the shard hashes so only the chunk hash can tell.
+void flip_payload_byte(const std::string& dir, const std::string& tensor) {
+  const ManifestChunk chunk = fixture_chunk(dir, tensor, 0);
+  const std::string shard = fixture_shard_path(dir, chunk.shard);
+  auto bytes = read_file_bytes(shard);
+  ASSERT_LT(chunk.data_offset + 3, bytes.size());
+  bytes[chunk.data_offset + 3] ^= 0x10;
+  write_file_bytes(shard, bytes);
+  refresh_shard_hashes(dir);
+}
+
+TEST_F(ConvertCommandTest, VerifyCatchesAFlippedPayloadByteInSafetensorsAndHdf5) {
+  const std::string src = save_training_state(work_ / "src", full_training_state());
+  for (const char* format : {"safetensors", "hdf5"}) {
+    SCOPED_TRACE(format);
+    const std::string dir = convert(src, work_ / format, format, 2);
+    ASSERT_EQ(run_ckptcheck("verify '" + dir + "'").exit_code, 0);
+    flip_payload_byte(dir, "model.blocks.0.w");
+    const CommandResult v = run_ckptcheck("verify '" + dir + "'");
+    EXPECT_EQ(v.exit_code, 1) << v.output;
+    EXPECT_NE(v.output.find("model.blocks.0.w"), std::string::npos) << v.output;
+    EXPECT_EQ(run_ckptcheck("inspect '" + dir + "'").exit_code, 1);
+    EXPECT_EQ(run_ckptcheck("diff '" + src + "' '" + dir + "'").exit_code, 1);
+  }
+}
+
+TEST_F(ConvertCommandTest, TrainWritesEveryFormatThatVerifies) {
+  const std::string config = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/configs/pilot.yaml";
+  for (const char* format : {"safetensors", "hdf5"}) {
+    SCOPED_TRACE(format);
+    const std::string root = work_ / (std::string("train-") + format);
+    const CommandResult t =
+        run_ckptcheck("train --config '" + config + "' --steps 2 --save-final --shards 2 --format " + format +
+                      " --ckpt-dir '" + root + "' --metrics '" + root + ".jsonl'");
+    ASSERT_EQ(t.exit_code, 0) << t.output;
+    auto dir = resolve_latest_checkpoint(root);
+    ASSERT_TRUE(dir.is_ok()) << dir.status().to_string();
+    EXPECT_EQ(read_fixture_manifest(*dir).shards[0].format, format);
+    const CommandResult v = run_ckptcheck("verify '" + root + "'");
+    EXPECT_EQ(v.exit_code, 0) << v.output;
+    EXPECT_EQ(run_ckptcheck("inspect '" + root + "'").exit_code, 0);
+  }
+}
+
+}  // namespace
+}  // namespace ckpt

@@ -1,0 +1,184 @@
+// Runs the real drill through the binary: children are trained, SIGKILLed and resumed for real.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/support/test_support.h"
+
+namespace ckpt {
+namespace {
+
+const std::string kPilot = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/configs/pilot.yaml";
+const std::string kLongRun = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/configs/long-run.yaml";
+
+// The drill verifies through `ckptcheck verify --json`; until that command is in the build the
+// drills that need it cannot pass, and DrillWithoutVerify proves the drill says so instead.
+bool verify_registered() {
+  static const bool registered = testing::run_ckptcheck("verify --help").exit_code == 0;
+  return registered;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str(), nullptr, false);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+TEST(Drill, PilotResumesBitIdenticallyAfterBothKills) {
+  if (!verify_registered()) GTEST_SKIP() << "`ckptcheck verify` is not registered in this build";
+  testing::TempDir tmp;
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = testing::run_ckptcheck("drill --config " + kPilot + " --kill both --report-dir " +
+                                        (tmp / "report") + " --work-dir " + tmp.path());
+  std::printf("[ timing ] full pilot drill, both kills: %.1f s\n", seconds_since(start));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("PASS"), std::string::npos);
+
+  const nlohmann::json report = read_json(tmp / "report/report.json");
+  ASSERT_TRUE(report.is_object()) << "report.json does not parse";
+  EXPECT_EQ(report["verdict"], "pass");
+  EXPECT_EQ(report["bit_identical"], true);
+  EXPECT_EQ(report["drill"]["save_at"], 8);  // config steps 16 / 2
+  ASSERT_EQ(report["modes"].size(), 2u);
+  EXPECT_EQ(report["modes"][0]["resumed_from_step"], 8);
+  EXPECT_EQ(report["modes"][1]["resumed_from_step"], 4);  // the torn step-8 save is skipped
+  for (const char* c : {"model", "optimizer", "scheduler", "scaler", "rng", "data", "progress"}) {
+    ASSERT_TRUE(report["components"].contains(c)) << c;
+    EXPECT_EQ(report["components"][c]["bit_identical"], true) << c;
+  }
+  bool saw_torn = false;
+  for (const auto& c : report["checks"]) {
+    EXPECT_EQ(c["passed"], true) << c.dump();
+    if (c["name"] == "torn_checkpoint_uncommitted") saw_torn = true;
+  }
+  EXPECT_TRUE(saw_torn);
+  EXPECT_EQ(report["losses"]["reference"].size(), 16u);
+  EXPECT_EQ(report["losses"]["resumed"].size(), 8u);
+
+  const auto& memory = report["measurements"]["memory"];
+  EXPECT_GT(memory["peak_rss_bytes"].get<double>(), 0);
+  EXPECT_GT(memory["parameter_bytes"].get<double>(), 0);
+  EXPECT_GT(memory["gradient_bytes"].get<double>(), 0);
+  EXPECT_GT(memory["optimizer_state_bytes"].get<double>(),
+            0);  // the measured step includes the optimizer step
+  EXPECT_TRUE(memory["cuda"].is_null());
+  const auto& timings = report["measurements"]["timings"];
+  for (const char* k :
+       {"step_seconds_mean", "forward_backward_seconds_mean", "optimizer_seconds_mean",
+        "checkpoint_save_seconds", "checkpoint_bytes", "restore_seconds", "verify_seconds",
+        "process_start_seconds", "tokens_per_second", "eval_seconds", "data_wait_seconds_mean"})
+    ASSERT_TRUE(timings.contains(k)) << k;
+  EXPECT_GT(timings["checkpoint_bytes"].get<double>(), 0);
+  EXPECT_GT(timings["tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(timings["restore_seconds"].get<double>(), 0);
+  EXPECT_EQ(report["measurements"]["eval_every_steps"], 0);
+  EXPECT_FALSE(report["pins"].empty());
+
+  std::ifstream html(tmp / "report/report.html");
+  std::stringstream page;
+  page << html.rdbuf();
+  EXPECT_NE(page.str().find("id=\"curve-reference\""), std::string::npos);
+  EXPECT_NE(page.str().find("id=\"curve-resumed-during-save\""), std::string::npos);
+
+  // The report is what `plan` plans from: the two must agree on its shape.
+  const auto plan = testing::run_ckptcheck("plan --report " + (tmp / "report/report.json") +
+                                           " --total-steps 100000 --catalog " + CKPTCHECK_SOURCE_DIR +
+                                           "/fixtures/hardware.yaml --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("H100"), std::string::npos) << plan.output;
+}
+
+struct InjectCase {
+  const char* inject;
+  const char* must_name;  // in the failure message
+};
+
+class DrillInject : public ::testing::TestWithParam<InjectCase> {};
+
+TEST_P(DrillInject, FailsNamingTheComponentThatDiverged) {
+  if (!verify_registered()) GTEST_SKIP() << "`ckptcheck verify` is not registered in this build";
+  testing::TempDir tmp;
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = testing::run_ckptcheck("drill --config " + kPilot +
+                                        " --save-at 4 --resume-steps 4 --inject " + GetParam().inject +
+                                        " --work-dir " + tmp.path() + " --report-dir " + (tmp / "report"));
+  std::printf("[ timing ] inject %s: %.1f s\n", GetParam().inject, seconds_since(start));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(std::string("FAIL: ") + GetParam().must_name), std::string::npos) << r.output;
+  const nlohmann::json report = read_json(tmp / "report/report.json");
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["verdict"], "fail");
+  EXPECT_EQ(report["bit_identical"], false);
+}
+
+INSTANTIATE_TEST_SUITE_P(NegativeControls, DrillInject,
+                         ::testing::Values(InjectCase{"drop-optimizer-state", "optimizer diverged"},
+                                           InjectCase{"reset-scheduler", "scheduler diverged"},
+                                           InjectCase{"skip-rng-restore", "rng diverged"},
+                                           InjectCase{"skip-data-position", "data diverged"},
+                                           InjectCase{"reset-loss-scaler", "scaler diverged"},
+                                           InjectCase{
+                                               "stale-shard",
+                                               "verify failed on step_00000004: shard shard-00000-of-00002"}),
+                         [](const ::testing::TestParamInfo<InjectCase>& info) {
+                           std::string name = info.param.inject;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+TEST(Drill, StaleShardNamesTheComponentsInTheShard) {
+  if (!verify_registered()) GTEST_SKIP() << "`ckptcheck verify` is not registered in this build";
+  testing::TempDir tmp;
+  const auto r = testing::run_ckptcheck("drill --config " + kPilot +
+                                        " --save-at 2 --resume-steps 1 --inject stale-shard"
+                                        " --shards 1 --work-dir " +
+                                        tmp.path());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  // With one shard every tensor is in it, so every component is named.
+  EXPECT_NE(r.output.find("holds data, model, optimizer, progress, rng, scaler, scheduler tensors"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(Drill, RefusesAPilotThatHidesTheLongRunsMemory) {
+  const auto r = testing::run_ckptcheck("drill --config " + kPilot + " --long-run " + kLongRun);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("seq_len: pilot 64 < long run 256"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("micro_batch: pilot 8 < long run 16"), std::string::npos) << r.output;
+}
+
+TEST(Drill, BadFlagsAreUsageErrors) {
+  EXPECT_EQ(testing::run_ckptcheck("drill --config " + kPilot + " --kill sideways").exit_code, 2);
+  const auto unknown = testing::run_ckptcheck("drill --config " + kPilot + " --inject forget-everything");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.output.find("forget-everything"), std::string::npos) << unknown.output;
+  const auto odd = testing::run_ckptcheck("drill --config " + kPilot + " --kill during-save --save-at 3");
+  EXPECT_EQ(odd.exit_code, 2);
+  EXPECT_NE(odd.output.find("even"), std::string::npos) << odd.output;
+  EXPECT_EQ(testing::run_ckptcheck("drill --config /nonexistent.yaml").exit_code, 2);
+}
+
+TEST(Drill, WithoutVerifyTheDrillReportsItInsteadOfPassing) {
+  if (verify_registered()) GTEST_SKIP() << "verify is registered: the drills above cover it";
+  testing::TempDir tmp;
+  const auto r =
+      testing::run_ckptcheck("drill --config " + kPilot + " --save-at 2 --resume-steps 1 --work-dir " +
+                             tmp.path() + " --report-dir " + (tmp / "report"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("is `verify` registered in this build?"), std::string::npos) << r.output;
+  // The subject was still really killed before verify was attempted.
+  EXPECT_NE(r.output.find("subject_killed"), std::string::npos) << r.output;
+  EXPECT_EQ(read_json(tmp / "report/report.json")["verdict"], "error");
+}
+
+}  // namespace
+}  // namespace ckpt

@@ -1,0 +1,69 @@
+#include "tests/support/test_support.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+
+namespace ckpt::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base ? base : "/tmp") + "/ckptcheck-test-XXXXXX";
+  if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  if (std::getenv("CKPTCHECK_KEEP_TEMP")) return;
+  const std::string cmd = "rm -rf '" + path_ + "'";
+  if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path_.c_str());
+}
+
+LoadedTensor patterned_tensor(const std::string& name, const std::string& component, DType dtype,
+                              std::vector<int64_t> shape) {
+  LoadedTensor t{name, component, dtype, shape, {}};
+  t.bytes.resize(static_cast<size_t>(*checked_nbytes(shape, dtype)));
+  uint64_t h = 1469598103934665603ull;
+  for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  for (size_t i = 0; i < t.bytes.size(); ++i) {
+    h = h * 6364136223846793005ull + 1442695040888963407ull;
+    t.bytes[i] = static_cast<uint8_t>(h >> 56);
+  }
+  if (dtype == DType::kBool) {
+    for (auto& b : t.bytes) b &= 1;
+  }
+  return t;
+}
+
+CommandResult run_command(const std::string& command_line) {
+  CommandResult result;
+  FILE* pipe = ::popen((command_line + " 2>&1").c_str(), "r");
+  if (!pipe) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) result.output.append(buf, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+CommandResult run_ckptcheck(const std::string& args) {
+  return run_command(std::string("CKPTCHECK_NO_PROGRESS=1 ") + CKPTCHECK_BIN + " " + args);
+}
+
+std::vector<uint8_t> read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace ckpt::testing

@@ -1,0 +1,40 @@
+// Shared test scaffolding: temp dirs, tensors made of deterministic bytes, running the CLI.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shards/tensor_view.h"
+
+namespace ckpt::testing {
+
+// A fresh empty directory under $TMPDIR, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A tensor whose bytes are a deterministic function of (name, index).
+LoadedTensor patterned_tensor(const std::string& name, const std::string& component, DType dtype,
+                              std::vector<int64_t> shape);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+// Runs a shell command line, capturing output; exit_code is the process's exit status.
+CommandResult run_command(const std::string& command_line);
+// Runs build/ckptcheck with the given arguments (already shell-quoted where needed).
+CommandResult run_ckptcheck(const std::string& args);
+
+std::vector<uint8_t> read_file_bytes(const std::string& path);
+void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
+
+}  // namespace ckpt::testing

@@ -1,0 +1,65 @@
+#include "verifier/tensors/nonfinite_count.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace ckpt {
+namespace {
+
+template <typename T>
+std::vector<uint8_t> bytes_of(const std::vector<T>& values) {
+  std::vector<uint8_t> out(values.size() * sizeof(T));
+  std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+TEST(NonfiniteCounter, CountsF32AndF64NanAndInf) {
+  const float fnan = std::numeric_limits<float>::quiet_NaN(), finf = std::numeric_limits<float>::infinity();
+  NonfiniteCounter f32(DType::kF32);
+  const auto b = bytes_of<float>({1.f, fnan, -finf, finf, 0.f, -fnan, 3.4e38f});
+  f32.feed(b.data(), b.size());
+  EXPECT_EQ(f32.count().nan, 2u);
+  EXPECT_EQ(f32.count().inf, 2u);
+  NonfiniteCounter f64(DType::kF64);
+  const auto d = bytes_of<double>({1.0, std::numeric_limits<double>::quiet_NaN(), 1e308});
+  f64.feed(d.data(), d.size());
+  EXPECT_EQ(f64.count().nan, 1u);
+  EXPECT_EQ(f64.count().inf, 0u);
+}
+
+TEST(NonfiniteCounter, CountsHalfAndBFloat16) {
+  // f16: 0x7c00 = +inf, 0x7e00 = nan, 0x7bff = max finite; bf16: 0x7f80 = +inf, 0xffc0 = nan.
+  NonfiniteCounter f16(DType::kF16);
+  const auto h = bytes_of<uint16_t>({0x7c00, 0x7e00, 0x7bff, 0x3c00});
+  f16.feed(h.data(), h.size());
+  EXPECT_EQ(f16.count().nan, 1u);
+  EXPECT_EQ(f16.count().inf, 1u);
+  NonfiniteCounter bf16(DType::kBF16);
+  const auto bf = bytes_of<uint16_t>({0x7f80, 0xffc0, 0x7f7f, 0xff80});
+  bf16.feed(bf.data(), bf.size());
+  EXPECT_EQ(bf16.count().nan, 1u);
+  EXPECT_EQ(bf16.count().inf, 2u);
+}
+
+TEST(NonfiniteCounter, ElementsSplitAcrossFeedsAreCountedOnce) {
+  const auto b =
+      bytes_of<float>({std::numeric_limits<float>::quiet_NaN(), 2.f, std::numeric_limits<float>::infinity()});
+  NonfiniteCounter c(DType::kF32);
+  for (uint8_t byte : b) c.feed(&byte, 1);
+  EXPECT_EQ(c.count().nan, 1u);
+  EXPECT_EQ(c.count().inf, 1u);
+}
+
+TEST(NonfiniteCounter, IntegersAreNeverCounted) {
+  NonfiniteCounter c(DType::kI32);
+  const auto b = bytes_of<uint32_t>({0x7fc00000u, 0x7f800000u});
+  c.feed(b.data(), b.size());
+  EXPECT_FALSE(c.count().any());
+  EXPECT_FALSE(c.counts_anything());
+}
+
+}  // namespace
+}  // namespace ckpt

@@ -1,0 +1,157 @@
+#include "verifier/tensors/state_compare.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "tests/support/test_support.h"
+
+namespace ckpt {
+namespace {
+
+LoadedTensor f32(const std::string& name, const std::string& component, std::vector<int64_t> shape,
+                 const std::vector<float>& values) {
+  LoadedTensor t{name, component, DType::kF32, std::move(shape), {}};
+  t.bytes.resize(values.size() * sizeof(float));
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+LoadedTensor i64(const std::string& name, const std::string& component, const std::vector<int64_t>& values) {
+  LoadedTensor t{name, component, DType::kI64, {static_cast<int64_t>(values.size())}, {}};
+  t.bytes.resize(values.size() * sizeof(int64_t));
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+TEST(DrillCompare, ToleranceRuleIsAtolPlusRtolTimesReference) {
+  EXPECT_TRUE(within_tolerance(1.0, 1.0, {}));
+  EXPECT_FALSE(within_tolerance(1.0, std::nextafter(1.0, 2.0), {}));
+  EXPECT_TRUE(within_tolerance(100.0, 100.5, {0.01, 0}));   // 0.5 <= 1
+  EXPECT_FALSE(within_tolerance(100.0, 102.0, {0.01, 0}));  // 2 > 1
+  EXPECT_TRUE(within_tolerance(0.0, 1e-9, {0, 1e-8}));
+  EXPECT_TRUE(within_tolerance(NAN, NAN, {}));
+  EXPECT_FALSE(within_tolerance(1.0, NAN, {1, 1}));
+}
+
+TEST(DrillCompare, IdenticalTensorsAreBitIdentical) {
+  const auto a = f32("model.w", "model", {2, 3}, {1, 2, 3, 4, 5, 6});
+  const TensorDiff d = compare_tensor(a.view(), a.view(), {});
+  EXPECT_TRUE(d.bit_identical());
+  EXPECT_TRUE(d.passed());
+  EXPECT_EQ(d.elements, 6);
+  EXPECT_EQ(d.max_abs, 0);
+}
+
+TEST(DrillCompare, ReportsMaxAbsAndItsIndex) {
+  const auto a = f32("model.w", "model", {2, 3}, {1, 2, 3, 4, 5, 6});
+  const auto b = f32("model.w", "model", {2, 3}, {1, 2.001f, 3, 4, 5, 6.5f});
+  const TensorDiff d = compare_tensor(a.view(), b.view(), {});
+  EXPECT_FALSE(d.passed());
+  EXPECT_EQ(d.differing_elements, 2);
+  EXPECT_NEAR(d.max_abs, 0.5, 1e-6);
+  EXPECT_EQ(d.max_abs_index, (std::vector<int64_t>{1, 2}));
+  EXPECT_NEAR(d.max_rel, 0.5 / 6, 1e-6);
+  // Within a loose tolerance the same tensors pass but are still not bit-identical.
+  const TensorDiff loose = compare_tensor(a.view(), b.view(), {0.1, 0});
+  EXPECT_TRUE(loose.passed());
+  EXPECT_FALSE(loose.bit_identical());
+}
+
+TEST(DrillCompare, IntegersMustMatchExactlyWhateverTheTolerance) {
+  const auto a = i64("progress.step", "progress", {8});
+  const auto b = i64("progress.step", "progress", {9});
+  const TensorDiff d = compare_tensor(a.view(), b.view(), {1.0, 10.0});
+  EXPECT_FALSE(d.passed());
+  EXPECT_EQ(d.max_abs, 1);
+}
+
+TEST(DrillCompare, ShapeOrDtypeMismatchIsNotComparable) {
+  const auto a = f32("model.w", "model", {2, 3}, {1, 2, 3, 4, 5, 6});
+  const auto b = f32("model.w", "model", {3, 2}, {1, 2, 3, 4, 5, 6});
+  const TensorDiff d = compare_tensor(a.view(), b.view(), {1, 1});
+  EXPECT_FALSE(d.passed());
+  EXPECT_NE(d.mismatch.find("[2, 3] vs [3, 2]"), std::string::npos) << d.mismatch;
+}
+
+TEST(DrillCompare, StatesGroupByComponentAndNameTheFirstDivergingTensor) {
+  std::vector<LoadedTensor> ref = {
+      f32("model.a", "model", {2}, {1, 2}),
+      f32("optimizer.model.a.exp_avg", "optimizer", {2, 2}, {0.1f, 0.2f, 0.3f, 0.4f}),
+      i64("scheduler.step", "scheduler", {8})};
+  std::vector<LoadedTensor> got = ref;
+  got[1] = f32("optimizer.model.a.exp_avg", "optimizer", {2, 2}, {0.1f, 0.2f, 0.3f, 0.0f});
+  const auto c = compare_states(ref, got, {});
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_TRUE(c.at("model").passed);
+  EXPECT_TRUE(c.at("model").bit_identical);
+  EXPECT_TRUE(c.at("scheduler").passed);
+  const ComponentDiff& o = c.at("optimizer");
+  EXPECT_FALSE(o.passed);
+  EXPECT_EQ(o.first_diverging_tensor, "optimizer.model.a.exp_avg");
+  EXPECT_EQ(o.first_index, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(o.divergence_message(), "optimizer diverged: optimizer.model.a.exp_avg max abs 0.4 at [1, 1]");
+}
+
+TEST(DrillCompare, ATensorMissingOnOneSideFailsItsComponent) {
+  std::vector<LoadedTensor> ref = {f32("model.a", "model", {2}, {1, 2}), i64("rng.state", "rng", {1, 2})};
+  std::vector<LoadedTensor> got = {f32("model.a", "model", {2}, {1, 2})};
+  const auto c = compare_states(ref, got, {});
+  EXPECT_FALSE(c.at("rng").passed);
+  EXPECT_NE(c.at("rng").divergence_message().find("rng diverged: rng.state missing in the resumed run"),
+            std::string::npos);
+}
+
+TEST(DrillCompare, UnravelIndexIsRowMajor) {
+  EXPECT_EQ(unravel_index(0, {4, 5}), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(unravel_index(7, {4, 5}), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(unravel_index(23, {2, 3, 4}), (std::vector<int64_t>{1, 2, 3}));
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+TEST(DrillCompare, MetricsDropATornLastLineButRejectAMalformedMiddle) {
+  testing::TempDir tmp;
+  const std::string line1 = R"({"step":1,"loss":3.5,"lr":0.001,"loss_scale":65536,"grad_norm":1.25})";
+  const std::string line2 = R"({"step":2,"loss":3.25,"lr":0.002,"loss_scale":65536,"grad_norm":1.0})";
+  write_text(tmp / "ok.jsonl", line1 + "\n" + line2 + "\n" + R"({"step":3,"lo)");
+  auto ok = read_step_metrics(tmp / "ok.jsonl");
+  ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
+  ASSERT_EQ(ok->size(), 2u);
+  EXPECT_EQ((*ok)[1].step, 2);
+  EXPECT_EQ((*ok)[1].loss, 3.25);
+  EXPECT_EQ((*ok)[0].grad_norm, 1.25);
+  write_text(tmp / "bad.jsonl", line1 + "\nnot json\n" + line2 + "\n");
+  auto bad = read_step_metrics(tmp / "bad.jsonl");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos);
+}
+
+TEST(DrillCompare, StepMetricsCompareOnlyTheResumedSteps) {
+  std::vector<StepRecord> ref;
+  for (int s = 1; s <= 6; ++s) ref.push_back({s, 4.0 - 0.1 * s, 1e-3 * s, 65536, 1.0});
+  std::vector<StepRecord> same(ref.begin() + 3, ref.end());
+  for (const auto& d : compare_step_metrics(ref, same, {})) {
+    EXPECT_TRUE(d.passed) << d.field;
+    EXPECT_TRUE(d.bit_identical) << d.field;
+    EXPECT_EQ(d.steps_compared, 3) << d.field;
+  }
+  auto off = same;
+  off[1].loss += 0.01;  // step 5
+  const auto diffs = compare_step_metrics(ref, off, {});
+  ASSERT_EQ(diffs[0].field, "loss");
+  EXPECT_FALSE(diffs[0].passed);
+  EXPECT_EQ(diffs[0].first_diverging_step, 5);
+  EXPECT_NEAR(diffs[0].max_abs, 0.01, 1e-12);
+  EXPECT_TRUE(diffs[1].passed);    // lr untouched
+  off.push_back({9, 1, 1, 1, 1});  // a step the reference never ran
+  EXPECT_EQ(compare_step_metrics(ref, off, {1, 1})[1].missing_steps, (std::vector<int64_t>{9}));
+}
+
+}  // namespace
+}  // namespace ckpt

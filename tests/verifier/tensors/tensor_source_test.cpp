@@ -1,0 +1,146 @@
+#include "verifier/tensors/tensor_source.h"
+
+#include <gtest/gtest.h>
+
+#include "base/file_io.h"
+#include "base/sha256.h"
+#include "formats/safetensors_file.h"
+#include "tests/support/training_state_fixture.h"
+
+namespace ckpt {
+namespace {
+
+using namespace ckpt::testing;
+
+void expect_same_state(const TensorSource& source, const std::vector<LoadedTensor>& state) {
+  ASSERT_EQ(source.tensors().size(), state.size());
+  for (const auto& want : state) {
+    const SourceTensor* t = source.find(want.name);
+    ASSERT_NE(t, nullptr) << want.name;
+    EXPECT_EQ(t->component, want.component) << want.name;
+    auto got = source.read_tensor(*t);
+    ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+    EXPECT_EQ(got->dtype, want.dtype) << want.name;
+    EXPECT_EQ(got->shape, want.shape) << want.name;
+    EXPECT_EQ(got->bytes, want.bytes) << want.name;
+  }
+}
+
+TEST(TensorSource, CheckpointDirAssemblesChunksSpreadOverShards) {
+  TempDir root;
+  const auto state = full_training_state();
+  const std::string dir = save_training_state(root.path(), state);
+  auto source = TensorSource::open(dir);
+  ASSERT_TRUE(source.is_ok()) << source.status().to_string();
+  EXPECT_STREQ(source->kind(), "checkpoint");
+  ASSERT_NE(source->manifest(), nullptr);
+  EXPECT_EQ(source->metadata()["step"], kFixtureStep);
+  EXPECT_EQ(source->files().size(), 3u);
+  EXPECT_GT(source->find("model.blocks.0.w")->chunks.size(), 1u);  // 2 KiB, split at 1 KiB
+  expect_same_state(*source, state);
+}
+
+TEST(TensorSource, RootResolvesToLatestCheckpoint) {
+  TempDir root;
+  save_training_state(root.path(), full_training_state(10, 0), 10);
+  const std::string latest = save_training_state(root.path(), full_training_state(), kFixtureStep);
+  auto source = TensorSource::open(root.path());
+  ASSERT_TRUE(source.is_ok()) << source.status().to_string();
+  EXPECT_EQ(source->path(), latest);
+}
+
+TEST(TensorSource, SingleFileWithTwoChunksOfOneTensor) {
+  TempDir dir;
+  const float values[6] = {1, 2, 3, 4, 5, 6};  // global [3, 2], written as rows 0..1 and row 2
+  const auto* bytes = reinterpret_cast<const uint8_t*>(values);
+  std::vector<ChunkPayload> chunks = {
+      {{"model.w", "model", DType::kF32, {3, 2}, {2, 0}, {1, 2}, 0, 8, ""}, bytes + 16},
+      {{"model.w", "model", DType::kF32, {3, 2}, {0, 0}, {2, 2}, 0, 16, ""}, bytes}};
+  ASSERT_TRUE(write_safetensors_file(dir / "w.safetensors", chunks, {{"step", 3}}).is_ok());
+  auto source = TensorSource::open(dir / "w.safetensors");
+  ASSERT_TRUE(source.is_ok()) << source.status().to_string();
+  EXPECT_STREQ(source->kind(), "safetensors");
+  ASSERT_EQ(source->tensors().size(), 1u);
+  auto t = source->read_tensor(source->tensors()[0]);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(t->bytes, std::vector<uint8_t>(bytes, bytes + 24));
+}
+
+TEST(TensorSource, ChunksThatDoNotCoverTheTensorAreCorruption) {
+  TempDir dir;
+  const float values[4] = {1, 2, 3, 4};
+  std::vector<ChunkPayload> chunks = {{{"model.w", "model", DType::kF32, {3, 2}, {0, 0}, {2, 2}, 0, 16, ""},
+                                       reinterpret_cast<const uint8_t*>(values)}};
+  ASSERT_TRUE(write_safetensors_file(dir / "w.safetensors", chunks, {}).is_ok());
+  auto source = TensorSource::open(dir / "w.safetensors");
+  ASSERT_TRUE(source.is_ok()) << source.status().to_string();
+  auto t = source->read_tensor(source->tensors()[0]);
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(t.status().message().find("16 bytes"), std::string::npos) << t.status().to_string();
+}
+
+TEST(TensorSource, HuggingFaceIndexSpansItsShardFiles) {
+  TempDir dir;
+  const float a[2] = {0.5f, -1};
+  const uint8_t c[3] = {7, 8, 9};
+  ASSERT_TRUE(
+      write_safetensors_file(
+          dir / "m-1.safetensors",
+          {{{"a", "model", DType::kF32, {2}, {0}, {2}, 0, 8, ""}, reinterpret_cast<const uint8_t*>(a)}}, {})
+          .is_ok());
+  ASSERT_TRUE(write_safetensors_file(dir / "m-2.safetensors",
+                                     {{{"c", "model", DType::kU8, {3}, {0}, {3}, 0, 3, ""}, c}}, {})
+                  .is_ok());
+  nlohmann::json index = {{"metadata", {{"total_size", 11}}},
+                          {"weight_map", {{"a", "m-1.safetensors"}, {"c", "m-2.safetensors"}}}};
+  ASSERT_TRUE(write_file_atomically(dir / "model.safetensors.index.json", index.dump()).is_ok());
+  auto source = TensorSource::open(dir / "model.safetensors.index.json");
+  ASSERT_TRUE(source.is_ok()) << source.status().to_string();
+  EXPECT_STREQ(source->kind(), "safetensors_index");
+  EXPECT_EQ(source->files().size(), 2u);
+  auto tc = source->read_tensor(*source->find("c"));
+  ASSERT_TRUE(tc.is_ok()) << tc.status().to_string();
+  EXPECT_EQ(tc->bytes, (std::vector<uint8_t>{7, 8, 9}));
+  EXPECT_EQ(source->metadata()["metadata"]["total_size"], 11);
+}
+
+TEST(TensorSource, FlippedPayloadByteNamesChunkAndBothHashes) {
+  TempDir root;
+  const std::string dir = save_training_state(root.path(), full_training_state());
+  const ManifestChunk chunk = fixture_chunk(dir, "model.blocks.0.w", 1);
+  const std::string shard = fixture_shard_path(dir, chunk.shard);
+  auto bytes = read_file_bytes(shard);
+  bytes[chunk.data_offset + 5] ^= 0x40;
+  write_file_bytes(shard, bytes);
+  const std::string damaged = sha256_hex(bytes.data() + chunk.data_offset, chunk.data_bytes);
+
+  auto source = TensorSource::open(dir);
+  ASSERT_TRUE(source.is_ok()) << source.status().to_string();
+  const SourceTensor& t = *source->find("model.blocks.0.w");
+  auto check = source->stream_chunk(t, 1, {});
+  ASSERT_TRUE(check.is_ok()) << check.status().to_string();
+  EXPECT_FALSE(check->ok());
+  EXPECT_EQ(check->stored, chunk.sha256);
+  EXPECT_EQ(check->computed, damaged);
+  EXPECT_TRUE(source->stream_chunk(t, 0, {})->ok());
+
+  auto read = source->read_tensor(t);
+  ASSERT_FALSE(read.is_ok());
+  EXPECT_EQ(read.status().code(), StatusCode::kCorruption);
+  const std::string& m = read.status().message();
+  EXPECT_NE(m.find(check->label), std::string::npos) << m;
+  EXPECT_NE(m.find(chunk.sha256), std::string::npos) << m;
+  EXPECT_NE(m.find(damaged), std::string::npos) << m;
+}
+
+TEST(TensorSource, MissingPathIsNotDamage) {
+  TempDir root;
+  auto source = TensorSource::open(root / "nope");
+  ASSERT_FALSE(source.is_ok());
+  EXPECT_FALSE(is_damage(source.status())) << source.status().to_string();
+  EXPECT_TRUE(is_damage(Status::truncated("x")));
+}
+
+}  // namespace
+}  // namespace ckpt

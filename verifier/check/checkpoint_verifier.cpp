@@ -1,0 +1,498 @@
+#include "verifier/check/checkpoint_verifier.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "base/file_io.h"
+#include "base/json_fields.h"
+#include "base/parallel_jobs.h"
+#include "formats/shard_formats.h"
+#include "shards/checkpoint_dir.h"
+#include "shards/checkpoint_reader.h"
+#include "shards/manifest.h"
+#include "verifier/check/chunk_coverage.h"
+#include "verifier/check/resumability.h"
+#include "verifier/check/shard_scan.h"
+#include "verifier/check/signature.h"
+#include "verifier/pins/drift.h"
+
+namespace ckpt {
+
+namespace {
+
+constexpr int kMaxDirectoryDepth = 8;  // shard paths are shallow; bounds the leftover walk
+constexpr auto kProgressInterval = std::chrono::milliseconds(100);
+
+// A manifest chunk, by position: manifest.tensors[tensor].chunks[chunk].
+struct ChunkRef {
+  size_t tensor;
+  size_t chunk;
+};
+
+// What one shard's checks found; merged into the report in shard order so output is stable
+// whatever order the parallel workers finish in.
+struct ShardOutcome {
+  std::vector<VerifyIssue> errors;
+  std::vector<VerifyIssue> warnings;
+  std::map<size_t, NonfiniteCount> nonfinite;  // by tensor index
+  uint64_t bytes_hashed = 0;
+};
+
+std::string parent_dir(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string base_name(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string strip_trailing_slashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+bool resolves_inside(const std::string& dir, const std::string& path) {
+  char dir_real[PATH_MAX], file_real[PATH_MAX];
+  if (!::realpath(dir.c_str(), dir_real) || !::realpath(path.c_str(), file_real)) return false;
+  const std::string prefix = std::string(dir_real) + "/";
+  return std::string(file_real).compare(0, prefix.size(), prefix) == 0;
+}
+
+class ShardCheck {
+ public:
+  ShardCheck(const std::string& dir, const Manifest& manifest, size_t index,
+             const std::vector<ChunkRef>& refs, bool quick, std::atomic<uint64_t>* hashed)
+      : dir_(dir),
+        manifest_(manifest),
+        shard_(manifest.shards[index]),
+        refs_(refs),
+        quick_(quick),
+        hashed_(hashed) {}
+
+  ShardOutcome run() {
+    auto path = resolve_shard_path(dir_, shard_.path);
+    if (!path.is_ok()) {
+      classify_path_failure(path.status());
+      return std::move(out_);
+    }
+    const ShardFormat* format = find_shard_format(shard_.format);
+    if (!format) {
+      error(verify_code::kShardUnreadable, "", "unknown shard format '" + shard_.format + "'");
+      return std::move(out_);
+    }
+    struct stat st {};
+    if (::stat(path->c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) != shard_.bytes) {
+      error(
+          verify_code::kShardSizeMismatch, "",
+          "file has " + std::to_string(st.st_size) + " bytes, manifest says " + std::to_string(shard_.bytes));
+    }
+    auto file = format->open(*path);
+    if (!file.is_ok()) {
+      const bool torn = file.status().code() == StatusCode::kTruncated;
+      error(torn ? verify_code::kShardTruncated : verify_code::kShardUnreadable, "", file.status().message());
+      return std::move(out_);
+    }
+    const std::vector<size_t> matched = match_chunks(**file);
+    if (!quick_) check_data(*path, **file, matched);
+    return std::move(out_);
+  }
+
+ private:
+  void error(const char* code, const std::string& tensor, std::string message) {
+    out_.errors.push_back({code, shard_.path, tensor, std::move(message)});
+  }
+
+  void classify_path_failure(const Status& status) {
+    const std::string full = dir_ + "/" + shard_.path;
+    if (status.code() == StatusCode::kNotFound || status.code() == StatusCode::kIoError) {
+      error(verify_code::kShardMissing, "", status.message());
+    } else if (is_safe_relative_path(shard_.path) && resolves_inside(dir_, full)) {
+      error(verify_code::kShardNotRegular, "", full + ": not a regular file");
+    } else {
+      error(verify_code::kShardPathUnsafe, "", status.message());
+    }
+  }
+
+  // Pairs every manifest chunk placed in this shard with the header chunk of the same tensor and
+  // offsets; returns, per ref, the header chunk index (SIZE_MAX when the header lacks it).
+  std::vector<size_t> match_chunks(const TensorFile& file) {
+    std::map<std::pair<std::string, std::vector<int64_t>>, size_t> by_key;
+    const auto& chunks = file.chunks();
+    for (size_t i = 0; i < chunks.size(); ++i)
+      by_key.emplace(std::make_pair(chunks[i].name, chunks[i].offsets), i);
+    std::vector<bool> referenced(chunks.size(), false);
+    std::vector<size_t> matched(refs_.size(), SIZE_MAX);
+    for (size_t r = 0; r < refs_.size(); ++r) {
+      const ManifestTensor& t = manifest_.tensors[refs_[r].tensor];
+      const ManifestChunk& mc = t.chunks[refs_[r].chunk];
+      auto it = by_key.find({t.name, mc.offsets});
+      if (it == by_key.end()) {
+        error(verify_code::kChunkMissingInShard, t.name,
+              "manifest places the chunk at offsets " + shape_to_string(mc.offsets) +
+                  " here, the shard header has none");
+        continue;
+      }
+      matched[r] = it->second;
+      referenced[it->second] = true;
+      compare_header(t, mc, chunks[it->second]);
+    }
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      if (!referenced[i]) {
+        out_.warnings.push_back(
+            {verify_code::kChunkNotInManifest, shard_.path, chunks[i].name,
+             "shard header holds chunk " + chunks[i].label() + " that the manifest does not list"});
+      }
+    }
+    return matched;
+  }
+
+  void compare_header(const ManifestTensor& t, const ManifestChunk& mc, const ChunkInfo& fc) {
+    std::string diffs;
+    auto differ = [&](const std::string& field, const std::string& manifest_value,
+                      const std::string& header_value) {
+      if (manifest_value == header_value) return;
+      diffs +=
+          (diffs.empty() ? "" : ", ") + field + " manifest " + manifest_value + " vs header " + header_value;
+    };
+    differ("dtype", dtype_name(t.dtype), dtype_name(fc.dtype));
+    differ("global shape", shape_to_string(t.shape), shape_to_string(fc.global_shape));
+    differ("shape", shape_to_string(mc.shape), shape_to_string(fc.shape));
+    differ("data_offset", std::to_string(mc.data_offset), std::to_string(fc.data_offset));
+    differ("data_bytes", std::to_string(mc.data_bytes), std::to_string(fc.data_bytes));
+    differ("sha256", mc.sha256, fc.sha256);
+    if (!diffs.empty())
+      error(verify_code::kChunkHeaderMismatch, t.name, "chunk " + fc.label() + ": " + diffs);
+  }
+
+  void check_data(const std::string& path, const TensorFile& file, const std::vector<size_t>& matched) {
+    const ShardDigest digest =
+        shard_.sha256_of == "header" ? ShardDigest::kNativeHeader : ShardDigest::kWholeFile;
+    auto scan = scan_shard(path, file, hashed_, kScanBlockBytes, digest);
+    if (!scan.is_ok()) {
+      const bool torn = scan.status().code() == StatusCode::kTruncated;
+      error(torn ? verify_code::kShardTruncated : verify_code::kShardUnreadable, "", scan.status().message());
+      return;
+    }
+    out_.bytes_hashed = scan->file_bytes;
+    if (scan->file_sha256 != shard_.sha256) {
+      error(verify_code::kShardSha256Mismatch, "",
+            std::string(digest == ShardDigest::kWholeFile ? "whole-file" : "header") +
+                " sha256 mismatch: expected " + shard_.sha256 + " got " + scan->file_sha256);
+    }
+    if (scan->stray_byte_offset >= 0) {
+      error(verify_code::kShardSha256Mismatch, "",
+            "@" + std::to_string(scan->stray_byte_offset) +
+                ": non-zero byte outside the header and every payload (padding must be zero)");
+    }
+    for (size_t r = 0; r < refs_.size(); ++r) {
+      if (matched[r] == SIZE_MAX) continue;
+      const ManifestTensor& t = manifest_.tensors[refs_[r].tensor];
+      const ManifestChunk& mc = t.chunks[refs_[r].chunk];
+      const ChunkInfo& fc = file.chunks()[matched[r]];
+      if (scan->chunk_sha256[matched[r]] != mc.sha256) {
+        error(verify_code::kChunkSha256Mismatch, t.name,
+              "@" + std::to_string(fc.data_offset) + ": sha256 mismatch for " + fc.label() + ": expected " +
+                  mc.sha256 + " got " + scan->chunk_sha256[matched[r]]);
+      }
+      out_.nonfinite[refs_[r].tensor] += scan->chunk_nonfinite[matched[r]];
+    }
+  }
+
+  const std::string& dir_;
+  const Manifest& manifest_;
+  const ManifestShard& shard_;
+  const std::vector<ChunkRef>& refs_;
+  bool quick_;
+  std::atomic<uint64_t>* hashed_;
+  ShardOutcome out_;
+};
+
+// The strict parser rejects unsafe shard paths as a schema error; look for them first so the
+// report says what is actually wrong (a manifest pointing outside its directory).
+bool report_unsafe_shard_paths(const std::string& text, VerifyReport& report) {
+  auto json = parse_json(text, "manifest");
+  if (!json.is_ok() || !json->is_object()) return false;
+  auto shards = json->find("shards");
+  if (shards == json->end() || !shards->is_array()) return false;
+  bool found = false;
+  for (const auto& s : *shards) {
+    if (!s.is_object() || !s.contains("path") || !s["path"].is_string()) continue;
+    const std::string path = s["path"].get<std::string>();
+    if (!is_safe_relative_path(path)) {
+      report.add_error(
+          verify_code::kShardPathUnsafe, path, "",
+          "manifest names shard path '" + path + "', which is absolute, has '..' or is malformed");
+      found = true;
+    }
+  }
+  return found;
+}
+
+void check_signature(const std::string& dir, const std::string& manifest_bytes, const std::string& pubkey,
+                     VerifyReport& report) {
+  const std::string sig_path = dir + "/" + kSignatureFileName;
+  if (!path_exists(sig_path)) {
+    report.add_error(verify_code::kSignatureMissing, "", "",
+                     sig_path + ": no signature, but --pubkey was given");
+    return;
+  }
+  auto text = read_small_file(sig_path, 4096);
+  if (!text.is_ok()) {
+    report.add_error(verify_code::kSignatureInvalid, "", "", text.status().message());
+    return;
+  }
+  auto signature = decode_signature_file(*text, sig_path);
+  if (!signature.is_ok()) {
+    report.add_error(verify_code::kSignatureInvalid, "", "", signature.status().message());
+    return;
+  }
+  Status verdict = verify_message(pubkey, manifest_bytes, *signature);
+  if (!verdict.is_ok())
+    report.add_error(verify_code::kSignatureInvalid, "", "", sig_path + ": " + verdict.message());
+}
+
+void walk_files(const std::string& dir, const std::string& relative, int depth,
+                std::vector<std::string>& out) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (dirent* entry = ::readdir(d)) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string rel = relative.empty() ? name : relative + "/" + name;
+    struct stat st {};
+    if (::lstat((dir + "/" + name).c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode) && depth < kMaxDirectoryDepth) {
+      walk_files(dir + "/" + name, rel, depth + 1, out);
+    } else {
+      out.push_back(rel);
+    }
+  }
+  ::closedir(d);
+}
+
+void report_unlisted_files(const std::string& dir, const Manifest& manifest, VerifyReport& report) {
+  std::set<std::string> listed = {kManifestFileName, kSignatureFileName};
+  for (const auto& s : manifest.shards) listed.insert(s.path);
+  std::vector<std::string> files;
+  walk_files(dir, "", 0, files);
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    if (!listed.count(f)) {
+      report.add_warning(verify_code::kUnlistedFile, "", "", dir + "/" + f + ": not listed in the manifest");
+    }
+  }
+}
+
+void report_nonfinite(const Manifest& manifest, const std::map<size_t, NonfiniteCount>& counts,
+                      VerifyReport& report) {
+  for (const auto& [tensor, count] : counts) {
+    if (!count.any()) continue;
+    const ManifestTensor& t = manifest.tensors[tensor];
+    report.add_error(verify_code::kNonfiniteValues, "", t.name,
+                     std::to_string(count.nan) + " NaN and " + std::to_string(count.inf) + " Inf of " +
+                         std::to_string(checked_numel(t.shape).value_or(0)) + " " + dtype_name(t.dtype) +
+                         " elements");
+  }
+}
+
+void check_shards(const std::string& dir, const Manifest& manifest, const VerifyOptions& options,
+                  VerifyReport& report) {
+  const size_t count = manifest.shards.size();
+  std::vector<std::vector<ChunkRef>> refs(count);
+  for (size_t t = 0; t < manifest.tensors.size(); ++t) {
+    for (size_t c = 0; c < manifest.tensors[t].chunks.size(); ++c)
+      refs[manifest.tensors[t].chunks[c].shard].push_back({t, c});
+  }
+  uint64_t total = 0;
+  for (const auto& s : manifest.shards) total += s.bytes;
+
+  std::vector<ShardOutcome> outcomes(count);
+  std::atomic<size_t> finished{0};
+  std::atomic<uint64_t> hashed{0};
+  // The shard checks run beside this thread, which reports progress meanwhile.
+  std::thread checks([&] {
+    run_parallel(count, resolve_jobs(options.jobs, count), [&](size_t i) {
+      outcomes[i] = ShardCheck(dir, manifest, i, refs[i], options.quick, &hashed).run();
+      finished.fetch_add(1);
+    });
+  });
+  if (options.on_progress) {
+    while (finished.load() < count) {
+      options.on_progress(hashed.load(), total);
+      std::this_thread::sleep_for(kProgressInterval);
+    }
+    options.on_progress(hashed.load(), total);
+  }
+  checks.join();
+
+  std::map<size_t, NonfiniteCount> nonfinite;
+  for (auto& o : outcomes) {
+    for (auto& e : o.errors) report.errors.push_back(std::move(e));
+    for (auto& w : o.warnings) report.warnings.push_back(std::move(w));
+    for (const auto& [tensor, n] : o.nonfinite) nonfinite[tensor] += n;
+    report.bytes_hashed += o.bytes_hashed;
+  }
+  report_nonfinite(manifest, nonfinite, report);
+}
+
+void check_resume_state(const std::string& dir, const Manifest& manifest, VerifyReport& report) {
+  LoadOptions load;
+  load.select = is_resume_scalar;
+  load.map_files = false;  // verify streams with pread and never maps: its memory stays flat
+  auto loaded = load_checkpoint_tensors(dir, manifest, load);
+  std::map<std::string, LoadedTensor> scalars;
+  if (loaded.is_ok()) {
+    for (auto& t : *loaded) scalars.emplace(t.name, std::move(t));
+  } else if (report.ok()) {
+    // Not already explained by a shard check (in --quick mode data is not hashed).
+    report.add_error(verify_code::kShardUnreadable, "", "",
+                     "reading the resume scalars: " + loaded.status().message());
+  }
+  check_resumability(manifest, scalars, report);
+}
+
+void report_uncommitted(const std::string& dir, VerifyReport& report) {
+  if (step_from_dir_name(base_name(dir)) < 0) return;  // not inside a checkpoint root
+  for (const auto& u : list_checkpoints(parent_dir(dir)).uncommitted) {
+    if (u == dir) continue;
+    report.uncommitted.push_back(u);
+    report.add_warning(verify_code::kUncommittedCheckpoint, "", "",
+                       u + ": left by an interrupted save (no manifest); it is not a checkpoint");
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Only the fields the caller could compute are compared: `verify --against-env` without a config
+// knows the environment (dependencies, container) but not the dataset revision.
+void check_pin_drift(const nlohmann::json& recorded, const nlohmann::json& current, VerifyReport& report) {
+  nlohmann::json comparable = nlohmann::json::object();
+  for (auto it = current.begin(); it != current.end(); ++it) {
+    if (recorded.contains(it.key())) comparable[it.key()] = recorded[it.key()];
+  }
+  for (const DriftItem& item : compare_pins(comparable, current, {}).items) {
+    if (item.severity == DriftSeverity::kBlocking) {
+      report.add_error(verify_code::kPinsDrift, "", "", item.describe());
+    } else {
+      report.add_warning(verify_code::kEnvironmentDrift, "", "", item.describe());
+    }
+  }
+}
+
+// The manifest's own digest covers what no shard check reads (config, pins, extra, step...).
+void check_manifest_digest(const std::string& text, const std::string& manifest_path, VerifyReport& report) {
+  auto digest = manifest_digest(text, manifest_path);
+  if (!digest.is_ok()) return;  // parse_manifest accepted it, so this cannot fail
+  if (!digest->present) {
+    report.add_warning(
+        verify_code::kManifestDigestMissing, "", "",
+        manifest_path + ": no " + kManifestDigestField +
+            " (written by an older version): edits to its config, pins or extra cannot be detected");
+  } else if (!digest->matches()) {
+    report.add_error(verify_code::kManifestDigestMismatch, "", "",
+                     manifest_path + ": " + kManifestDigestField + " mismatch: recorded " + digest->recorded +
+                         ", content hashes to " + digest->computed + " (edited after commit)");
+  }
+}
+
+Result<VerifyReport> verify_one(const std::string& raw_dir, const VerifyOptions& options,
+                                bool list_leftovers) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!options.pubkey_path.empty()) CKPT_RETURN_IF_ERROR(check_public_key(options.pubkey_path));
+  const std::string dir = strip_trailing_slashes(raw_dir);
+  VerifyReport report;
+  report.path = dir;
+  if (list_leftovers) report_uncommitted(dir, report);
+  const std::string manifest_path = dir + "/" + kManifestFileName;
+  if (!path_exists(manifest_path)) {
+    report.add_error(verify_code::kManifestMissing, "", "",
+                     manifest_path + ": missing; the checkpoint was never committed");
+    report.seconds = seconds_since(start);
+    return report;
+  }
+  auto text = read_small_file(manifest_path, kMaxManifestBytes);
+  if (!text.is_ok()) {
+    report.add_error(verify_code::kManifestInvalid, "", "", text.status().message());
+    report.seconds = seconds_since(start);
+    return report;
+  }
+  if (!options.pubkey_path.empty()) check_signature(dir, *text, options.pubkey_path, report);
+  auto manifest = parse_manifest(*text, manifest_path);
+  if (!manifest.is_ok()) {
+    if (!report_unsafe_shard_paths(*text, report)) {
+      report.add_error(verify_code::kManifestInvalid, "", "", manifest.status().message());
+    }
+    report.seconds = seconds_since(start);
+    return report;
+  }
+  check_manifest_digest(*text, manifest_path, report);
+  report.step = manifest->step;
+  report.shards = manifest->shards.size();
+  report.tensors = manifest->tensors.size();
+  for (const auto& t : manifest->tensors) check_chunk_coverage(t, report);
+  check_shards(dir, *manifest, options, report);
+  check_resume_state(dir, *manifest, report);
+  report_unlisted_files(dir, *manifest, report);
+  if (!options.current_pins.is_null()) check_pin_drift(manifest->pins, options.current_pins, report);
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+}  // namespace
+
+Result<VerifyReport> verify_checkpoint(const std::string& checkpoint_dir, const VerifyOptions& options) {
+  return verify_one(checkpoint_dir, options, /*list_leftovers=*/true);
+}
+
+Result<VerifyReport> verify_path(const std::string& raw_path, const VerifyOptions& options) {
+  const std::string path = strip_trailing_slashes(raw_path);
+  if (base_name(path) == kLatestFileName && !is_directory(path)) {
+    CKPT_ASSIGN_OR_RETURN(std::string dir, resolve_latest_checkpoint(parent_dir(path)));
+    return verify_checkpoint(dir, options);
+  }
+  if (!path_exists(path)) return Status::io_error(path + ": no such file or directory");
+  if (!is_directory(path))
+    return Status::invalid_argument(path + ": not a directory (expected a checkpoint or a root)");
+  if (path_exists(path + "/" + kManifestFileName) || step_from_dir_name(base_name(path)) >= 0) {
+    return verify_checkpoint(path, options);
+  }
+  CKPT_ASSIGN_OR_RETURN(std::string dir, resolve_latest_checkpoint(path));
+  return verify_checkpoint(dir, options);
+}
+
+Result<RootVerifyReport> verify_root(const std::string& raw_root, const VerifyOptions& options) {
+  const std::string root = strip_trailing_slashes(raw_root);
+  if (!is_directory(root)) return Status::io_error(root + ": no such directory");
+  if (path_exists(root + "/" + kManifestFileName)) {
+    return Status::invalid_argument(
+        root + ": is a checkpoint; --all takes the checkpoint root that holds step_* dirs");
+  }
+  const CheckpointListing listing = list_checkpoints(root);
+  if (listing.committed.empty()) {
+    return Status::not_found(root + ": no committed checkpoint (" +
+                             std::to_string(listing.uncommitted.size()) + " uncommitted leftovers)");
+  }
+  RootVerifyReport out;
+  out.root = root;
+  out.uncommitted = listing.uncommitted;
+  for (const auto& dir : listing.committed) {
+    CKPT_ASSIGN_OR_RETURN(VerifyReport r, verify_one(dir, options, /*list_leftovers=*/false));
+    out.checkpoints.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace ckpt

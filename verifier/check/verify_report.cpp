@@ -1,0 +1,111 @@
+#include "verifier/check/verify_report.h"
+
+#include <cstdio>
+
+namespace ckpt {
+
+namespace {
+
+bool contains_code(const std::vector<VerifyIssue>& issues, const std::string& code) {
+  for (const auto& i : issues) {
+    if (i.code == code) return true;
+  }
+  return false;
+}
+
+nlohmann::json issues_to_json(const std::vector<VerifyIssue>& issues) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& i : issues) {
+    list.push_back({{"code", i.code}, {"shard", i.shard}, {"tensor", i.tensor}, {"message", i.message}});
+  }
+  return list;
+}
+
+std::string issue_line(const char* prefix, const VerifyIssue& i) {
+  std::string line = std::string(prefix) + "[" + i.code + "]";
+  if (!i.shard.empty()) line += " " + i.shard;
+  if (!i.tensor.empty()) line += " " + i.tensor;
+  return line + ": " + i.message + "\n";
+}
+
+std::string human_bytes(uint64_t bytes) {
+  char buf[32];
+  if (bytes >= (1ull << 30)) {
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
+  } else if (bytes >= (1ull << 20)) {
+    std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / (1ull << 20));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
+  }
+  return buf;
+}
+
+}  // namespace
+
+void VerifyReport::add_error(std::string code, std::string shard, std::string tensor, std::string message) {
+  errors.push_back({std::move(code), std::move(shard), std::move(tensor), std::move(message)});
+}
+
+void VerifyReport::add_warning(std::string code, std::string shard, std::string tensor, std::string message) {
+  warnings.push_back({std::move(code), std::move(shard), std::move(tensor), std::move(message)});
+}
+
+bool VerifyReport::has_error(const std::string& code) const {
+  return contains_code(errors, code);
+}
+bool VerifyReport::has_warning(const std::string& code) const {
+  return contains_code(warnings, code);
+}
+
+bool RootVerifyReport::ok() const {
+  for (const auto& c : checkpoints) {
+    if (!c.ok()) return false;
+  }
+  return true;
+}
+
+nlohmann::json report_to_json(const VerifyReport& r) {
+  return {{"ok", r.ok()},
+          {"path", r.path},
+          {"step", r.step},
+          {"errors", issues_to_json(r.errors)},
+          {"warnings", issues_to_json(r.warnings)},
+          {"uncommitted", r.uncommitted},
+          {"shards", r.shards},
+          {"tensors", r.tensors},
+          {"bytes_hashed", r.bytes_hashed},
+          {"seconds", r.seconds}};
+}
+
+nlohmann::json report_to_json(const RootVerifyReport& r) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& c : r.checkpoints) list.push_back(report_to_json(c));
+  return {{"ok", r.ok()}, {"path", r.root}, {"checkpoints", list}, {"uncommitted", r.uncommitted}};
+}
+
+std::string report_to_text(const VerifyReport& r) {
+  char summary[256];
+  std::snprintf(summary, sizeof(summary),
+                ": step %lld, %zu shards, %zu tensors, %s hashed in %.2f s, %zu errors, %zu warnings\n",
+                static_cast<long long>(r.step), r.shards, r.tensors, human_bytes(r.bytes_hashed).c_str(),
+                r.seconds, r.errors.size(), r.warnings.size());
+  std::string text = std::string(r.ok() ? "PASS " : "FAIL ") + r.path + summary;
+  for (const auto& e : r.errors) text += issue_line("", e);
+  for (const auto& w : r.warnings) text += issue_line("warning: ", w);
+  for (const auto& u : r.uncommitted) text += "uncommitted: " + u + "\n";
+  return text;
+}
+
+std::string report_to_text(const RootVerifyReport& r) {
+  size_t failed = 0;
+  for (const auto& c : r.checkpoints) failed += c.ok() ? 0 : 1;
+  std::string text = std::string(r.ok() ? "PASS " : "FAIL ") + r.root + ": " +
+                     std::to_string(r.checkpoints.size()) + " committed checkpoints, " +
+                     std::to_string(failed) + " failed, " + std::to_string(r.uncommitted.size()) +
+                     " uncommitted\n";
+  for (const auto& c : r.checkpoints) text += report_to_text(c);
+  for (const auto& u : r.uncommitted) text += "uncommitted: " + u + "\n";
+  return text;
+}
+
+}  // namespace ckpt

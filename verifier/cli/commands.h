@@ -1,0 +1,26 @@
+// The subcommands of the CLI. Each lives in its own file as a Command; commands.cpp lists them.
+// A command binds its flags to its own members in add_to() and does its work in run(), which
+// returns the process exit code (verifier/cli/exit_codes.h).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "verifier/cli/exit_codes.h"
+
+namespace CLI {
+class App;
+}
+
+namespace ckpt {
+
+class Command {
+ public:
+  virtual ~Command() = default;
+  virtual CLI::App* add_to(CLI::App& app) = 0;
+  virtual int run() = 0;
+};
+
+std::vector<std::unique_ptr<Command>> all_commands();
+
+}  // namespace ckpt

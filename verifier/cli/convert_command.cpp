@@ -1,0 +1,95 @@
+// `ckptcheck convert SRC DST --format F [--shards N]`: rewrites any tensor source as a new committed
+// checkpoint under the root DST, through write_checkpoint, so the commit protocol (temp dir,
+// fsync, manifest last, rename, `latest`) applies. Lossless: tensor bytes are copied as read, and
+// when SRC is a checkpoint its step, world size, strategy, config, pins and extra are carried over.
+// Exit 0: committed; 1: SRC's bytes are damaged; 2: bad flags, unreadable SRC, or DST already holds
+// a checkpoint of that step (a committed checkpoint is never rewritten).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "formats/shard_formats.h"
+#include "shards/checkpoint_writer.h"
+#include "verifier/cli/commands.h"
+#include "verifier/tensors/tensor_source.h"
+
+namespace ckpt {
+namespace {
+
+// What a foreign file knows of the training state: at most a step in its metadata.
+CheckpointMetadata metadata_of(const TensorSource& source, int64_t step_override) {
+  CheckpointMetadata meta;
+  if (const Manifest* m = source.manifest()) {
+    meta = {m->step, m->world_size, m->strategy, m->config, m->pins, m->extra};
+  } else {
+    const nlohmann::json& j = source.metadata();
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer())
+      meta.step = j["step"].get<int64_t>();
+  }
+  if (step_override >= 0) meta.step = step_override;
+  return meta;
+}
+
+class ConvertCommand : public Command {
+ public:
+  CLI::App* add_to(CLI::App& app) override {
+    CLI::App* sub =
+        app.add_subcommand("convert", "Rewrite a checkpoint or tensor file as a new committed checkpoint");
+    sub->add_option("src", src_, "checkpoint dir or root, tensor file or safetensors index")->required();
+    sub->add_option("dst", dst_, "checkpoint root to commit the new checkpoint into")->required();
+    sub->add_option("--format", format_, "shard format of the new checkpoint")->required();
+    sub->add_option("--shards", shards_, "shard files in the new checkpoint")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    sub->add_option("--step", step_, "step to record (default: SRC's step, or 0 for a file that has none)")
+        ->check(CLI::NonNegativeNumber);
+    return sub;
+  }
+
+  int run() override {
+    if (!find_shard_format(format_)) {
+      std::string known;
+      for (const auto& n : shard_format_names()) known += (known.empty() ? "" : ", ") + n;
+      return fail(Status::invalid_argument("unknown --format '" + format_ + "' (known: " + known + ")"));
+    }
+    auto source = TensorSource::open(src_);
+    if (!source.is_ok()) return fail(source.status());
+    std::vector<LoadedTensor> tensors;
+    for (const auto& t : source->tensors()) {
+      auto loaded = source->read_tensor(t);
+      if (!loaded.is_ok()) return fail(loaded.status());
+      tensors.push_back(std::move(*loaded));
+    }
+    std::vector<TensorView> views;
+    for (const auto& t : tensors) views.push_back(t.view());
+    CheckpointWriteOptions options;
+    options.num_shards = shards_;
+    options.format = format_;
+    auto committed = write_checkpoint(dst_, views, metadata_of(*source, step_), options);
+    if (!committed.is_ok()) {
+      // Anything the writer refuses (an existing step, a full disk) is about DST, not SRC's bytes.
+      std::fprintf(stderr, "ckptcheck convert: %s\n", committed.status().to_string().c_str());
+      return kExitUsage;
+    }
+    std::printf("committed %s: %zu tensors, %llu bytes, %zu %s shards, step %lld\n", committed->dir.c_str(),
+                views.size(), static_cast<unsigned long long>(committed->bytes), shards_, format_.c_str(),
+                static_cast<long long>(committed->manifest.step));
+    return kExitOk;
+  }
+
+ private:
+  static int fail(const Status& status) { return report_failure("convert", status); }
+
+  std::string src_;
+  std::string dst_;
+  std::string format_;
+  size_t shards_ = 1;
+  int64_t step_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_convert_command() {
+  return std::make_unique<ConvertCommand>();
+}
+
+}  // namespace ckpt

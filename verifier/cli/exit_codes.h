@@ -1,0 +1,23 @@
+// Exit codes are an API (scripts and CI gates branch on them), and this is the one place that maps
+// an error to one:
+//   0  every check passed
+//   1  a checkpoint, drill or diff failed a check: the bytes are damaged (corruption, a torn tail)
+//      or the comparison diverged
+//   2  usage or I/O: bad flags, a bad config, an unreadable or unsupported path
+#pragma once
+
+#include "base/status.h"
+
+namespace ckpt {
+
+constexpr int kExitOk = 0;
+constexpr int kExitCheckFailed = 1;
+constexpr int kExitUsage = 2;
+
+// Damaged bytes fail a check (1); anything else is usage or I/O (2).
+int exit_code_for(const Status& status);
+
+// Prints "ckptcheck <command>: <status>" on stderr and returns exit_code_for(status).
+int report_failure(const char* command, const Status& status);
+
+}  // namespace ckpt

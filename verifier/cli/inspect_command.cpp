@@ -1,0 +1,205 @@
+// `ckptcheck inspect PATH [--json] [--stats] [--tensor NAME]`: what a checkpoint or tensor file holds
+// (tensors, their chunks and hashes, the file's metadata), with every chunk's bytes re-hashed against
+// the hashes recorded for it. Exit 0: all hashes agree; 1: the bytes are damaged (a hash mismatch,
+// a corrupt or torn file); 2: bad flags, unreadable path, unknown tensor, or a file we refuse to
+// read (a PyTorch pickle that calls an unsafe global).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+
+#include "verifier/cli/commands.h"
+#include "verifier/tensors/state_compare.h"
+#include "verifier/tensors/tensor_source.h"
+#include "verifier/tensors/tensor_stats.h"
+
+namespace ckpt {
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Up to three tensor names a mistyped one was probably meant to be, closest first.
+std::vector<std::string> close_names(const std::string& wanted, const std::vector<SourceTensor>& tensors) {
+  std::vector<std::pair<size_t, std::string>> scored;
+  for (const auto& t : tensors) {
+    const size_t d = edit_distance(wanted, t.name);
+    const bool contains =
+        t.name.find(wanted) != std::string::npos || wanted.find(t.name) != std::string::npos;
+    if (d <= std::max<size_t>(3, wanted.size() / 3) || contains)
+      scored.emplace_back(contains ? 0 : d, t.name);
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < scored.size() && i < 3; ++i) names.push_back(scored[i].second);
+  return names;
+}
+
+struct TensorReport {
+  const SourceTensor* tensor = nullptr;
+  std::vector<ChunkCheck> chunks;
+  TensorStats stats;
+};
+
+class InspectCommand : public Command {
+ public:
+  CLI::App* add_to(CLI::App& app) override {
+    CLI::App* sub =
+        app.add_subcommand("inspect", "List the tensors, hashes and metadata of a checkpoint or tensor file");
+    sub->add_option("path", path_,
+                    "checkpoint dir or root, tensor file (native, safetensors, HDF5, .pt) or "
+                    "model.safetensors.index.json")
+        ->required();
+    sub->add_flag("--json", json_, "print one JSON object instead of the table");
+    sub->add_flag("--stats", stats_, "add min, max, mean, L2 norm and NaN/Inf counts per tensor");
+    sub->add_option("--tensor", tensor_, "inspect only this tensor");
+    return sub;
+  }
+
+  int run() override {
+    auto source = TensorSource::open(path_);
+    if (!source.is_ok()) return fail(source.status());
+    std::vector<const SourceTensor*> selected;
+    if (!tensor_.empty()) {
+      const SourceTensor* t = source->find(tensor_);
+      if (!t) return unknown_tensor(*source);
+      selected.push_back(t);
+    } else {
+      for (const auto& t : source->tensors()) selected.push_back(&t);
+    }
+    std::vector<TensorReport> reports;
+    std::vector<std::string> errors;
+    for (const SourceTensor* t : selected) {
+      auto report = inspect_tensor(*source, *t);
+      if (!report.is_ok()) return fail(report.status());
+      for (const auto& c : report->chunks) {
+        if (!c.ok()) errors.push_back(c.mismatch_message());
+      }
+      reports.push_back(std::move(*report));
+    }
+    const std::string out =
+        json_ ? to_json_text(*source, reports, errors) : to_table(*source, reports, errors);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return errors.empty() ? kExitOk : kExitCheckFailed;
+  }
+
+ private:
+  Result<TensorReport> inspect_tensor(const TensorSource& source, const SourceTensor& t) const {
+    TensorReport report;
+    report.tensor = &t;
+    TensorStatsAccumulator accumulator(t.dtype);
+    std::function<void(const uint8_t*, size_t)> sink;
+    if (stats_) sink = [&](const uint8_t* p, size_t n) { accumulator.feed(p, n); };
+    for (size_t i = 0; i < t.chunks.size(); ++i) {
+      CKPT_ASSIGN_OR_RETURN(ChunkCheck check, source.stream_chunk(t, i, sink));
+      report.chunks.push_back(std::move(check));
+    }
+    report.stats = accumulator.stats();
+    return report;
+  }
+
+  static int fail(const Status& status) { return report_failure("inspect", status); }
+
+  int unknown_tensor(const TensorSource& source) const {
+    std::string message = source.path() + ": no tensor named '" + tensor_ + "'";
+    const auto suggestions = close_names(tensor_, source.tensors());
+    for (size_t i = 0; i < suggestions.size(); ++i)
+      message += (i ? ", " : "; did you mean: ") + suggestions[i];
+    std::fprintf(stderr, "ckptcheck inspect: %s\n", message.c_str());
+    return kExitUsage;
+  }
+
+  std::string to_json_text(const TensorSource& source, const std::vector<TensorReport>& reports,
+                           const std::vector<std::string>& errors) const {
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const auto& r : reports) {
+      nlohmann::json chunks = nlohmann::json::array();
+      for (const auto& c : r.chunks) {
+        chunks.push_back({{"label", c.label},
+                          {"file", c.file},
+                          {"sha256", c.computed},
+                          {"stored_sha256", c.stored},
+                          {"ok", c.ok()}});
+      }
+      nlohmann::json t = {{"name", r.tensor->name},
+                          {"component", r.tensor->component},
+                          {"dtype", dtype_name(r.tensor->dtype)},
+                          {"shape", r.tensor->shape},
+                          {"bytes", r.tensor->bytes},
+                          {"chunks", chunks}};
+      if (r.chunks.size() == 1) t["sha256"] = r.chunks[0].computed;
+      if (stats_) t["stats"] = to_json(r.stats);
+      tensors.push_back(std::move(t));
+    }
+    nlohmann::json j = {{"path", source.path()}, {"kind", source.kind()}, {"metadata", source.metadata()},
+                        {"tensors", tensors},    {"errors", errors},      {"ok", errors.empty()}};
+    return j.dump() + "\n";
+  }
+
+  std::string to_table(const TensorSource& source, const std::vector<TensorReport>& reports,
+                       const std::vector<std::string>& errors) const {
+    std::string out = (errors.empty() ? "OK " : "FAIL ") + source.path() + " (" + source.kind() + ", " +
+                      std::to_string(source.tensors().size()) + " tensors, " +
+                      std::to_string(source.files().size()) + " files)\n";
+    out += metadata_lines(source);
+    for (const auto& r : reports) {
+      const SourceTensor& t = *r.tensor;
+      const std::string hash =
+          r.chunks.size() == 1 ? r.chunks[0].computed : std::to_string(r.chunks.size()) + " chunks";
+      char line[512];
+      std::snprintf(line, sizeof(line), "%-44s %-10s %-5s %-14s %10llu  %s\n", t.name.c_str(),
+                    t.component.c_str(), dtype_name(t.dtype), shape_to_string(t.shape).c_str(),
+                    static_cast<unsigned long long>(t.bytes), hash.c_str());
+      out += line;
+      if (stats_) out += stats_line(r.stats);
+    }
+    for (const auto& e : errors) out += "  [sha256_mismatch] " + e + "\n";
+    return out;
+  }
+
+  static std::string metadata_lines(const TensorSource& source) {
+    const nlohmann::json& m = source.metadata();
+    if (!source.manifest()) return "metadata: " + m.dump() + "\n";
+    std::string out = "step " + m["step"].dump() + ", created " + m["created_utc"].get<std::string>() +
+                      ", world size " + m["world_size"].dump() + ", strategy " +
+                      m["strategy"].get<std::string>() + ", " + std::to_string(m["shards"].size()) +
+                      " shards\n";
+    if (!m["pins"].empty()) out += "pins: " + m["pins"].dump() + "\n";
+    if (!m["extra"].empty()) out += "extra: " + m["extra"].dump() + "\n";
+    for (const auto& s : m["shards"]) {
+      out += "shard " + s["path"].get<std::string>() + " " + s["format"].get<std::string>() + " " +
+             s["bytes"].dump() + " bytes rank " + s["rank"].dump() + "\n";
+    }
+    return out;
+  }
+
+  static std::string stats_line(const TensorStats& s) {
+    return "    min " + format_number(s.min) + " max " + format_number(s.max) + " mean " +
+           format_number(s.mean()) + " l2 " + format_number(s.l2_norm()) + " nan " + std::to_string(s.nan) +
+           " inf " + std::to_string(s.inf) + "\n";
+  }
+
+  std::string path_;
+  bool json_ = false;
+  bool stats_ = false;
+  std::string tensor_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_inspect_command() {
+  return std::make_unique<InspectCommand>();
+}
+
+}  // namespace ckpt

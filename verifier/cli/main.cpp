@@ -1,0 +1,63 @@
+// ckptcheck: the thin CLI. Parses flags (CLI11), runs the chosen command, returns its exit code.
+// Built twice (see CMakeLists.txt): the torch-free `ckptcheck`, and `ckptcheck-train`, which
+// holds the one command that links LibTorch and to which `ckptcheck train` hands over.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "verifier/cli/commands.h"
+#include "verifier/process/training_binary.h"
+
+namespace {
+
+#ifndef CKPTCHECK_TRAINING_BINARY
+// Replaces this process with `ckptcheck-train` and the same arguments; returns only on failure.
+int exec_training_binary(int argc, char** argv) {
+  const std::string path = ckpt::training_binary_path();
+  std::vector<char*> args;
+  args.push_back(const_cast<char*>(path.c_str()));
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  ::execv(path.c_str(), args.data());
+  std::fprintf(stderr, "ckptcheck: cannot run %s: %s (it is built beside ckptcheck: make build)\n",
+               path.c_str(), std::strerror(errno));
+  return ckpt::kExitUsage;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#ifndef CKPTCHECK_TRAINING_BINARY
+  if (argc > 1 && std::strcmp(argv[1], "train") == 0) return exec_training_binary(argc, argv);
+#endif
+  CLI::App app{"ckptcheck: prove a training run can be stopped and resumed"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "ckptcheck 0.1");
+
+  auto commands = ckpt::all_commands();
+  std::vector<std::pair<CLI::App*, ckpt::Command*>> subcommands;
+  for (auto& command : commands) subcommands.emplace_back(command->add_to(app), command.get());
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? ckpt::kExitOk : ckpt::kExitUsage;
+  }
+  try {
+    for (auto& [sub, command] : subcommands) {
+      if (sub->parsed()) return command->run();
+    }
+  } catch (const std::exception& e) {
+    // Adapters catch their libraries' exceptions; this is the last line against an abort trace.
+    std::fprintf(stderr, "ckptcheck: internal error: %s\n", e.what());
+  }
+  return ckpt::kExitUsage;
+}

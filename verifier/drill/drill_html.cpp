@@ -1,0 +1,199 @@
+#include "verifier/drill/drill_html.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+namespace ckpt {
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+constexpr int kWidth = 720, kHeight = 300, kPad = 48;
+
+std::string text_of(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return "-";
+  if (v.is_number_float()) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.4g", v.get<double>());
+    return buf;
+  }
+  return v.dump();
+}
+
+const nlohmann::json& at(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json null_value;
+  return j.is_object() && j.contains(key) ? j[key] : null_value;
+}
+
+struct Curve {
+  std::string id, css_class, label;
+  std::vector<std::pair<double, double>> points;  // (step, loss)
+};
+
+std::vector<std::pair<double, double>> points_of(const nlohmann::json& losses) {
+  std::vector<std::pair<double, double>> p;
+  if (!losses.is_array()) return p;
+  for (const auto& e : losses)
+    if (at(e, "step").is_number() && at(e, "loss").is_number() && std::isfinite(e["loss"].get<double>()))
+      p.emplace_back(e["step"].get<double>(), e["loss"].get<double>());
+  return p;
+}
+
+std::string loss_chart(const nlohmann::json& losses) {
+  std::vector<Curve> curves;
+  curves.push_back({"curve-reference", "curve-reference", "reference (uninterrupted)",
+                    points_of(at(losses, "reference"))});
+  const auto& by_mode = at(losses, "resumed_by_mode");
+  if (by_mode.is_object() && !by_mode.empty()) {
+    for (const auto& [mode, l] : by_mode.items())
+      curves.push_back(
+          {"curve-resumed-" + mode, "curve-resumed", "resumed after " + mode + " kill", points_of(l)});
+  } else {
+    curves.push_back({"curve-resumed", "curve-resumed", "resumed", points_of(at(losses, "resumed"))});
+  }
+  double x0 = std::numeric_limits<double>::max(), x1 = -x0, y0 = x0, y1 = -x0;
+  for (const auto& c : curves)
+    for (const auto& [x, y] : c.points) {
+      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+    }
+  if (x0 > x1) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+  if (x1 == x0) x1 = x0 + 1;
+  if (y1 == y0) y1 = y0 + 1;
+  const auto sx = [&](double x) { return kPad + (x - x0) / (x1 - x0) * (kWidth - 2 * kPad); };
+  const auto sy = [&](double y) { return kHeight - kPad - (y - y0) / (y1 - y0) * (kHeight - 2 * kPad); };
+  std::ostringstream s;
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"loss-chart\" width=\"" << kWidth << "\" height=\""
+    << kHeight << "\" viewBox=\"0 0 " << kWidth << " " << kHeight
+    << "\" role=\"img\" aria-label=\"loss per step\">\n";
+  s << "<rect x=\"0\" y=\"0\" width=\"" << kWidth << "\" height=\"" << kHeight << "\" fill=\"#fff\"/>\n";
+  s << "<line class=\"axis\" x1=\"" << kPad << "\" y1=\"" << kHeight - kPad << "\" x2=\"" << kWidth - kPad
+    << "\" y2=\"" << kHeight - kPad << "\"/><line class=\"axis\" x1=\"" << kPad << "\" y1=\"" << kPad
+    << "\" x2=\"" << kPad << "\" y2=\"" << kHeight - kPad << "\"/>\n";
+  s << "<text x=\"" << kPad << "\" y=\"" << kHeight - kPad + 16 << "\">step " << text_of(x0) << "</text>";
+  s << "<text x=\"" << kWidth - kPad << "\" y=\"" << kHeight - kPad + 16 << "\" text-anchor=\"end\">step "
+    << text_of(x1) << "</text>";
+  s << "<text x=\"4\" y=\"" << kPad << "\">" << html_escape(text_of(y1)) << "</text>";
+  s << "<text x=\"4\" y=\"" << kHeight - kPad << "\">" << html_escape(text_of(y0)) << "</text>\n";
+  for (size_t i = 0; i < curves.size(); ++i) {
+    const Curve& c = curves[i];
+    s << "<polyline id=\"" << html_escape(c.id) << "\" class=\"" << c.css_class << (i > 1 ? " curve-alt" : "")
+      << "\" fill=\"none\" points=\"";
+    for (const auto& [x, y] : c.points) s << sx(x) << "," << sy(y) << " ";
+    s << "\"><title>" << html_escape(c.label) << "</title></polyline>\n";
+  }
+  for (size_t i = 0; i < curves.size(); ++i) {  // legend
+    const int y = 16 + 16 * static_cast<int>(i);
+    s << "<g class=\"legend\"><line class=\"" << curves[i].css_class << (i > 1 ? " curve-alt" : "")
+      << "\" x1=\"" << kWidth - 260 << "\" y1=\"" << y - 4 << "\" x2=\"" << kWidth - 236 << "\" y2=\""
+      << y - 4 << "\"/><text x=\"" << kWidth - 230 << "\" y=\"" << y << "\">" << html_escape(curves[i].label)
+      << "</text></g>\n";
+  }
+  s << "</svg>\n";
+  return s.str();
+}
+
+void key_value_table(std::ostringstream& s, const nlohmann::json& obj, const char* id) {
+  s << "<table id=\"" << id << "\"><tbody>\n";
+  if (obj.is_object())
+    for (const auto& [k, v] : obj.items()) {
+      if (v.is_object()) continue;
+      s << "<tr><th>" << html_escape(k) << "</th><td>" << html_escape(text_of(v)) << "</td></tr>\n";
+    }
+  s << "</tbody></table>\n";
+}
+
+}  // namespace
+
+std::string render_drill_html(const nlohmann::json& report) {
+  const std::string verdict =
+      at(report, "verdict").is_string() ? report["verdict"].get<std::string>() : "unknown";
+  std::ostringstream s;
+  s << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ckptcheck drill: "
+    << html_escape(verdict) << "</title>\n<style>\n"
+    << "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:60em}"
+    << ".verdict{font-size:1.6em;font-weight:bold;padding:.4em .8em;border-radius:6px}"
+    << ".verdict-pass{background:#d9f2dc;color:#145a1f}.verdict-fail{background:#f8d7d7;color:#7a1111}"
+    << ".verdict-error{background:#fde9c8;color:#6b4500}"
+    << "table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.2em .6em;"
+    << "text-align:left;font-size:.9em}.bad{background:#fbe3e3}"
+    << "svg text{font-size:11px;fill:#444}.axis{stroke:#888;stroke-width:1}"
+    << ".curve-reference{stroke:#1f5fbf;stroke-width:2.5}.curve-resumed{stroke:#e0661a;stroke-width:1.5;"
+    << "stroke-dasharray:5 3}.curve-alt{stroke:#2a9d4a}\n</style></head><body>\n";
+  s << "<div id=\"verdict\" class=\"verdict verdict-" << html_escape(verdict) << "\">"
+    << html_escape(verdict == "pass"   ? "PASS"
+                   : verdict == "fail" ? "FAIL"
+                                       : "ERROR");
+  s << (at(report, "bit_identical") == true ? " &mdash; bit-identical" : "") << "</div>\n";
+  const auto& tol = at(report, "tolerance");
+  s << "<p>Tolerance: rtol " << html_escape(text_of(at(tol, "rtol"))) << ", atol "
+    << html_escape(text_of(at(tol, "atol"))) << " (" << html_escape(text_of(at(tol, "applied"))) << ")</p>\n";
+  if (at(report, "error").is_string() && !report["error"].get<std::string>().empty())
+    s << "<p id=\"error\"><b>Error:</b> " << html_escape(report["error"].get<std::string>()) << "</p>\n";
+  const auto& failures = at(report, "failures");
+  if (failures.is_array() && !failures.empty()) {
+    s << "<ul id=\"failures\">\n";
+    for (const auto& f : failures) s << "<li>" << html_escape(text_of(f)) << "</li>\n";
+    s << "</ul>\n";
+  }
+  s << "<h2>Loss: reference vs resumed</h2>\n" << loss_chart(at(report, "losses"));
+
+  s << "<h2>Final state by component</h2>\n<table "
+       "id=\"divergence\"><thead><tr><th>component</th><th>tensors</th>"
+    << "<th>max abs</th><th>max rel</th><th>bit-identical</th><th>passed</th><th>first "
+       "diverging</th></tr></thead><tbody>\n";
+  const auto& comps = at(report, "components");
+  if (comps.is_object())
+    for (const auto& [name, c] : comps.items()) {
+      const bool ok = at(c, "passed") == true;
+      s << "<tr" << (ok ? "" : " class=\"bad\"") << "><td>" << html_escape(name) << "</td><td>"
+        << html_escape(text_of(at(c, "tensors"))) << "</td><td>" << html_escape(text_of(at(c, "max_abs")))
+        << "</td><td>" << html_escape(text_of(at(c, "max_rel"))) << "</td><td>"
+        << html_escape(text_of(at(c, "bit_identical"))) << "</td><td>" << (ok ? "yes" : "no") << "</td><td>"
+        << html_escape(text_of(at(c, "message"))) << "</td></tr>\n";
+    }
+  s << "</tbody></table>\n";
+
+  s << "<h2>Checks</h2>\n<table "
+       "id=\"checks\"><thead><tr><th>check</th><th>kill</th><th>passed</th><th>detail</th></tr>"
+    << "</thead><tbody>\n";
+  const auto& checks = at(report, "checks");
+  if (checks.is_array())
+    for (const auto& c : checks) {
+      const bool ok = at(c, "passed") == true;
+      s << "<tr" << (ok ? "" : " class=\"bad\"") << "><td>" << html_escape(text_of(at(c, "name")))
+        << "</td><td>" << html_escape(text_of(at(c, "mode"))) << "</td><td>" << (ok ? "yes" : "no")
+        << "</td><td>" << html_escape(text_of(at(c, "detail"))) << "</td></tr>\n";
+    }
+  s << "</tbody></table>\n";
+  const auto& measurements = at(report, "measurements");
+  s << "<h2>Timings (seconds unless named)</h2>\n";
+  key_value_table(s, at(measurements, "timings"), "timings");
+  s << "<h2>Memory (bytes)</h2>\n";
+  key_value_table(s, at(measurements, "memory"), "memory");
+  s << "<h2>Drill</h2>\n";
+  key_value_table(s, at(report, "drill"), "drill");
+  s << "</body></html>\n";
+  return s.str();
+}
+
+}  // namespace ckpt

@@ -1,0 +1,154 @@
+#include "verifier/drill/drill_report.h"
+
+#include "base/file_io.h"
+#include "verifier/drill/drill_html.h"
+
+namespace ckpt {
+namespace {
+
+nlohmann::json losses_json(const std::vector<StepRecord>& steps) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& s : steps) a.push_back({{"step", s.step}, {"loss", s.loss}});
+  return a;
+}
+
+double number_at(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+}
+
+// Memory of the reference's measured step (a full step including the optimizer step).
+nlohmann::json memory_json(const DrillOutcome& o) {
+  nlohmann::json m =
+      o.reference_summary.contains("memory") ? o.reference_summary["memory"] : nlohmann::json::object();
+  m["measured_step"] = "the reference run's first step: zero_grad, forward, backward and the optimizer step";
+  m["which"] = {{"peak_rss_bytes", "process resident set high-water mark over that step (measured)"},
+                {"parameter_bytes", "model parameter tensors (computed from storage sizes)"},
+                {"gradient_bytes", "gradient tensors (computed)"},
+                {"optimizer_state_bytes", "AdamW exp_avg + exp_avg_sq (computed)"},
+                {"activation_bytes_estimate", "peak RSS growth not explained by the above (derived)"}};
+  m["cuda"] = nullptr;  // CPU build: no max_memory_allocated/reserved, no device report
+  return m;
+}
+
+nlohmann::json timings_json(const DrillOutcome& o) {
+  const nlohmann::json& ref = o.reference_summary;
+  const nlohmann::json t = ref.contains("timings") ? ref["timings"] : nlohmann::json::object();
+  const nlohmann::json save = ref.contains("saves") && ref["saves"].is_array() && !ref["saves"].empty()
+                                  ? ref["saves"].back()
+                                  : nlohmann::json::object();
+  double restore = 0, verify = 0;
+  for (const auto& m : o.modes) {
+    restore = std::max(restore, number_at(m.resumed_summary, "restore_seconds"));
+    verify = std::max(verify, m.verify_seconds);
+  }
+  return {{"step_seconds_mean", number_at(t, "step_seconds_mean")},
+          {"data_wait_seconds_mean", number_at(t, "data_wait_seconds_mean")},
+          {"forward_backward_seconds_mean", number_at(t, "forward_backward_seconds_mean")},
+          {"optimizer_seconds_mean", number_at(t, "optimizer_seconds_mean")},
+          {"eval_seconds", number_at(ref, "eval_seconds")},
+          {"checkpoint_save_seconds", number_at(save, "seconds")},
+          {"checkpoint_bytes", number_at(save, "bytes")},
+          {"checkpoint_mb_per_second", number_at(save, "mb_per_second")},
+          {"restore_seconds", restore},
+          {"verify_seconds", verify},
+          {"process_start_seconds", number_at(ref, "process_start_seconds")},
+          {"model_load_seconds", number_at(ref, "model_load_seconds")},
+          {"tokens_per_second", number_at(t, "tokens_per_second")},
+          {"drill_wall_seconds", o.wall_seconds}};
+}
+
+// One entry per component, merged over the kill modes: the worst numbers, passed only if every
+// mode passed; the per-mode detail is under modes[].components.
+nlohmann::json merged_components(const DrillOutcome& o) {
+  nlohmann::json merged = nlohmann::json::object();
+  for (const auto& m : o.modes) {
+    for (const auto& [name, c] : m.components) {
+      nlohmann::json cj = to_json(c);
+      if (!merged.contains(name)) {
+        merged[name] = cj;
+        continue;
+      }
+      nlohmann::json& e = merged[name];
+      for (const char* k : {"max_abs", "max_rel"})
+        if (cj[k].is_number() && e[k].is_number())
+          e[k] = std::max(e[k].get<double>(), cj[k].get<double>());
+        else if (!cj[k].is_number())
+          e[k] = cj[k];
+      e["bit_identical"] = e["bit_identical"].get<bool>() && c.bit_identical;
+      if (e["passed"].get<bool>() && !c.passed) {
+        e["first_diverging"] = cj["first_diverging"];
+        e["message"] = cj["message"];
+      }
+      e["passed"] = e["passed"].get<bool>() && c.passed;
+    }
+  }
+  return merged;
+}
+
+}  // namespace
+
+nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& options) {
+  nlohmann::json checks = nlohmann::json::array();
+  for (const auto& c : o.checks)
+    checks.push_back({{"name", c.name},
+                      {"mode", c.mode},
+                      {"passed", c.passed},
+                      {"detail", c.detail},
+                      {"numbers", c.numbers}});
+  nlohmann::json modes = nlohmann::json::array();
+  nlohmann::json resumed_by_mode = nlohmann::json::object();
+  for (const auto& m : o.modes) {
+    nlohmann::json comps = nlohmann::json::object();
+    for (const auto& [name, c] : m.components) comps[name] = to_json(c);
+    modes.push_back({{"kill", kill_mode_name(m.mode)},
+                     {"resumed_from_step", m.resumed_from_step},
+                     {"compared", m.compared},
+                     {"bit_identical", m.bit_identical},
+                     {"components", comps}});
+    resumed_by_mode[kill_mode_name(m.mode)] = losses_json(m.resumed_steps);
+  }
+  std::string kill;
+  for (KillMode k : options.modes) kill += (kill.empty() ? "" : "+") + std::string(kill_mode_name(k));
+  nlohmann::json tolerance = {
+      {"rtol", options.tolerance.rtol},
+      {"atol", options.tolerance.atol},
+      {"rule",
+       "|resumed - reference| <= atol + rtol * |reference|; integer, U8 and BOOL "
+       "tensors exactly"},
+      {"applied", options.tolerance.exact() ? "exact (bit-identical required)"
+                                            : "tolerance (bit identity reported, not required)"}};
+  return {
+      {"verdict", o.verdict()},
+      {"exit_code", o.exit_code},
+      {"error", o.error},
+      {"failures", o.failures},
+      {"bit_identical", o.bit_identical},
+      {"tolerance", tolerance},
+      {"drill",
+       {{"save_at", o.save_at},
+        {"resume_steps", o.resume_steps},
+        {"kill", kill},
+        {"inject", options.inject},
+        {"shards", options.shards},
+        {"format", options.format},
+        {"work_dir", o.work_dir},
+        {"config_path", options.config_path}}},
+      {"checks", checks},
+      {"components", merged_components(o)},
+      {"modes", modes},
+      {"losses",
+       {{"reference", losses_json(o.reference_steps)},
+        {"resumed", o.modes.empty() ? nlohmann::json::array() : losses_json(o.modes[0].resumed_steps)},
+        {"resumed_by_mode", resumed_by_mode}}},
+      {"config", o.config},
+      {"pins", o.pins},
+      {"measurements", {{"memory", memory_json(o)}, {"timings", timings_json(o)}, {"eval_every_steps", 0}}}};
+}
+
+Status write_drill_report(const std::string& dir, const nlohmann::json& report) {
+  CKPT_RETURN_IF_ERROR(make_directory(dir));
+  CKPT_RETURN_IF_ERROR(write_file_atomically(dir + "/report.json", report.dump(1) + "\n"));
+  return write_file_atomically(dir + "/report.html", render_drill_html(report));
+}
+
+}  // namespace ckpt

@@ -1,0 +1,270 @@
+#include "verifier/plan/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "base/json_fields.h"
+
+namespace ckpt {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kSecondsPerHour = 3600.0;
+
+Result<double> non_negative(const nlohmann::json& obj, const char* key, const std::string& where) {
+  CKPT_ASSIGN_OR_RETURN(double value, json_number(obj, key, where));
+  if (!(value >= 0) || !std::isfinite(value)) {
+    return Status::invalid_argument(where + ": field '" + key + "': expected a finite number >= 0, got " +
+                                    obj.at(key).dump());
+  }
+  return value;
+}
+
+Status read_memory(const nlohmann::json& memory, const std::string& where, DrillMeasurements* m) {
+  CKPT_ASSIGN_OR_RETURN(m->peak_rss_bytes, non_negative(memory, "peak_rss_bytes", where));
+  CKPT_ASSIGN_OR_RETURN(m->parameter_bytes, non_negative(memory, "parameter_bytes", where));
+  CKPT_ASSIGN_OR_RETURN(m->gradient_bytes, non_negative(memory, "gradient_bytes", where));
+  CKPT_ASSIGN_OR_RETURN(m->optimizer_state_bytes, non_negative(memory, "optimizer_state_bytes", where));
+  CKPT_ASSIGN_OR_RETURN(m->activation_bytes_estimate,
+                        non_negative(memory, "activation_bytes_estimate", where));
+  if (memory.contains("cuda") && !memory["cuda"].is_null()) {  // null on a CPU-only drill
+    CKPT_ASSIGN_OR_RETURN(const nlohmann::json* cuda, json_object(memory, "cuda", where));
+    CKPT_ASSIGN_OR_RETURN(m->cuda_max_reserved_bytes,
+                          non_negative(*cuda, "max_memory_reserved_bytes", where + ".cuda"));
+  }
+  return Status::ok();
+}
+
+Status read_timings(const nlohmann::json& timings, const std::string& where, DrillMeasurements* m) {
+  CKPT_ASSIGN_OR_RETURN(m->step_seconds, non_negative(timings, "step_seconds_mean", where));
+  CKPT_ASSIGN_OR_RETURN(m->data_wait_seconds, non_negative(timings, "data_wait_seconds_mean", where));
+  CKPT_ASSIGN_OR_RETURN(m->eval_seconds, non_negative(timings, "eval_seconds", where));
+  CKPT_ASSIGN_OR_RETURN(m->checkpoint_save_seconds, non_negative(timings, "checkpoint_save_seconds", where));
+  CKPT_ASSIGN_OR_RETURN(m->checkpoint_bytes, non_negative(timings, "checkpoint_bytes", where));
+  CKPT_ASSIGN_OR_RETURN(m->restore_seconds, non_negative(timings, "restore_seconds", where));
+  CKPT_ASSIGN_OR_RETURN(m->tokens_per_second, non_negative(timings, "tokens_per_second", where));
+  // The Young/Daly interval divides by nothing, but a zero-cost checkpoint says the drill did not
+  // measure one: refuse rather than plan "checkpoint continuously".
+  if (m->checkpoint_save_seconds <= 0) {
+    return Status::invalid_argument(where + ": field 'checkpoint_save_seconds': expected > 0, got 0");
+  }
+  return Status::ok();
+}
+
+double hours(double seconds) {
+  return seconds / kSecondsPerHour;
+}
+
+const char* strategy_of(const MemoryFit& fit) {
+  if (fit.replica_fits) return "ddp";
+  return fit.fsdp_devices > 0 ? "fsdp" : "does not fit";
+}
+
+Result<DrillMeasurements> read_measurements(const nlohmann::json& report, const std::string& where) {
+  DrillMeasurements m;
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* measurements, json_object(report, "measurements", where));
+  const std::string at = where + ": measurements";
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* memory, json_object(*measurements, "memory", at));
+  CKPT_RETURN_IF_ERROR(read_memory(*memory, at + ".memory", &m));
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* timings, json_object(*measurements, "timings", at));
+  CKPT_RETURN_IF_ERROR(read_timings(*timings, at + ".timings", &m));
+  CKPT_ASSIGN_OR_RETURN(m.eval_every_steps, json_int(*measurements, "eval_every_steps", at));
+  if (m.eval_every_steps < 0) {
+    return Status::invalid_argument(at + ": field 'eval_every_steps': expected >= 0, got " +
+                                    std::to_string(m.eval_every_steps));
+  }
+  return m;
+}
+
+}  // namespace
+
+Result<DrillMeasurements> parse_drill_measurements(const nlohmann::json& report, const std::string& where) {
+  auto m = read_measurements(report, where);
+  // The strict JSON accessors call a missing field corruption, as they must for a checkpoint; a
+  // report handed to `plan` that lacks one is a bad argument.
+  if (!m.is_ok() && is_damage(m.status())) return Status::invalid_argument(m.status().message());
+  return m;
+}
+
+MemoryFit fit_memory(const DrillMeasurements& m, const Accelerator& accelerator, double headroom,
+                     int gpus_per_node) {
+  MemoryFit fit;
+  const double state = m.state_bytes();
+  fit.peak_bytes =
+      m.cuda_max_reserved_bytes ? *m.cuda_max_reserved_bytes : state + m.activation_bytes_estimate;
+  // What FSDP cannot shard: activations, temporaries and allocator slack, i.e. the peak less the state.
+  const double non_state = std::max(0.0, fit.peak_bytes - state);
+  const double scale = 1 + headroom;
+  fit.replica_bytes = (fit.peak_bytes + accelerator.runtime_overhead_bytes) * scale;
+  fit.replica_fits = fit.replica_bytes <= accelerator.memory_bytes;
+  for (int p = 2; p <= gpus_per_node; ++p) {
+    const double per_device = (state / p + non_state + accelerator.runtime_overhead_bytes) * scale;
+    if (per_device <= accelerator.memory_bytes) {
+      fit.fsdp_devices = p;
+      fit.fsdp_bytes_per_device = per_device;
+      break;
+    }
+  }
+  return fit;
+}
+
+double young_daly_interval_seconds(double checkpoint_seconds, double mtbf_seconds) {
+  return std::sqrt(2 * checkpoint_seconds * mtbf_seconds);
+}
+
+double checkpoint_overhead_fraction(double checkpoint_seconds, double interval_seconds, double mtbf_seconds) {
+  return checkpoint_seconds / interval_seconds + interval_seconds / (2 * mtbf_seconds);
+}
+
+RunTime estimate_run_time(const DrillMeasurements& m, int64_t total_steps, double relative_speed,
+                          double mtbf_seconds) {
+  RunTime run;
+  const double steps = static_cast<double>(total_steps);
+  // The data wait is the input pipeline's, on the host: a faster accelerator does not shorten it.
+  run.evaluations = m.eval_every_steps > 0 ? total_steps / m.eval_every_steps : 0;
+  run.compute_seconds = steps * (m.step_seconds / relative_speed + m.data_wait_seconds) +
+                        static_cast<double>(run.evaluations) * m.eval_seconds / relative_speed;
+  const double c = m.checkpoint_save_seconds;
+  run.interval_seconds = young_daly_interval_seconds(c, mtbf_seconds);
+  run.checkpoints = static_cast<int64_t>(std::ceil(run.compute_seconds / run.interval_seconds));
+  run.checkpoint_seconds = static_cast<double>(run.checkpoints) * c;
+  run.rework_seconds = run.compute_seconds * run.interval_seconds / (2 * mtbf_seconds);
+  run.overhead_fraction = checkpoint_overhead_fraction(c, run.interval_seconds, mtbf_seconds);
+  return run;
+}
+
+PipelineBudget pipeline_budget(const PipelineHours& around, const RunTime& run) {
+  PipelineBudget budget;
+  budget.around = around;
+  budget.training_hours = hours(run.compute_seconds);
+  budget.checkpoint_hours = hours(run.checkpoint_seconds);
+  budget.rework_hours = hours(run.rework_seconds);
+  budget.total_hours = around.download + around.preprocess + around.validation + around.export_model +
+                       around.copy_out + budget.training_hours + budget.checkpoint_hours +
+                       budget.rework_hours;
+  budget.useful_work_fraction = budget.total_hours > 0 ? budget.training_hours / budget.total_hours : 0;
+  return budget;
+}
+
+ReservationChoice choose_reservation(const PipelineBudget& budget, const std::vector<Reservation>& options,
+                                     double margin, double usd_per_gpu_hour) {
+  ReservationChoice choice;
+  const Reservation* best = nullptr;
+  for (const Reservation& option : options) {
+    if (option.hours >= budget.total_hours * (1 + margin) && (!best || option.hours < best->hours))
+      best = &option;
+  }
+  if (!best) return choice;
+  choice.found = true;
+  choice.reservation = *best;
+  choice.margin_fraction = (best->hours - budget.total_hours) / budget.total_hours;
+  choice.cost_usd = best->hours * best->gpus * usd_per_gpu_hour * best->price_multiplier;
+  return choice;
+}
+
+nlohmann::json make_plan(const DrillMeasurements& m, const HardwareCatalog& catalog,
+                         const PlanSettings& settings) {
+  const double mtbf_seconds = settings.mtbf_hours * kSecondsPerHour;
+  const double interval = young_daly_interval_seconds(m.checkpoint_save_seconds, mtbf_seconds);
+  nlohmann::json plan = {
+      {"settings",
+       {{"total_steps", settings.total_steps},
+        {"mtbf_hours", settings.mtbf_hours},
+        {"headroom", settings.headroom},
+        {"margin", settings.margin},
+        {"peak_source", m.cuda_max_reserved_bytes ? "cuda.max_memory_reserved_bytes"
+                                                  : "parameter+gradient+optimizer+activation estimate"}}},
+      {"checkpoint",
+       {{"cost_seconds", m.checkpoint_save_seconds},
+        {"bytes", m.checkpoint_bytes},
+        {"interval_seconds", interval},
+        {"overhead_fraction",
+         checkpoint_overhead_fraction(m.checkpoint_save_seconds, interval, mtbf_seconds)}}},
+      {"speed_note",
+       "relative_speed is an assumption from the catalog; replace it with a pilot measured on that "
+       "hardware. Run time assumes the pilot's per-step work; data-parallel scaling is not modelled."},
+      {"accelerators", nlohmann::json::array()}};
+  for (const Accelerator& a : catalog.accelerators) {
+    const MemoryFit fit = fit_memory(m, a, settings.headroom, catalog.gpus_per_node);
+    const RunTime run = estimate_run_time(m, settings.total_steps, a.relative_speed, mtbf_seconds);
+    const PipelineBudget budget = pipeline_budget(settings.pipeline, run);
+    const ReservationChoice choice =
+        choose_reservation(budget, catalog.reservations, settings.margin, a.usd_per_gpu_hour);
+    plan["accelerators"].push_back({
+        {"name", a.name},
+        {"note", a.note},
+        {"relative_speed", a.relative_speed},
+        {"memory",
+         {{"capacity_bytes", a.memory_bytes},
+          {"peak_bytes", fit.peak_bytes},
+          {"runtime_overhead_bytes", a.runtime_overhead_bytes},
+          {"replica_bytes", fit.replica_bytes},
+          {"replica_fits", fit.replica_fits},
+          {"strategy", strategy_of(fit)},
+          {"fsdp_devices", fit.fsdp_devices},
+          {"fsdp_bytes_per_device", fit.fsdp_bytes_per_device}}},
+        {"run",
+         {{"compute_seconds", run.compute_seconds},
+          {"evaluations", run.evaluations},
+          {"checkpoints", run.checkpoints},
+          {"checkpoint_seconds", run.checkpoint_seconds},
+          {"rework_seconds", run.rework_seconds}}},
+        {"budget_hours",
+         {{"download", budget.around.download},
+          {"preprocess", budget.around.preprocess},
+          {"validation", budget.around.validation},
+          {"training", budget.training_hours},
+          {"checkpoints", budget.checkpoint_hours},
+          {"rework", budget.rework_hours},
+          {"export", budget.around.export_model},
+          {"copy_out", budget.around.copy_out},
+          {"total", budget.total_hours}}},
+        {"useful_work_fraction", budget.useful_work_fraction},
+        {"recommendation",
+         {{"found", choice.found},
+          {"reservation", choice.found ? choice.reservation.name : "none holds the pipeline with the margin"},
+          {"hours", choice.reservation.hours},
+          {"margin_fraction", choice.margin_fraction},
+          {"cost_usd", choice.cost_usd}}},
+    });
+  }
+  return plan;
+}
+
+std::string plan_table(const nlohmann::json& plan) {
+  char line[512];
+  std::string text;
+  const auto& ckpt = plan["checkpoint"];
+  std::snprintf(line, sizeof line,
+                "checkpoint: %.1f s each, Young/Daly interval %.1f s (MTBF %.1f h), overhead %.2f%%\n",
+                ckpt["cost_seconds"].get<double>(), ckpt["interval_seconds"].get<double>(),
+                plan["settings"]["mtbf_hours"].get<double>(), 100 * ckpt["overhead_fraction"].get<double>());
+  text += line;
+  std::snprintf(line, sizeof line, "memory peak from %s, headroom %.0f%%, reservation margin %.0f%%\n",
+                plan["settings"]["peak_source"].get<std::string>().c_str(),
+                100 * plan["settings"]["headroom"].get<double>(),
+                100 * plan["settings"]["margin"].get<double>());
+  text += line;
+  std::snprintf(line, sizeof line, "%-14s %11s %9s %-10s %9s %10s %-20s %7s %7s\n", "accelerator",
+                "replica GiB", "have GiB", "fit", "train h", "pipeline h", "reservation", "margin", "useful");
+  text += line;
+  for (const auto& a : plan["accelerators"]) {
+    const auto& mem = a["memory"];
+    std::string fit = mem["strategy"].get<std::string>();
+    if (fit == "fsdp") fit += " x" + std::to_string(mem["fsdp_devices"].get<int>());
+    const auto& rec = a["recommendation"];
+    std::snprintf(line, sizeof line, "%-14s %11.1f %9.1f %-10s %9.1f %10.1f %-20s %6.0f%% %6.0f%%\n",
+                  a["name"].get<std::string>().c_str(), mem["replica_bytes"].get<double>() / kGiB,
+                  mem["capacity_bytes"].get<double>() / kGiB, fit.c_str(),
+                  a["budget_hours"]["training"].get<double>(), a["budget_hours"]["total"].get<double>(),
+                  rec["found"].get<bool>() ? rec["reservation"].get<std::string>().c_str() : "none fits",
+                  100 * rec["margin_fraction"].get<double>(), 100 * a["useful_work_fraction"].get<double>());
+    text += line;
+    if (!a["note"].get<std::string>().empty()) text += "  note: " + a["note"].get<std::string>() + "\n";
+  }
+  text += "(" + plan["speed_note"].get<std::string>() + ")\n";
+  return text;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,142 @@
+#include "verifier/process/launch.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+namespace ckpt {
+
+namespace {
+
+volatile sig_atomic_t g_forward_signal = 0;
+
+void remember_signal(int sig) {
+  g_forward_signal = sig;
+}
+
+// Restores the previous handlers when the launch ends.
+class SignalForwarding {
+ public:
+  SignalForwarding() {
+    g_forward_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = remember_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~SignalForwarding() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+}  // namespace
+
+bool LaunchOutcome::all_ok() const {
+  for (const RankExit& r : ranks) {
+    if (!r.exit.ok()) return false;
+  }
+  return !ranks.empty();
+}
+
+std::vector<std::string> LaunchOutcome::report_lines() const {
+  std::vector<std::string> lines;
+  for (const RankExit& r : ranks) {
+    std::string what;
+    if (r.exit.exited) {
+      what = "exit " + std::to_string(r.exit.exit_code);
+    } else if (r.exit.signaled) {
+      what = std::string("killed by ") + signal_name(r.exit.signal);
+      if (std::strcmp(signal_name(r.exit.signal), "signal") == 0) what += " " + std::to_string(r.exit.signal);
+    } else {
+      what = "unknown end";
+    }
+    if (r.stopped_by_launcher) what += " (stopped after another rank failed)";
+    lines.push_back("rank " + std::to_string(r.rank) + ": " + what);
+  }
+  return lines;
+}
+
+Result<int> pick_free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return Status::io_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string err = std::strerror(errno);
+    ::close(fd);
+    return Status::io_error("cannot bind a loopback port: " + err);
+  }
+  ::close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+Result<LaunchOutcome> launch_ranks(const LaunchOptions& o) {
+  if (o.nproc_per_node < 1) return Status::invalid_argument("--nproc-per-node must be >= 1");
+  if (o.argv.empty()) return Status::invalid_argument("launch: no command after --");
+  LaunchOutcome out;
+  out.master_port = o.master_port;
+  if (out.master_port == 0) {
+    CKPT_ASSIGN_OR_RETURN(out.master_port, pick_free_loopback_port());
+  }
+  SignalForwarding forwarding;
+  std::vector<ChildProcess> ranks;  // a rank still running when this returns early is SIGKILLed
+  for (int r = 0; r < o.nproc_per_node; ++r) {
+    SpawnOptions spawn;
+    spawn.argv = o.argv;
+    spawn.env = {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
+                 "WORLD_SIZE=" + std::to_string(o.nproc_per_node), "MASTER_ADDR=" + o.master_addr,
+                 "MASTER_PORT=" + std::to_string(out.master_port)};
+    CKPT_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::spawn(spawn));
+    ranks.push_back(std::move(child));
+    out.ranks.push_back({r, {}, false});
+  }
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> failed_at;
+  bool killed = false;
+  size_t running = ranks.size();
+  while (running > 0) {
+    if (g_forward_signal != 0) {
+      const int sig = g_forward_signal;
+      g_forward_signal = 0;
+      for (ChildProcess& rank : ranks) rank.send_signal(sig);
+      if (!failed_at) failed_at = Clock::now();  // whoever ignores it is SIGKILLed after the grace
+    }
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (!ranks[i].try_reap(&out.ranks[i].exit)) continue;
+      --running;
+      if (!out.ranks[i].exit.ok() && !failed_at) failed_at = Clock::now();
+    }
+    // Peers of a dead rank normally fail on their own at the next collective; the grace period
+    // lets them report why. Past it, a rank blocked elsewhere is SIGKILLed: the launch never hangs.
+    if (failed_at && running > 0 && !killed &&
+        std::chrono::duration<double>(Clock::now() - *failed_at).count() >= o.grace_seconds) {
+      for (size_t i = 0; i < ranks.size(); ++i) {
+        if (!ranks[i].running()) continue;
+        ranks[i].send_signal(SIGKILL);
+        out.ranks[i].stopped_by_launcher = true;
+      }
+      killed = true;
+    }
+    if (running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return out;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,289 @@
+#include "verifier/tensors/state_compare.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include "base/json_fields.h"
+#include "formats/dtype.h"
+
+namespace ckpt {
+
+bool within_tolerance(double reference, double resumed, const Tolerance& tolerance) {
+  if (std::isnan(reference) || std::isnan(resumed)) return std::isnan(reference) && std::isnan(resumed);
+  if (reference == resumed) return true;  // also equal infinities
+  return std::fabs(resumed - reference) <= tolerance.atol + tolerance.rtol * std::fabs(reference);
+}
+
+namespace {
+
+double abs_diff(double reference, double resumed) {
+  if (std::isnan(reference) && std::isnan(resumed)) return 0;
+  if (reference == resumed) return 0;
+  return std::fabs(resumed - reference);  // inf or nan when one side is not finite
+}
+
+double rel_diff(double reference, double resumed) {
+  const double d = abs_diff(reference, resumed);
+  if (d == 0) return 0;
+  return reference == 0 ? std::numeric_limits<double>::infinity() : d / std::fabs(reference);
+}
+
+// max() that lets a NaN difference dominate: a NaN where the reference had a number is the worst.
+void raise_to(double* current, double value) {
+  if (std::isnan(value) || (!std::isnan(*current) && value > *current)) *current = value;
+}
+
+bool parse_metric_line(const std::string& line, StepRecord* out) {
+  const auto parsed = parse_json(line, "metrics line");
+  if (!parsed.is_ok() || !parsed->is_object()) return false;
+  const nlohmann::json& j = *parsed;
+  const auto number = [&](const char* key, double* value) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number()) return false;
+    *value = it->get<double>();
+    return true;
+  };
+  auto step = j.find("step");
+  if (step == j.end() || !step->is_number_integer()) return false;
+  out->step = step->get<int64_t>();
+  return number("loss", &out->loss) && number("lr", &out->lr) && number("loss_scale", &out->loss_scale) &&
+         number("grad_norm", &out->grad_norm);
+}
+
+}  // namespace
+
+Result<std::vector<StepRecord>> read_step_metrics(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::io_error(path + ": cannot open metrics file");
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  std::vector<StepRecord> records;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
+    StepRecord r;
+    if (!parse_metric_line(lines[i], &r)) {
+      if (i + 1 == lines.size()) break;  // torn tail of a killed writer
+      return Status::corruption(path + ": line " + std::to_string(i + 1) +
+                                ": expected a step metrics object");
+    }
+    records.push_back(r);
+  }
+  return records;
+}
+
+std::vector<SeriesDiff> compare_step_metrics(const std::vector<StepRecord>& reference,
+                                             const std::vector<StepRecord>& resumed,
+                                             const Tolerance& tolerance) {
+  struct Field {
+    const char* name;
+    double StepRecord::*member;
+  };
+  const Field fields[] = {{"loss", &StepRecord::loss},
+                          {"lr", &StepRecord::lr},
+                          {"loss_scale", &StepRecord::loss_scale},
+                          {"grad_norm", &StepRecord::grad_norm}};
+  std::map<int64_t, const StepRecord*> by_step;
+  for (const auto& r : reference) by_step[r.step] = &r;
+  std::vector<SeriesDiff> diffs;
+  for (const auto& f : fields) {
+    SeriesDiff d;
+    d.field = f.name;
+    for (const auto& got : resumed) {
+      auto it = by_step.find(got.step);
+      if (it == by_step.end()) {
+        d.missing_steps.push_back(got.step);
+        d.passed = false;
+        continue;
+      }
+      const double want = it->second->*f.member;
+      const double have = got.*f.member;
+      ++d.steps_compared;
+      if (std::memcmp(&want, &have, sizeof(double)) != 0) d.bit_identical = false;
+      raise_to(&d.max_abs, abs_diff(want, have));
+      raise_to(&d.max_rel, rel_diff(want, have));
+      if (!within_tolerance(want, have, tolerance) && d.first_diverging_step < 0) {
+        d.first_diverging_step = got.step;
+        d.reference_at_first = want;
+        d.resumed_at_first = have;
+        d.passed = false;
+      }
+    }
+    diffs.push_back(d);
+  }
+  return diffs;
+}
+
+std::vector<int64_t> unravel_index(int64_t flat, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> index(shape.size(), 0);
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] <= 0) return index;
+    index[i] = flat % shape[i];
+    flat /= shape[i];
+  }
+  return index;
+}
+
+std::string format_number(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g", value);
+  return buf;
+}
+
+TensorDiff compare_tensor(const TensorView& reference, const TensorView& resumed,
+                          const Tolerance& tolerance) {
+  TensorDiff d;
+  d.name = reference.name;
+  d.component = reference.component;
+  if (reference.dtype != resumed.dtype) {
+    d.mismatch = std::string("dtype ") + dtype_name(reference.dtype) + " vs " + dtype_name(resumed.dtype);
+    return d;
+  }
+  if (reference.shape != resumed.shape) {
+    d.mismatch = "shape " + shape_to_string(reference.shape) + " vs " + shape_to_string(resumed.shape);
+    return d;
+  }
+  const auto bytes = checked_nbytes(reference.shape, reference.dtype);
+  if (!bytes || *bytes != reference.bytes || *bytes != resumed.bytes) {
+    d.mismatch = "byte size does not match shape " + shape_to_string(reference.shape);
+    return d;
+  }
+  const size_t size = dtype_size(reference.dtype);
+  const bool exact_only = !dtype_is_floating(reference.dtype);
+  d.elements = static_cast<int64_t>(*bytes / size);
+  int64_t worst = -1;
+  for (int64_t i = 0; i < d.elements; ++i) {
+    const uint8_t* a = reference.data + i * size;
+    const uint8_t* b = resumed.data + i * size;
+    if (std::memcmp(a, b, size) == 0) continue;
+    ++d.differing_elements;
+    const double want = element_as_double(a, reference.dtype);
+    const double have = element_as_double(b, reference.dtype);
+    // Distinct I64 values beyond 2^53 can widen to the same double: 1 is then a true lower bound.
+    const double diff = exact_only && want == have ? 1 : abs_diff(want, have);
+    if (exact_only || !within_tolerance(want, have, tolerance)) ++d.exceeding_elements;
+    if (worst < 0 || (!std::isnan(d.max_abs) && (std::isnan(diff) || diff > d.max_abs))) {
+      d.max_abs = diff;
+      worst = i;
+    }
+    raise_to(&d.max_rel, rel_diff(want, have));
+  }
+  if (worst >= 0) d.max_abs_index = unravel_index(worst, reference.shape);
+  return d;
+}
+
+std::map<std::string, ComponentDiff> compare_states(const std::vector<LoadedTensor>& reference,
+                                                    const std::vector<LoadedTensor>& resumed,
+                                                    const Tolerance& tolerance) {
+  std::map<std::string, const LoadedTensor*> ref_by_name, got_by_name;
+  for (const auto& t : reference) ref_by_name[t.name] = &t;
+  for (const auto& t : resumed) got_by_name[t.name] = &t;
+  std::set<std::string> names;
+  for (const auto& [n, t] : ref_by_name) names.insert(n);
+  for (const auto& [n, t] : got_by_name) names.insert(n);
+
+  std::map<std::string, ComponentDiff> components;
+  for (const auto& name : names) {
+    const auto r = ref_by_name.find(name);
+    const auto g = got_by_name.find(name);
+    TensorDiff d;
+    if (r == ref_by_name.end()) {
+      d.name = name;
+      d.component = g->second->component;
+      d.mismatch = "only in the resumed run";
+    } else if (g == got_by_name.end()) {
+      d.name = name;
+      d.component = r->second->component;
+      d.mismatch = "missing in the resumed run";
+    } else {
+      d = compare_tensor(r->second->view(), g->second->view(), tolerance);
+    }
+    components[d.component].add(d);
+  }
+  return components;
+}
+
+void ComponentDiff::add(const TensorDiff& d) {
+  component = d.component;
+  ++tensors;
+  elements += d.elements;
+  raise_to(&max_abs, d.max_abs);
+  raise_to(&max_rel, d.max_rel);
+  if (!d.bit_identical()) bit_identical = false;
+  if (!d.passed() && passed) {
+    passed = false;
+    first_diverging_tensor = d.name;
+    first_mismatch = d.mismatch;
+    first_max_abs = d.max_abs;
+    first_index = d.max_abs_index;
+  }
+}
+
+std::string ComponentDiff::divergence_message() const {
+  if (passed) return "";
+  std::string m = component + " diverged: " + first_diverging_tensor;
+  if (!first_mismatch.empty()) return m + " " + first_mismatch;
+  return m + " max abs " + format_number(first_max_abs) + " at " + shape_to_string(first_index);
+}
+
+namespace {
+// JSON has no inf/nan; nlohmann writes them as null, which readers can't tell from "absent".
+nlohmann::json number_json(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+}  // namespace
+
+nlohmann::json to_json(const SeriesDiff& d) {
+  nlohmann::json j = {{"field", d.field},
+                      {"steps_compared", d.steps_compared},
+                      {"max_abs", number_json(d.max_abs)},
+                      {"max_rel", number_json(d.max_rel)},
+                      {"bit_identical", d.bit_identical},
+                      {"passed", d.passed},
+                      {"missing_steps", d.missing_steps}};
+  if (d.first_diverging_step >= 0) {
+    j["first_diverging_step"] = d.first_diverging_step;
+    j["reference_at_first"] = number_json(d.reference_at_first);
+    j["resumed_at_first"] = number_json(d.resumed_at_first);
+  }
+  return j;
+}
+
+nlohmann::json to_json(const TensorDiff& d) {
+  return {{"tensor", d.name},
+          {"component", d.component},
+          {"mismatch", d.mismatch},
+          {"elements", d.elements},
+          {"differing_elements", d.differing_elements},
+          {"exceeding_elements", d.exceeding_elements},
+          {"max_abs", number_json(d.max_abs)},
+          {"max_rel", number_json(d.max_rel)},
+          {"max_abs_index", d.max_abs_index},
+          {"bit_identical", d.bit_identical()},
+          {"passed", d.passed()}};
+}
+
+nlohmann::json to_json(const ComponentDiff& d) {
+  nlohmann::json j = {{"tensors", d.tensors},
+                      {"elements", d.elements},
+                      {"max_abs", number_json(d.max_abs)},
+                      {"max_rel", number_json(d.max_rel)},
+                      {"bit_identical", d.bit_identical},
+                      {"passed", d.passed},
+                      {"first_diverging", nullptr}};
+  if (!d.passed) {
+    j["first_diverging"] = {{"tensor", d.first_diverging_tensor},
+                            {"mismatch", d.first_mismatch},
+                            {"max_abs", number_json(d.first_max_abs)},
+                            {"index", d.first_index}};
+    j["message"] = d.divergence_message();
+  }
+  return j;
+}
+
+}  // namespace ckpt

@@ -1,0 +1,110 @@
+// What the drill compares between the uninterrupted reference run and the killed-and-resumed run:
+// per-step training metrics, eval logits and the final state tensors grouped by component. Pure
+// byte/number comparisons, torch-free, so every rule here is unit-tested without training.
+//
+// Rule: a value passes iff |resumed - reference| <= atol + rtol * |reference|. Integer, U8 and
+// BOOL tensors must match exactly whatever the tolerance (a step counter or an RNG state that is
+// "close" is wrong). NaN matches NaN only bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "shards/tensor_view.h"
+
+namespace ckpt {
+
+struct Tolerance {
+  double rtol = 0;
+  double atol = 0;
+  bool exact() const { return rtol == 0 && atol == 0; }
+};
+
+bool within_tolerance(double reference, double resumed, const Tolerance& tolerance);
+
+// One line of `train --metrics` output.
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0;
+  double lr = 0;
+  double loss_scale = 0;
+  double grad_norm = 0;
+};
+
+// Parses a --metrics JSONL file. A torn last line (the writer was SIGKILLed) is dropped; any
+// other malformed line is kCorruption naming the file and line number.
+Result<std::vector<StepRecord>> read_step_metrics(const std::string& path);
+
+// One metric ("loss", "lr", "loss_scale", "grad_norm") over the steps both runs have.
+struct SeriesDiff {
+  std::string field;
+  int64_t steps_compared = 0;
+  double max_abs = 0;
+  double max_rel = 0;
+  bool bit_identical = true;
+  bool passed = true;
+  int64_t first_diverging_step = -1;  // first step outside tolerance; -1 if none
+  double reference_at_first = 0;
+  double resumed_at_first = 0;
+  std::vector<int64_t> missing_steps;  // resumed steps the reference lacks (fails the check)
+};
+
+// Compares every resumed step with the reference step of the same number.
+std::vector<SeriesDiff> compare_step_metrics(const std::vector<StepRecord>& reference,
+                                             const std::vector<StepRecord>& resumed,
+                                             const Tolerance& tolerance);
+
+struct TensorDiff {
+  std::string name;
+  std::string component;
+  std::string mismatch;  // dtype/shape/missing: not comparable element by element ("" if comparable)
+  int64_t elements = 0;
+  int64_t differing_elements = 0;  // not bit-identical
+  int64_t exceeding_elements = 0;  // outside tolerance
+  double max_abs = 0;
+  double max_rel = 0;
+  std::vector<int64_t> max_abs_index;  // where max_abs is; empty if none differ
+  bool bit_identical() const { return mismatch.empty() && differing_elements == 0; }
+  bool passed() const { return mismatch.empty() && exceeding_elements == 0; }
+};
+
+TensorDiff compare_tensor(const TensorView& reference, const TensorView& resumed, const Tolerance& tolerance);
+
+struct ComponentDiff {
+  std::string component;
+  int64_t tensors = 0;
+  int64_t elements = 0;
+  double max_abs = 0;
+  double max_rel = 0;
+  bool bit_identical = true;
+  bool passed = true;
+  // The first tensor (in name order) that failed, with its own max abs and where it is.
+  std::string first_diverging_tensor;
+  std::string first_mismatch;
+  double first_max_abs = 0;
+  std::vector<int64_t> first_index;
+  // "optimizer diverged: optimizer.model.w.exp_avg max abs 3.1e-04 at [12, 3]"; "" if passed.
+  std::string divergence_message() const;
+  // Folds one tensor's comparison in (tensors in name order, so the first failure is kept).
+  void add(const TensorDiff& d);
+};
+
+// Groups both tensor sets by component (the reference's component name wins) and compares them
+// tensor by tensor. A tensor present on one side only fails its component.
+std::map<std::string, ComponentDiff> compare_states(const std::vector<LoadedTensor>& reference,
+                                                    const std::vector<LoadedTensor>& resumed,
+                                                    const Tolerance& tolerance);
+
+// Flat row-major index -> multi-dimensional index.
+std::vector<int64_t> unravel_index(int64_t flat, const std::vector<int64_t>& shape);
+std::string format_number(double value);  // "0.00031", "3.7", 3 significant digits, for messages
+
+nlohmann::json to_json(const SeriesDiff& diff);
+nlohmann::json to_json(const TensorDiff& diff);
+nlohmann::json to_json(const ComponentDiff& diff);
+
+}  // namespace ckpt

@@ -1,0 +1,183 @@
+#include "verifier/tensors/tensor_source.h"
+
+#include <algorithm>
+#include <map>
+
+#include "base/file_io.h"
+#include "base/sha256.h"
+#include "formats/safetensors_file.h"
+#include "formats/tensor_file_open.h"
+#include "shards/checkpoint_dir.h"
+#include "shards/checkpoint_reader.h"
+
+namespace ckpt {
+
+namespace {
+
+constexpr size_t kStreamBuffer = 1 << 20;
+constexpr const char* kIndexSuffix = ".index.json";
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The manifest's own JSON (step, config, pins, extra, shards), less the tensor table, which the
+// source lists tensor by tensor instead.
+nlohmann::json manifest_metadata(const Manifest& m) {
+  nlohmann::json j = nlohmann::json::parse(manifest_to_json_text(m));
+  j.erase("tensors");
+  return j;
+}
+
+}  // namespace
+
+std::string ChunkCheck::mismatch_message() const {
+  return file + ": chunk " + label + ": sha256 mismatch: stored " + stored + ", computed " + computed;
+}
+
+const SourceTensor* TensorSource::find(const std::string& name) const {
+  auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                             [](const SourceTensor& t, const std::string& n) { return t.name < n; });
+  return it != tensors_.end() && it->name == name ? &*it : nullptr;
+}
+
+Status TensorSource::add_file_chunks(size_t file_index) {
+  const auto& chunks = files_[file_index]->chunks();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ChunkInfo& c = chunks[i];
+    auto it = std::find_if(tensors_.begin(), tensors_.end(),
+                           [&](const SourceTensor& t) { return t.name == c.name; });
+    if (it == tensors_.end()) {
+      auto nbytes = checked_nbytes(c.global_shape, c.dtype);
+      if (!nbytes)
+        return Status::corruption(files_[file_index]->path() + ": " + c.name + ": shape overflows");
+      tensors_.push_back({c.name, c.component, c.dtype, c.global_shape, *nbytes, {}});
+      it = tensors_.end() - 1;
+    } else if (it->dtype != c.dtype || it->shape != c.global_shape) {
+      return Status::corruption(files_[file_index]->path() + ": chunk " + c.label() + " is " +
+                                dtype_name(c.dtype) + shape_to_string(c.global_shape) +
+                                ", another chunk says " + dtype_name(it->dtype) + shape_to_string(it->shape));
+    }
+    it->chunks.push_back({file_index, i, ""});
+  }
+  return Status::ok();
+}
+
+Status TensorSource::finish_tensor_list() {
+  std::sort(tensors_.begin(), tensors_.end(),
+            [](const SourceTensor& a, const SourceTensor& b) { return a.name < b.name; });
+  return Status::ok();
+}
+
+Result<TensorSource> TensorSource::open(const std::string& path) {
+  TensorSource s;
+  if (is_regular_file(path) && ends_with(path, kIndexSuffix)) {
+    CKPT_ASSIGN_OR_RETURN(SafetensorsIndex index, open_safetensors_index(path));
+    s.path_ = path;
+    s.kind_ = "safetensors_index";
+    s.metadata_ = {{"metadata", index.metadata}, {"shards", nlohmann::json::array()}};
+    for (auto& shard : index.shards) {
+      s.metadata_["shards"].push_back(shard.file);
+      CKPT_ASSIGN_OR_RETURN(auto file, open_tensor_file(shard.path));
+      s.files_.push_back(std::move(file));
+      CKPT_RETURN_IF_ERROR(s.add_file_chunks(s.files_.size() - 1));
+    }
+    CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
+    return s;
+  }
+  if (is_regular_file(path)) {
+    CKPT_ASSIGN_OR_RETURN(auto file, open_tensor_file(path));
+    s.path_ = path;
+    s.kind_ = file->format_name();
+    s.metadata_ = file->metadata();
+    s.files_.push_back(std::move(file));
+    CKPT_RETURN_IF_ERROR(s.add_file_chunks(0));
+    CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
+    return s;
+  }
+  CKPT_ASSIGN_OR_RETURN(s.path_, resolve_checkpoint_path(path));
+  CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(s.path_));
+  s.kind_ = "checkpoint";
+  s.metadata_ = manifest_metadata(manifest);
+  for (size_t i = 0; i < manifest.shards.size(); ++i) {
+    CKPT_ASSIGN_OR_RETURN(auto file, open_manifest_shard(s.path_, manifest, i));
+    s.files_.push_back(std::move(file));
+  }
+  for (const ManifestTensor& t : manifest.tensors) {
+    auto nbytes = checked_nbytes(t.shape, t.dtype);
+    if (!nbytes)
+      return Status::corruption(s.path_ + ": " + t.name + ": shape " + shape_to_string(t.shape) +
+                                " overflows");
+    SourceTensor st{t.name, t.component, t.dtype, t.shape, *nbytes, {}};
+    for (const ManifestChunk& mc : t.chunks) {
+      const TensorFile& file = *s.files_[mc.shard];
+      size_t found = 0;
+      const std::optional<size_t> index =
+          find_file_chunk(file, t.name, mc, &found) ? std::optional<size_t>(found) : std::nullopt;
+      if (!index) {
+        return Status::corruption(manifest.shards[mc.shard].path + ": has no chunk of " + t.name +
+                                  " at offsets " + shape_to_string(mc.offsets));
+      }
+      const ChunkInfo& fc = file.chunks()[*index];
+      if (fc.dtype != t.dtype || fc.global_shape != t.shape) {
+        return Status::corruption(manifest.shards[mc.shard].path + ": chunk " + fc.label() + " is " +
+                                  dtype_name(fc.dtype) + shape_to_string(fc.global_shape) +
+                                  ", manifest says " + dtype_name(t.dtype) + shape_to_string(t.shape));
+      }
+      st.chunks.push_back({mc.shard, *index, mc.sha256});
+    }
+    s.tensors_.push_back(std::move(st));
+  }
+  s.manifest_ = std::move(manifest);
+  CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
+  return s;
+}
+
+Result<ChunkCheck> TensorSource::stream_chunk(const SourceTensor& tensor, size_t chunk,
+                                              const std::function<void(const uint8_t*, size_t)>& sink) const {
+  const SourceChunk& sc = tensor.chunks[chunk];
+  const TensorFile& file = *files_[sc.file];
+  const ChunkInfo& info = file.chunks()[sc.index];
+  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(info.data_bytes, kStreamBuffer)));
+  Sha256 hash;
+  for (uint64_t done = 0; done < info.data_bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(info.data_bytes - done, buffer.size()));
+    CKPT_RETURN_IF_ERROR(file.read_chunk(sc.index, done, buffer.data(), n));
+    hash.update(buffer.data(), n);
+    if (sink) sink(buffer.data(), n);
+    done += n;
+  }
+  ChunkCheck check{info.label(), file.path(), sc.manifest_sha256, hash.finish_hex()};
+  // Both records must hold: the manifest's and the file's own header's.
+  if (check.ok() && !info.sha256.empty() && info.sha256 != check.computed) check.stored = info.sha256;
+  if (check.stored.empty()) check.stored = info.sha256;
+  return check;
+}
+
+Result<LoadedTensor> TensorSource::read_tensor(const SourceTensor& tensor) const {
+  // Bound the allocation by what the chunks claim before trusting the global shape.
+  uint64_t covered = 0;
+  for (const SourceChunk& sc : tensor.chunks) covered += files_[sc.file]->chunks()[sc.index].data_bytes;
+  if (covered != tensor.bytes) {
+    return Status::corruption(path_ + ": " + tensor.name + ": chunks hold " + std::to_string(covered) +
+                              " bytes, the tensor " + shape_to_string(tensor.shape) + " needs " +
+                              std::to_string(tensor.bytes));
+  }
+  LoadedTensor out{tensor.name, tensor.component, tensor.dtype, tensor.shape, {}};
+  out.bytes.assign(static_cast<size_t>(tensor.bytes), 0);
+  std::vector<uint8_t> chunk_bytes;
+  for (size_t i = 0; i < tensor.chunks.size(); ++i) {
+    const ChunkInfo& info = files_[tensor.chunks[i].file]->chunks()[tensor.chunks[i].index];
+    chunk_bytes.clear();
+    chunk_bytes.reserve(static_cast<size_t>(info.data_bytes));
+    CKPT_ASSIGN_OR_RETURN(ChunkCheck check, stream_chunk(tensor, i, [&](const uint8_t* p, size_t n) {
+                            chunk_bytes.insert(chunk_bytes.end(), p, p + n);
+                          }));
+    if (!check.ok()) return Status::corruption(check.mismatch_message());
+    scatter_chunk(tensor.shape, dtype_size(tensor.dtype), info.offsets, info.shape, chunk_bytes.data(),
+                  out.bytes.data());
+  }
+  return out;
+}
+
+}  // namespace ckpt

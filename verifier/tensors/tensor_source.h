@@ -1,0 +1,85 @@
+// "A set of global tensors", opened from whatever a user points `inspect`, `diff` or `convert` at:
+//   - a committed checkpoint dir (its manifest lists tensors and the expected hash of every chunk),
+//   - a checkpoint root or ".../latest" (resolved to the latest committed checkpoint),
+//   - a Hugging Face `model.safetensors.index.json` (every shard file it names),
+//   - any single tensor file (native, safetensors, HDF5, PyTorch .pt), sniffed by its bytes.
+// Chunks of one global tensor may live in different files; reading a tensor assembles them and
+// checks each chunk's bytes against every hash recorded for it (manifest and file header).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "formats/tensor_file.h"
+#include "shards/manifest.h"
+#include "shards/tensor_view.h"
+
+namespace ckpt {
+
+// Where one chunk of a global tensor lives.
+struct SourceChunk {
+  size_t file = 0;              // index into TensorSource::files()
+  size_t index = 0;             // chunk index inside that file
+  std::string manifest_sha256;  // what the manifest expects; "" when the source has no manifest
+};
+
+struct SourceTensor {
+  std::string name;
+  std::string component;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;  // of the whole global tensor
+  std::vector<SourceChunk> chunks;
+};
+
+// The outcome of streaming one chunk: its recomputed hash and the first recorded hash it contradicts.
+struct ChunkCheck {
+  std::string label;     // "model.w[0:16, 0:8]"
+  std::string file;      // the file's path
+  std::string stored;    // the hash the file or manifest recorded ("" if none)
+  std::string computed;  // SHA-256 of the bytes actually read
+  bool ok() const { return stored.empty() || stored == computed; }
+  std::string mismatch_message() const;  // "<file>: chunk <label>: sha256 mismatch: stored .. computed .."
+};
+
+class TensorSource {
+ public:
+  static Result<TensorSource> open(const std::string& path);
+
+  const std::string& path() const { return path_; }  // the resolved path (checkpoint dir, file, index)
+  const char* kind() const { return kind_; }         // "checkpoint" | "safetensors_index" | <file format>
+  const Manifest* manifest() const { return manifest_ ? &*manifest_ : nullptr; }
+  // The source's own metadata: the manifest's step/config/pins/extra/shards, the index's "metadata",
+  // or the single file's metadata.
+  const nlohmann::json& metadata() const { return metadata_; }
+  const std::vector<SourceTensor>& tensors() const { return tensors_; }  // sorted by name
+  const std::vector<std::unique_ptr<TensorFile>>& files() const { return files_; }
+  const SourceTensor* find(const std::string& name) const;
+
+  // Streams chunk `chunk` of `tensor` through SHA-256 with a bounded buffer, handing each piece to
+  // `sink` (may be empty). Read errors are returned; a hash mismatch is reported in the ChunkCheck.
+  Result<ChunkCheck> stream_chunk(const SourceTensor& tensor, size_t chunk,
+                                  const std::function<void(const uint8_t*, size_t)>& sink) const;
+
+  // Reads and assembles a whole global tensor. A chunk whose bytes contradict a recorded hash, or
+  // chunks that do not cover the tensor, are kCorruption naming the file and chunk.
+  Result<LoadedTensor> read_tensor(const SourceTensor& tensor) const;
+
+ private:
+  Status add_file_chunks(size_t file_index);
+  Status finish_tensor_list();
+
+  std::string path_;
+  const char* kind_ = "";
+  std::optional<Manifest> manifest_;
+  nlohmann::json metadata_ = nlohmann::json::object();
+  std::vector<std::unique_ptr<TensorFile>> files_;
+  std::vector<SourceTensor> tensors_;
+};
+
+}  // namespace ckpt
