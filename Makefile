@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: deps configure build test demo bench sanitize clean format format-check layer-check
+.PHONY: deps configure build test demo bench sanitize clean format format-check layer-check fuzz soak
 
 deps:
 	@bash scripts/install-deps.sh
@@ -39,6 +39,17 @@ sanitize: deps
 	cmake --build build-asan -j$(JOBS) --target unit_tests
 	cd build-asan && CKPTCHECK_FUZZ_ITERATIONS=$${CKPTCHECK_FUZZ_ITERATIONS:-3000} \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ./unit_tests
+
+# Coverage-guided fuzzing (libFuzzer, clang) of every parser, each for FUZZ_SECONDS (see fuzz/README.md).
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	bash scripts/fuzz.sh --seconds $(FUZZ_SECONDS)
+
+# K kill-and-resume cycles of the pilot in one root, verified before each resume, compared with an
+# uninterrupted run at the end.
+SOAK_CYCLES ?= 300
+soak: build
+	bash scripts/soak.sh --cycles $(SOAK_CYCLES) --bin $(BUILD)/ckptcheck
 
 format:
 	bash scripts/format.sh

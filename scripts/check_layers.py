@@ -31,6 +31,8 @@ LAYERS = [
     "verifier/train",
     "verifier/cli",
     "bench",
+    "fuzz",
+    "examples",
     "tests",
 ]
 INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^">]+)[">]', re.M)
