@@ -1,5 +1,6 @@
 #include "formats/pickle_reader.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <unordered_map>
@@ -33,6 +34,7 @@ using Ref = uint32_t;
 
 // One value in the VM's arena. Values refer to each other by index, so a pickle that builds a
 // cycle (a list appended to itself) cannot leak or loop: traversal is depth-bounded.
+// Indices also let two paths share one value (memo GET), which the Flattener accounts for.
 struct Value {
   Kind kind = Kind::kNone;
   Callable callable = Callable::kNone;  // for kGlobal
@@ -69,9 +71,31 @@ class Machine {
       : p_(data), n_(size), where_(std::move(where)) {}
 
   Result<Ref> run();
-  Status flatten(Ref v, const std::string& prefix, size_t depth, PickledStateDict* out) const;
+  const std::vector<Value>& values() const { return values_; }
 
  private:
+  // One handler per opcode family; each reads its operands from pos_ (the opcode byte is consumed).
+  using Handler = Status (Machine::*)(uint8_t op);
+  struct OpTable {
+    Handler at[256] = {};
+  };
+  static constexpr void on(OpTable* t, const char* ops, Handler h) {
+    for (; *ops; ++ops) t->at[static_cast<uint8_t>(*ops)] = h;
+  }
+  static constexpr OpTable op_table();
+
+  Status framing_op(uint8_t op);
+  Status stack_op(uint8_t op);
+  Status memo_op(uint8_t op);
+  Status scalar_op(uint8_t op);
+  Status string_op(uint8_t op);
+  Status new_container_op(uint8_t op);
+  Status set_item_op(uint8_t op);
+  Status append_op(uint8_t op);
+  Status global_op(uint8_t op);
+  Status call_op(uint8_t op);
+  Status persistent_id_op(uint8_t op);
+
   Status fail(const std::string& what) const {
     return Status::corruption(where_ + " @" + hex_offset(op_pos_) + ": " + what);
   }
@@ -289,230 +313,213 @@ Status Machine::persistent_load(Ref pid_ref) {
   return push_new(std::move(s));
 }
 
+// STOP is not in the table: it is the only opcode that ends the run.
+constexpr Machine::OpTable Machine::op_table() {
+  OpTable t;
+  on(&t, "\x80\x95", &Machine::framing_op);
+  on(&t, "(012", &Machine::stack_op);
+  on(&t, "qr\x94hj", &Machine::memo_op);
+  on(&t, "JKM\x8aG\x88\x89N", &Machine::scalar_op);
+  on(&t, "XCB\x8c\x8d", &Machine::string_op);
+  on(&t, "}])t\x85\x86\x87", &Machine::new_container_op);
+  on(&t, "su", &Machine::set_item_op);
+  on(&t, "ae", &Machine::append_op);
+  on(&t, "c\x93", &Machine::global_op);
+  on(&t, "Rb\x81", &Machine::call_op);
+  on(&t, "Q", &Machine::persistent_id_op);
+  return t;
+}
+
 Result<Ref> Machine::run() {
+  static constexpr OpTable kOps = op_table();
   while (pos_ < n_) {
     op_pos_ = pos_;
     const uint8_t op = p_[pos_++];
-    switch (op) {
-      case 0x80:  // PROTO
-        CKPT_RETURN_IF_ERROR(need(1));
-        if (p_[pos_] > 5)
-          return Status::not_supported(where_ + ": pickle protocol " + std::to_string(p_[pos_]));
-        ++pos_;
-        break;
-      case 0x95:  // FRAME: a length hint; opcodes inside are read as usual
-        CKPT_RETURN_IF_ERROR(need(8));
-        pos_ += 8;
-        break;
-      case '.': {  // STOP
-        CKPT_ASSIGN_OR_RETURN(Ref r, pop());
-        return r;
-      }
-      case '(':
-        if (marks_.size() >= kPickleMaxStack) return fail("too many MARKs");
-        marks_.push_back(stack_.size());
-        break;
-      case '0': {
-        CKPT_ASSIGN_OR_RETURN(Ref r, pop());
-        (void)r;
-        break;
-      }  // POP
-      case '1': {
-        CKPT_ASSIGN_OR_RETURN(auto items, pop_mark());
-        (void)items;
-        break;
-      }  // POP_MARK
-      case '2': {
-        CKPT_ASSIGN_OR_RETURN(Ref r, top());
-        CKPT_RETURN_IF_ERROR(push(r));
-        break;
-      }  // DUP
-      case '}':
-      case ']':
-      case ')': {
-        Value v;
-        v.kind = op == '}' ? Kind::kDict : op == ']' ? Kind::kList : Kind::kTuple;
-        CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
-        break;
-      }
-      case 't':
-      case 0x85:
-      case 0x86:
-      case 0x87: {  // TUPLE, TUPLE1..3
-        Value v;
-        v.kind = Kind::kTuple;
-        if (op == 't') {
-          CKPT_ASSIGN_OR_RETURN(v.items, pop_mark());
-        } else {
-          const size_t k = op - 0x84;
-          if (stack_.size() < floor() + k) return fail("stack underflow");
-          v.items.assign(stack_.end() - static_cast<std::ptrdiff_t>(k), stack_.end());
-          stack_.resize(stack_.size() - k);
-        }
-        CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
-        break;
-      }
-      case 'q':
-        CKPT_RETURN_IF_ERROR(need(1));
-        CKPT_RETURN_IF_ERROR(memo_put(take_le(1)));
-        break;  // BINPUT
-      case 'r':
-        CKPT_RETURN_IF_ERROR(need(4));
-        CKPT_RETURN_IF_ERROR(memo_put(take_le(4)));
-        break;                                                         // LONG_BINPUT
-      case 0x94: CKPT_RETURN_IF_ERROR(memo_put(memo_.size())); break;  // MEMOIZE
-      case 'h':
-        CKPT_RETURN_IF_ERROR(need(1));
-        CKPT_RETURN_IF_ERROR(memo_get(take_le(1)));
-        break;  // BINGET
-      case 'j':
-        CKPT_RETURN_IF_ERROR(need(4));
-        CKPT_RETURN_IF_ERROR(memo_get(take_le(4)));
-        break;  // LONG_BINGET
-      case 'J':
-      case 'K':
-      case 'M': {  // BININT (signed 4), BININT1, BININT2 (unsigned)
-        const size_t k = op == 'J' ? 4 : op == 'K' ? 1 : 2;
-        CKPT_RETURN_IF_ERROR(need(k));
-        Value v;
-        v.kind = Kind::kInt;
-        const uint64_t raw = take_le(k);
-        v.i = op == 'J' ? static_cast<int32_t>(static_cast<uint32_t>(raw)) : static_cast<int64_t>(raw);
-        CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
-        break;
-      }
-      case 0x8a: {  // LONG1: little-endian two's complement of n bytes
-        CKPT_RETURN_IF_ERROR(need(1));
-        const size_t k = p_[pos_++];
-        if (k > 8)
-          return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": integer wider than 64 bits");
-        CKPT_RETURN_IF_ERROR(need(k));
-        uint64_t raw = take_le(k);
-        if (k > 0 && k < 8 && (raw >> (8 * k - 1)) & 1) raw |= ~uint64_t{0} << (8 * k);
-        Value v;
-        v.kind = Kind::kInt;
-        v.i = static_cast<int64_t>(raw);
-        CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
-        break;
-      }
-      case 'G': {  // BINFLOAT: big-endian IEEE double
-        CKPT_RETURN_IF_ERROR(need(8));
-        const uint64_t bits = decode_be(p_ + pos_, 8);
-        pos_ += 8;
-        Value v;
-        v.kind = Kind::kFloat;
-        std::memcpy(&v.f, &bits, 8);
-        CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
-        break;
-      }
-      case 'X':
-        CKPT_RETURN_IF_ERROR(need(4));
-        CKPT_RETURN_IF_ERROR(push_string(Kind::kString, take_le(4)));
-        break;
-      case 0x8c:
-        CKPT_RETURN_IF_ERROR(need(1));
-        CKPT_RETURN_IF_ERROR(push_string(Kind::kString, take_le(1)));
-        break;
-      case 0x8d:
-        CKPT_RETURN_IF_ERROR(need(8));
-        CKPT_RETURN_IF_ERROR(push_string(Kind::kString, take_le(8)));
-        break;
-      case 'C':
-        CKPT_RETURN_IF_ERROR(need(1));
-        CKPT_RETURN_IF_ERROR(push_string(Kind::kBytes, take_le(1)));
-        break;
-      case 'B':
-        CKPT_RETURN_IF_ERROR(need(4));
-        CKPT_RETURN_IF_ERROR(push_string(Kind::kBytes, take_le(4)));
-        break;
-      case 0x88:
-      case 0x89: {  // NEWTRUE, NEWFALSE
-        Value v;
-        v.kind = Kind::kBool;
-        v.i = op == 0x88;
-        CKPT_RETURN_IF_ERROR(push_new(std::move(v)));
-        break;
-      }
-      case 'N': CKPT_RETURN_IF_ERROR(push_new(Value{})); break;
-      case 's': {  // SETITEM
-        CKPT_ASSIGN_OR_RETURN(Ref v, pop());
-        CKPT_ASSIGN_OR_RETURN(Ref k, pop());
-        CKPT_ASSIGN_OR_RETURN(Ref d, top());
-        CKPT_RETURN_IF_ERROR(set_items(d, {k, v}));
-        break;
-      }
-      case 'u': {  // SETITEMS
-        CKPT_ASSIGN_OR_RETURN(auto kv, pop_mark());
-        CKPT_ASSIGN_OR_RETURN(Ref d, top());
-        CKPT_RETURN_IF_ERROR(set_items(d, kv));
-        break;
-      }
-      case 'a':
-      case 'e': {  // APPEND, APPENDS
-        std::vector<Ref> items;
-        if (op == 'a') {
-          CKPT_ASSIGN_OR_RETURN(Ref v, pop());
-          items.push_back(v);
-        } else {
-          CKPT_ASSIGN_OR_RETURN(items, pop_mark());
-        }
-        CKPT_ASSIGN_OR_RETURN(Ref l, top());
-        if (values_[l].kind != Kind::kList) return fail("APPEND(S) on a non-list");
-        values_[l].items.insert(values_[l].items.end(), items.begin(), items.end());
-        break;
-      }
-      case 'c': {  // GLOBAL "module\nname\n"
-        CKPT_ASSIGN_OR_RETURN(std::string module, take_line());
-        CKPT_ASSIGN_OR_RETURN(std::string name, take_line());
-        CKPT_RETURN_IF_ERROR(push_global(module, name));
-        break;
-      }
-      case 0x93: {  // STACK_GLOBAL
-        CKPT_ASSIGN_OR_RETURN(Ref name, pop());
-        CKPT_ASSIGN_OR_RETURN(Ref module, pop());
-        if (values_[name].kind != Kind::kString || values_[module].kind != Kind::kString) {
-          return fail("STACK_GLOBAL operands are not strings");
-        }
-        CKPT_RETURN_IF_ERROR(push_global(values_[module].s, values_[name].s));
-        break;
-      }
-      case 'R': {  // REDUCE
-        CKPT_ASSIGN_OR_RETURN(Ref args, pop());
-        CKPT_ASSIGN_OR_RETURN(Ref fn, pop());
-        CKPT_RETURN_IF_ERROR(reduce(fn, args));
-        break;
-      }
-      case 0x81: {  // NEWOBJ: cls.__new__(cls, *args); only OrderedDict() is a thing here
-        CKPT_ASSIGN_OR_RETURN(Ref args, pop());
-        CKPT_ASSIGN_OR_RETURN(Ref cls, pop());
-        if (values_[cls].kind != Kind::kGlobal || values_[cls].callable != Callable::kOrderedDict) {
-          return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": NEWOBJ of '" +
-                                       values_[cls].s + "'");
-        }
-        CKPT_RETURN_IF_ERROR(reduce(cls, args));
-        break;
-      }
-      case 'b': {  // BUILD: OrderedDict's _metadata (and similar state) carries no tensors
-        CKPT_ASSIGN_OR_RETURN(Ref state, pop());
-        (void)state;
-        CKPT_ASSIGN_OR_RETURN(Ref obj, top());
-        if (values_[obj].kind != Kind::kDict) {
-          return Status::not_supported(where_ + " @" + hex_offset(op_pos_) +
-                                       ": BUILD on something other than a dict");
-        }
-        break;
-      }
-      case 'Q': {  // BINPERSID
-        CKPT_ASSIGN_OR_RETURN(Ref pid, pop());
-        CKPT_RETURN_IF_ERROR(persistent_load(pid));
-        break;
-      }
-      default:
-        return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": unsupported pickle opcode " +
-                                     to_hex(&op, 1));
+    if (op == '.') return pop();  // STOP
+    const Handler h = kOps.at[op];
+    if (h == nullptr) {
+      return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": unsupported pickle opcode " +
+                                   to_hex(&op, 1));
     }
+    CKPT_RETURN_IF_ERROR((this->*h)(op));
   }
   return Status::truncated(where_ + ": pickle ends without STOP after " + std::to_string(n_) + " bytes");
+}
+
+// PROTO, FRAME
+Status Machine::framing_op(uint8_t op) {
+  if (op == 0x95) {  // a length hint; the opcodes inside are read as usual
+    CKPT_RETURN_IF_ERROR(need(8));
+    pos_ += 8;
+    return Status::ok();
+  }
+  CKPT_RETURN_IF_ERROR(need(1));
+  if (p_[pos_] > 5) return Status::not_supported(where_ + ": pickle protocol " + std::to_string(p_[pos_]));
+  ++pos_;
+  return Status::ok();
+}
+
+// MARK, POP, POP_MARK, DUP
+Status Machine::stack_op(uint8_t op) {
+  switch (op) {
+    case '(':
+      if (marks_.size() >= kPickleMaxStack) return fail("too many MARKs");
+      marks_.push_back(stack_.size());
+      return Status::ok();
+    case '0': return pop().status();
+    case '1': return pop_mark().status();
+    default: {
+      CKPT_ASSIGN_OR_RETURN(Ref r, top());
+      return push(r);
+    }
+  }
+}
+
+// BINPUT, LONG_BINPUT, MEMOIZE, BINGET, LONG_BINGET. A GET pushes the stored Ref itself, so the
+// value graph shares nodes; flattening has to cope (see Flattener).
+Status Machine::memo_op(uint8_t op) {
+  if (op == 0x94) return memo_put(memo_.size());
+  const size_t k = op == 'q' || op == 'h' ? 1 : 4;
+  CKPT_RETURN_IF_ERROR(need(k));
+  const uint64_t key = take_le(k);
+  return op == 'q' || op == 'r' ? memo_put(key) : memo_get(key);
+}
+
+// BININT, BININT1, BININT2, LONG1, BINFLOAT, NEWTRUE, NEWFALSE, NONE
+Status Machine::scalar_op(uint8_t op) {
+  Value v;
+  switch (op) {
+    case 'J':
+    case 'K':
+    case 'M': {  // BININT is signed; BININT1 and BININT2 are unsigned
+      const size_t k = op == 'J' ? 4 : op == 'K' ? 1 : 2;
+      CKPT_RETURN_IF_ERROR(need(k));
+      v.kind = Kind::kInt;
+      const uint64_t raw = take_le(k);
+      v.i = op == 'J' ? static_cast<int32_t>(static_cast<uint32_t>(raw)) : static_cast<int64_t>(raw);
+      break;
+    }
+    case 0x8a: {  // little-endian two's complement of n bytes
+      CKPT_RETURN_IF_ERROR(need(1));
+      const size_t k = p_[pos_++];
+      if (k > 8)
+        return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": integer wider than 64 bits");
+      CKPT_RETURN_IF_ERROR(need(k));
+      uint64_t raw = take_le(k);
+      if (k > 0 && k < 8 && (raw >> (8 * k - 1)) & 1) raw |= ~uint64_t{0} << (8 * k);
+      v.kind = Kind::kInt;
+      v.i = static_cast<int64_t>(raw);
+      break;
+    }
+    case 'G': {  // big-endian, unlike every other operand
+      CKPT_RETURN_IF_ERROR(need(8));
+      const uint64_t bits = decode_be(p_ + pos_, 8);
+      pos_ += 8;
+      v.kind = Kind::kFloat;
+      std::memcpy(&v.f, &bits, 8);
+      break;
+    }
+    case 0x88:
+    case 0x89:
+      v.kind = Kind::kBool;
+      v.i = op == 0x88;
+      break;
+    default: break;  // NONE: Value{} is None
+  }
+  return push_new(std::move(v));
+}
+
+// BINUNICODE, SHORT_BINUNICODE, BINUNICODE8, SHORT_BINBYTES, BINBYTES
+Status Machine::string_op(uint8_t op) {
+  const size_t k = op == 0x8c || op == 'C' ? 1 : op == 0x8d ? 8 : 4;
+  CKPT_RETURN_IF_ERROR(need(k));
+  return push_string(op == 'C' || op == 'B' ? Kind::kBytes : Kind::kString, take_le(k));
+}
+
+// EMPTY_DICT, EMPTY_LIST, EMPTY_TUPLE, TUPLE, TUPLE1..3
+Status Machine::new_container_op(uint8_t op) {
+  Value v;
+  v.kind = op == '}' ? Kind::kDict : op == ']' ? Kind::kList : Kind::kTuple;
+  if (op == 't') {
+    CKPT_ASSIGN_OR_RETURN(v.items, pop_mark());
+  } else if (op >= 0x85) {
+    const size_t k = op - 0x84;
+    if (stack_.size() < floor() + k) return fail("stack underflow");
+    v.items.assign(stack_.end() - static_cast<std::ptrdiff_t>(k), stack_.end());
+    stack_.resize(stack_.size() - k);
+  }
+  return push_new(std::move(v));
+}
+
+// SETITEM, SETITEMS
+Status Machine::set_item_op(uint8_t op) {
+  std::vector<Ref> kv;
+  if (op == 's') {
+    CKPT_ASSIGN_OR_RETURN(Ref v, pop());
+    CKPT_ASSIGN_OR_RETURN(Ref k, pop());
+    kv = {k, v};
+  } else {
+    CKPT_ASSIGN_OR_RETURN(kv, pop_mark());
+  }
+  CKPT_ASSIGN_OR_RETURN(Ref d, top());
+  return set_items(d, kv);
+}
+
+// APPEND, APPENDS
+Status Machine::append_op(uint8_t op) {
+  std::vector<Ref> items;
+  if (op == 'a') {
+    CKPT_ASSIGN_OR_RETURN(Ref v, pop());
+    items.push_back(v);
+  } else {
+    CKPT_ASSIGN_OR_RETURN(items, pop_mark());
+  }
+  CKPT_ASSIGN_OR_RETURN(Ref l, top());
+  if (values_[l].kind != Kind::kList) return fail("APPEND(S) on a non-list");
+  values_[l].items.insert(values_[l].items.end(), items.begin(), items.end());
+  return Status::ok();
+}
+
+// GLOBAL "module\nname\n", STACK_GLOBAL
+Status Machine::global_op(uint8_t op) {
+  if (op == 'c') {
+    CKPT_ASSIGN_OR_RETURN(std::string module, take_line());
+    CKPT_ASSIGN_OR_RETURN(std::string name, take_line());
+    return push_global(module, name);
+  }
+  CKPT_ASSIGN_OR_RETURN(Ref name, pop());
+  CKPT_ASSIGN_OR_RETURN(Ref module, pop());
+  if (values_[name].kind != Kind::kString || values_[module].kind != Kind::kString) {
+    return fail("STACK_GLOBAL operands are not strings");
+  }
+  return push_global(values_[module].s, values_[name].s);
+}
+
+// REDUCE, NEWOBJ, BUILD
+Status Machine::call_op(uint8_t op) {
+  if (op == 'b') {
+    // OrderedDict's _metadata (and similar state) carries no tensors, so the state is dropped.
+    CKPT_RETURN_IF_ERROR(pop().status());
+    CKPT_ASSIGN_OR_RETURN(Ref obj, top());
+    if (values_[obj].kind != Kind::kDict) {
+      return Status::not_supported(where_ + " @" + hex_offset(op_pos_) +
+                                   ": BUILD on something other than a dict");
+    }
+    return Status::ok();
+  }
+  CKPT_ASSIGN_OR_RETURN(Ref args, pop());
+  CKPT_ASSIGN_OR_RETURN(Ref fn, pop());
+  // NEWOBJ is cls.__new__(cls, *args); OrderedDict is the only class a state dict needs.
+  if (op == 0x81 && (values_[fn].kind != Kind::kGlobal || values_[fn].callable != Callable::kOrderedDict)) {
+    return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": NEWOBJ of '" + values_[fn].s + "'");
+  }
+  return reduce(fn, args);
+}
+
+// BINPERSID
+Status Machine::persistent_id_op(uint8_t) {
+  CKPT_ASSIGN_OR_RETURN(Ref pid, pop());
+  return persistent_load(pid);
 }
 
 // Strings from the file need not be UTF-8, but everything downstream dumps JSON (which throws on
@@ -523,22 +530,167 @@ std::string utf8_clean(const std::string& s) {
   return j.is_string() ? j.get<std::string>() : std::string();
 }
 
-bool contains_tensor(const std::vector<Value>& values, Ref r, size_t depth) {
-  const Value& v = values[r];
-  if (v.kind == Kind::kTensor) return true;
-  if (depth > kPickleMaxNesting) return true;  // let flatten() report the depth
-  for (Ref item : v.items)
-    if (v.kind != Kind::kTensor && contains_tensor(values, item, depth + 1)) return true;
-  for (const auto& [k, val] : v.dict)
-    if (contains_tensor(values, val, depth + 1)) return true;
-  return false;
+// Turns the VM's value graph into tensors and metadata. The graph is not a tree: a memo GET pushes
+// a Ref again, so a few hundred bytes can describe 2^30 paths, and APPEND can close cycles. Hence
+// contains_tensor() is computed once per value, a tensor or tensor-holding container is expanded
+// at its first path only (later paths get an alias), and everything emitted is charged to a budget
+// that grows with the pickle's size.
+class Flattener {
+ public:
+  Flattener(const std::vector<Value>& values, const std::string& where, size_t pickle_size)
+      : values_(values),
+        where_(where),
+        pickle_size_(pickle_size),
+        budget_(pickle_output_limit(pickle_size)),
+        height_(values.size(), 0),
+        has_tensor_(values.size(), false),
+        state_(values.size(), State::kNew) {}
+
+  Status run(Ref root, PickledStateDict* out) {
+    measure(root);
+    return flatten(root, "", 0, out);
+  }
+
+ private:
+  // Longest chain of items/dict values below a value, saturated: a chain this long cannot be
+  // flattened from any depth, and a cycle is an endless chain.
+  static constexpr uint8_t kEndless = kPickleMaxNesting + 1;
+  // What one emitted value costs besides its strings: punctuation, a number's digits.
+  static constexpr size_t kValueCost = 8;
+
+  enum class State : uint8_t { kNew, kOnPath, kDone };
+
+  static size_t child_count(const Value& v) {
+    return v.kind == Kind::kTensor ? 0 : v.items.size() + v.dict.size();
+  }
+  static Ref child(const Value& v, size_t k) {
+    return k < v.items.size() ? v.items[k] : v.dict[k - v.items.size()].second;
+  }
+
+  void measure(Ref root);
+  // Whether flatten() must expand `r` at `depth`: it holds a tensor, or it nests too deep for a
+  // metadata leaf, in which case expanding reports the depth with the path.
+  bool contains_tensor(Ref r, size_t depth) const {
+    return has_tensor_[r] || depth + height_[r] > kPickleMaxNesting;
+  }
+  Status flatten(Ref r, const std::string& prefix, size_t depth, PickledStateDict* out);
+  Result<nlohmann::json> to_json(Ref r, size_t depth, const std::string& path);
+  Status spend(size_t bytes, const std::string& path);
+  Status too_deep(const std::string& prefix, const char* why) const {
+    return Status::corruption(where_ + ": '" + prefix + "' nests deeper than " +
+                              std::to_string(kPickleMaxNesting) + why);
+  }
+
+  const std::vector<Value>& values_;
+  const std::string& where_;
+  const size_t pickle_size_;
+  const size_t budget_;
+  size_t spent_ = 0;
+  std::vector<uint8_t> height_;
+  std::vector<bool> has_tensor_;
+  std::vector<State> state_;  // measure() uses it as DFS colours, flatten() as expansion state
+  std::unordered_map<Ref, std::string> first_path_;
+};
+
+// Iterative post-order DFS: each value and edge is visited once, and a chain of a million nested
+// lists cannot overflow the native stack.
+void Flattener::measure(Ref root) {
+  auto fold = [this](Ref parent, Ref c) {
+    const uint8_t h = state_[c] == State::kOnPath ? kEndless : height_[c];
+    height_[parent] = std::max<uint8_t>(height_[parent], std::min<uint8_t>(kEndless, h + 1));
+    if (has_tensor_[c]) has_tensor_[parent] = true;
+  };
+  std::vector<std::pair<Ref, size_t>> stack{{root, 0}};
+  state_[root] = State::kOnPath;
+  has_tensor_[root] = values_[root].kind == Kind::kTensor;
+  while (!stack.empty()) {
+    const Ref r = stack.back().first;
+    const Value& v = values_[r];
+    if (stack.back().second < child_count(v)) {
+      const Ref c = child(v, stack.back().second++);
+      if (state_[c] == State::kNew) {
+        state_[c] = State::kOnPath;
+        has_tensor_[c] = values_[c].kind == Kind::kTensor;
+        stack.emplace_back(c, 0);
+      } else {
+        fold(r, c);
+      }
+      continue;
+    }
+    state_[r] = State::kDone;
+    stack.pop_back();
+    if (!stack.empty()) fold(stack.back().first, r);
+  }
+  std::fill(state_.begin(), state_.end(), State::kNew);
 }
 
-Result<nlohmann::json> to_json(const std::vector<Value>& values, Ref r, size_t depth,
-                               const std::string& where) {
+Status Flattener::spend(size_t bytes, const std::string& path) {
+  if (bytes > budget_ - spent_) {
+    return Status::corruption(where_ + ": '" + path + "': flattening emits more than " +
+                              std::to_string(budget_) + " bytes of names and metadata, the limit for a " +
+                              std::to_string(pickle_size_) +
+                              "-byte pickle (memo references repeat shared values at every path)");
+  }
+  spent_ += bytes;
+  return Status::ok();
+}
+
+Status Flattener::flatten(Ref r, const std::string& prefix, size_t depth, PickledStateDict* out) {
+  if (depth > kPickleMaxNesting) return too_deep(prefix, "");
+  CKPT_RETURN_IF_ERROR(spend(kValueCost + prefix.size(), prefix));
+  const Value& v = values_[r];
+  if (v.kind != Kind::kTensor && !contains_tensor(r, depth)) {
+    CKPT_ASSIGN_OR_RETURN(nlohmann::json j, to_json(r, depth, prefix));
+    out->metadata[prefix.empty() ? std::string("value") : utf8_clean(prefix)] = std::move(j);
+    return Status::ok();
+  }
+  if (state_[r] == State::kOnPath) return too_deep(prefix, " (it contains itself)");
+  if (state_[r] == State::kDone) {
+    // The first expansion passed the depth bound at its own depth; this path may be deeper.
+    if (depth + height_[r] > kPickleMaxNesting) return too_deep(prefix, "");
+    const std::string& first = first_path_[r];
+    CKPT_RETURN_IF_ERROR(spend(kValueCost + first.size(), prefix));
+    out->metadata[utf8_clean(prefix)] = "ref:" + first;
+    return Status::ok();
+  }
+  if (v.kind == Kind::kTensor) {
+    const Value& st = values_[v.items[0]];
+    CKPT_RETURN_IF_ERROR(spend(st.s.size() + st.location.size() + 2 * kValueCost * v.shape.size(), prefix));
+    out->tensors.push_back(PickledTensor{prefix.empty() ? "tensor" : utf8_clean(prefix), st.dtype, st.s,
+                                         utf8_clean(st.location), st.i, v.i, v.shape, v.stride});
+    first_path_[r] = out->tensors.back().name;
+    state_[r] = State::kDone;
+    return Status::ok();
+  }
+  state_[r] = State::kOnPath;
+  auto child_path = [&](const std::string& key) { return prefix.empty() ? key : prefix + "." + key; };
+  if (v.kind == Kind::kDict) {
+    for (const auto& [k, val] : v.dict) {
+      const Value& key = values_[k];
+      if (key.kind != Kind::kString && key.kind != Kind::kInt) {
+        return Status::not_supported(where_ + ": '" + prefix + "' has a key that is not a string or int");
+      }
+      CKPT_RETURN_IF_ERROR(flatten(val, child_path(key.kind == Kind::kString ? key.s : std::to_string(key.i)),
+                                   depth + 1, out));
+    }
+  } else {
+    for (size_t k = 0; k < v.items.size(); ++k)
+      CKPT_RETURN_IF_ERROR(flatten(v.items[k], child_path(std::to_string(k)), depth + 1, out));
+  }
+  first_path_[r] = utf8_clean(prefix);
+  state_[r] = State::kDone;
+  return Status::ok();
+}
+
+// Metadata keeps the tree Python sees: a value shared by two paths (an optimizer's betas tuple,
+// a memoized string) is written out at both. The budget is what bounds that.
+Result<nlohmann::json> Flattener::to_json(Ref r, size_t depth, const std::string& path) {
+  auto where = [&] { return where_ + ": '" + path + "'"; };
   if (depth > kPickleMaxNesting)
-    return Status::corruption(where + ": nesting deeper than " + std::to_string(kPickleMaxNesting));
-  const Value& v = values[r];
+    return Status::corruption(where() + ": nesting deeper than " + std::to_string(kPickleMaxNesting));
+  const Value& v = values_[r];
+  // Charged before copying, so a huge string repeated at many paths is refused, not copied.
+  CKPT_RETURN_IF_ERROR(spend(kValueCost + (v.kind == Kind::kBytes ? 2 : 1) * v.s.size(), path));
   switch (v.kind) {
     case Kind::kNone: return nlohmann::json();
     case Kind::kBool: return nlohmann::json(v.i != 0);
@@ -551,7 +703,7 @@ Result<nlohmann::json> to_json(const std::vector<Value>& values, Ref r, size_t d
     case Kind::kList: {
       nlohmann::json a = nlohmann::json::array();
       for (Ref item : v.items) {
-        CKPT_ASSIGN_OR_RETURN(nlohmann::json j, to_json(values, item, depth + 1, where));
+        CKPT_ASSIGN_OR_RETURN(nlohmann::json j, to_json(item, depth + 1, path));
         a.push_back(std::move(j));
       }
       return a;
@@ -559,14 +711,15 @@ Result<nlohmann::json> to_json(const std::vector<Value>& values, Ref r, size_t d
     case Kind::kDict: {
       nlohmann::json o = nlohmann::json::object();
       for (const auto& [k, val] : v.dict) {
-        const Value& key = values[k];
+        const Value& key = values_[k];
         std::string ks = key.kind == Kind::kString ? key.s
                          : key.kind == Kind::kInt  ? std::to_string(key.i)
                                                    : "";
         if (key.kind != Kind::kString && key.kind != Kind::kInt) {
-          return Status::not_supported(where + ": dict key that is not a string or int");
+          return Status::not_supported(where() + ": dict key that is not a string or int");
         }
-        CKPT_ASSIGN_OR_RETURN(nlohmann::json j, to_json(values, val, depth + 1, where));
+        CKPT_RETURN_IF_ERROR(spend(ks.size(), path));
+        CKPT_ASSIGN_OR_RETURN(nlohmann::json j, to_json(val, depth + 1, path));
         o[utf8_clean(ks)] = std::move(j);
       }
       return o;
@@ -575,53 +728,21 @@ Result<nlohmann::json> to_json(const std::vector<Value>& values, Ref r, size_t d
     case Kind::kStorage:
     case Kind::kTensor: break;
   }
-  return Status::not_supported(where + ": a storage outside a tensor");
+  return Status::not_supported(where() + ": a storage outside a tensor");
 }
 
 }  // namespace
 
-Status Machine::flatten(Ref r, const std::string& prefix, size_t depth, PickledStateDict* out) const {
-  if (depth > kPickleMaxNesting) {
-    return Status::corruption(where_ + ": '" + prefix + "' nests deeper than " +
-                              std::to_string(kPickleMaxNesting));
-  }
-  const Value& v = values_[r];
-  auto child = [&](const std::string& key) { return prefix.empty() ? key : prefix + "." + key; };
-  if (v.kind == Kind::kTensor) {
-    const Value& st = values_[v.items[0]];
-    out->tensors.push_back(PickledTensor{prefix.empty() ? "tensor" : utf8_clean(prefix), st.dtype, st.s,
-                                         utf8_clean(st.location), st.i, v.i, v.shape, v.stride});
-    return Status::ok();
-  }
-  if (!contains_tensor(values_, r, depth)) {
-    CKPT_ASSIGN_OR_RETURN(nlohmann::json j, to_json(values_, r, depth, where_ + ": '" + prefix + "'"));
-    if (prefix.empty())
-      out->metadata["value"] = std::move(j);
-    else
-      out->metadata[utf8_clean(prefix)] = std::move(j);
-    return Status::ok();
-  }
-  if (v.kind == Kind::kDict) {
-    for (const auto& [k, val] : v.dict) {
-      const Value& key = values_[k];
-      if (key.kind != Kind::kString && key.kind != Kind::kInt) {
-        return Status::not_supported(where_ + ": '" + prefix + "' has a key that is not a string or int");
-      }
-      CKPT_RETURN_IF_ERROR(
-          flatten(val, child(key.kind == Kind::kString ? key.s : std::to_string(key.i)), depth + 1, out));
-    }
-    return Status::ok();
-  }
-  for (size_t k = 0; k < v.items.size(); ++k)
-    CKPT_RETURN_IF_ERROR(flatten(v.items[k], child(std::to_string(k)), depth + 1, out));
-  return Status::ok();
+size_t pickle_output_limit(size_t pickle_size) {
+  if (pickle_size >= (kPickleMaxOutput - kPickleOutputBase) / kPickleOutputPerByte) return kPickleMaxOutput;
+  return kPickleOutputBase + kPickleOutputPerByte * pickle_size;
 }
 
 Result<PickledStateDict> read_tensor_pickle(const uint8_t* data, size_t size, const std::string& where) {
   Machine m(data, size, where);
   CKPT_ASSIGN_OR_RETURN(Ref root, m.run());
   PickledStateDict out;
-  CKPT_RETURN_IF_ERROR(m.flatten(root, "", 0, &out));
+  CKPT_RETURN_IF_ERROR(Flattener(m.values(), where, size).run(root, &out));
   return out;
 }
 

@@ -24,6 +24,16 @@ constexpr size_t kPickleMaxMemo = 1'000'000;
 constexpr size_t kPickleMaxValues = 4'000'000;
 constexpr size_t kPickleMaxNesting = 32;
 
+// Flattening charges what it emits: each value, tensor or path visited costs 8 bytes plus its
+// strings (bytes count twice, as hex; names and dict keys count too). A pickle of n bytes may
+// emit kPickleOutputBase + kPickleOutputPerByte * n, never more than kPickleMaxOutput; beyond
+// that read_tensor_pickle fails with kCorruption naming the path. Legitimate state dicts emit a
+// few bytes per pickle byte; the limit is for memo references that repeat a value at many paths.
+constexpr size_t kPickleOutputBase = size_t{4} << 20;
+constexpr size_t kPickleOutputPerByte = 64;
+constexpr size_t kPickleMaxOutput = size_t{1} << 30;
+size_t pickle_output_limit(size_t pickle_size);
+
 // A tensor as _rebuild_tensor_v2 describes it: a view into a storage (a zip entry).
 struct PickledTensor {
   std::string name;  // dotted path in the (nested) dict: "state.0.exp_avg"
@@ -36,9 +46,17 @@ struct PickledTensor {
   std::vector<int64_t> stride;
 };
 
+// The pickle's values form a graph: a memo GET refers to an earlier value again. Flattening
+// follows the paths of that graph, with these rules for a value reached by more than one path:
+//  - A tensor, or a container that holds one, is expanded at its first path (in pickle order)
+//    only. Each later path becomes a metadata entry "<path>": "ref:<first path>", so a tensor
+//    shared by two keys is listed once and the second key is still visible.
+//  - A value without tensors is written out in full at every path, as Python would see it
+//    (optimizers share one betas tuple among param groups); the output limit above bounds it.
+//  - A container that contains itself is an error: it nests deeper than kPickleMaxNesting.
 struct PickledStateDict {
   std::vector<PickledTensor> tensors;                  // in pickle order
-  nlohmann::json metadata = nlohmann::json::object();  // non-tensor leaves by dotted path
+  nlohmann::json metadata = nlohmann::json::object();  // non-tensor leaves and aliases by dotted path
 };
 
 // Runs the restricted VM over `data` (the bytes of data.pkl) and flattens the result.

@@ -127,6 +127,97 @@ TEST(PickleReader, SelfContainingListHitsTheDepthBound) {
   expect_error(p, StatusCode::kCorruption, "nests deeper");
 }
 
+// Lists L0..L<levels> with L0 = [leaf] and Lk = [Lk-1, Lk-1], built through the memo (slot k holds
+// Lk), so a few bytes per level describe 2^levels paths to the leaf. Leaves L<levels> on the stack.
+std::string memo_chain(const std::string& leaf, int levels) {
+  std::string p = empty_list() + mark() + leaf + appends() + binput(0);
+  for (int k = 1; k <= levels; ++k) {
+    const auto prev = static_cast<uint8_t>(k - 1);
+    p += pop() + empty_list() + mark() + binget(prev) + binget(prev) + appends() +
+         binput(static_cast<uint8_t>(k));
+  }
+  return p;
+}
+
+std::string weight() {
+  return tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 2, 1);
+}
+
+TEST(PickleReader, MemoChainOfMetadataHitsTheOutputLimit) {
+  // 2^30 ints behind ~300 bytes: expanding them all ran out of memory.
+  const std::string p = proto() + empty_dict() + mark() + str("w") + weight() + str("chain") +
+                        memo_chain(int1(7), 30) + setitems() + stop();
+  ASSERT_LT(p.size(), 1000u);
+  auto r = run(p);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().to_string();
+  const std::string& msg = r.status().message();
+  EXPECT_EQ(msg.rfind("x.pt: data.pkl: 'chain': flattening emits more than " +
+                          std::to_string(pickle_output_limit(p.size())) + " bytes",
+                      0),
+            0u)
+      << msg;
+  EXPECT_NE(msg.find("for a " + std::to_string(p.size()) + "-byte pickle"), std::string::npos) << msg;
+}
+
+TEST(PickleReader, MemoChainWithATensorLeafListsTheTensorOnce) {
+  // Same shape with a tensor leaf: 2^30 paths reach it, one is listed, each shared list aliased once.
+  constexpr int kLevels = 30;
+  auto r = run(proto() + memo_chain(weight(), kLevels) + stop());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->tensors.size(), 1u);
+  std::string first = "0";
+  for (int k = 0; k < kLevels; ++k) first += ".0";
+  EXPECT_EQ(r->tensors[0].name, first);
+  EXPECT_EQ(r->metadata.size(), static_cast<size_t>(kLevels)) << r->metadata.dump();
+  EXPECT_EQ(r->metadata["1"], "ref:0");
+  EXPECT_EQ(r->metadata["0.1"], "ref:0.0");
+}
+
+TEST(PickleReader, LargeStringReferencedThousandsOfTimesHitsTheOutputLimit) {
+  // One 1 MiB string in the pickle, 3000 paths to it in the result: 3 GiB if each were copied.
+  std::string vocab = empty_list() + mark() + str(std::string(1 << 20, 'v')) + binput(0);
+  for (int k = 1; k < 3000; ++k) vocab += binget(0);
+  const std::string p = proto() + empty_dict() + mark() + str("w") + weight() + str("vocab") + vocab +
+                        appends() + setitems() + stop();
+  ASSERT_LT(pickle_output_limit(p.size()), size_t{3000} << 20);
+  auto r = run(p);
+  ASSERT_FALSE(r.is_ok()) << r->metadata["vocab"].size() << " copies of the string";
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("'vocab': flattening emits more than " +
+                                      std::to_string(pickle_output_limit(p.size()))),
+            std::string::npos)
+      << r.status().to_string();
+}
+
+TEST(PickleReader, SharedTensorIsListedOnceAndAliased) {
+  auto r = run(proto() + empty_dict() + mark() + str("a") + weight() + binput(1) + str("b") + binget(1) +
+               setitems() + stop());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->tensors.size(), 1u);
+  EXPECT_EQ(r->tensors[0].name, "a");
+  EXPECT_EQ(r->metadata, nlohmann::json({{"b", "ref:a"}}));
+}
+
+TEST(PickleReader, SharedMetadataIsWrittenAtEveryPath) {
+  // torch.optim shares one betas tuple among param groups; the metadata shows it in each.
+  auto r = run(proto() + empty_dict() + mark() + str("w") + weight() + str("g0") + int1(9) + int1(99) +
+               tuple2() + binput(1) + str("g1") + binget(1) + setitems() + stop());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->tensors.size(), 1u);
+  EXPECT_EQ(r->metadata["g0"], nlohmann::json({9, 99}));
+  EXPECT_EQ(r->metadata["g1"], nlohmann::json({9, 99}));
+}
+
+TEST(PickleReader, SharedTensorReachedTooDeepHitsTheDepthBound) {
+  // The alias does not walk the second path, but that path still nests 33 deep.
+  std::string deep = binget(1);
+  for (size_t k = 0; k < kPickleMaxNesting; ++k) deep = empty_list() + mark() + deep + appends();
+  expect_error(proto() + empty_dict() + mark() + str("a") + weight() + binput(1) + str("b") + deep +
+                   setitems() + stop(),
+               StatusCode::kCorruption, "nests deeper than 32");
+}
+
 TEST(PickleReader, MutationsNeverCrash) {
   const auto valid = to_bytes(state_dict());
   std::mt19937_64 rng(7);

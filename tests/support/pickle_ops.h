@@ -50,6 +50,22 @@ inline std::string newfalse() {
 inline std::string binpersid() {
   return "Q";
 }
+inline std::string empty_list() {
+  return "]";
+}
+inline std::string appends() {
+  return "e";
+}
+inline std::string pop() {
+  return "0";
+}
+// Memo slot operations: BINPUT stores the top of the stack, BINGET pushes that same value again.
+inline std::string binput(uint8_t slot) {
+  return std::string("q") + static_cast<char>(slot);
+}
+inline std::string binget(uint8_t slot) {
+  return std::string("h") + static_cast<char>(slot);
+}
 
 // ('storage', torch.<type>, key, 'cpu', numel) then BINPERSID.
 inline std::string storage(const std::string& type, const std::string& key, uint8_t numel) {
