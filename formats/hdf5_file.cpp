@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
+#include "base/byte_coding.h"
 #include "base/byte_source.h"
+#include "base/isolated_call.h"
 #include "base/json_fields.h"
 #include "base/sha256.h"
 #include "formats/mapped_tensor_file.h"
@@ -20,6 +23,13 @@ namespace {
 
 constexpr size_t kMaxRank = 32;
 constexpr size_t kMaxStringAttribute = 64u << 20;
+
+// Held by every libhdf5 call in this process (the writer) and across the reader's fork(): the
+// library has a global lock, and a child forked while another thread holds it would wait forever.
+std::mutex& hdf5_library_mutex() {
+  static std::mutex m;
+  return m;
+}
 
 // HDF5 prints a stack trace to stderr on every failed call unless told not to; readers report
 // failures as Status values instead.
@@ -205,6 +215,13 @@ bool type_matches(hid_t type, DType dtype) {
   return expected.valid() && H5Tequal(type, expected.get()) > 0;
 }
 
+constexpr DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64, DType::kI64,
+                                DType::kI32, DType::kI16, DType::kI8,   DType::kU8,  DType::kBool};
+
+uint32_t dtype_bit(DType dtype) {
+  return uint32_t{1} << static_cast<unsigned>(dtype);
+}
+
 struct VisitState {
   std::vector<std::string> datasets;
   bool too_many = false;
@@ -221,59 +238,309 @@ herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* da
   return 0;
 }
 
-Result<ChunkInfo> read_dataset(hid_t file, const std::string& ds_name, uint64_t file_size,
-                               const std::string& path) {
+// ---- the parser child's report ----------------------------------------------------------------
+// Little-endian, the child's only way to speak to the parent:
+//   report   = u8 'E' error | u8 'F' facts
+//   error    = u8 status code, str message
+//   facts    = u8 has_metadata, [str metadata text], u64 dataset count, dataset...
+//   dataset  = str path, str name, str component, str dtype, str sha256, dims global_shape,
+//              dims offsets, u32 type_mask (bit d: the HDF5 type is the one we write for DType d),
+//              i32 layout (H5D_layout_t, -1 unknown), i32 filter count, i32 rank (-1: unreadable),
+//              rank x u64 dims, u64 storage size, u8 has_offset, u64 offset
+//   str      = u64 length, bytes;  dims = u64 count, count x i64
+// The parent trusts none of it: every count and length is bounded before use, and a report that
+// does not parse exactly is corruption.
+
+constexpr uint8_t kReportError = 'E';
+constexpr uint8_t kReportFacts = 'F';
+constexpr size_t kMaxDatasetPathBytes = 64 << 10;
+constexpr uint64_t kTestFaultOffsetShift = uint64_t{1} << 40;
+
+class ReportWriter {
+ public:
+  void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u32(uint32_t v) { fixed(v, 4); }
+  void i32(int32_t v) { fixed(static_cast<uint32_t>(v), 4); }
+  void u64(uint64_t v) { fixed(v, 8); }
+  void str(const std::string& s) {
+    u64(s.size());
+    out_ += s;
+  }
+  void dims(const std::vector<int64_t>& d) {
+    u64(d.size());
+    for (int64_t v : d) u64(static_cast<uint64_t>(v));
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  void fixed(uint64_t v, size_t n) {
+    uint8_t b[8];
+    encode_le(b, v, n);
+    out_.append(reinterpret_cast<const char*>(b), n);
+  }
+  std::string out_;
+};
+
+// Reads the report; the first failure sticks, and every later read returns zeros.
+class ReportReader {
+ public:
+  explicit ReportReader(const std::string& in) : in_(in) {}
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  bool at_end() const { return at_ == in_.size(); }
+  uint8_t u8() { return static_cast<uint8_t>(fixed(1, "u8")); }
+  uint32_t u32() { return static_cast<uint32_t>(fixed(4, "u32")); }
+  int32_t i32() { return static_cast<int32_t>(static_cast<uint32_t>(fixed(4, "i32"))); }
+  uint64_t u64() { return fixed(8, "u64"); }
+  std::string str(size_t max_bytes, const char* what) {
+    const uint64_t n = u64();
+    if (!ok()) return {};
+    if (n > max_bytes || n > in_.size() - at_) {
+      fail(std::string(what) + " of " + std::to_string(n) + " bytes (limit " + std::to_string(max_bytes) +
+           ", " + std::to_string(in_.size() - at_) + " left)");
+      return {};
+    }
+    std::string s = in_.substr(at_, static_cast<size_t>(n));
+    at_ += static_cast<size_t>(n);
+    return s;
+  }
+  std::vector<int64_t> dims(const char* what) {
+    const uint64_t n = u64();
+    if (ok() && n > kMaxRank) fail(std::string(what) + " with " + std::to_string(n) + " values");
+    std::vector<int64_t> d;
+    for (uint64_t i = 0; ok() && i < n; ++i) d.push_back(static_cast<int64_t>(u64()));
+    return d;
+  }
+  void fail(const std::string& why) {
+    if (ok()) error_ = why + " at byte " + std::to_string(at_);
+  }
+
+ private:
+  uint64_t fixed(size_t n, const char* what) {
+    if (!ok()) return 0;
+    if (in_.size() - at_ < n) {
+      fail(std::string("truncated ") + what);
+      return 0;
+    }
+    const uint64_t v = decode_le(reinterpret_cast<const uint8_t*>(in_.data()) + at_, n);
+    at_ += n;
+    return v;
+  }
+  const std::string& in_;
+  size_t at_ = 0;
+  std::string error_;
+};
+
+// In the child: everything libhdf5 says about one dataset, unjudged (the parent judges).
+Status report_dataset(hid_t file, const std::string& ds_name, const std::string& path, bool shift_offsets,
+                      ReportWriter* w) {
   const std::string where = path + ": dataset '/" + ds_name + "'";
   Handle ds(H5Dopen2(file, ds_name.c_str(), H5P_DEFAULT), H5Dclose);
   if (!ds.valid()) return Status::corruption(where + ": cannot open");
-  ChunkInfo c;
-  CKPT_ASSIGN_OR_RETURN(c.name, read_string_attr(ds.get(), "name", where));
-  CKPT_ASSIGN_OR_RETURN(c.component, read_string_attr(ds.get(), "component", where));
+  CKPT_ASSIGN_OR_RETURN(std::string name, read_string_attr(ds.get(), "name", where));
+  CKPT_ASSIGN_OR_RETURN(std::string component, read_string_attr(ds.get(), "component", where));
   CKPT_ASSIGN_OR_RETURN(std::string dtype, read_string_attr(ds.get(), "dtype", where));
-  CKPT_ASSIGN_OR_RETURN(c.sha256, read_string_attr(ds.get(), "sha256", where));
-  CKPT_ASSIGN_OR_RETURN(c.global_shape, read_dims_attr(ds.get(), "global_shape", where));
-  CKPT_ASSIGN_OR_RETURN(c.offsets, read_dims_attr(ds.get(), "offsets", where));
+  CKPT_ASSIGN_OR_RETURN(std::string sha256, read_string_attr(ds.get(), "sha256", where));
+  CKPT_ASSIGN_OR_RETURN(std::vector<int64_t> global_shape, read_dims_attr(ds.get(), "global_shape", where));
+  CKPT_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, read_dims_attr(ds.get(), "offsets", where));
+  uint32_t type_mask = 0;
+  Handle type(H5Dget_type(ds.get()), H5Tclose);
+  if (type.valid()) {
+    for (DType d : kAllDTypes) {
+      if (type_matches(type.get(), d)) type_mask |= dtype_bit(d);
+    }
+  }
+  Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
+  const int32_t layout = dcpl.valid() ? static_cast<int32_t>(H5Pget_layout(dcpl.get())) : -1;
+  const int32_t filters = dcpl.valid() ? static_cast<int32_t>(H5Pget_nfilters(dcpl.get())) : -1;
+  Handle space(H5Dget_space(ds.get()), H5Sclose);
+  int32_t rank = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
+  std::vector<hsize_t> dims(rank >= 0 && static_cast<size_t>(rank) <= kMaxRank ? static_cast<size_t>(rank)
+                                                                               : 0);
+  if (rank < 0 || static_cast<size_t>(rank) > kMaxRank ||
+      (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)) {
+    rank = -1;
+    dims.clear();
+  }
+  const uint64_t storage = H5Dget_storage_size(ds.get());
+  const haddr_t addr = layout == H5D_CONTIGUOUS ? H5Dget_offset(ds.get()) : HADDR_UNDEF;
+  w->str(ds_name);
+  w->str(name);
+  w->str(component);
+  w->str(dtype);
+  w->str(sha256);
+  w->dims(global_shape);
+  w->dims(offsets);
+  w->u32(type_mask);
+  w->i32(layout);
+  w->i32(filters);
+  w->i32(rank);
+  for (hsize_t d : dims) w->u64(d);
+  w->u64(storage);
+  w->u8(addr != HADDR_UNDEF);
+  w->u64(addr == HADDR_UNDEF ? 0 : addr + (shift_offsets ? kTestFaultOffsetShift : 0));
+  return Status::ok();
+}
+
+Status report_file(const std::string& open_path, const std::string& path, bool shift_offsets,
+                   ReportWriter* w) {
+  Handle file(H5Fopen(open_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!file.valid())
+    return Status::corruption(path + ": HDF5 cannot open the file (bad superblock or truncated)");
+  w->u8(kReportFacts);
+  if (H5Aexists(file.get(), kHdf5MetadataAttribute) > 0) {
+    CKPT_ASSIGN_OR_RETURN(std::string text, read_string_attr(file.get(), kHdf5MetadataAttribute, path));
+    w->u8(1);
+    w->str(text);
+  } else {
+    w->u8(0);
+  }
+  VisitState state;
+  if (H5Ovisit(file.get(), H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &state) < 0) {
+    return Status::corruption(path + ": HDF5 cannot walk the group tree");
+  }
+  if (state.too_many) {
+    return Status::corruption(path + ": more than " + std::to_string(kHdf5MaxDatasets) + " datasets");
+  }
+  w->u64(state.datasets.size());
+  for (const auto& name : state.datasets) {
+    if (name.size() > kMaxDatasetPathBytes) {
+      return Status::corruption(path + ": a dataset path of " + std::to_string(name.size()) +
+                                " bytes (limit " + std::to_string(kMaxDatasetPathBytes) + ")");
+    }
+    CKPT_RETURN_IF_ERROR(report_dataset(file.get(), name, path, shift_offsets, w));
+  }
+  return Status::ok();
+}
+
+// The parser child's whole life: a report, or the first error as a report.
+std::string parse_in_child(const std::string& open_path, const std::string& path) {
+  const char* fault = std::getenv("CKPTCHECK_TEST_HDF5_CHILD_FAULT");
+  const std::string test_fault = fault ? fault : "";
+  if (test_fault == "segv") {
+    volatile uintptr_t wild = 16;  // not provably null, so the compiler emits a real store
+    *reinterpret_cast<volatile int*>(wild) = 1;
+  }
+  if (test_fault == "hang") {
+    for (;;) ::pause();
+  }
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  ReportWriter facts;
+  const Status s = report_file(open_path, path, test_fault == "bad-offset", &facts);
+  if (s.is_ok()) return facts.take();
+  ReportWriter error;
+  error.u8(kReportError);
+  error.u8(static_cast<uint8_t>(s.code()));
+  error.str(s.message());
+  return error.take();
+}
+
+// ---- the parent's side: judge the report ------------------------------------------------------
+
+Result<ChunkInfo> chunk_from_report(ReportReader& r, uint64_t file_size, const std::string& path) {
+  const std::string ds_name = r.str(kMaxDatasetPathBytes, "dataset path");
+  ChunkInfo c;
+  c.name = r.str(kMaxStringAttribute, "name");
+  c.component = r.str(kMaxStringAttribute, "component");
+  const std::string dtype = r.str(kMaxStringAttribute, "dtype");
+  c.sha256 = r.str(kMaxStringAttribute, "sha256");
+  c.global_shape = r.dims("global_shape");
+  c.offsets = r.dims("offsets");
+  const uint32_t type_mask = r.u32();
+  const int32_t layout = r.i32();
+  const int32_t filters = r.i32();
+  const int32_t rank = r.i32();
+  if (r.ok() && (rank < -1 || rank > static_cast<int32_t>(kMaxRank))) r.fail("rank " + std::to_string(rank));
+  std::vector<uint64_t> dims;
+  for (int32_t d = 0; r.ok() && d < rank; ++d) dims.push_back(r.u64());
+  const uint64_t storage = r.u64();
+  const bool has_offset = r.u8() != 0;
+  const uint64_t addr = r.u64();
+  if (!r.ok()) return Status::corruption(path + ": hdf5 parser child sent a malformed report: " + r.error());
+
+  const std::string where = path + ": dataset '/" + ds_name + "'";
   const auto dt = dtype_from_name(dtype);
   if (!dt) return Status::not_supported(where + ": unknown dtype '" + dtype + "'");
   c.dtype = *dt;
-  Handle type(H5Dget_type(ds.get()), H5Tclose);
-  if (!type.valid() || !type_matches(type.get(), c.dtype)) {
+  if ((type_mask & dtype_bit(c.dtype)) == 0) {
     return Status::corruption(where + ": HDF5 type does not match dtype attribute " + dtype);
   }
-  Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
-  if (!dcpl.valid() || H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(dcpl.get()) != 0) {
-    return Status::not_supported(where + ": not a contiguous, unfiltered dataset");
+  if (layout != H5D_CONTIGUOUS || filters != 0) {
+    return Status::not_supported(where + ": not a contiguous, unfiltered dataset (" +
+                                 (layout == H5D_CHUNKED   ? std::string("chunked")
+                                  : layout == H5D_COMPACT ? std::string("compact")
+                                                          : "layout " + std::to_string(layout)) +
+                                 ", " + std::to_string(filters) +
+                                 " filters); ckptcheck reads only datasets stored as one byte range");
   }
-  Handle space(H5Dget_space(ds.get()), H5Sclose);
-  const int rank = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
-  if (rank < 0 || static_cast<size_t>(rank) > kMaxRank) return Status::corruption(where + ": bad dataspace");
-  std::vector<hsize_t> dims(static_cast<size_t>(rank));
-  if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0) {
-    return Status::corruption(where + ": bad dataspace");
-  }
-  for (hsize_t d : dims) {
-    if (d > static_cast<hsize_t>(INT64_MAX)) return Status::corruption(where + ": dimension too large");
+  if (rank < 0) return Status::corruption(where + ": bad dataspace");
+  for (uint64_t d : dims) {
+    if (d > static_cast<uint64_t>(INT64_MAX)) return Status::corruption(where + ": dimension too large");
     c.shape.push_back(static_cast<int64_t>(d));
   }
   const auto nbytes = checked_nbytes(c.shape, c.dtype);
   if (!nbytes) return Status::corruption(where + ": shape " + shape_to_string(c.shape) + " overflows");
   c.data_bytes = *nbytes;
-  const hsize_t stored = H5Dget_storage_size(ds.get());
-  if (stored != *nbytes) {
+  if (storage != *nbytes) {
     return Status::corruption(where + ": expected " + std::to_string(*nbytes) + " bytes for " + dtype + " " +
-                              shape_to_string(c.shape) + ", storage has " + std::to_string(stored));
+                              shape_to_string(c.shape) + ", storage has " + std::to_string(storage));
   }
   if (*nbytes > 0) {
-    const haddr_t addr = H5Dget_offset(ds.get());
-    if (addr == HADDR_UNDEF || !range_within(addr, *nbytes, file_size)) {
+    if (!has_offset || !range_within(addr, *nbytes, file_size)) {
       return Status::corruption(where + ": payload of " + std::to_string(*nbytes) + " bytes at offset " +
-                                (addr == HADDR_UNDEF ? std::string("(undefined)") : std::to_string(addr)) +
+                                (has_offset ? std::to_string(addr) : std::string("(undefined)")) +
                                 " is outside the file (" + std::to_string(file_size) + " bytes)");
     }
     c.data_offset = addr;
   }
   CKPT_RETURN_IF_ERROR(check_chunk_geometry(c, where));
   return c;
+}
+
+struct ParsedHdf5 {
+  std::vector<ChunkInfo> chunks;
+  nlohmann::json metadata = nlohmann::json::object();
+};
+
+Result<ParsedHdf5> judge_report(const std::string& report, uint64_t file_size, const std::string& path) {
+  ReportReader r(report);
+  const uint8_t kind = r.u8();
+  if (r.ok() && kind == kReportError) {
+    const uint8_t code = r.u8();
+    std::string message = r.str(kMaxDatasetPathBytes + 8192, "error message");
+    if (!r.ok() || !r.at_end()) {
+      return Status::corruption(path + ": hdf5 parser child sent a malformed report: " + r.error());
+    }
+    // The child reports what a reader may: damage, a refusal, or the OS saying no.
+    switch (static_cast<StatusCode>(code)) {
+      case StatusCode::kCorruption: return Status::corruption(std::move(message));
+      case StatusCode::kTruncated: return Status::truncated(std::move(message));
+      case StatusCode::kNotSupported: return Status::not_supported(std::move(message));
+      case StatusCode::kIoError: return Status::io_error(std::move(message));
+      default:
+        return Status::corruption(path + ": hdf5 parser child reported status code " + std::to_string(code) +
+                                  ": " + message);
+    }
+  }
+  if (r.ok() && kind != kReportFacts) r.fail("report kind " + std::to_string(kind));
+  ParsedHdf5 out;
+  const bool has_metadata = r.u8() != 0;
+  const std::string text = has_metadata ? r.str(kMaxStringAttribute, "metadata") : std::string();
+  const uint64_t count = r.u64();
+  if (r.ok() && count > kHdf5MaxDatasets) r.fail(std::to_string(count) + " datasets");
+  if (!r.ok()) return Status::corruption(path + ": hdf5 parser child sent a malformed report: " + r.error());
+  if (has_metadata) {
+    CKPT_ASSIGN_OR_RETURN(out.metadata, parse_json(text, path + ": " + kHdf5MetadataAttribute));
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    CKPT_ASSIGN_OR_RETURN(ChunkInfo c, chunk_from_report(r, file_size, path));
+    out.chunks.push_back(std::move(c));
+  }
+  if (!r.at_end()) {
+    return Status::corruption(path + ": hdf5 parser child sent a malformed report: " +
+                              std::to_string(report.size()) + " bytes, trailing data after the last dataset");
+  }
+  return out;
 }
 
 Status write_hdf5_contents(const std::string& path, const std::vector<ChunkPayload>& chunks,
@@ -316,48 +583,42 @@ std::string hdf5_group_name(const std::string& tensor_name) {
 
 Result<WrittenFile> write_hdf5_file(const std::string& path, const std::vector<ChunkPayload>& chunks,
                                     const nlohmann::json& metadata) {
-  silence_hdf5_errors();
   CKPT_RETURN_IF_ERROR(check_chunk_payloads(chunks));
   WrittenFile out;
   out.path = path;
-  bool created = false;
-  Status s = write_hdf5_contents(path, chunks, metadata, &out, &created);
-  if (!s.is_ok()) {
-    if (created) ::unlink(path.c_str());  // a half-written shard must not look like a shard
-    return s;
+  {
+    std::lock_guard<std::mutex> lock(hdf5_library_mutex());
+    silence_hdf5_errors();
+    bool created = false;
+    Status s = write_hdf5_contents(path, chunks, metadata, &out, &created);
+    if (!s.is_ok()) {
+      if (created) ::unlink(path.c_str());  // a half-written shard must not look like a shard
+      return s;
+    }
   }
   CKPT_RETURN_IF_ERROR(fsync_path(path));
   CKPT_ASSIGN_OR_RETURN(out.sha256, sha256_hex_of_file(path, &out.bytes));
   return out;
 }
 Result<std::unique_ptr<TensorFile>> open_hdf5(const std::string& path) {
-  silence_hdf5_errors();
+  return open_hdf5(path, IsolationLimits{});
+}
+
+Result<std::unique_ptr<TensorFile>> open_hdf5(const std::string& path, const IsolationLimits& limits) {
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
   const uint64_t size = source->size();
-  std::vector<ChunkInfo> chunks;
-  nlohmann::json metadata = nlohmann::json::object();
-  {
-    Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-    if (!file.valid())
-      return Status::corruption(path + ": HDF5 cannot open the file (bad superblock or truncated)");
-    if (H5Aexists(file.get(), kHdf5MetadataAttribute) > 0) {
-      CKPT_ASSIGN_OR_RETURN(std::string text, read_string_attr(file.get(), kHdf5MetadataAttribute, path));
-      CKPT_ASSIGN_OR_RETURN(metadata, parse_json(text, path + ": " + kHdf5MetadataAttribute));
-    }
-    VisitState state;
-    if (H5Ovisit(file.get(), H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &state) < 0) {
-      return Status::corruption(path + ": HDF5 cannot walk the group tree");
-    }
-    if (state.too_many) {
-      return Status::corruption(path + ": more than " + std::to_string(kHdf5MaxDatasets) + " datasets");
-    }
-    for (const auto& name : state.datasets) {
-      CKPT_ASSIGN_OR_RETURN(ChunkInfo c, read_dataset(file.get(), name, size, path));
-      chunks.push_back(std::move(c));
-    }
-  }
+  // The child parses the very file this source has open (its inherited descriptor), so a path
+  // replaced in between cannot give us a chunk table for one file and payloads from another.
+  const std::string fd_path = "/proc/self/fd/" + std::to_string(source->fd());
+  const std::string open_path = ::access(fd_path.c_str(), R_OK) == 0 ? fd_path : path;
+  IsolationLimits child_limits = limits;
+  child_limits.fork_lock = &hdf5_library_mutex();
+  CKPT_ASSIGN_OR_RETURN(IsolatedOutcome outcome,
+                        run_isolated([&] { return parse_in_child(open_path, path); }, child_limits));
+  if (!outcome.completed) return Status::corruption(path + ": hdf5 parser child " + outcome.failure);
+  CKPT_ASSIGN_OR_RETURN(ParsedHdf5 parsed, judge_report(outcome.output, size, path));
   return std::unique_ptr<TensorFile>(
-      new MappedTensorFile("hdf5", std::move(source), std::move(chunks), std::move(metadata)));
+      new MappedTensorFile("hdf5", std::move(source), std::move(parsed.chunks), std::move(parsed.metadata)));
 }
 
 }  // namespace ckpt

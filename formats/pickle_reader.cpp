@@ -555,8 +555,8 @@ class Flattener {
   // Longest chain of items/dict values below a value, saturated: a chain this long cannot be
   // flattened from any depth, and a cycle is an endless chain.
   static constexpr uint8_t kEndless = kPickleMaxNesting + 1;
-  // What one emitted value costs besides its strings: punctuation, a number's digits.
-  static constexpr size_t kValueCost = 8;
+  // What one emitted value costs besides its strings: a JSON node and its place in the parent.
+  static constexpr size_t kValueCost = 32;
 
   enum class State : uint8_t { kNew, kOnPath, kDone };
 

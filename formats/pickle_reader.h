@@ -24,14 +24,17 @@ constexpr size_t kPickleMaxMemo = 1'000'000;
 constexpr size_t kPickleMaxValues = 4'000'000;
 constexpr size_t kPickleMaxNesting = 32;
 
-// Flattening charges what it emits: each value, tensor or path visited costs 8 bytes plus its
-// strings (bytes count twice, as hex; names and dict keys count too). A pickle of n bytes may
-// emit kPickleOutputBase + kPickleOutputPerByte * n, never more than kPickleMaxOutput; beyond
-// that read_tensor_pickle fails with kCorruption naming the path. Legitimate state dicts emit a
-// few bytes per pickle byte; the limit is for memo references that repeat a value at many paths.
+// Flattening charges what it builds: each value, tensor or path visited costs 32 bytes (about
+// what one nlohmann::json node and its slot cost in memory, measured) plus its strings (bytes
+// count twice, as hex; names and dict keys count too). A pickle of n bytes may emit
+// kPickleOutputBase + kPickleOutputPerByte * n, never more than kPickleMaxOutput; beyond that
+// read_tensor_pickle fails with kCorruption naming the path. Every value a pickle describes takes
+// at least one opcode byte, and a list of a million small ints (two bytes each) fits; the limit is
+// for memo references that repeat a value at many paths, so that a hostile 1 MB pickle costs tens
+// of MB and a second, not gigabytes (tests/data/pickle/memo-chain-fuzz.pkl).
 constexpr size_t kPickleOutputBase = size_t{4} << 20;
-constexpr size_t kPickleOutputPerByte = 64;
-constexpr size_t kPickleMaxOutput = size_t{1} << 30;
+constexpr size_t kPickleOutputPerByte = 16;
+constexpr size_t kPickleMaxOutput = size_t{256} << 20;
 size_t pickle_output_limit(size_t pickle_size);
 
 // A tensor as _rebuild_tensor_v2 describes it: a view into a storage (a zip entry).

@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake g++ make ccache pkg-config python3 clang-format
+  clang libclang-rt-dev  # libFuzzer and sanitizer runtimes (make fuzz): only a Recommends of clang
   libtorch-dev libgloo-dev
   libhdf5-dev hdf5-tools
   libzstd-dev zstd

@@ -79,6 +79,24 @@ Status CheckpointTransaction::commit(const std::string& manifest_text) {
   return write_file_atomically(root_ + "/" + kLatestFileName, step_dir_name(step_) + "\n");
 }
 
+namespace {
+
+// A writer killed after its rename (the commit) but before its `latest` update leaves a committed
+// checkpoint newer than the one `latest` names. `train --resume latest` would then redo those steps
+// and refuse to overwrite the newer checkpoint at its next save, on every restart. The next writer
+// finishes that commit instead: `latest` only ever moves forward, so this is the pointer update the
+// killed writer did not get to make.
+Status roll_latest_forward(const std::string& root) {
+  const CheckpointListing listing = list_checkpoints(root);
+  if (listing.committed.empty()) return Status::ok();
+  const std::string& newest = listing.committed.back();
+  const std::string name = newest.substr(newest.find_last_of('/') + 1);
+  if (step_from_dir_name(listing.latest_pointer) >= step_from_dir_name(name)) return Status::ok();
+  return write_file_atomically(root + "/" + kLatestFileName, name + "\n");
+}
+
+}  // namespace
+
 Result<RootWriterLock> RootWriterLock::acquire(const std::string& root) {
   CKPT_RETURN_IF_ERROR(make_directory(root));
   const std::string path = root + "/" + kWriterLockFileName;
@@ -102,7 +120,9 @@ Result<RootWriterLock> RootWriterLock::acquire(const std::string& root) {
     ::close(fd);
     return Status::io_error(path + ": cannot record the holder's pid: " + why);
   }
-  return RootWriterLock(fd);
+  RootWriterLock lock(fd);
+  CKPT_RETURN_IF_ERROR(roll_latest_forward(root));
+  return lock;
 }
 
 RootWriterLock::~RootWriterLock() {
@@ -123,7 +143,8 @@ CheckpointListing list_checkpoints(const std::string& root) {
     while (dirent* entry = ::readdir(dir)) {
       const std::string name = entry->d_name;
       const std::string full = root + "/" + name;
-      if (name.rfind(kTempDirPrefix, 0) == 0 && is_directory(full)) {
+      const bool leftover = name.rfind(kTempDirPrefix, 0) == 0 || name.rfind(kDeletingDirPrefix, 0) == 0;
+      if (leftover && is_directory(full)) {
         listing.uncommitted.push_back(full);
         continue;
       }

@@ -19,6 +19,8 @@ namespace ckpt {
 
 constexpr const char* kLatestFileName = "latest";
 constexpr const char* kTempDirPrefix = ".tmp-";
+// A committed checkpoint being deleted by a prune (shards/retention.h): never a checkpoint again.
+constexpr const char* kDeletingDirPrefix = ".deleting-";
 
 std::string step_dir_name(int64_t step);  // "step_00000008"
 // Parses "step_00000008" -> 8; nullopt-like -1 for any other name.
@@ -28,7 +30,8 @@ bool is_committed_checkpoint(const std::string& dir);  // holds a regular manife
 // One writer per checkpoint root. An flock(2) on <root>/.writer.lock, taken before training
 // starts, so a second writer is refused at once (naming the holder's pid) instead of at its first
 // save. The kernel drops the lock when its holder dies, so a lock left by a killed process never
-// blocks. Move-only; released by the destructor.
+// blocks. Move-only; released by the destructor. Taking it also finishes the commit of a writer
+// killed between its rename and its `latest` update: `latest` moves to the newest committed step.
 class RootWriterLock {
  public:
   static Result<RootWriterLock> acquire(const std::string& root);
@@ -67,7 +70,7 @@ class CheckpointTransaction {
 
 struct CheckpointListing {
   std::vector<std::string> committed;    // full paths, ascending step
-  std::vector<std::string> uncommitted;  // temp dirs and step dirs without a manifest
+  std::vector<std::string> uncommitted;  // temp dirs, step dirs without a manifest, .deleting-* dirs
   std::string latest_pointer;            // what `latest` says, "" if absent or unreadable
 };
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/file_io.h"
+#include "base/mapped_file.h"
 #include "formats/shard_formats.h"
 #include "shards/mapped_checkpoint.h"
 
@@ -92,7 +93,9 @@ Result<std::vector<LoadedTensor>> load_checkpoint_tensors(const std::string& che
   std::vector<LoadedTensor> loaded;
   loaded.reserve(mapped.tensors().size());
   for (const TensorView& v : mapped.tensors()) {
-    loaded.push_back({v.name, v.component, v.dtype, v.shape, std::vector<uint8_t>(v.data, v.data + v.bytes)});
+    std::vector<uint8_t> bytes(v.bytes);
+    CKPT_RETURN_IF_ERROR(guarded_copy(bytes.data(), v.data, bytes.size(), v.name));
+    loaded.push_back({v.name, v.component, v.dtype, v.shape, std::move(bytes)});
   }
   return loaded;
 }

@@ -188,38 +188,53 @@ class CheckpointMapper {
     return Status::ok();
   }
 
+  // Every read of a shard's mapping below is guarded: a shard truncated by another process while
+  // mapped is an I/O error naming it (base/mapped_file.h), not a SIGBUS that kills the load.
   Status run_job(const ChunkJob& job) const {
     const ChunkInfo& fc = *job.chunk.file;
     const ManifestChunk& mc = *job.chunk.manifest;
     const uint64_t size = fc.data_bytes;
-    const bool contiguous_copy = job.destination && !job.scatter;
+    const std::string& shard_name = *job.chunk.shard_name;
+    auto check_hash = [&](const std::string& actual) {
+      if (actual == mc.sha256) return Status::ok();
+      return Status::corruption(shard_name + " @" + std::to_string(fc.data_offset) +
+                                ": sha256 mismatch for " + fc.label() + ": expected " + mc.sha256 + " got " +
+                                actual);
+    };
+    if (job.scatter) {
+      // Staged in a copy first: scatter_chunk owns vectors, which a jump out of a SIGBUS would skip.
+      std::vector<uint8_t> staged;
+      const uint8_t* from = job.source;
+      if (job.chunk.mapped_from) {
+        staged.resize(static_cast<size_t>(size));
+        CKPT_RETURN_IF_ERROR(guarded_copy(staged.data(), job.source, staged.size(), shard_name));
+        from = staged.data();
+      }
+      if (options_.verify_hashes) CKPT_RETURN_IF_ERROR(check_hash(sha256_hex(from, size)));
+      scatter_chunk(job.tensor->shape, dtype_size(job.tensor->dtype), mc.offsets, mc.shape, from,
+                    job.destination);
+      return Status::ok();
+    }
     if (options_.verify_hashes) {
       // Copy a piece, then hash the copy while it is in L2: SHA-256 fed from DRAM runs a third
       // slower than memcpy + SHA-256 from cache on the bench machine. Views hash a scratch copy.
       constexpr uint64_t kPiece = 256 << 10;
-      std::vector<uint8_t> scratch(contiguous_copy ? 0 : static_cast<size_t>(std::min(kPiece, size)));
+      std::vector<uint8_t> scratch(job.destination ? 0 : static_cast<size_t>(std::min(kPiece, size)));
       Sha256 sha;
       for (uint64_t done = 0; done < size;) {
         const size_t n = static_cast<size_t>(std::min(kPiece, size - done));
-        uint8_t* copy = contiguous_copy ? job.destination + done : scratch.data();
-        std::memcpy(copy, job.source + done, n);
+        uint8_t* copy = job.destination ? job.destination + done : scratch.data();
+        CKPT_RETURN_IF_ERROR(guarded_copy(copy, job.source + done, n, shard_name));
         sha.update(copy, n);
         done += n;
       }
-      const std::string actual = sha.finish_hex();
-      if (actual != mc.sha256) {
-        return Status::corruption(*job.chunk.shard_name + " @" + std::to_string(fc.data_offset) +
-                                  ": sha256 mismatch for " + fc.label() + ": expected " + mc.sha256 +
-                                  " got " + actual);
-      }
-    } else if (contiguous_copy) {
-      std::memcpy(job.destination, job.source, static_cast<size_t>(size));
-    } else if (!job.scatter && job.chunk.mapped_from) {
-      MappedFile::populate(job.source, size);  // a zero-copy view: resident and mapped on return
+      return check_hash(sha.finish_hex());
     }
-    if (job.scatter) {
-      scatter_chunk(job.tensor->shape, dtype_size(job.tensor->dtype), mc.offsets, mc.shape, job.source,
-                    job.destination);
+    if (job.destination)
+      return guarded_copy(job.destination, job.source, static_cast<size_t>(size), shard_name);
+    if (job.chunk.mapped_from) {  // a zero-copy view: resident and mapped on return
+      const uint8_t* source = job.source;
+      return guarded_access(source, shard_name, [source, size] { MappedFile::populate(source, size); });
     }
     return Status::ok();
   }

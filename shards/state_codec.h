@@ -31,6 +31,7 @@ struct StateViews {
 Result<StateViews> save_views_of_state(const TrainingState& state, int world_size);
 
 // Copies viewed bytes (a mapped checkpoint's tensors) into new CPU tensors that outlive the views.
-std::map<std::string, at::Tensor> tensors_from_views(const std::vector<TensorView>& views);
+// A file that shrinks under its mapping meanwhile is an I/O error naming it, not a SIGBUS.
+Result<std::map<std::string, at::Tensor>> tensors_from_views(const std::vector<TensorView>& views);
 
 }  // namespace ckpt

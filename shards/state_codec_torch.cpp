@@ -1,3 +1,4 @@
+#include "base/mapped_file.h"
 #include "shards/state_codec.h"
 
 namespace ckpt {
@@ -69,11 +70,11 @@ Result<StateViews> save_views_of_state(const TrainingState& state, int world_siz
   return out;
 }
 
-std::map<std::string, at::Tensor> tensors_from_views(const std::vector<TensorView>& views) {
+Result<std::map<std::string, at::Tensor>> tensors_from_views(const std::vector<TensorView>& views) {
   std::map<std::string, at::Tensor> out;
   for (const TensorView& t : views) {
     at::Tensor tensor = at::empty(t.shape, at::TensorOptions().dtype(scalar_type_of(t.dtype)));
-    if (t.bytes > 0) std::memcpy(tensor.data_ptr(), t.data, t.bytes);
+    if (t.bytes > 0) CKPT_RETURN_IF_ERROR(guarded_copy(tensor.data_ptr(), t.data, t.bytes, t.name));
     out.emplace(t.name, std::move(tensor));
   }
   return out;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "tests/support/byte_mutations.h"
 #include "tests/support/pickle_ops.h"
 
@@ -188,6 +191,40 @@ TEST(PickleReader, LargeStringReferencedThousandsOfTimesHitsTheOutputLimit) {
                                       std::to_string(pickle_output_limit(p.size()))),
             std::string::npos)
       << r.status().to_string();
+}
+
+TEST(PickleReader, MillionSmallIntsFitTheOutputLimit) {
+  // A sampler's index list kept as plain ints: two pickle bytes per value must stay readable.
+  // Python's pickler appends in batches of 1000, as here.
+  std::string ints;
+  for (int batch = 0; batch < 1000; ++batch) {
+    ints += mark();
+    for (int k = 0; k < 1000; ++k) ints += int1(static_cast<uint8_t>(k));
+    ints += appends();
+  }
+  const std::string p = proto() + empty_dict() + mark() + str("w") + weight() + str("order") + empty_list() +
+                        ints + setitems() + stop();
+  auto r = run(p);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->metadata["order"].size(), 1'000'000u);
+}
+
+TEST(PickleReader, FuzzFoundMemoChainIsRefusedByTheOutputLimit) {
+  // Found by fuzz/ (pytorch_fuzz): 1.4 MB, a chain of lists each holding the previous one twice and no
+  // tensor. It used to expand to ~12 million JSON values (376 MB, 44 s under ASan) before the limit.
+  const std::string path = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pickle/memo-chain-fuzz.pkl";
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << path;
+  const std::string p((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(p.size(), 1'000'000u);
+  auto r = run(p);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("flattening emits more than " +
+                                      std::to_string(pickle_output_limit(p.size())) + " bytes"),
+            std::string::npos)
+      << r.status().to_string();
+  EXPECT_LT(pickle_output_limit(p.size()), size_t{32} << 20);
 }
 
 TEST(PickleReader, SharedTensorIsListedOnceAndAliased) {

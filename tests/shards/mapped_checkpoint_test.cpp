@@ -1,9 +1,12 @@
 #include "shards/mapped_checkpoint.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 
+#include "base/mapped_file.h"
 #include "formats/native_shard_format.h"
 #include "shards/checkpoint_writer.h"
 #include "tests/support/test_support.h"
@@ -152,6 +155,81 @@ TEST(MappedCheckpoint, OtherFormatsLoadTheSameBytes) {
     ASSERT_TRUE(mapped.is_ok()) << format << ": " << mapped.status().to_string();
     expect_same(*mapped, tensors);
   }
+}
+
+// Another process truncating a shard in place while this one has it mapped.
+void shrink_shard(const std::string& path, uint64_t size) {
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0);
+  ::close(fd);
+}
+
+// The load maps the shard while it resolves the first tensor; `select` runs before each tensor, so
+// truncating from it on the last tensor shrinks the file after it is mapped and before any payload
+// is hashed, copied or paged in, which is when another process would do the most harm.
+TEST(MappedCheckpoint, AShardShrunkWhileMappedFailsTheLoadNamingIt) {
+  TempDir dir;
+  auto committed = save(dir.path(), state(), 1);
+  ASSERT_TRUE(committed.is_ok()) << committed.status().to_string();
+  const std::string shard = committed->dir + "/" + committed->manifest.shards[0].path;
+  const uint64_t page = MappedFile::page_size();
+  for (bool verify : {true, false}) {
+    auto copy = dir / ("copy" + std::to_string(verify));
+    auto again = save(copy, state(), 1);
+    ASSERT_TRUE(again.is_ok());
+    const std::string path = again->dir + "/" + again->manifest.shards[0].path;
+    LoadOptions options;
+    options.verify_hashes = verify;
+    options.select = [&](const ManifestTensor& t) {
+      if (t.name == again->manifest.tensors.back().name) shrink_shard(path, page);
+      return true;
+    };
+    auto mapped = map_checkpoint_tensors(again->dir, again->manifest, options);
+    ASSERT_FALSE(mapped.is_ok()) << "verify=" << verify;
+    EXPECT_EQ(mapped.status().code(), StatusCode::kIoError) << mapped.status().to_string();
+    EXPECT_NE(mapped.status().message().find(path + ": shrank while mapped (SIGBUS at offset "),
+              std::string::npos)
+        << mapped.status().to_string();
+  }
+  // Untouched, the same checkpoint loads: the truncation, not the guard, failed the loads above.
+  auto intact = map_checkpoint_tensors(committed->dir, committed->manifest);
+  ASSERT_TRUE(intact.is_ok()) << intact.status().to_string();
+  expect_same(*intact, state());
+}
+
+// What `train --resume` does with the views (a copy into its own tensors), torch-free: guarded, a
+// shard shrunk after the load is an error naming the file and the offset in it, not a SIGBUS.
+TEST(MappedCheckpoint, CopyingViewsOfAShardShrunkAfterTheLoadNamesTheFile) {
+  TempDir dir;
+  const auto tensors = state();
+  auto committed = save(dir.path(), tensors, 2);
+  ASSERT_TRUE(committed.is_ok()) << committed.status().to_string();
+  auto mapped = map_checkpoint_tensors(committed->dir, committed->manifest);
+  ASSERT_TRUE(mapped.is_ok()) << mapped.status().to_string();
+  ASSERT_GT(mapped->zero_copy_bytes(), 0u);
+  // model.w is stitched from both shards' page-aligned row blocks; cut the file of its rows 0.. right
+  // where they start.
+  const ManifestChunk* rows0 = nullptr;
+  for (const auto& t : committed->manifest.tensors) {
+    for (const auto& c : t.chunks) {
+      if (t.name == "model.w" && c.offsets[0] == 0) rows0 = &c;
+    }
+  }
+  ASSERT_NE(rows0, nullptr);
+  const std::string path = committed->dir + "/" + committed->manifest.shards[rows0->shard].path;
+  shrink_shard(path, rows0->data_offset);
+  for (const TensorView& v : mapped->tensors()) {
+    std::vector<uint8_t> copy(v.bytes);
+    const Status s = guarded_copy(copy.data(), v.data, v.bytes, v.name);
+    if (v.name != "model.w") continue;
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_EQ(s.code(), StatusCode::kIoError);
+    EXPECT_EQ(s.message(),
+              path + ": shrank while mapped (SIGBUS at offset " + std::to_string(rows0->data_offset) + ")");
+    return;
+  }
+  FAIL() << "no view named model.w";
 }
 
 }  // namespace

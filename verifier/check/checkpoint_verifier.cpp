@@ -367,8 +367,12 @@ void report_uncommitted(const std::string& dir, VerifyReport& report) {
   for (const auto& u : list_checkpoints(parent_dir(dir)).uncommitted) {
     if (u == dir) continue;
     report.uncommitted.push_back(u);
+    // A `.deleting-*` dir was a committed checkpoint that a prune had started to delete: it is no
+    // longer a checkpoint, and the next prune finishes it (shards/retention.h).
+    const bool pruned = base_name(u).rfind(kDeletingDirPrefix, 0) == 0;
     report.add_warning(verify_code::kUncommittedCheckpoint, "", "",
-                       u + ": left by an interrupted save (no manifest); it is not a checkpoint");
+                       u + (pruned ? ": left by an interrupted prune; the next prune removes it"
+                                   : ": left by an interrupted save (no manifest); it is not a checkpoint"));
   }
 }
 

@@ -38,7 +38,7 @@
 // Warning codes (never fail a checkpoint):
 //   chunk_not_in_manifest    a shard header holds a chunk the manifest does not list
 //   unlisted_file            a file in the checkpoint dir that the manifest does not list
-//   uncommitted_checkpoint   a temp dir or manifest-less step dir next to the checkpoint
+//   uncommitted_checkpoint   a temp dir, manifest-less step dir or .deleting-* dir (interrupted prune)
 //   manifest_digest_missing  manifest.json has no manifest_sha256 (written before it existed): edits
 //                            to fields no shard check covers cannot be detected
 #pragma once
