@@ -16,7 +16,8 @@ class DrillCommand : public Command {
     CLI::App* sub = app.add_subcommand("drill",
                                        "Kill training with SIGKILL at a checkpoint, resume it, and prove "
                                        "it matches an uninterrupted run");
-    sub->add_option("--config", o_.config_path, "pilot config YAML")->required();
+    sub->add_option("--config", o_.config_path,
+                    "the built-in workload's pilot config YAML (without -- COMMAND)");
     sub->add_option("--save-at", o_.save_at,
                     "kill at the checkpoint of this step N (default: config steps / 2)");
     sub->add_option("--resume-steps", o_.resume_steps, "train K steps after N (default: N)");
@@ -44,11 +45,33 @@ class DrillCommand : public Command {
         ->check(CLI::Range(1, 1024));
     sub->add_option("--resume-nproc", o_.resume_nproc, "resume with Q ranks (default: --nproc-per-node)")
         ->check(CLI::Range(1, 1024));
+    sub->add_option(
+           "--save-every", o_.save_every,
+           "CKPTCHECK_SAVE_EVERY (default: gcd(N, K); N/2 for during-save, stale-shard and --faults)")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--faults", o_.faults,
+                    "fault drills on copies of the checkpoint: truncate,bitflip,drop-file,stale-file")
+        ->delimiter(',');
+    sub->add_flag("--control", o_.control,
+                  "run a second uninterrupted reference to measure run-to-run noise (default when the world "
+                  "size changes)");
+    sub->add_option("--control-multiple", o_.control_multiple,
+                    "a resumed value passes within this multiple of the run-to-run envelope")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     sub->add_flag("--json", json_, "print report.json to stdout");
+    // Everything after `--` is the program to drill (CLI11 treats it as positionals).
+    sub->add_option("command", o_.command, "the training program and its arguments, after --");
     return sub;
   }
 
   int run() override {
+    if (o_.command.empty() == o_.config_path.empty()) {
+      std::fprintf(stderr,
+                   "ckptcheck drill: give either --config F (the built-in workload) or -- COMMAND ARGS "
+                   "(your program)\n");
+      return kExitUsage;
+    }
     if (!parse_kill_modes(kill_, &o_.modes)) {
       std::fprintf(stderr, "ckptcheck drill: --kill: expected after-save, during-save or both, got '%s'\n",
                    kill_.c_str());
@@ -72,11 +95,13 @@ class DrillCommand : public Command {
     }
     if (json_) {
       std::printf("%s\n", report.dump(1).c_str());
+      std::fflush(stdout);  // the failure lines below go to stderr: never inside the JSON
     } else {
       print_summary(outcome);
     }
     if (outcome.exit_code == kExitUsage)
       std::fprintf(stderr, "ckptcheck drill: error: %s\n", outcome.error.c_str());
+    std::fflush(stdout);
     for (const auto& f : outcome.failures) std::fprintf(stderr, "FAIL: %s\n", f.c_str());
     return outcome.exit_code;
   }

@@ -1,12 +1,18 @@
 // The restore drill: proves that a training job killed with SIGKILL at a checkpoint resumes to
-// exactly where an uninterrupted run goes. Every run is a real child process of this binary
-// (`ckptcheck train ...`, `ckptcheck verify ... --json`); the drill itself is torch-free.
+// exactly where an uninterrupted run goes. One engine for any program that keeps the contract in
+// verifier/drill/program_contract.h: `drill -- COMMAND` runs the user's program, `drill --config F`
+// runs the built-in workload (`ckptcheck train`, which keeps the same contract) and adds its own
+// checks (verify, eval logits, negative controls). Every run is a real child process; the drill
+// itself is torch-free.
 //
-//   reference  train N+K steps uninterrupted            (runs in parallel with the first subject)
-//   subject    train, held at its step-N save, SIGKILLed (after-save: committed; during-save: torn)
-//   verify     the checkpoint the resume will use       (the CLI's own verify code path)
-//   resumed    a fresh process: train --resume latest to step N+K
-//   compare    per-step metrics, eval loss and logits, final state by component
+//   reference  N+K steps uninterrupted                    (in parallel with the first subject)
+//   control    (--control) a second reference: the run-to-run noise envelope
+//   subject    SIGKILLed right after its step-N checkpoint event (after-save), or as soon as it
+//              starts writing its step-N checkpoint (during-save: a file appears in the ckpt dir)
+//   read       the checkpoint the resume will use, through the readers (built-in: also `verify`)
+//   resumed    a fresh process resumed from the last announced checkpoint, to step N+K
+//   compare    every metric at every common step; final checkpoints tensor by tensor, by component
+//   faults     (--faults) a damaged copy of the checkpoint, relaunched and classified
 #pragma once
 
 #include <cstdint>
@@ -31,9 +37,17 @@ bool parse_kill_modes(const std::string& name, std::vector<KillMode>* out);
 constexpr const char* kStaleShardInject = "stale-shard";
 bool is_known_drill_inject(const std::string& name);
 
+// What a relaunch from a damaged checkpoint did.
+enum class FaultOutcome { kRefused, kSilentDivergence, kSilentMatch };
+const char* fault_outcome_name(FaultOutcome outcome);  // "refused" | "silent-divergence" | "silent-match"
+// "truncate", "bitflip", "drop-file", "stale-file"; false on anything else.
+bool is_known_fault(const std::string& name);
+
 struct DrillOptions {
-  std::string config_path;
-  int64_t save_at = -1;       // N: the step the subject is killed at; -1 = config steps / 2
+  std::vector<std::string> command;  // `drill -- COMMAND ARGS...`; empty = the built-in workload
+  std::string config_path;           // the built-in workload's config
+  int64_t save_at = -1;              // N: the step the subject is killed at; -1 = config steps / 2
+  int64_t save_every = -1;    // CKPTCHECK_SAVE_EVERY; -1 = gcd(N, K) (N/2 for during-save and stale-shard)
   int64_t resume_steps = -1;  // K: steps after N; -1 = N
   std::vector<KillMode> modes = {KillMode::kAfterSave};
   Tolerance tolerance;
@@ -48,6 +62,12 @@ struct DrillOptions {
   // config's strategy must be ddp or fsdp); the resumed run uses resume_nproc ranks (0 = nproc).
   int nproc = 0;
   int resume_nproc = 0;
+  std::vector<std::string> faults;  // fault drills on copies of the step-N checkpoint
+  // A second uninterrupted reference measures the run-to-run noise; a resumed value that differs
+  // from the reference passes when it lies within control_multiple x that envelope. On by default
+  // when the world size changes.
+  bool control = false;
+  double control_multiple = 4;
 };
 
 // The tolerance a drill across world sizes defaults to: reductions run in another order there,
@@ -77,6 +97,13 @@ struct ModeOutcome {
   double verify_seconds = 0;
 };
 
+struct FaultResult {
+  std::string fault;
+  FaultOutcome outcome = FaultOutcome::kRefused;
+  std::string detail;       // what was damaged, and how the program reacted
+  std::string would_catch;  // for a silent outcome: what would have caught it
+};
+
 struct DrillOutcome {
   int exit_code = 0;                  // 0 pass, 1 a check failed, 2 error
   std::string error;                  // the reason for exit 2
@@ -89,6 +116,8 @@ struct DrillOutcome {
   nlohmann::json pins = nlohmann::json::object();    // from the reference's final manifest
   nlohmann::json reference_summary = nlohmann::json::object();
   std::vector<StepRecord> reference_steps;
+  std::vector<FaultResult> faults;
+  bool built_in = true;
   bool bit_identical = false;
   double wall_seconds = 0;
   std::string work_dir;

@@ -107,6 +107,12 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
                      {"components", comps}});
     resumed_by_mode[kill_mode_name(m.mode)] = losses_json(m.resumed_steps);
   }
+  nlohmann::json faults = nlohmann::json::array();
+  for (const auto& f : o.faults)
+    faults.push_back({{"fault", f.fault},
+                      {"outcome", fault_outcome_name(f.outcome)},
+                      {"detail", f.detail},
+                      {"would_catch", f.would_catch}});
   std::string kill;
   for (KillMode k : options.modes) kill += (kill.empty() ? "" : "+") + std::string(kill_mode_name(k));
   nlohmann::json tolerance = {
@@ -132,7 +138,10 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
         {"shards", options.shards},
         {"format", options.format},
         {"work_dir", o.work_dir},
-        {"config_path", options.config_path}}},
+        {"config_path", options.config_path},
+        {"program", o.built_in ? nlohmann::json("built-in") : nlohmann::json(options.command)},
+        {"control", options.control || changes_world_size(options)}}},
+      {"faults", faults},
       {"checks", checks},
       {"components", merged_components(o)},
       {"modes", modes},

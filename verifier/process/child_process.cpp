@@ -113,6 +113,7 @@ Result<ChildProcess> ChildProcess::spawn(const SpawnOptions& o) {
     const int out = o.pipe_stdout ? pipe_fds[1] : out_log;
     if (out >= 0) ::dup2(out, STDOUT_FILENO);
     if (err_log >= 0) ::dup2(err_log, STDERR_FILENO);
+    for (const std::string& name : o.unset_env) ::unsetenv(name.c_str());
     for (std::string& kv : env) ::putenv(kv.data());
     if (o.search_path)
       ::execvp(args[0], args.data());

@@ -38,10 +38,11 @@ const char* signal_name(int sig);
 struct SpawnOptions {
   std::vector<std::string> argv;  // argv[0] is a path, not searched in PATH unless search_path
   bool search_path = false;
-  std::vector<std::string> env;  // "NAME=value" set in the child on top of this environment
-  std::string stdout_log;        // appended to; "" = inherited (unless piped)
-  std::string stderr_log;        // appended to; "" = inherited
-  bool pipe_stdout = false;      // read back by wait_for_event / wait; also copied to stdout_log
+  std::vector<std::string> env;        // "NAME=value" set in the child on top of this environment
+  std::vector<std::string> unset_env;  // names removed from the child's environment
+  std::string stdout_log;              // appended to; "" = inherited (unless piped)
+  std::string stderr_log;              // appended to; "" = inherited
+  bool pipe_stdout = false;            // read back by wait_for_event / wait; also copied to stdout_log
 };
 
 // The path of the running binary (/proc/self/exe, resolved).

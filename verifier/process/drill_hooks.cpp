@@ -13,6 +13,8 @@ bool parse_hold_point(const std::string& name, HoldPoint* out) {
     *out = HoldPoint::kAfterSave;
   else if (name == "during-save")
     *out = HoldPoint::kDuringSave;
+  else if (name == "during-prune")
+    *out = HoldPoint::kDuringPrune;
   else
     return false;
   return true;

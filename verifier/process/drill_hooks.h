@@ -10,9 +10,11 @@ namespace ckpt {
 
 constexpr const char* kEventPrefix = "ckptcheck-event: ";
 
-enum class HoldPoint { kNone, kAfterSave, kDuringSave };
+// kDuringPrune: after a prune (`train --keep-last`) renamed its first old checkpoint to
+// `.deleting-*` and before it removes the tree, so a test can kill a prune half-way.
+enum class HoldPoint { kNone, kAfterSave, kDuringSave, kDuringPrune };
 
-// "after-save" | "during-save" | "" -> HoldPoint; false on an unknown name.
+// "after-save" | "during-save" | "during-prune" | "" -> HoldPoint; false on an unknown name.
 bool parse_hold_point(const std::string& name, HoldPoint* out);
 
 void announce_event(const std::string& kind, const std::string& detail);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "base/json_fields.h"
@@ -37,62 +38,140 @@ void raise_to(double* current, double value) {
   if (std::isnan(value) || (!std::isnan(*current) && value > *current)) *current = value;
 }
 
-bool parse_metric_line(const std::string& line, StepRecord* out) {
-  const auto parsed = parse_json(line, "metrics line");
-  if (!parsed.is_ok() || !parsed->is_object()) return false;
-  const nlohmann::json& j = *parsed;
-  const auto number = [&](const char* key, double* value) {
-    auto it = j.find(key);
-    if (it == j.end() || !it->is_number()) return false;
-    *value = it->get<double>();
-    return true;
+bool is_timing_field(const std::string& name) {
+  auto ends_with = [&](const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
   };
-  auto step = j.find("step");
-  if (step == j.end() || !step->is_number_integer()) return false;
-  out->step = step->get<int64_t>();
-  return number("loss", &out->loss) && number("lr", &out->lr) && number("loss_scale", &out->loss_scale) &&
-         number("grad_norm", &out->grad_norm);
+  return ends_with("_ms") || ends_with("_seconds");
+}
+
+enum class LineKind { kStep, kCheckpoint, kOtherEvent, kMalformed };
+
+// Python's json.dumps writes NaN, Infinity and -Infinity, which JSON lacks; a training run that
+// diverges writes them. Outside strings they become tagged strings that number_of() reads back.
+std::string with_python_specials_tagged(const std::string& line) {
+  if (line.find("NaN") == std::string::npos && line.find("Infinity") == std::string::npos) return line;
+  std::string out;
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < line.size())
+        out += line[++i];
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (line.compare(i, 3, "NaN") == 0) {
+      out += "\"\\u0000nan\"";
+      i += 2;
+    } else if (line.compare(i, 9, "-Infinity") == 0) {
+      out += "\"\\u0000-inf\"";
+      i += 8;
+    } else if (line.compare(i, 8, "Infinity") == 0) {
+      out += "\"\\u0000inf\"";
+      i += 7;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// A JSON number, or one of the tagged specials above.
+std::optional<double> number_of(const nlohmann::json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (!v.is_string()) return std::nullopt;
+  const std::string& s = v.get_ref<const std::string&>();
+  if (s == std::string("\0nan", 4)) return std::numeric_limits<double>::quiet_NaN();
+  if (s == std::string("\0inf", 4)) return std::numeric_limits<double>::infinity();
+  if (s == std::string("\0-inf", 5)) return -std::numeric_limits<double>::infinity();
+  return std::nullopt;
+}
+
+LineKind parse_metric_line(const std::string& line, StepRecord* step, CheckpointEvent* event) {
+  const auto parsed = parse_json(with_python_specials_tagged(line), "metrics line");
+  if (!parsed.is_ok() || !parsed->is_object()) return LineKind::kMalformed;
+  const nlohmann::json& j = *parsed;
+  auto step_it = j.find("step");
+  const bool has_step = step_it != j.end() && step_it->is_number_integer();
+  auto event_it = j.find("event");
+  if (event_it != j.end()) {
+    if (!event_it->is_string()) return LineKind::kMalformed;
+    if (event_it->get<std::string>() != "checkpoint") return LineKind::kOtherEvent;
+    auto path = j.find("path");
+    if (!has_step || path == j.end() || !path->is_string()) return LineKind::kMalformed;
+    event->step = step_it->get<int64_t>();
+    event->path = path->get<std::string>();
+    return LineKind::kCheckpoint;
+  }
+  auto loss = j.find("loss");
+  const std::optional<double> loss_value = loss == j.end() ? std::nullopt : number_of(*loss);
+  if (!has_step || !loss_value) return LineKind::kMalformed;
+  step->step = step_it->get<int64_t>();
+  step->loss = *loss_value;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == "step" || it.key() == "loss" || is_timing_field(it.key())) continue;
+    if (const auto v = number_of(*it)) step->values[it.key()] = *v;
+  }
+  return LineKind::kStep;
 }
 
 }  // namespace
 
-Result<std::vector<StepRecord>> read_step_metrics(const std::string& path) {
+Result<MetricsLog> read_metrics_log(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Status::io_error(path + ": cannot open metrics file");
   std::vector<std::string> lines;
   std::string line;
   while (std::getline(in, line)) lines.push_back(line);
-  std::vector<StepRecord> records;
+  MetricsLog log;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
     StepRecord r;
-    if (!parse_metric_line(lines[i], &r)) {
-      if (i + 1 == lines.size()) break;  // torn tail of a killed writer
-      return Status::corruption(path + ": line " + std::to_string(i + 1) +
-                                ": expected a step metrics object");
+    CheckpointEvent e;
+    switch (parse_metric_line(lines[i], &r, &e)) {
+      case LineKind::kStep: log.steps.push_back(std::move(r)); break;
+      case LineKind::kCheckpoint: log.checkpoints.push_back(std::move(e)); break;
+      case LineKind::kOtherEvent: break;
+      case LineKind::kMalformed:
+        if (i + 1 == lines.size()) return log;  // torn tail of a killed writer
+        return Status::corruption(path + ": line " + std::to_string(i + 1) +
+                                  ": expected {\"step\": int, \"loss\": number, ...} or a checkpoint event");
     }
-    records.push_back(r);
   }
-  return records;
+  return log;
+}
+
+Result<std::vector<StepRecord>> read_step_metrics(const std::string& path) {
+  CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(path));
+  return std::move(log.steps);
 }
 
 std::vector<SeriesDiff> compare_step_metrics(const std::vector<StepRecord>& reference,
                                              const std::vector<StepRecord>& resumed,
                                              const Tolerance& tolerance) {
-  struct Field {
-    const char* name;
-    double StepRecord::*member;
-  };
-  const Field fields[] = {{"loss", &StepRecord::loss},
-                          {"lr", &StepRecord::lr},
-                          {"loss_scale", &StepRecord::loss_scale},
-                          {"grad_norm", &StepRecord::grad_norm}};
   std::map<int64_t, const StepRecord*> by_step;
-  for (const auto& r : reference) by_step[r.step] = &r;
+  std::set<std::string> fields;
+  for (const auto& r : reference) {
+    by_step[r.step] = &r;
+    for (const auto& [name, value] : r.values) fields.insert(name);
+  }
+  std::vector<std::string> ordered = {"loss"};
+  ordered.insert(ordered.end(), fields.begin(), fields.end());
+  // nullopt: the record lacks the field.
+  auto field_of = [](const StepRecord& r, const std::string& name) -> std::optional<double> {
+    if (name == "loss") return r.loss;
+    auto it = r.values.find(name);
+    return it == r.values.end() ? std::nullopt : std::optional<double>(it->second);
+  };
   std::vector<SeriesDiff> diffs;
-  for (const auto& f : fields) {
+  for (const auto& field : ordered) {
     SeriesDiff d;
-    d.field = f.name;
+    d.field = field;
     for (const auto& got : resumed) {
       auto it = by_step.find(got.step);
       if (it == by_step.end()) {
@@ -100,16 +179,22 @@ std::vector<SeriesDiff> compare_step_metrics(const std::vector<StepRecord>& refe
         d.passed = false;
         continue;
       }
-      const double want = it->second->*f.member;
-      const double have = got.*f.member;
+      const std::optional<double> want = field_of(*it->second, field);
+      if (!want) continue;  // the reference did not log it at this step
+      const std::optional<double> have = field_of(got, field);
+      if (!have) {
+        d.missing_field.push_back(got.step);
+        d.passed = false;
+        continue;
+      }
       ++d.steps_compared;
-      if (std::memcmp(&want, &have, sizeof(double)) != 0) d.bit_identical = false;
-      raise_to(&d.max_abs, abs_diff(want, have));
-      raise_to(&d.max_rel, rel_diff(want, have));
-      if (!within_tolerance(want, have, tolerance) && d.first_diverging_step < 0) {
+      if (std::memcmp(&*want, &*have, sizeof(double)) != 0) d.bit_identical = false;
+      raise_to(&d.max_abs, abs_diff(*want, *have));
+      raise_to(&d.max_rel, rel_diff(*want, *have));
+      if (!within_tolerance(*want, *have, tolerance) && d.first_diverging_step < 0) {
         d.first_diverging_step = got.step;
-        d.reference_at_first = want;
-        d.resumed_at_first = have;
+        d.reference_at_first = *want;
+        d.resumed_at_first = *have;
         d.passed = false;
       }
     }
@@ -246,6 +331,7 @@ nlohmann::json to_json(const SeriesDiff& d) {
                       {"bit_identical", d.bit_identical},
                       {"passed", d.passed},
                       {"missing_steps", d.missing_steps}};
+  if (!d.missing_field.empty()) j["missing_field_at_steps"] = d.missing_field;
   if (d.first_diverging_step >= 0) {
     j["first_diverging_step"] = d.first_diverging_step;
     j["reference_at_first"] = number_json(d.reference_at_first);

@@ -26,20 +26,35 @@ struct Tolerance {
 
 bool within_tolerance(double reference, double resumed, const Tolerance& tolerance);
 
-// One line of `train --metrics` output.
+// One step of a metrics log: the drill contract's `{"step": int, "loss": number, ...}` line. Every
+// further numeric field is compared too, except timings (names ending in "_ms" or "_seconds"),
+// which differ run to run and are reported, not compared.
 struct StepRecord {
   int64_t step = 0;
   double loss = 0;
-  double lr = 0;
-  double loss_scale = 0;
-  double grad_norm = 0;
+  std::map<std::string, double> values;  // lr, grad_norm, loss_scale, eval_loss, tokens, ...
 };
 
-// Parses a --metrics JSONL file. A torn last line (the writer was SIGKILLed) is dropped; any
-// other malformed line is kCorruption naming the file and line number.
+// `{"event": "checkpoint", "step": int, "path": "<file or directory>"}`: written after a checkpoint
+// is durable.
+struct CheckpointEvent {
+  int64_t step = 0;
+  std::string path;
+};
+
+struct MetricsLog {
+  std::vector<StepRecord> steps;
+  std::vector<CheckpointEvent> checkpoints;
+};
+
+// Parses a metrics JSONL file. A torn last line (the writer was SIGKILLed) is dropped; any other
+// malformed line is kCorruption naming the file and line number. Lines with another "event" are
+// skipped.
+Result<MetricsLog> read_metrics_log(const std::string& path);
 Result<std::vector<StepRecord>> read_step_metrics(const std::string& path);
 
-// One metric ("loss", "lr", "loss_scale", "grad_norm") over the steps both runs have.
+// One metric ("loss", then every other compared field of the reference, by name) over the steps
+// both runs have.
 struct SeriesDiff {
   std::string field;
   int64_t steps_compared = 0;
@@ -51,6 +66,7 @@ struct SeriesDiff {
   double reference_at_first = 0;
   double resumed_at_first = 0;
   std::vector<int64_t> missing_steps;  // resumed steps the reference lacks (fails the check)
+  std::vector<int64_t> missing_field;  // resumed steps that lack a field the reference step has
 };
 
 // Compares every resumed step with the reference step of the same number.

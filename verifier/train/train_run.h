@@ -31,6 +31,10 @@ struct TrainOptions {
   std::vector<std::string> inject;
   std::vector<std::string> allow_drift;
   bool measure_memory = false;
+  // Retention (shards/retention.h): after each commit, once the new checkpoint is verified, keep
+  // the last `keep_last` committed checkpoints plus every step that is a multiple of `keep_every`.
+  int64_t keep_last = 0;  // 0 = prune nothing
+  int64_t keep_every = 0;
 };
 
 // Runs to options.steps. Collectives throw when a peer rank dies: that ends this rank with an

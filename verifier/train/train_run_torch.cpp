@@ -14,7 +14,9 @@
 #include "shards/checkpoint_writer.h"
 #include "shards/mapped_checkpoint.h"
 #include "shards/resharded_load.h"
+#include "shards/retention.h"
 #include "shards/state_codec.h"
+#include "verifier/check/checkpoint_verifier.h"
 #include "verifier/pins/pins.h"
 #include "verifier/pins/run_pins.h"
 #include "verifier/process/drill_hooks.h"
@@ -175,7 +177,8 @@ class TrainRun {
     } else {
       // Hashes checked on the way; one copy, from the page cache straight into the new tensors.
       CKPT_ASSIGN_OR_RETURN(auto mapped, map_checkpoint_tensors(dir, manifest));
-      CKPT_RETURN_IF_ERROR(trainer_->import_state(tensors_from_views(mapped.tensors()), faults));
+      CKPT_ASSIGN_OR_RETURN(auto tensors, tensors_from_views(mapped.tensors()));
+      CKPT_RETURN_IF_ERROR(trainer_->import_state(std::move(tensors), faults));
     }
     summary_["restored_from"] = dir;
     summary_["restored_step"] = manifest.step;
@@ -262,6 +265,12 @@ class TrainRun {
 
   void record_save(int64_t step, const CommittedCheckpoint& committed) {
     last_saved_step_ = step;
+    // The drill contract's checkpoint event: written once the checkpoint is durable (committed).
+    if (metrics_.is_open()) {
+      metrics_ << nlohmann::json{{"event", "checkpoint"}, {"step", step}, {"path", committed.dir}}.dump()
+               << "\n";
+      metrics_.flush();
+    }
     summary_["saves"].push_back(
         {{"step", step},
          {"dir", committed.dir},
@@ -298,6 +307,29 @@ class TrainRun {
     record_save(metadata.step, committed);
     if (hold_ == HoldPoint::kAfterSave && hold_here) hold("committed", committed.dir);
     if (lead()) announce_event("committed", committed.dir);
+    if (lead() && o_.keep_last > 0) CKPT_RETURN_IF_ERROR(prune_after_commit(committed.dir));
+    return Status::ok();
+  }
+
+  // Order: commit (manifest fsynced, dir renamed, root fsynced) -> `latest` -> a full verify of the
+  // new checkpoint (every shard and chunk re-hashed from disk; --quick would trust bytes it never
+  // read back) -> prune. So a save that is not durable, or not sound, never costs an older good
+  // checkpoint, and `latest` is never pruned.
+  Status prune_after_commit(const std::string& dir) {
+    CKPT_ASSIGN_OR_RETURN(VerifyReport report, verify_checkpoint(dir, VerifyOptions{}));
+    if (!report.ok()) {
+      const VerifyIssue& e = report.errors.front();
+      return Status::corruption(dir + ": fails verify right after its commit ([" + e.code + "] " + e.message +
+                                "); nothing was pruned");
+    }
+    PruneHooks hooks;
+    if (hold_ == HoldPoint::kDuringPrune && (o_.hold_step < 0 || o_.hold_step == trainer_->global_step())) {
+      hooks.after_first_rename = [this](const std::string& renamed) { hold("prune-renamed", renamed); };
+    }
+    CKPT_ASSIGN_OR_RETURN(
+        PruneResult pruned,
+        prune_checkpoints(o_.ckpt_dir, RetentionPolicy{o_.keep_last, o_.keep_every}, dir, hooks));
+    for (const auto& removed : pruned.removed) announce_event("pruned", removed);
     return Status::ok();
   }
 

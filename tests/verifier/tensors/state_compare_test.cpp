@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include "tests/support/test_support.h"
 
@@ -124,7 +125,7 @@ TEST(DrillCompare, MetricsDropATornLastLineButRejectAMalformedMiddle) {
   ASSERT_EQ(ok->size(), 2u);
   EXPECT_EQ((*ok)[1].step, 2);
   EXPECT_EQ((*ok)[1].loss, 3.25);
-  EXPECT_EQ((*ok)[0].grad_norm, 1.25);
+  EXPECT_EQ((*ok)[0].values.at("grad_norm"), 1.25);
   write_text(tmp / "bad.jsonl", line1 + "\nnot json\n" + line2 + "\n");
   auto bad = read_step_metrics(tmp / "bad.jsonl");
   ASSERT_FALSE(bad.is_ok());
@@ -132,11 +133,26 @@ TEST(DrillCompare, MetricsDropATornLastLineButRejectAMalformedMiddle) {
   EXPECT_NE(bad.status().message().find("line 2"), std::string::npos);
 }
 
+StepRecord record(int64_t step, double loss, double lr) {
+  return {step, loss, {{"lr", lr}, {"loss_scale", 65536}, {"grad_norm", 1.0}}};
+}
+
+const SeriesDiff& field(const std::vector<SeriesDiff>& diffs, const std::string& name) {
+  for (const auto& d : diffs)
+    if (d.field == name) return d;
+  static SeriesDiff none;
+  ADD_FAILURE() << "no series " << name;
+  return none;
+}
+
 TEST(DrillCompare, StepMetricsCompareOnlyTheResumedSteps) {
   std::vector<StepRecord> ref;
-  for (int s = 1; s <= 6; ++s) ref.push_back({s, 4.0 - 0.1 * s, 1e-3 * s, 65536, 1.0});
+  for (int s = 1; s <= 6; ++s) ref.push_back(record(s, 4.0 - 0.1 * s, 1e-3 * s));
   std::vector<StepRecord> same(ref.begin() + 3, ref.end());
-  for (const auto& d : compare_step_metrics(ref, same, {})) {
+  const auto all = compare_step_metrics(ref, same, {});
+  ASSERT_EQ(all.size(), 4u);  // loss, then grad_norm, loss_scale, lr by name
+  EXPECT_EQ(all[0].field, "loss");
+  for (const auto& d : all) {
     EXPECT_TRUE(d.passed) << d.field;
     EXPECT_TRUE(d.bit_identical) << d.field;
     EXPECT_EQ(d.steps_compared, 3) << d.field;
@@ -148,9 +164,52 @@ TEST(DrillCompare, StepMetricsCompareOnlyTheResumedSteps) {
   EXPECT_FALSE(diffs[0].passed);
   EXPECT_EQ(diffs[0].first_diverging_step, 5);
   EXPECT_NEAR(diffs[0].max_abs, 0.01, 1e-12);
-  EXPECT_TRUE(diffs[1].passed);    // lr untouched
-  off.push_back({9, 1, 1, 1, 1});  // a step the reference never ran
-  EXPECT_EQ(compare_step_metrics(ref, off, {1, 1})[1].missing_steps, (std::vector<int64_t>{9}));
+  EXPECT_TRUE(field(diffs, "lr").passed);  // lr untouched
+  off.push_back(record(9, 1, 1));          // a step the reference never ran
+  EXPECT_EQ(field(compare_step_metrics(ref, off, {1, 1}), "lr").missing_steps, (std::vector<int64_t>{9}));
+}
+
+// The contract: any numeric field is compared, timings are not, and a field the resumed run
+// stopped logging fails its series.
+TEST(DrillCompare, ContractFieldsTimingsAndEvents) {
+  testing::TempDir tmp;
+  write_text(tmp / "m.jsonl",
+             "{\"step\":1,\"loss\":2.5,\"eval_loss\":3,\"step_ms\":12.5,\"phase_seconds\":1}\n"
+             "{\"event\":\"checkpoint\",\"step\":1,\"path\":\"/c/step1.pt\"}\n"
+             "{\"event\":\"restored\"}\n"
+             "{\"step\":2,\"loss\":2.25}\n");
+  auto log = read_metrics_log(tmp / "m.jsonl");
+  ASSERT_TRUE(log.is_ok()) << log.status().to_string();
+  ASSERT_EQ(log->steps.size(), 2u);
+  EXPECT_EQ(log->steps[0].values.size(), 1u);  // eval_loss; step_ms and phase_seconds are timings
+  EXPECT_EQ(log->steps[0].values.at("eval_loss"), 3);
+  ASSERT_EQ(log->checkpoints.size(), 1u);
+  EXPECT_EQ(log->checkpoints[0].step, 1);
+  EXPECT_EQ(log->checkpoints[0].path, "/c/step1.pt");
+  std::vector<StepRecord> resumed = {{1, 2.5, {}}};
+  const auto diffs = compare_step_metrics(log->steps, resumed, {});
+  EXPECT_TRUE(field(diffs, "loss").passed);
+  EXPECT_FALSE(field(diffs, "eval_loss").passed);
+  EXPECT_EQ(field(diffs, "eval_loss").missing_field, (std::vector<int64_t>{1}));
+}
+
+// Python's json.dumps writes NaN and Infinity for a diverged run: read as numbers, not a bad line.
+TEST(DrillCompare, PythonNanAndInfinityAreNumbers) {
+  testing::TempDir tmp;
+  write_text(tmp / "m.jsonl",
+             "{\"step\": 1, \"loss\": NaN, \"grad_norm\": Infinity, \"lr\": -Infinity, \"note\": \"NaN\"}\n"
+             "{\"step\": 2, \"loss\": 1.5}\n");
+  auto log = read_metrics_log(tmp / "m.jsonl");
+  ASSERT_TRUE(log.is_ok()) << log.status().to_string();
+  ASSERT_EQ(log->steps.size(), 2u);
+  EXPECT_TRUE(std::isnan(log->steps[0].loss));
+  EXPECT_EQ(log->steps[0].values.at("grad_norm"), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(log->steps[0].values.at("lr"), -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(log->steps[0].values.count("note"), 0u);  // a string that says NaN is not a number
+  // A NaN where the reference has a number diverges; NaN against NaN matches.
+  std::vector<StepRecord> finite = {{1, 2.0, {}}};
+  EXPECT_FALSE(compare_step_metrics(finite, {log->steps[0]}, {})[0].passed);
+  EXPECT_TRUE(compare_step_metrics({log->steps[0]}, {log->steps[0]}, {})[0].passed);
 }
 
 }  // namespace

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""A plain PyTorch training program, written the way people write them, that keeps ckptcheck's
+drill contract (README: "Drill your own program"):
+
+  CKPTCHECK_CKPT_DIR   where checkpoints go          CKPTCHECK_STEPS       train until this step
+  CKPTCHECK_SAVE_EVERY save every K steps            CKPTCHECK_METRICS     JSON lines to append to
+  CKPTCHECK_RESUME     checkpoint to resume from     CKPTCHECK_ROLE        for the logs only
+
+Model: a small MLP regressor with dropout, AdamW, a warmup + cosine LambdaLR schedule, a dynamic
+loss scaler with GradScaler's fields, and a shuffled synthetic data set read through a cursor. A
+checkpoint is a directory of torch.save files (model.pt, optimizer.pt, scheduler.pt, scaler.pt,
+rng.pt, data.pt) or, with --single-file, one step_N.pt holding the same dict.
+
+--bug NAME introduces a classic resume bug on purpose (the drill must catch each one):
+  forget-optimizer, forget-scheduler, forget-rng, forget-data-position, forget-scaler.
+"""
+import argparse
+import json
+import math
+import os
+
+import torch
+import torch.nn as nn
+
+BUGS = ("forget-optimizer", "forget-scheduler", "forget-rng", "forget-data-position", "forget-scaler")
+
+
+class LossScaler:
+    """Dynamic loss scaling with torch.cuda.amp.GradScaler's state; usable on CPU."""
+
+    def __init__(self, init_scale=2.0**10, growth_factor=2.0, backoff_factor=0.5, growth_interval=3):
+        self.scale, self.growth_factor, self.backoff_factor = init_scale, growth_factor, backoff_factor
+        self.growth_interval, self.growth_tracker = growth_interval, 0
+
+    def step(self, optimizer, params):
+        grads = [p.grad for p in params if p.grad is not None]
+        for g in grads:
+            g.div_(self.scale)
+        finite = all(torch.isfinite(g).all() for g in grads)
+        if finite:
+            optimizer.step()
+            self.growth_tracker += 1
+            if self.growth_tracker == self.growth_interval:
+                self.scale *= self.growth_factor
+                self.growth_tracker = 0
+        else:
+            self.scale *= self.backoff_factor
+            self.growth_tracker = 0
+
+    def state_dict(self):
+        return {"scale": self.scale, "growth_factor": self.growth_factor, "backoff_factor": self.backoff_factor,
+                "growth_interval": self.growth_interval, "_growth_tracker": self.growth_tracker}
+
+    def load_state_dict(self, state):
+        self.scale, self.growth_tracker = state["scale"], state["_growth_tracker"]
+
+
+class Data:
+    """A fixed synthetic data set, reshuffled each epoch from (seed, epoch); the cursor is state."""
+
+    def __init__(self, n=512, dim=16, batch=32, seed=7):
+        g = torch.Generator().manual_seed(seed)
+        self.x = torch.randn(n, dim, generator=g)
+        self.y = (self.x @ torch.randn(dim, 1, generator=g)).tanh() + 0.1 * torch.randn(n, 1, generator=g)
+        self.batch, self.seed, self.epoch, self.cursor = batch, seed, 0, 0
+
+    def next_batch(self):
+        if self.cursor + self.batch > len(self.x):
+            self.epoch, self.cursor = self.epoch + 1, 0
+        order = torch.randperm(len(self.x), generator=torch.Generator().manual_seed(self.seed + self.epoch))
+        idx = order[self.cursor:self.cursor + self.batch]
+        self.cursor += self.batch
+        return self.x[idx], self.y[idx]
+
+    def state_dict(self):
+        return {"epoch": self.epoch, "cursor": self.cursor}
+
+    def load_state_dict(self, state):
+        self.epoch, self.cursor = state["epoch"], state["cursor"]
+
+
+def log(path, record):
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def save(ckpt_dir, step, state, single_file):
+    """Writes into a temporary name and renames, so a checkpoint is whole or absent."""
+    if single_file:
+        final = os.path.join(ckpt_dir, "step_%d.pt" % step)
+        tmp = final + ".tmp"
+        torch.save(state, tmp)
+    else:
+        final = os.path.join(ckpt_dir, "step_%d" % step)
+        tmp = final + ".tmp"
+        os.makedirs(tmp, exist_ok=True)
+        for name, part in state.items():
+            torch.save(part, os.path.join(tmp, name + ".pt"))
+    os.replace(tmp, final)
+    return final
+
+
+def load(path):
+    if os.path.isfile(path):
+        return torch.load(path)
+    return {name[:-3]: torch.load(os.path.join(path, name)) for name in os.listdir(path) if name.endswith(".pt")}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--single-file", action="store_true", help="one .pt per checkpoint")
+    parser.add_argument("--bug", choices=BUGS, help="introduce a classic resume bug")
+    parser.add_argument("--lr", type=float, default=3e-3)
+    args = parser.parse_args()
+    ckpt_dir = os.environ["CKPTCHECK_CKPT_DIR"]
+    steps = int(os.environ["CKPTCHECK_STEPS"])
+    save_every = int(os.environ["CKPTCHECK_SAVE_EVERY"])
+    metrics = os.environ["CKPTCHECK_METRICS"]
+    resume = os.environ.get("CKPTCHECK_RESUME")
+    os.makedirs(ckpt_dir, exist_ok=True)
+
+    torch.set_num_threads(1)  # one thread: the same reduction order every run, so runs are bit-exact
+    torch.manual_seed(1234)
+    model = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Dropout(0.1), nn.Linear(64, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    warmup = 4
+    schedule = lambda s: (s + 1) / warmup if s < warmup else 0.5 * (1 + math.cos(math.pi * min(1.0, s / 200)))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    scaler, data, step = LossScaler(), Data(), 0
+
+    if resume:
+        state = load(resume)
+        model.load_state_dict(state["model"])
+        if args.bug != "forget-optimizer":
+            optimizer.load_state_dict(state["optimizer"])
+        if args.bug != "forget-scheduler":
+            scheduler.load_state_dict(state["scheduler"])
+        if args.bug != "forget-scaler":
+            scaler.load_state_dict(state["scaler"])
+        if args.bug != "forget-rng":
+            torch.set_rng_state(state["rng"]["cpu"])
+        if args.bug != "forget-data-position":
+            data.load_state_dict(state["data"])
+        step = state["progress"]["step"]
+
+    model.train()
+    while step < steps:
+        x, y = data.next_batch()
+        optimizer.zero_grad(set_to_none=True)
+        loss = nn.functional.mse_loss(model(x), y)
+        (loss * scaler.scale).backward()
+        lr = scheduler.get_last_lr()[0]
+        scale = scaler.scale
+        grad_norm = math.sqrt(sum(float((p.grad / scale).pow(2).sum()) for p in model.parameters()))
+        scaler.step(optimizer, list(model.parameters()))
+        scheduler.step()
+        step += 1
+        log(metrics, {"step": step, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm, "loss_scale": scale})
+        if step % save_every == 0:
+            state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                     "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
+                     "rng": {"cpu": torch.get_rng_state()}, "data": data.state_dict(),
+                     "progress": {"step": step}}
+            path = save(ckpt_dir, step, state, args.single_file)
+            log(metrics, {"event": "checkpoint", "step": step, "path": path})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+// Watches a running program for the moment the drill kills it: the metrics file for checkpoint
+// events (after-save: the step-N event), and the checkpoint directory for the first file or
+// directory created after a given event (during-save: the program has started writing its next
+// checkpoint and has not announced it). Torch-free, Linux (inotify).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "verifier/process/child_process.h"
+#include "verifier/tensors/state_compare.h"
+
+namespace ckpt {
+
+// Reads the lines a program appends to its metrics file, as it appends them.
+class MetricsTail {
+ public:
+  explicit MetricsTail(std::string path) : path_(std::move(path)) {}
+  // Reads what was appended since the last call; true if a checkpoint event of `step` has been seen.
+  bool poll_for_checkpoint(int64_t step, CheckpointEvent* found);
+
+ private:
+  std::string path_;
+  uint64_t offset_ = 0;
+  std::string partial_;
+};
+
+struct WatchOutcome {
+  bool triggered = false;  // the awaited moment came and the child was SIGKILLed then
+  CheckpointEvent event;   // after-save: the step-N event; during-save: the last event before the kill
+  std::string created;     // during-save: the name whose creation triggered the kill
+  ChildExit exit;
+};
+
+// Kills `child` (SIGKILL) as soon as the metrics file announces the checkpoint of `step`.
+WatchOutcome kill_after_checkpoint(ChildProcess& child, const std::string& metrics, int64_t step,
+                                   double timeout_seconds);
+
+// Waits for the checkpoint event of `armed_after_step` (0: armed from the start), then kills `child`
+// as soon as anything is created in `ckpt_dir`.
+Result<WatchOutcome> kill_during_save(ChildProcess& child, const std::string& metrics,
+                                      const std::string& ckpt_dir, int64_t armed_after_step,
+                                      double timeout_seconds);
+
+}  // namespace ckpt

@@ -1,0 +1,152 @@
+#include "verifier/tensors/state_snapshot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "base/file_io.h"
+#include "base/json_fields.h"
+#include "shards/checkpoint_dir.h"
+#include "shards/manifest.h"
+#include "verifier/tensors/tensor_source.h"
+
+namespace ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kMaxJsonFileBytes = 64ull << 20;
+
+std::string top_level_key(const std::string& name) {
+  return name.substr(0, name.find('.'));
+}
+
+// Non-tensor leaves of a JSON value, by dotted path.
+void add_leaves(const nlohmann::json& j, const std::string& prefix, const std::string& component,
+                std::map<std::string, SnapshotValue>* out) {
+  if (j.is_object() && !j.empty()) {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      add_leaves(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), component, out);
+    return;
+  }
+  (*out)[prefix] = {component.empty() ? top_level_key(prefix) : component, j};
+}
+
+// Every tensor of `path` (a committed checkpoint or one file), named `prefix` + its own name.
+Status add_source(const std::string& path, const std::string& prefix, const std::string& component,
+                  uint64_t max_bytes, StateSnapshot* out, uint64_t* total) {
+  CKPT_ASSIGN_OR_RETURN(TensorSource source, TensorSource::open(path));
+  const bool committed = source.manifest() != nullptr;
+  for (const SourceTensor& t : source.tensors()) {
+    *total += t.bytes;
+    if (*total > max_bytes)
+      return Status::invalid_argument(path + ": more than " + std::to_string(max_bytes) +
+                                      " bytes of tensors to compare");
+    CKPT_ASSIGN_OR_RETURN(LoadedTensor loaded, source.read_tensor(t));
+    loaded.name = prefix + t.name;
+    loaded.component = committed ? t.component : !component.empty() ? component : top_level_key(t.name);
+    out->tensors.push_back(std::move(loaded));
+  }
+  // A torch.save file's non-tensor leaves (step counters, scheduler and scaler state) are state too.
+  if (!committed && std::string(source.kind()) == "pytorch") {
+    for (auto it = source.metadata().begin(); it != source.metadata().end(); ++it) {
+      // A file whose whole pickle is plain data holds it under "value": name its leaves by the file.
+      const std::string name =
+          it.key() == "value" && !prefix.empty() ? prefix.substr(0, prefix.size() - 1) : prefix + it.key();
+      add_leaves(it.value(), name, component, &out->values);
+    }
+  }
+  return Status::ok();
+}
+
+TensorDiff compare_value(const std::string& name, const SnapshotValue* reference,
+                         const SnapshotValue* resumed, const Tolerance& tolerance) {
+  TensorDiff d;
+  d.name = name;
+  d.component = reference ? reference->component : resumed->component;
+  d.elements = 1;
+  if (!reference || !resumed) {
+    d.mismatch = reference ? "missing in the resumed run" : "only in the resumed run";
+    return d;
+  }
+  const nlohmann::json& a = reference->value;
+  const nlohmann::json& b = resumed->value;
+  if (a.is_number() && b.is_number()) {
+    const double x = a.get<double>(), y = b.get<double>();
+    if (x != y && !(std::isnan(x) && std::isnan(y))) {
+      d.differing_elements = 1;
+      d.max_abs = std::fabs(y - x);
+      d.max_rel = x == 0 ? INFINITY : d.max_abs / std::fabs(x);
+      if (!within_tolerance(x, y, tolerance)) {
+        d.exceeding_elements = 1;
+        d.mismatch = "is " + format_number(y) + ", reference " + format_number(x);
+      }
+    }
+  } else if (a != b) {
+    d.differing_elements = 1;
+    d.exceeding_elements = 1;
+    std::string got = b.dump(), want = a.dump();
+    if (got.size() > 80) got = got.substr(0, 77) + "...";
+    if (want.size() > 80) want = want.substr(0, 77) + "...";
+    d.mismatch = "is " + got + ", reference " + want;
+  }
+  return d;
+}
+
+}  // namespace
+
+Result<StateSnapshot> read_state_snapshot(const std::string& path, uint64_t max_bytes) {
+  StateSnapshot out;
+  out.path = path;
+  uint64_t total = 0;
+  if (!is_directory(path) || path_exists(path + "/" + kManifestFileName) ||
+      path_exists(path + "/" + kLatestFileName)) {
+    CKPT_RETURN_IF_ERROR(add_source(path, "", "", max_bytes, &out, &total));
+    return out;
+  }
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path, ec))
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  if (ec) return Status::io_error(path + ": cannot list: " + ec.message());
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    const std::string stem = f.stem().string(), name = f.filename().string();
+    if (f.extension() == ".json") {
+      auto j = read_json_file(f.string(), kMaxJsonFileBytes);
+      if (!j.is_ok()) {
+        out.unreadable.push_back(name + ": " + j.status().message());
+        continue;
+      }
+      add_leaves(*j, stem, stem, &out.values);
+      continue;
+    }
+    Status added = add_source(f.string(), stem + ".", stem, max_bytes, &out, &total);
+    if (!added.is_ok()) {
+      if (added.code() == StatusCode::kInvalidArgument) return added;  // over the byte bound
+      out.unreadable.push_back(name + ": " + added.message());
+    }
+  }
+  return out;
+}
+
+std::map<std::string, ComponentDiff> compare_snapshots(const StateSnapshot& reference,
+                                                       const StateSnapshot& resumed,
+                                                       const Tolerance& tolerance) {
+  std::map<std::string, ComponentDiff> components =
+      compare_states(reference.tensors, resumed.tensors, tolerance);
+  std::set<std::string> names;
+  for (const auto& [n, v] : reference.values) names.insert(n);
+  for (const auto& [n, v] : resumed.values) names.insert(n);
+  for (const auto& name : names) {
+    auto r = reference.values.find(name);
+    auto g = resumed.values.find(name);
+    const TensorDiff d = compare_value(name, r == reference.values.end() ? nullptr : &r->second,
+                                       g == resumed.values.end() ? nullptr : &g->second, tolerance);
+    components[d.component].add(d);
+  }
+  return components;
+}
+
+}  // namespace ckpt
