@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: deps configure build test demo bench sanitize clean format format-check layer-check fuzz soak
+.PHONY: deps configure build test demo bench sanitize clean format format-check layer-check fuzz soak package
 
 deps:
 	@bash scripts/install-deps.sh
@@ -50,6 +50,11 @@ fuzz: deps
 SOAK_CYCLES ?= 300
 soak: build
 	bash scripts/soak.sh --cycles $(SOAK_CYCLES) --bin $(BUILD)/ckptcheck
+
+# The .deb (CPack, cmake/install.cmake): ckptcheck and ckptcheck-train, man page, completion;
+# Depends from dpkg-shlibdeps. `cmake --install $(BUILD) --prefix P` installs the library too.
+package: build
+	cd $(BUILD) && cpack -G DEB
 
 format:
 	bash scripts/format.sh

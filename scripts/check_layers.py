@@ -30,6 +30,7 @@ LAYERS = [
     "verifier/drill",
     "verifier/train",
     "verifier/cli",
+    "api",
     "bench",
     "fuzz",
     "examples",

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "verifier/cli/commands.h"
+#include "verifier/cli/version.h"
 #include "verifier/process/training_binary.h"
 
 namespace {
@@ -39,7 +40,7 @@ int main(int argc, char** argv) {
 #endif
   CLI::App app{"ckptcheck: prove a training run can be stopped and resumed"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "ckptcheck 0.1");
+  app.set_version_flag("--version", ckpt::version_text);
 
   auto commands = ckpt::all_commands();
   std::vector<std::pair<CLI::App*, ckpt::Command*>> subcommands;

@@ -76,7 +76,8 @@ Result<std::optional<ProgramRun>> program_run_from_environment() {
 
 std::string metrics_line(int64_t step, const std::vector<std::pair<std::string, double>>& values) {
   std::string line = "{\"step\": " + std::to_string(step);
-  for (const auto& [name, value] : values) line += ", " + nlohmann::json(name).dump() + ": " + number_text(value);
+  for (const auto& [name, value] : values)
+    line += ", " + nlohmann::json(name).dump() + ": " + number_text(value);
   return line + "}";
 }
 

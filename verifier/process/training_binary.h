@@ -9,7 +9,8 @@ namespace ckpt {
 
 constexpr const char* kTrainingBinaryName = "ckptcheck-train";
 
-// The training program next to the running executable.
+// The training program: beside the running executable (the build tree, <prefix>/bin), else in
+// <prefix>/libexec/ckptcheck or <prefix>/libexec; the first path when none is executable.
 std::string training_binary_path();
 
 }  // namespace ckpt

@@ -1,0 +1,99 @@
+// Thin wrappers: each public call is one call into the layers below (verify_path, the drill
+// contract in verifier/drill/program_contract.h), and an internal Status becomes a public one.
+#include "api/ckptcheck.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "api/status_conversion.h"
+#include "verifier/check/checkpoint_verifier.h"
+#include "verifier/drill/program_contract.h"
+
+#ifndef CKPTCHECK_VERSION
+#define CKPTCHECK_VERSION "unknown"
+#endif
+
+namespace ckptcheck {
+
+std::string version() {
+  return CKPTCHECK_VERSION;
+}
+
+Status public_status(const ckpt::Status& status) {
+  if (status.is_ok()) return Status();
+  return Status::error(status.to_string(), ckpt::is_damage(status));
+}
+
+namespace {
+
+VerifyIssue public_issue(const ckpt::VerifyIssue& issue) {
+  return {issue.code, issue.shard, issue.tensor, issue.message};
+}
+
+}  // namespace
+
+Result<VerifyResult> verify(const std::string& path, const VerifyOptions& options) {
+  ckpt::VerifyOptions internal;
+  internal.jobs = options.jobs;
+  internal.quick = options.quick;
+  internal.pubkey_path = options.pubkey_path;
+  auto report = ckpt::verify_path(path, internal);
+  if (!report.is_ok()) return public_status(report.status());
+  VerifyResult result;
+  result.ok = report->ok();
+  result.path = report->path;
+  result.step = report->step;
+  for (const auto& issue : report->errors) result.errors.push_back(public_issue(issue));
+  for (const auto& issue : report->warnings) result.warnings.push_back(public_issue(issue));
+  result.shards = report->shards;
+  result.tensors = report->tensors;
+  result.bytes_hashed = report->bytes_hashed;
+  result.seconds = report->seconds;
+  result.json = ckpt::report_to_json(*report).dump();
+  return result;
+}
+
+Result<DrillRun> drill_run_from_environment() {
+  auto run = ckpt::program_run_from_environment();
+  if (!run.is_ok()) return public_status(run.status());
+  DrillRun out;
+  if (!run->has_value()) return out;
+  const ckpt::ProgramRun& r = **run;
+  out.under_drill = true;
+  out.role = r.role;
+  out.ckpt_dir = r.ckpt_dir;
+  out.steps = r.steps;
+  out.save_every = r.save_every;
+  out.metrics = r.metrics;
+  out.resume = r.resume;
+  return out;
+}
+
+MetricsLog::MetricsLog(const std::string& path) : path_(path) {
+  if (path.empty()) return;
+  file_ = std::fopen(path.c_str(), "a");
+  if (file_ == nullptr)
+    status_ = Status::error(path + ": cannot open for appending: " + std::strerror(errno));
+}
+
+MetricsLog::~MetricsLog() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+Status MetricsLog::append(const std::string& line) {
+  if (!status_.ok()) return status_;
+  if (file_ == nullptr) return Status();
+  if (std::fputs((line + "\n").c_str(), file_) < 0 || std::fflush(file_) != 0)
+    return Status::error(path_ + ": write failed: " + std::strerror(errno));
+  return Status();
+}
+
+Status MetricsLog::step(int64_t step, const std::vector<std::pair<std::string, double>>& values) {
+  return append(ckpt::metrics_line(step, values));
+}
+
+Status MetricsLog::checkpoint(int64_t step, const std::string& path) {
+  return append(ckpt::checkpoint_event_line(step, path));
+}
+
+}  // namespace ckptcheck

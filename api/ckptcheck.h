@@ -1,0 +1,149 @@
+// ckptcheck's public C++ API, torch-free part: verify a checkpoint, and keep the restore drill's
+// contract from inside a training program. Installed as <ckptcheck/ckptcheck.h>; link
+// `ckptcheck::ckptcheck` (find_package(ckptcheck)). Nothing here throws: every call that can fail
+// returns a Status or a Result whose message is one line naming the file.
+//
+// The LibTorch part (save and load training state) is <ckptcheck/ckptcheck_torch.h>.
+//
+// A training program keeps the drill contract (README, "The restore drill") in a few lines:
+//
+//   ckptcheck::DrillRun run = ckptcheck::drill_run_from_environment().value();
+//   ckptcheck::MetricsLog log(run.metrics);
+//   ... after each optimizer step:  log.step(step, {{"loss", loss}, {"lr", lr}});
+//   ... after each committed save:  log.checkpoint(step, saved.dir);
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ckptcheck {
+
+// "0.1.0": the version of the installed library and programs.
+std::string version();
+
+// Success, or why not: a one-line message naming the file (and offset or tensor) and whether the
+// bytes themselves are damaged (a corrupt or torn checkpoint) rather than absent or refused.
+class Status {
+ public:
+  Status() = default;
+  static Status error(std::string message, bool damage = false) { return Status(std::move(message), damage); }
+
+  bool ok() const { return message_.empty(); }
+  explicit operator bool() const { return ok(); }
+  const std::string& message() const { return message_; }
+  bool damage() const { return damage_; }
+  // The exit code ckptcheck's programs use for it: 0 ok, 1 damage, 2 any other error.
+  int exit_code() const { return ok() ? 0 : damage_ ? 1 : 2; }
+
+ private:
+  Status(std::string message, bool damage) : message_(std::move(message)), damage_(damage) {}
+  std::string message_;
+  bool damage_ = false;
+};
+
+// A value, or the Status that says why there is none.
+template <typename T>
+class Result {
+ public:
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
+  Result(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
+
+  bool ok() const { return value_.has_value(); }
+  explicit operator bool() const { return ok(); }
+  const Status& status() const { return status_; }
+  // Only when ok().
+  T& value() & { return *value_; }
+  const T& value() const& { return *value_; }
+  T&& value() && { return std::move(*value_); }
+  T* operator->() { return &*value_; }
+  const T* operator->() const { return &*value_; }
+
+ private:
+  std::optional<T> value_;
+  Status status_;
+};
+
+// ---- verify ---------------------------------------------------------------------------------
+
+struct VerifyOptions {
+  size_t jobs = 0;          // shards hashed in parallel; 0 = one per core
+  bool quick = false;       // manifest and headers only: no payload is hashed
+  std::string pubkey_path;  // when set, manifest.json.sig must verify under this Ed25519 key
+};
+
+// One finding; `code` is one of the stable codes `ckptcheck verify` prints (README, "Verify").
+struct VerifyIssue {
+  std::string code;
+  std::string shard;   // "" when the finding is about no one shard
+  std::string tensor;  // "" when the finding is about no one tensor
+  std::string message;
+};
+
+struct VerifyResult {
+  bool ok = false;    // no errors (warnings never fail a checkpoint)
+  std::string path;   // the checkpoint directory that was verified
+  int64_t step = -1;  // -1 when the manifest could not be read
+  std::vector<VerifyIssue> errors;
+  std::vector<VerifyIssue> warnings;
+  size_t shards = 0;
+  size_t tensors = 0;
+  uint64_t bytes_hashed = 0;
+  double seconds = 0;
+  std::string json;  // the object `ckptcheck verify --json` prints for the same checkpoint
+};
+
+// What `ckptcheck verify PATH` checks: every shard and chunk hash, coverage, and that the state a
+// restart needs is present and agrees. `path` is a checkpoint directory or a root (its `latest`).
+// A damaged checkpoint is a result with ok == false; the Status fails only when the check cannot
+// run at all (no such path, an unreadable public key).
+Result<VerifyResult> verify(const std::string& path, const VerifyOptions& options = {});
+
+// ---- the drill contract: the program's side --------------------------------------------------
+
+// The run `ckptcheck drill -- COMMAND` asked for, from the CKPTCHECK_* environment.
+struct DrillRun {
+  bool under_drill = false;  // CKPTCHECK_CKPT_DIR is set; otherwise every field keeps its default
+  std::string role;          // reference | subject | resumed | control (for logs only)
+  std::string ckpt_dir;      // CKPTCHECK_CKPT_DIR: where checkpoints go
+  int64_t steps = 0;         // CKPTCHECK_STEPS: train until this global step
+  int64_t save_every = 0;    // CKPTCHECK_SAVE_EVERY: save after each step that is a multiple of it
+  std::string metrics;       // CKPTCHECK_METRICS: the JSON-lines file MetricsLog appends to
+  std::string resume;        // CKPTCHECK_RESUME: "" on a fresh start, else the checkpoint to load
+};
+
+// Reads the CKPTCHECK_* variables. Fails, naming the variable, on a malformed number or when
+// CKPTCHECK_CKPT_DIR is set without CKPTCHECK_STEPS / CKPTCHECK_SAVE_EVERY / CKPTCHECK_METRICS.
+Result<DrillRun> drill_run_from_environment();
+
+// Appends the contract's JSON lines to the metrics file, flushed after each line so a SIGKILL
+// loses nothing already logged. A default-constructed or "" path logs nothing.
+class MetricsLog {
+ public:
+  MetricsLog() = default;
+  explicit MetricsLog(const std::string& path);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  // Fails when the file could not be opened for appending.
+  const Status& status() const { return status_; }
+
+  // {"step": step, "<name>": value, ...} after each optimizer step. Every field is compared
+  // between the reference and the resumed run, except timings (names ending in _ms or _seconds).
+  // NaN and infinities are written as Python's json module writes them.
+  Status step(int64_t step, const std::vector<std::pair<std::string, double>>& values);
+  // {"event": "checkpoint", "step": step, "path": path} once the checkpoint is durable.
+  Status checkpoint(int64_t step, const std::string& path);
+
+ private:
+  Status append(const std::string& line);
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  Status status_;
+};
+
+}  // namespace ckptcheck
