@@ -14,11 +14,17 @@ struct DTypeInfo {
   bool floating;
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::kF32, "F32", 4, true},    {DType::kF16, "F16", 2, true},  {DType::kBF16, "BF16", 2, true},
-    {DType::kF64, "F64", 8, true},    {DType::kI64, "I64", 8, false}, {DType::kI32, "I32", 4, false},
-    {DType::kI16, "I16", 2, false},   {DType::kI8, "I8", 1, false},   {DType::kU8, "U8", 1, false},
-    {DType::kBool, "BOOL", 1, false},
+    {DType::kF32, "F32", 4, true},        {DType::kF16, "F16", 2, true},
+    {DType::kBF16, "BF16", 2, true},      {DType::kF64, "F64", 8, true},
+    {DType::kI64, "I64", 8, false},       {DType::kI32, "I32", 4, false},
+    {DType::kI16, "I16", 2, false},       {DType::kI8, "I8", 1, false},
+    {DType::kU8, "U8", 1, false},         {DType::kBool, "BOOL", 1, false},
+    {DType::kU16, "U16", 2, false},       {DType::kU32, "U32", 4, false},
+    {DType::kU64, "U64", 8, false},       {DType::kF8E4M3, "F8_E4M3", 1, true},
+    {DType::kF8E5M2, "F8_E5M2", 1, true},
 };
+static_assert(sizeof(kDTypes) / sizeof(kDTypes[0]) == static_cast<size_t>(DType::kF8E5M2) + 1,
+              "one row per DType, in enum order");
 const DTypeInfo& info(DType dtype) {
   return kDTypes[static_cast<size_t>(dtype)];
 }
@@ -33,6 +39,16 @@ double half_to_double(uint16_t h) {
                     : sign * std::numeric_limits<double>::infinity();
   }
   return sign * std::ldexp(mantissa + 1024, exponent - 25);
+}
+
+// float8_e4m3fn: bias 7, no infinities, S.1111.111 is NaN, largest finite 448.
+double e4m3_to_double(uint8_t b) {
+  const int exponent = (b >> 3) & 0xf;
+  const int mantissa = b & 0x7;
+  const double sign = (b & 0x80) ? -1.0 : 1.0;
+  if (exponent == 15 && mantissa == 7) return std::numeric_limits<double>::quiet_NaN();
+  if (exponent == 0) return sign * std::ldexp(mantissa, -9);
+  return sign * std::ldexp(mantissa + 8, exponent - 10);
 }
 }  // namespace
 
@@ -128,6 +144,23 @@ double element_as_double(const uint8_t* p, DType dtype) {
     }
     case DType::kU8: return p[0];
     case DType::kBool: return p[0] ? 1.0 : 0.0;
+    case DType::kU16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case DType::kU32: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kU64: {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    case DType::kF8E4M3: return e4m3_to_double(p[0]);
+    case DType::kF8E5M2: return half_to_double(static_cast<uint16_t>(p[0] << 8));
   }
   return 0.0;
 }

@@ -76,6 +76,11 @@ hid_t file_type(DType dtype) {
     case DType::kI8: return H5Tcopy(H5T_STD_I8LE);
     case DType::kU8:
     case DType::kBool: return H5Tcopy(H5T_STD_U8LE);
+    case DType::kU16: return H5Tcopy(H5T_STD_U16LE);
+    case DType::kU32: return H5Tcopy(H5T_STD_U32LE);
+    case DType::kU64: return H5Tcopy(H5T_STD_U64LE);
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: return -1;  // no HDF5 type; the writer refuses them
   }
   return -1;
 }

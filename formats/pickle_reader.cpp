@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -25,10 +26,27 @@ enum class Kind : uint8_t {
   kDict,
   kGlobal,
   kStorage,
-  kTensor
+  kTensor,
+  kObject  // an inert placeholder: what REDUCE / NEWOBJ / BUILD on a global would have made
 };
 
-enum class Callable : uint8_t { kNone, kOrderedDict, kRebuildTensor, kRebuildParameter, kStorageType };
+// The globals the machine interprets; kNone is every other one (an inert name).
+enum class Callable : uint8_t {
+  kNone,
+  kOrderedDict,
+  kDefaultDict,
+  kRebuildTensor,
+  kRebuildParameter,
+  kRebuildFromType,
+  kStorageType,
+  kSize,
+  kSet,
+  kCodecsEncode,
+  kNumpyReconstruct,
+  kNumpyDtype,
+  kNumpyScalar,
+  kReconstructor
+};
 
 using Ref = uint32_t;
 
@@ -37,16 +55,22 @@ using Ref = uint32_t;
 // Indices also let two paths share one value (memo GET), which the Flattener accounts for.
 struct Value {
   Kind kind = Kind::kNone;
-  Callable callable = Callable::kNone;  // for kGlobal
+  Callable callable = Callable::kNone;  // kGlobal; kObject: the global that made it
   DType dtype = DType::kF32;            // for kGlobal storage types, kStorage, kTensor
-  int64_t i = 0;                        // kInt, kBool; storage numel; tensor storage offset
+  int64_t i = 0;            // kInt, kBool; storage numel; tensor storage offset; kObject: 1 if made by REDUCE
+  int64_t view_offset = 0;  // kStorage: a legacy view's first element in its root storage
   double f = 0;
-  std::string s;           // kString, kBytes; global name; storage key
-  std::string location;    // kStorage
-  std::vector<Ref> items;  // kTuple, kList; kTensor: {storage}
+  std::string s;         // kString, kBytes; global name; storage key; kObject: class or callable
+  std::string location;  // kStorage
+  // kTuple, kList; kTensor: {storage}; kStorage: {} or {bytes} for a numpy array's inline data;
+  // kObject: {args, state, appended list, set dict}, unset slots pointing at the shared None.
+  std::vector<Ref> items;
   std::vector<std::pair<Ref, Ref>> dict;
   std::vector<int64_t> shape, stride;  // kTensor
 };
+
+constexpr size_t kObjectArgs = 0, kObjectState = 1, kObjectList = 2, kObjectDict = 3;
+constexpr Ref kNoneRef = 0;  // the machine's first value, shared by every unset object slot
 
 struct StorageType {
   const char* name;
@@ -68,10 +92,15 @@ std::string hex_offset(size_t v) {
 class Machine {
  public:
   Machine(const uint8_t* data, size_t size, std::string where)
-      : p_(data), n_(size), where_(std::move(where)) {}
+      : p_(data), n_(size), where_(std::move(where)) {
+    values_.emplace_back();  // kNoneRef
+  }
 
   Result<Ref> run();
   const std::vector<Value>& values() const { return values_; }
+  size_t position() const { return pos_; }
+  std::vector<PickleGlobal> take_globals() { return std::move(globals_); }
+  std::vector<PickledStorage> take_storages() { return std::move(storages_); }
 
  private:
   // One handler per opcode family; each reads its operands from pos_ (the opcode byte is consumed).
@@ -95,6 +124,7 @@ class Machine {
   Status global_op(uint8_t op);
   Status call_op(uint8_t op);
   Status persistent_id_op(uint8_t op);
+  Status set_op(uint8_t op);
 
   Status fail(const std::string& what) const {
     return Status::corruption(where_ + " @" + hex_offset(op_pos_) + ": " + what);
@@ -178,9 +208,16 @@ class Machine {
   }
   Status push_global(const std::string& module, const std::string& name);
   Status reduce(Ref callable, Ref args);
+  Status new_object(Ref cls, Ref args);
+  Status build(Ref obj, Ref state);
+  Result<Ref> make_object(const std::string& name, Callable made_by, Ref args, bool called);
+  Result<Ref> content_of(Ref obj, size_t slot, Kind kind);
+  bool numpy_array(Ref obj, Ref state);
+  std::optional<DType> numpy_dtype(Ref dtype_obj) const;
   Status set_items(Ref dict, const std::vector<Ref>& kv);
   Status persistent_load(Ref pid);
   Result<std::vector<int64_t>> int_tuple(Ref r, const char* what) const;
+  std::string describe(Ref r) const;
 
   const uint8_t* p_;
   size_t n_;
@@ -190,19 +227,46 @@ class Machine {
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, Ref> memo_;
+  std::vector<PickleGlobal> globals_;
+  std::unordered_map<std::string, size_t> global_index_;
+  std::vector<PickledStorage> storages_;
+  std::unordered_map<std::string, size_t> storage_index_;
 };
 
 Status Machine::push_global(const std::string& module, const std::string& name) {
   const std::string full = module + "." + name;
+  auto [it, added] = global_index_.emplace(full, globals_.size());
+  if (added) globals_.push_back(PickleGlobal{full, classify_pickle_global(module, name), op_pos_, 0});
+  ++globals_[it->second].count;
   Value v;
   v.kind = Kind::kGlobal;
   v.s = full;
+  const bool builtins = module == "builtins" || module == "__builtin__";
+  const bool numpy_multiarray = module == "numpy.core.multiarray" || module == "numpy._core.multiarray";
   if (full == "collections.OrderedDict")
     v.callable = Callable::kOrderedDict;
+  else if (full == "collections.defaultdict")
+    v.callable = Callable::kDefaultDict;
   else if (full == "torch._utils._rebuild_tensor_v2")
     v.callable = Callable::kRebuildTensor;
-  else if (full == "torch._utils._rebuild_parameter")
+  else if (full == "torch._utils._rebuild_parameter" || full == "torch._utils._rebuild_parameter_with_state")
     v.callable = Callable::kRebuildParameter;
+  else if (full == "torch._tensor._rebuild_from_type_v2")
+    v.callable = Callable::kRebuildFromType;
+  else if (full == "torch.Size")
+    v.callable = Callable::kSize;
+  else if (builtins && (name == "set" || name == "frozenset"))
+    v.callable = Callable::kSet;
+  else if (full == "_codecs.encode")
+    v.callable = Callable::kCodecsEncode;
+  else if (numpy_multiarray && name == "_reconstruct")
+    v.callable = Callable::kNumpyReconstruct;
+  else if (numpy_multiarray && name == "scalar")
+    v.callable = Callable::kNumpyScalar;
+  else if (full == "numpy.dtype")
+    v.callable = Callable::kNumpyDtype;
+  else if (full == "copyreg._reconstructor")
+    v.callable = Callable::kReconstructor;
   else if (module == "torch") {
     for (const auto& st : kStorageTypes) {
       if (name == st.name) {
@@ -210,13 +274,6 @@ Status Machine::push_global(const std::string& module, const std::string& name) 
         v.dtype = st.dtype;
       }
     }
-  }
-  if (v.callable == Callable::kNone) {
-    const char* why = full == "torch.storage._load_from_bytes"
-                          ? " (it unpickles a nested, unrestricted pickle)"
-                          : " (only tensor state dicts are read)";
-    return Status::not_supported(where_ + ": refusing pickle global '" + full + "' at offset " +
-                                 hex_offset(op_pos_) + why);
   }
   return push_new(std::move(v));
 }
@@ -234,27 +291,136 @@ Result<std::vector<int64_t>> Machine::int_tuple(Ref r, const char* what) const {
   return out;
 }
 
+// What a value is, for messages and for the name of an object made by calling a non-global.
+std::string Machine::describe(Ref r) const {
+  const Value& v = values_[r];
+  switch (v.kind) {
+    case Kind::kGlobal: return v.s;
+    case Kind::kObject: return v.s + "()";
+    default: return "a value of kind " + std::to_string(static_cast<int>(v.kind));
+  }
+}
+
+Result<Ref> Machine::make_object(const std::string& name, Callable made_by, Ref args, bool called) {
+  Value o;
+  o.kind = Kind::kObject;
+  o.s = name;
+  o.callable = made_by;
+  o.i = called ? 1 : 0;
+  o.items = {args, kNoneRef, kNoneRef, kNoneRef};
+  return make(std::move(o));
+}
+
+// The list or dict an object (a list or dict subclass) got from APPEND(S) / SETITEM(S).
+Result<Ref> Machine::content_of(Ref obj, size_t slot, Kind kind) {
+  if (values_[obj].items[slot] == kNoneRef) {
+    Value c;
+    c.kind = kind;
+    CKPT_ASSIGN_OR_RETURN(Ref r, make(std::move(c)));
+    values_[obj].items[slot] = r;
+  }
+  return values_[obj].items[slot];
+}
+
+// numpy.dtype('f4', False, True) with BUILD state (3, '<', ...): the element type, when it is one
+// we read and its bytes are little-endian.
+std::optional<DType> Machine::numpy_dtype(Ref dtype_obj) const {
+  const Value& d = values_[dtype_obj];
+  if (d.kind != Kind::kObject || d.callable != Callable::kNumpyDtype) return std::nullopt;
+  const Value& args = values_[d.items[kObjectArgs]];
+  if (args.kind != Kind::kTuple || args.items.empty() || values_[args.items[0]].kind != Kind::kString)
+    return std::nullopt;
+  std::string descr = values_[args.items[0]].s;
+  char order = '|';
+  if (!descr.empty() && (descr[0] == '<' || descr[0] == '>' || descr[0] == '|' || descr[0] == '=')) {
+    order = descr[0];
+    descr.erase(0, 1);
+  }
+  const Value& state = values_[d.items[kObjectState]];
+  if (state.kind == Kind::kTuple && state.items.size() >= 2 &&
+      values_[state.items[1]].kind == Kind::kString && values_[state.items[1]].s.size() == 1) {
+    order = values_[state.items[1]].s[0];
+  }
+  if (order == '>') return std::nullopt;  // '=' is the writer's order; every writer we meet is little-endian
+  static const std::pair<const char*, DType> kDescr[] = {
+      {"f2", DType::kF16}, {"f4", DType::kF32}, {"f8", DType::kF64}, {"i1", DType::kI8},
+      {"i2", DType::kI16}, {"i4", DType::kI32}, {"i8", DType::kI64}, {"u1", DType::kU8},
+      {"u2", DType::kU16}, {"u4", DType::kU32}, {"u8", DType::kU64}, {"b1", DType::kBool}};
+  for (const auto& [name, dtype] : kDescr) {
+    if (descr == name) return dtype;
+  }
+  return std::nullopt;
+}
+
+// _reconstruct(ndarray, (0,), b'b') then BUILD (version, shape, dtype, is_fortran, raw bytes): the
+// object becomes a tensor whose bytes are the pickle's. Anything else stays a described object.
+bool Machine::numpy_array(Ref obj, Ref state_ref) {
+  const Value& state = values_[state_ref];
+  if (state.kind != Kind::kTuple || (state.items.size() != 5 && state.items.size() != 4)) return false;
+  const size_t base = state.items.size() - 4;
+  const Value& fortran = values_[state.items[base + 2]];
+  const Value& data = values_[state.items[base + 3]];
+  const auto dtype = numpy_dtype(state.items[base + 1]);
+  auto shape = int_tuple(state.items[base], "ndarray shape");
+  if (!dtype || !shape.is_ok() || data.kind != Kind::kBytes || fortran.kind != Kind::kBool) return false;
+  const auto nbytes = checked_nbytes(*shape, *dtype);
+  if (!nbytes || *nbytes != data.s.size()) return false;
+  Value t;
+  t.kind = Kind::kTensor;
+  t.dtype = *dtype;
+  t.shape = *shape;
+  t.stride.assign(t.shape.size(), 1);
+  int64_t step = 1;  // no overflow: the product of all dims is the element count, which fits
+  for (size_t k = 0; k < t.shape.size(); ++k) {
+    const size_t d = fortran.i ? k : t.shape.size() - 1 - k;
+    t.stride[d] = step;
+    step *= std::max<int64_t>(t.shape[d], 1);
+  }
+  Value st;
+  st.kind = Kind::kStorage;
+  st.dtype = *dtype;
+  st.i = *checked_numel(t.shape);
+  st.items = {state.items[base + 3]};
+  auto storage = make(std::move(st));
+  if (!storage.is_ok()) return false;
+  t.items = {*storage};
+  values_[obj] = std::move(t);
+  return true;
+}
+
 Status Machine::reduce(Ref callable, Ref args_ref) {
+  if (values_[args_ref].kind != Kind::kTuple) return fail("REDUCE arguments are not a tuple");
   const Value& fn = values_[callable];
-  const Value& args = values_[args_ref];
+  if (fn.kind == Kind::kObject) {  // calling an object we never made: still only a name
+    CKPT_ASSIGN_OR_RETURN(Ref o, make_object(describe(callable), Callable::kNone, args_ref, true));
+    return push(o);
+  }
   if (fn.kind != Kind::kGlobal) return fail("REDUCE on a non-callable");
-  if (args.kind != Kind::kTuple) return fail("REDUCE arguments are not a tuple");
-  const std::vector<Ref> a = args.items;
+  const std::vector<Ref> a = values_[args_ref].items;
+  const std::string name = fn.s;
+  auto kind_of = [&](size_t k) { return k < a.size() ? values_[a[k]].kind : Kind::kNone; };
   switch (fn.callable) {
-    case Callable::kOrderedDict: {
-      if (!a.empty())
-        return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": OrderedDict with arguments");
+    case Callable::kOrderedDict:
+    case Callable::kDefaultDict: {
+      // OrderedDict(), OrderedDict([(k, v), ...]), defaultdict(factory): the factory is never called.
       Value d;
       d.kind = Kind::kDict;
+      if (fn.callable == Callable::kOrderedDict && !a.empty()) {
+        if (a.size() != 1 || (kind_of(0) != Kind::kList && kind_of(0) != Kind::kTuple)) break;
+        for (Ref pair : values_[a[0]].items) {
+          const Value& p = values_[pair];
+          if (p.kind != Kind::kTuple || p.items.size() != 2) return fail("OrderedDict item is not a pair");
+          d.dict.emplace_back(p.items[0], p.items[1]);
+        }
+      }
       return push_new(std::move(d));
     }
     case Callable::kRebuildTensor: {
       // (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
       if (a.size() < 6 || a.size() > 7)
         return fail("_rebuild_tensor_v2 expects 6 or 7 arguments, got " + std::to_string(a.size()));
-      if (values_[a[0]].kind != Kind::kStorage)
-        return fail("_rebuild_tensor_v2: first argument is not a storage");
-      if (values_[a[1]].kind != Kind::kInt) return fail("_rebuild_tensor_v2: storage_offset is not an int");
+      if (kind_of(0) != Kind::kStorage) return fail("_rebuild_tensor_v2: first argument is not a storage");
+      if (kind_of(1) != Kind::kInt) return fail("_rebuild_tensor_v2: storage_offset is not an int");
       Value t;
       t.kind = Kind::kTensor;
       t.items = {a[0]};
@@ -266,32 +432,181 @@ Status Machine::reduce(Ref callable, Ref args_ref) {
       return push_new(std::move(t));
     }
     case Callable::kRebuildParameter: {
-      if (a.size() != 3 || values_[a[0]].kind != Kind::kTensor)
-        return fail("_rebuild_parameter expects (tensor, requires_grad, hooks)");
+      if ((a.size() != 3 && a.size() != 4) || kind_of(0) != Kind::kTensor)
+        return fail(name + " expects (tensor, requires_grad, hooks[, state])");
       return push(a[0]);
+    }
+    case Callable::kRebuildFromType: {
+      // (func, type, args, state): a tensor subclass; the tensor is func(*args).
+      if (a.size() == 4 && kind_of(0) == Kind::kGlobal &&
+          values_[a[0]].callable == Callable::kRebuildTensor && kind_of(2) == Kind::kTuple) {
+        return reduce(a[0], a[2]);
+      }
+      break;
+    }
+    case Callable::kSize:
+      if (a.size() == 1 && (kind_of(0) == Kind::kTuple || kind_of(0) == Kind::kList)) {
+        Value t;
+        t.kind = Kind::kTuple;
+        t.items = values_[a[0]].items;
+        return push_new(std::move(t));
+      }
+      break;
+    case Callable::kSet:
+      if (a.empty() || (a.size() == 1 && (kind_of(0) == Kind::kTuple || kind_of(0) == Kind::kList))) {
+        Value l;
+        l.kind = Kind::kList;
+        if (!a.empty()) l.items = values_[a[0]].items;
+        return push_new(std::move(l));
+      }
+      break;
+    case Callable::kCodecsEncode: {
+      // How protocol 2 writes bytes on Python 3: _codecs.encode(<latin-1 text>, 'latin1').
+      if (a.size() != 2 || kind_of(0) != Kind::kString || kind_of(1) != Kind::kString) break;
+      const std::string& enc = values_[a[1]].s;
+      const std::string& text = values_[a[0]].s;
+      Value b;
+      b.kind = Kind::kBytes;
+      if (enc == "utf-8" || enc == "utf8") {
+        b.s = text;
+      } else if (enc == "latin1" || enc == "latin-1" || enc == "iso-8859-1") {
+        b.s.reserve(text.size());
+        for (size_t k = 0; k < text.size(); ++k) {
+          const auto c = static_cast<uint8_t>(text[k]);
+          if (c < 0x80) {
+            b.s += static_cast<char>(c);
+          } else if ((c == 0xc2 || c == 0xc3) && k + 1 < text.size() &&
+                     (static_cast<uint8_t>(text[k + 1]) & 0xc0) == 0x80) {
+            b.s += static_cast<char>(((c & 0x03) << 6) | (static_cast<uint8_t>(text[k + 1]) & 0x3f));
+            ++k;
+          } else {
+            return fail("_codecs.encode: text is not latin-1");
+          }
+        }
+      } else {
+        break;
+      }
+      return push_new(std::move(b));
+    }
+    case Callable::kNumpyScalar: {
+      // scalar(dtype, raw bytes): a numpy number becomes a plain number.
+      const auto dtype = a.size() == 2 ? numpy_dtype(a[0]) : std::nullopt;
+      if (!dtype || kind_of(1) != Kind::kBytes || values_[a[1]].s.size() != dtype_size(*dtype)) break;
+      const auto* raw = reinterpret_cast<const uint8_t*>(values_[a[1]].s.data());
+      Value v;
+      if (*dtype == DType::kBool) {
+        v.kind = Kind::kBool;
+        v.i = raw[0] != 0;
+      } else if (dtype_is_floating(*dtype)) {
+        v.kind = Kind::kFloat;
+        v.f = element_as_double(raw, *dtype);
+      } else {
+        const size_t width = dtype_size(*dtype);
+        uint64_t bits = decode_le(raw, width);
+        const bool is_signed =
+            *dtype == DType::kI8 || *dtype == DType::kI16 || *dtype == DType::kI32 || *dtype == DType::kI64;
+        if (is_signed && width < 8 && (bits >> (8 * width - 1)) & 1) bits |= ~uint64_t{0} << (8 * width);
+        if (!is_signed && bits > static_cast<uint64_t>(INT64_MAX)) {
+          v.kind = Kind::kFloat;  // a uint64 beyond int64: the nearest double
+          v.f = static_cast<double>(bits);
+        } else {
+          v.kind = Kind::kInt;
+          v.i = static_cast<int64_t>(bits);
+        }
+      }
+      return push_new(std::move(v));
+    }
+    case Callable::kReconstructor: {
+      // copyreg._reconstructor(cls, base, state): cls.__new__ via base; BUILD sets the attributes.
+      if (a.size() != 3) break;
+      CKPT_ASSIGN_OR_RETURN(Ref o, make_object(describe(a[0]), Callable::kNone, kNoneRef, false));
+      if (values_[a[2]].kind != Kind::kNone) values_[o].items[kObjectArgs] = a[2];
+      return push(o);
+    }
+    case Callable::kNumpyReconstruct:
+    case Callable::kNumpyDtype: {
+      CKPT_ASSIGN_OR_RETURN(
+          Ref o, make_object(fn.callable == Callable::kNumpyDtype ? "numpy.dtype" : "numpy.ndarray",
+                             fn.callable, args_ref, false));
+      return push(o);
     }
     case Callable::kStorageType:
     case Callable::kNone: break;
   }
-  return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": refusing to call '" + fn.s + "'");
+  CKPT_ASSIGN_OR_RETURN(Ref o, make_object(name, Callable::kNone, args_ref, true));
+  return push(o);
+}
+
+// NEWOBJ / NEWOBJ_EX: cls.__new__(cls, *args), never run; containers we know become containers.
+Status Machine::new_object(Ref cls, Ref args) {
+  if (values_[args].kind != Kind::kTuple) return fail("NEWOBJ arguments are not a tuple");
+  const Value& c = values_[cls];
+  if (c.kind != Kind::kGlobal && c.kind != Kind::kObject) return fail("NEWOBJ of a non-class");
+  if (c.kind == Kind::kGlobal) {
+    if (c.callable == Callable::kOrderedDict || c.callable == Callable::kDefaultDict) {
+      Value d;
+      d.kind = Kind::kDict;
+      return push_new(std::move(d));
+    }
+    if (c.callable == Callable::kSet) {
+      Value l;
+      l.kind = Kind::kList;
+      return push_new(std::move(l));
+    }
+  }
+  CKPT_ASSIGN_OR_RETURN(Ref o, make_object(describe(cls), Callable::kNone, args, false));
+  return push(o);
+}
+
+// BUILD: obj.__setstate__(state) or obj.__dict__.update(state), recorded, never run.
+Status Machine::build(Ref obj, Ref state) {
+  switch (values_[obj].kind) {
+    case Kind::kDict:    // OrderedDict's _metadata and similar state carry no tensors
+    case Kind::kList:    // a list subclass's attributes
+    case Kind::kTensor:  // a Parameter's or tensor subclass's attributes
+      return Status::ok();
+    case Kind::kObject: break;
+    default:
+      return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": BUILD on " + describe(obj));
+  }
+  if (values_[obj].callable == Callable::kNumpyReconstruct && numpy_array(obj, state)) return Status::ok();
+  const Ref old = values_[obj].items[kObjectState];
+  if (old != kNoneRef && values_[old].kind == Kind::kDict && values_[state].kind == Kind::kDict) {
+    Value merged;  // a second BUILD updates __dict__ again; the first state may be shared, so copy
+    merged.kind = Kind::kDict;
+    merged.dict = values_[old].dict;
+    merged.dict.insert(merged.dict.end(), values_[state].dict.begin(), values_[state].dict.end());
+    CKPT_ASSIGN_OR_RETURN(Ref m, make(std::move(merged)));
+    values_[obj].items[kObjectState] = m;
+  } else {
+    values_[obj].items[kObjectState] = state;
+  }
+  return Status::ok();
 }
 
 Status Machine::set_items(Ref dict, const std::vector<Ref>& kv) {
-  if (values_[dict].kind != Kind::kDict) return fail("SETITEM(S) on a non-dict");
   if (kv.size() % 2) return fail("SETITEMS with an odd number of items");
+  if (values_[dict].kind == Kind::kObject) {
+    CKPT_ASSIGN_OR_RETURN(dict, content_of(dict, kObjectDict, Kind::kDict));
+  }
+  if (values_[dict].kind != Kind::kDict) return fail("SETITEM(S) on a non-dict");
   for (size_t k = 0; k < kv.size(); k += 2) values_[dict].dict.emplace_back(kv[k], kv[k + 1]);
   return Status::ok();
 }
 
-// torch.save's persistent id: ('storage', <StorageType>, key, location, numel).
+// torch.save's persistent id: ('storage', <StorageType>, key, location, numel), and in the legacy
+// format a sixth item, None or (view key, offset, view numel) for a view into the root storage.
+// ('module', cls, source file, source) (a legacy whole-module save) is the class, a name.
 Status Machine::persistent_load(Ref pid_ref) {
   const Value& pid = values_[pid_ref];
   auto bad = [&](const std::string& why) {
     return fail("bad persistent id: " + why +
-                " (expected ('storage', <Storage type>, key, location, numel))");
+                " (expected ('storage', <Storage type>, key, location, numel[, view]))");
   };
-  if (pid.kind != Kind::kTuple || pid.items.size() != 5) return bad("not a 5-tuple");
+  if (pid.kind != Kind::kTuple || pid.items.empty()) return bad("not a tuple");
   const Value& tag = values_[pid.items[0]];
+  if (tag.kind == Kind::kString && tag.s == "module" && pid.items.size() == 4) return push(pid.items[1]);
+  if (pid.items.size() != 5 && pid.items.size() != 6) return bad("not a 5- or 6-tuple");
   const Value& type = values_[pid.items[1]];
   const Value& key = values_[pid.items[2]];
   const Value& loc = values_[pid.items[3]];
@@ -310,6 +625,17 @@ Status Machine::persistent_load(Ref pid_ref) {
   s.s = key.s;
   s.location = loc.s;
   s.i = numel.i;
+  if (pid.items.size() == 6 && values_[pid.items[5]].kind != Kind::kNone) {
+    const Value& view = values_[pid.items[5]];
+    if (view.kind != Kind::kTuple || view.items.size() != 3 || values_[view.items[1]].kind != Kind::kInt ||
+        values_[view.items[2]].kind != Kind::kInt || values_[view.items[1]].i < 0 ||
+        values_[view.items[2]].i < 0 || values_[view.items[1]].i > INT64_MAX / 2) {
+      return bad("view is not (key, offset, numel)");
+    }
+    s.view_offset = values_[view.items[1]].i;
+  }
+  auto [it, added] = storage_index_.emplace(s.s, storages_.size());
+  if (added) storages_.push_back(PickledStorage{s.s, s.dtype, s.i});
   return push_new(std::move(s));
 }
 
@@ -319,13 +645,14 @@ constexpr Machine::OpTable Machine::op_table() {
   on(&t, "\x80\x95", &Machine::framing_op);
   on(&t, "(012", &Machine::stack_op);
   on(&t, "qr\x94hj", &Machine::memo_op);
-  on(&t, "JKM\x8aG\x88\x89N", &Machine::scalar_op);
-  on(&t, "XCB\x8c\x8d", &Machine::string_op);
+  on(&t, "JKM\x8a\x8bG\x88\x89N", &Machine::scalar_op);
+  on(&t, "XCB\x8c\x8d\x8e", &Machine::string_op);
   on(&t, "}])t\x85\x86\x87", &Machine::new_container_op);
   on(&t, "su", &Machine::set_item_op);
   on(&t, "ae", &Machine::append_op);
   on(&t, "c\x93", &Machine::global_op);
-  on(&t, "Rb\x81", &Machine::call_op);
+  on(&t, "Rb\x81\x92", &Machine::call_op);
+  on(&t, "\x8f\x90\x91", &Machine::set_op);
   on(&t, "Q", &Machine::persistent_id_op);
   return t;
 }
@@ -399,11 +726,20 @@ Status Machine::scalar_op(uint8_t op) {
       v.i = op == 'J' ? static_cast<int32_t>(static_cast<uint32_t>(raw)) : static_cast<int64_t>(raw);
       break;
     }
-    case 0x8a: {  // little-endian two's complement of n bytes
-      CKPT_RETURN_IF_ERROR(need(1));
-      const size_t k = p_[pos_++];
-      if (k > 8)
-        return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": integer wider than 64 bits");
+    case 0x8a:
+    case 0x8b: {  // LONG1, LONG4: little-endian two's complement of n bytes
+      const size_t width = op == 0x8a ? 1 : 4;
+      CKPT_RETURN_IF_ERROR(need(width));
+      const uint64_t k = take_le(width);
+      if (k > 8) {  // wider than int64: kept as its hex digits, most significant first
+        if (k > n_ - pos_) return need(k);
+        std::string be(reinterpret_cast<const char*>(p_ + pos_), k);
+        std::reverse(be.begin(), be.end());
+        pos_ += k;
+        v.kind = Kind::kString;
+        v.s = "int:0x" + to_hex(reinterpret_cast<const uint8_t*>(be.data()), be.size());
+        break;
+      }
       CKPT_RETURN_IF_ERROR(need(k));
       uint64_t raw = take_le(k);
       if (k > 0 && k < 8 && (raw >> (8 * k - 1)) & 1) raw |= ~uint64_t{0} << (8 * k);
@@ -429,11 +765,11 @@ Status Machine::scalar_op(uint8_t op) {
   return push_new(std::move(v));
 }
 
-// BINUNICODE, SHORT_BINUNICODE, BINUNICODE8, SHORT_BINBYTES, BINBYTES
+// BINUNICODE, SHORT_BINUNICODE, BINUNICODE8, SHORT_BINBYTES, BINBYTES, BINBYTES8
 Status Machine::string_op(uint8_t op) {
-  const size_t k = op == 0x8c || op == 'C' ? 1 : op == 0x8d ? 8 : 4;
+  const size_t k = op == 0x8c || op == 'C' ? 1 : op == 0x8d || op == 0x8e ? 8 : 4;
   CKPT_RETURN_IF_ERROR(need(k));
-  return push_string(op == 'C' || op == 'B' ? Kind::kBytes : Kind::kString, take_le(k));
+  return push_string(op == 'C' || op == 'B' || op == 0x8e ? Kind::kBytes : Kind::kString, take_le(k));
 }
 
 // EMPTY_DICT, EMPTY_LIST, EMPTY_TUPLE, TUPLE, TUPLE1..3
@@ -475,6 +811,9 @@ Status Machine::append_op(uint8_t op) {
     CKPT_ASSIGN_OR_RETURN(items, pop_mark());
   }
   CKPT_ASSIGN_OR_RETURN(Ref l, top());
+  if (values_[l].kind == Kind::kObject) {
+    CKPT_ASSIGN_OR_RETURN(l, content_of(l, kObjectList, Kind::kList));
+  }
   if (values_[l].kind != Kind::kList) return fail("APPEND(S) on a non-list");
   values_[l].items.insert(values_[l].items.end(), items.begin(), items.end());
   return Status::ok();
@@ -495,25 +834,39 @@ Status Machine::global_op(uint8_t op) {
   return push_global(values_[module].s, values_[name].s);
 }
 
-// REDUCE, NEWOBJ, BUILD
+// REDUCE, NEWOBJ, NEWOBJ_EX, BUILD
 Status Machine::call_op(uint8_t op) {
   if (op == 'b') {
-    // OrderedDict's _metadata (and similar state) carries no tensors, so the state is dropped.
-    CKPT_RETURN_IF_ERROR(pop().status());
+    CKPT_ASSIGN_OR_RETURN(Ref state, pop());
     CKPT_ASSIGN_OR_RETURN(Ref obj, top());
-    if (values_[obj].kind != Kind::kDict) {
-      return Status::not_supported(where_ + " @" + hex_offset(op_pos_) +
-                                   ": BUILD on something other than a dict");
-    }
-    return Status::ok();
+    return build(obj, state);
+  }
+  if (op == 0x92) {  // NEWOBJ_EX: cls, args, kwargs; keyword arguments are dropped (never called)
+    CKPT_RETURN_IF_ERROR(pop().status());
   }
   CKPT_ASSIGN_OR_RETURN(Ref args, pop());
   CKPT_ASSIGN_OR_RETURN(Ref fn, pop());
-  // NEWOBJ is cls.__new__(cls, *args); OrderedDict is the only class a state dict needs.
-  if (op == 0x81 && (values_[fn].kind != Kind::kGlobal || values_[fn].callable != Callable::kOrderedDict)) {
-    return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": NEWOBJ of '" + values_[fn].s + "'");
+  return op == 'R' ? reduce(fn, args) : new_object(fn, args);
+}
+
+// EMPTY_SET, ADDITEMS, FROZENSET (protocol 4): sets are read as lists.
+Status Machine::set_op(uint8_t op) {
+  if (op == 0x8f) {
+    Value v;
+    v.kind = Kind::kList;
+    return push_new(std::move(v));
   }
-  return reduce(fn, args);
+  CKPT_ASSIGN_OR_RETURN(std::vector<Ref> items, pop_mark());
+  if (op == 0x91) {
+    Value v;
+    v.kind = Kind::kList;
+    v.items = std::move(items);
+    return push_new(std::move(v));
+  }
+  CKPT_ASSIGN_OR_RETURN(Ref l, top());
+  if (values_[l].kind != Kind::kList) return fail("ADDITEMS on a non-set");
+  values_[l].items.insert(values_[l].items.end(), items.begin(), items.end());
+  return Status::ok();
 }
 
 // BINPERSID
@@ -561,7 +914,7 @@ class Flattener {
   enum class State : uint8_t { kNew, kOnPath, kDone };
 
   static size_t child_count(const Value& v) {
-    return v.kind == Kind::kTensor ? 0 : v.items.size() + v.dict.size();
+    return v.kind == Kind::kTensor || v.kind == Kind::kStorage ? 0 : v.items.size() + v.dict.size();
   }
   static Ref child(const Value& v, size_t k) {
     return k < v.items.size() ? v.items[k] : v.dict[k - v.items.size()].second;
@@ -576,6 +929,22 @@ class Flattener {
   Status flatten(Ref r, const std::string& prefix, size_t depth, PickledStateDict* out);
   Result<nlohmann::json> to_json(Ref r, size_t depth, const std::string& path);
   Status spend(size_t bytes, const std::string& path);
+  std::optional<std::string> key_name(Ref k) const {
+    const Value& key = values_[k];
+    if (key.kind == Kind::kString) return key.s;
+    if (key.kind == Kind::kInt) return std::to_string(key.i);
+    return std::nullopt;
+  }
+  bool plain_dict(Ref r) const {
+    const Value& v = values_[r];
+    if (v.kind != Kind::kDict) return false;
+    for (const auto& kv : v.dict) {
+      if (!key_name(kv.first)) return false;
+    }
+    return true;
+  }
+  // The named parts of a container that flattening and to_json walk (see PickledStateDict).
+  std::vector<std::pair<std::string, Ref>> parts(Ref r) const;
   Status too_deep(const std::string& prefix, const char* why) const {
     return Status::corruption(where_ + ": '" + prefix + "' nests deeper than " +
                               std::to_string(kPickleMaxNesting) + why);
@@ -591,6 +960,31 @@ class Flattener {
   std::vector<State> state_;  // measure() uses it as DFS colours, flatten() as expansion state
   std::unordered_map<Ref, std::string> first_path_;
 };
+
+std::vector<std::pair<std::string, Ref>> Flattener::parts(Ref r) const {
+  const Value& v = values_[r];
+  std::vector<std::pair<std::string, Ref>> out;
+  if (v.kind == Kind::kDict) {
+    for (size_t k = 0; k < v.dict.size(); ++k) {
+      out.emplace_back(key_name(v.dict[k].first).value_or("__key" + std::to_string(k)), v.dict[k].second);
+    }
+  } else if (v.kind == Kind::kObject) {
+    const Value& args = values_[v.items[kObjectArgs]];
+    if (args.kind != Kind::kNone && !(args.kind == Kind::kTuple && args.items.empty()))
+      out.emplace_back("__args__", v.items[kObjectArgs]);
+    const Ref state = v.items[kObjectState];
+    if (plain_dict(state)) {
+      for (const auto& [key, val] : values_[state].dict) out.emplace_back(*key_name(key), val);
+    } else if (values_[state].kind != Kind::kNone) {
+      out.emplace_back("__state__", state);
+    }
+    if (v.items[kObjectList] != kNoneRef) out.emplace_back("__items__", v.items[kObjectList]);
+    if (v.items[kObjectDict] != kNoneRef) out.emplace_back("__dict__", v.items[kObjectDict]);
+  } else {
+    for (size_t k = 0; k < v.items.size(); ++k) out.emplace_back(std::to_string(k), v.items[k]);
+  }
+  return out;
+}
 
 // Iterative post-order DFS: each value and edge is visited once, and a chain of a million nested
 // lists cannot overflow the native stack.
@@ -655,28 +1049,36 @@ Status Flattener::flatten(Ref r, const std::string& prefix, size_t depth, Pickle
   }
   if (v.kind == Kind::kTensor) {
     const Value& st = values_[v.items[0]];
-    CKPT_RETURN_IF_ERROR(spend(st.s.size() + st.location.size() + 2 * kValueCost * v.shape.size(), prefix));
-    out->tensors.push_back(PickledTensor{prefix.empty() ? "tensor" : utf8_clean(prefix), st.dtype, st.s,
-                                         utf8_clean(st.location), st.i, v.i, v.shape, v.stride});
+    const std::string* inline_bytes = st.items.empty() ? nullptr : &values_[st.items[0]].s;
+    CKPT_RETURN_IF_ERROR(spend(st.s.size() + st.location.size() + 2 * kValueCost * v.shape.size() +
+                                   (inline_bytes ? inline_bytes->size() : 0),
+                               prefix));
+    if (v.i > 0 && st.view_offset > INT64_MAX - v.i) {
+      return Status::corruption(where_ + ": tensor '" + prefix + "': storage offset " + std::to_string(v.i) +
+                                " overflows in its view");
+    }
+    PickledTensor t;
+    t.name = prefix.empty() ? "tensor" : utf8_clean(prefix);
+    t.dtype = st.dtype;
+    t.storage_key = st.s;
+    t.location = utf8_clean(st.location);
+    t.storage_numel = st.i;
+    t.storage_offset = st.view_offset + v.i;
+    t.shape = v.shape;
+    t.stride = v.stride;
+    if (inline_bytes) {
+      t.inline_payload = true;
+      t.inline_bytes = *inline_bytes;
+    }
+    out->tensors.push_back(std::move(t));
     first_path_[r] = out->tensors.back().name;
     state_[r] = State::kDone;
     return Status::ok();
   }
   state_[r] = State::kOnPath;
   auto child_path = [&](const std::string& key) { return prefix.empty() ? key : prefix + "." + key; };
-  if (v.kind == Kind::kDict) {
-    for (const auto& [k, val] : v.dict) {
-      const Value& key = values_[k];
-      if (key.kind != Kind::kString && key.kind != Kind::kInt) {
-        return Status::not_supported(where_ + ": '" + prefix + "' has a key that is not a string or int");
-      }
-      CKPT_RETURN_IF_ERROR(flatten(val, child_path(key.kind == Kind::kString ? key.s : std::to_string(key.i)),
-                                   depth + 1, out));
-    }
-  } else {
-    for (size_t k = 0; k < v.items.size(); ++k)
-      CKPT_RETURN_IF_ERROR(flatten(v.items[k], child_path(std::to_string(k)), depth + 1, out));
-  }
+  for (const auto& [name, child] : parts(r))
+    CKPT_RETURN_IF_ERROR(flatten(child, child_path(name), depth + 1, out));
   first_path_[r] = utf8_clean(prefix);
   state_[r] = State::kDone;
   return Status::ok();
@@ -708,27 +1110,33 @@ Result<nlohmann::json> Flattener::to_json(Ref r, size_t depth, const std::string
       }
       return a;
     }
-    case Kind::kDict: {
-      nlohmann::json o = nlohmann::json::object();
-      for (const auto& [k, val] : v.dict) {
-        const Value& key = values_[k];
-        std::string ks = key.kind == Kind::kString ? key.s
-                         : key.kind == Kind::kInt  ? std::to_string(key.i)
-                                                   : "";
-        if (key.kind != Kind::kString && key.kind != Kind::kInt) {
-          return Status::not_supported(where() + ": dict key that is not a string or int");
+    case Kind::kDict:
+      if (!plain_dict(r)) {  // keys that JSON cannot hold: a list of [key, value] pairs
+        nlohmann::json pairs = nlohmann::json::array();
+        for (const auto& [k, val] : v.dict) {
+          CKPT_ASSIGN_OR_RETURN(nlohmann::json jk, to_json(k, depth + 1, path));
+          CKPT_ASSIGN_OR_RETURN(nlohmann::json jv, to_json(val, depth + 1, path));
+          pairs.push_back(nlohmann::json::array({std::move(jk), std::move(jv)}));
         }
-        CKPT_RETURN_IF_ERROR(spend(ks.size(), path));
+        return nlohmann::json{{"__pairs__", std::move(pairs)}};
+      }
+      [[fallthrough]];
+    case Kind::kObject: {
+      nlohmann::json o = nlohmann::json::object();
+      if (v.kind == Kind::kObject && v.s != "argparse.Namespace")
+        o[v.i ? "__call__" : "__class__"] = utf8_clean(v.s);
+      for (const auto& [name, val] : parts(r)) {
+        CKPT_RETURN_IF_ERROR(spend(name.size(), path));
         CKPT_ASSIGN_OR_RETURN(nlohmann::json j, to_json(val, depth + 1, path));
-        o[utf8_clean(ks)] = std::move(j);
+        o[utf8_clean(name)] = std::move(j);
       }
       return o;
     }
-    case Kind::kGlobal: return nlohmann::json("global:" + v.s);
-    case Kind::kStorage:
+    case Kind::kGlobal: return nlohmann::json("global:" + utf8_clean(v.s));
+    case Kind::kStorage: return nlohmann::json("storage:" + utf8_clean(v.s));
     case Kind::kTensor: break;
   }
-  return Status::not_supported(where() + ": a storage outside a tensor");
+  return Status::corruption(where() + ": a tensor where metadata was expected");
 }
 
 }  // namespace
@@ -743,6 +1151,9 @@ Result<PickledStateDict> read_tensor_pickle(const uint8_t* data, size_t size, co
   CKPT_ASSIGN_OR_RETURN(Ref root, m.run());
   PickledStateDict out;
   CKPT_RETURN_IF_ERROR(Flattener(m.values(), where, size).run(root, &out));
+  out.globals = m.take_globals();
+  out.storages = m.take_storages();
+  out.end_offset = m.position();
   return out;
 }
 

@@ -1,11 +1,16 @@
-// A restricted pickle reader for torch.save's data.pkl. It is not an unpickler: it runs the
-// stack machine over plain values only (ints, floats, strings, tuples, lists, dicts) and knows
-// exactly the globals a tensor state dict uses. Every other global is refused at the opcode that
-// names it, so nothing a hostile file asks for is ever looked up, let alone called.
-//
-// Allowed globals: collections.OrderedDict, torch._utils._rebuild_tensor_v2,
-// torch._utils._rebuild_parameter, torch.{Float,Half,BFloat16,Double,Long,Int,Short,Char,Byte,Bool}Storage.
-// torch.storage._load_from_bytes is refused too: it unpickles a nested, unrestricted pickle.
+// A restricted pickle reader for torch.save's data.pkl (and the legacy format's pickles). It is not
+// an unpickler: it runs the stack machine over plain values (ints, floats, strings, tuples, lists,
+// dicts) and never imports or calls anything. A global is a name, nothing more:
+//  - the ones a tensor state dict needs are interpreted: collections.OrderedDict,
+//    torch._utils._rebuild_tensor_v2 / _rebuild_parameter(_with_state),
+//    torch._tensor._rebuild_from_type_v2, torch.<Type>Storage, torch.Size, collections.defaultdict,
+//    builtins set/frozenset, _codecs.encode (how protocol 2 writes bytes), numpy's
+//    _reconstruct + BUILD (an ndarray: becomes a tensor whose bytes live in the pickle), numpy.dtype,
+//    numpy scalars, copyreg._reconstructor;
+//  - every other global, dangerous or not, becomes an inert placeholder. REDUCE, NEWOBJ and BUILD on
+//    a placeholder make an object value that records the name, the arguments and the state, so the
+//    tensors and plain data around it are still read. Nothing a hostile file names is looked up.
+// Every global named is listed with its risk (formats/pickle_globals.h).
 #pragma once
 
 #include <cstddef>
@@ -16,6 +21,7 @@
 
 #include "base/status.h"
 #include "formats/dtype.h"
+#include "formats/pickle_globals.h"
 
 namespace ckpt {
 
@@ -37,7 +43,8 @@ constexpr size_t kPickleOutputPerByte = 16;
 constexpr size_t kPickleMaxOutput = size_t{256} << 20;
 size_t pickle_output_limit(size_t pickle_size);
 
-// A tensor as _rebuild_tensor_v2 describes it: a view into a storage (a zip entry).
+// A tensor as _rebuild_tensor_v2 describes it: a view into a storage (a zip entry, or a legacy file's
+// storage record). A numpy array has no storage: its bytes are `inline_bytes`, decoded from the pickle.
 struct PickledTensor {
   std::string name;  // dotted path in the (nested) dict: "state.0.exp_avg"
   DType dtype = DType::kF32;
@@ -46,7 +53,16 @@ struct PickledTensor {
   int64_t storage_numel = 0;
   int64_t storage_offset = 0;  // in elements
   std::vector<int64_t> shape;
-  std::vector<int64_t> stride;
+  std::vector<int64_t> stride;  // in elements, as torch records it (any layout; never negative)
+  bool inline_payload = false;  // a numpy array: storage_key is empty, the bytes are below
+  std::string inline_bytes;     // row-major or as `stride` says, storage_numel elements
+};
+
+// A storage a persistent id names: ('storage', <Type>Storage, key, location, numel[, view]).
+struct PickledStorage {
+  std::string key;
+  DType dtype = DType::kF32;
+  int64_t numel = 0;
 };
 
 // The pickle's values form a graph: a memo GET refers to an earlier value again. Flattening
@@ -57,13 +73,24 @@ struct PickledTensor {
 //  - A value without tensors is written out in full at every path, as Python would see it
 //    (optimizers share one betas tuple among param groups); the output limit above bounds it.
 //  - A container that contains itself is an error: it nests deeper than kPickleMaxNesting.
+//
+// Objects (placeholders) flatten as JSON objects: {"__class__": "pkg.Cls"} for NEWOBJ and
+// copyreg._reconstructor, {"__call__": "os.system"} for REDUCE, plus "__args__" (when not empty), the
+// BUILD state's keys merged in when it is a dict with string keys (else "__state__"), and
+// "__items__" / "__dict__" for what APPENDS / SETITEMS added. argparse.Namespace is its plain dict.
+// Tensors inside objects are named by the same keys ("hparams.__args__.0"). A dict whose keys are
+// not all strings or ints (a DCP .metadata's storage_data) becomes {"__pairs__": [[key, value], ...]}.
 struct PickledStateDict {
   std::vector<PickledTensor> tensors;                  // in pickle order
   nlohmann::json metadata = nlohmann::json::object();  // non-tensor leaves and aliases by dotted path
+  std::vector<PickleGlobal> globals;                   // every global named, in order of first use
+  std::vector<PickledStorage> storages;                // every storage key named, in order of first use
+  size_t end_offset = 0;                               // just past the STOP opcode
 };
 
-// Runs the restricted VM over `data` (the bytes of data.pkl) and flattens the result.
-// `where` names the file in messages. Refused globals and opcodes are kNotSupported.
+// Runs the restricted VM over `data` (the bytes of data.pkl) up to its first STOP and flattens the
+// result. `where` names the file in messages. Unsupported opcodes are kNotSupported; malformed
+// pickles are kCorruption or kTruncated.
 Result<PickledStateDict> read_tensor_pickle(const uint8_t* data, size_t size, const std::string& where);
 
 }  // namespace ckpt

@@ -1,6 +1,10 @@
 #include "formats/pytorch_file.h"
 
-#include "formats/mapped_tensor_file.h"
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "base/byte_coding.h"
 #include "formats/pickle_reader.h"
 #include "formats/zip_archive.h"
 
@@ -21,6 +25,203 @@ std::string guess_component(const std::string& name) {
   return "model";
 }
 
+// Where one tensor's elements are: a plain file range, a strided view of a file range (gathered
+// on read), or bytes held in memory (a numpy array from the pickle, already row-major).
+struct TensorLayout {
+  enum class Kind : uint8_t { kRange, kGather, kInline } kind = Kind::kRange;
+  uint64_t span_offset = 0;            // kGather: file offset of the lowest storage element the view touches
+  uint64_t span_bytes = 0;             // kGather: bytes from there to the end of the highest one
+  std::vector<int64_t> shape, stride;  // kGather: strides relative to span_offset, in elements
+  std::string bytes;                   // kInline
+};
+
+bool is_row_major(const std::vector<int64_t>& shape, const std::vector<int64_t>& stride) {
+  int64_t expected = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 0) return true;  // an empty tensor has no layout
+    if (shape[d] != 1 && stride[d] != expected) return false;
+    if (shape[d] > 1 && expected > INT64_MAX / shape[d]) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+// Copies the view's elements in row-major order from `span` (the storage from the view's lowest
+// element on) into `out`. Bounds were checked when the layout was made.
+void gather(const uint8_t* span, const std::vector<int64_t>& shape, const std::vector<int64_t>& stride,
+            size_t elem, uint8_t* out) {
+  const size_t rank = shape.size();
+  if (rank == 0) {
+    std::memcpy(out, span, elem);
+    return;
+  }
+  std::vector<int64_t> index(rank, 0);
+  const int64_t inner = shape[rank - 1], inner_stride = stride[rank - 1];
+  int64_t base = 0;  // storage index of index[0..rank-2], 0 in the last dim
+  for (;;) {
+    if (inner_stride == 1) {
+      std::memcpy(out, span + static_cast<size_t>(base) * elem, static_cast<size_t>(inner) * elem);
+      out += static_cast<size_t>(inner) * elem;
+    } else {
+      for (int64_t k = 0; k < inner; ++k, out += elem)
+        std::memcpy(out, span + static_cast<size_t>(base + k * inner_stride) * elem, elem);
+    }
+    size_t d = rank - 1;
+    while (d-- > 0) {
+      base += stride[d];
+      if (++index[d] < shape[d]) break;
+      base -= stride[d] * shape[d];
+      index[d] = 0;
+    }
+    if (d == SIZE_MAX) return;
+  }
+}
+
+class PytorchTensorFile final : public TensorFile {
+ public:
+  PytorchTensorFile(std::unique_ptr<ByteSource> source, std::vector<ChunkInfo> chunks,
+                    std::vector<TensorLayout> layouts, nlohmann::json metadata,
+                    std::vector<PickleGlobal> globals, std::optional<ZipArchive> zip)
+      : source_(std::move(source)),
+        chunks_(std::move(chunks)),
+        layouts_(std::move(layouts)),
+        metadata_(std::move(metadata)),
+        globals_(std::move(globals)),
+        zip_(std::move(zip)) {
+    for (const auto& l : layouts_) plain_ = plain_ && l.kind == TensorLayout::Kind::kRange;
+  }
+
+  const std::string& path() const override { return source_->name(); }
+  const char* format_name() const override { return "pytorch"; }
+  const std::vector<ChunkInfo>& chunks() const override { return chunks_; }
+  const nlohmann::json& metadata() const override { return metadata_; }
+  const std::vector<PickleGlobal>& pickle_globals() const override { return globals_; }
+  const ByteSource* payload_source() const override { return plain_ ? source_.get() : nullptr; }
+  Status check_container() const override { return zip_ ? zip_->check_crc32(*source_) : Status::ok(); }
+
+  Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const override {
+    if (index >= chunks_.size()) {
+      return Status::invalid_argument(path() + ": chunk index " + std::to_string(index) + " out of range (" +
+                                      std::to_string(chunks_.size()) + " chunks)");
+    }
+    const ChunkInfo& c = chunks_[index];
+    if (!range_within(offset, length, c.data_bytes)) {
+      return Status::invalid_argument(path() + ": read of " + std::to_string(length) + " bytes at " +
+                                      std::to_string(offset) + " past the end of " + c.label() + " (" +
+                                      std::to_string(c.data_bytes) + " bytes)");
+    }
+    const TensorLayout& l = layouts_[index];
+    switch (l.kind) {
+      case TensorLayout::Kind::kRange: return source_->read_at(c.data_offset + offset, out, length);
+      case TensorLayout::Kind::kInline:
+        std::memcpy(out, l.bytes.data() + offset, length);
+        return Status::ok();
+      case TensorLayout::Kind::kGather: break;
+    }
+    // One strided tensor is kept gathered, so streaming it in pieces reads the file once.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (gathered_index_ != index) {
+      if (l.span_bytes > kPytorchMaxGatherBytes || c.data_bytes > kPytorchMaxGatherBytes) {
+        return Status::not_supported(path() + ": tensor '" + c.name + "': strided view over " +
+                                     std::to_string(l.span_bytes) + " bytes of storage (" +
+                                     std::to_string(c.data_bytes) + " bytes gathered) is more than the " +
+                                     std::to_string(kPytorchMaxGatherBytes) + "-byte limit");
+      }
+      std::vector<uint8_t> span(static_cast<size_t>(l.span_bytes));
+      CKPT_RETURN_IF_ERROR(source_->read_at(l.span_offset, span.data(), span.size()));
+      gathered_.assign(static_cast<size_t>(c.data_bytes), 0);
+      gather(span.data(), l.shape, l.stride, dtype_size(c.dtype), gathered_.data());
+      gathered_index_ = index;
+    }
+    std::memcpy(out, gathered_.data() + offset, length);
+    return Status::ok();
+  }
+
+ private:
+  std::unique_ptr<ByteSource> source_;
+  std::vector<ChunkInfo> chunks_;
+  std::vector<TensorLayout> layouts_;
+  nlohmann::json metadata_;
+  std::vector<PickleGlobal> globals_;
+  std::optional<ZipArchive> zip_;
+  bool plain_ = true;
+  mutable std::mutex mu_;
+  mutable size_t gathered_index_ = SIZE_MAX;
+  mutable std::vector<uint8_t> gathered_;
+};
+
+// A storage's elements in the file: where element 0 is and how many there are.
+struct StorageBytes {
+  uint64_t offset = 0;
+  int64_t numel = 0;
+};
+
+// The chunk and layout of one tensor, every index bounds-checked against its storage.
+Status locate_tensor(const PickledTensor& t, const StorageBytes* storage, const std::string& file,
+                     ChunkInfo* c, TensorLayout* layout) {
+  const std::string where = file + ": tensor '" + t.name + "'";
+  const size_t elem = dtype_size(t.dtype);
+  c->name = t.name;
+  c->component = guess_component(t.name);
+  c->dtype = t.dtype;
+  c->global_shape = t.shape;
+  c->shape = t.shape;
+  c->offsets.assign(t.shape.size(), 0);
+  const auto numel = checked_numel(t.shape);
+  const auto nbytes = checked_nbytes(t.shape, t.dtype);
+  if (!numel || !nbytes) {
+    return Status::corruption(where + ": shape " + shape_to_string(t.shape) +
+                              " has a negative or overflowing size");
+  }
+  c->data_bytes = *nbytes;
+  const int64_t storage_numel = storage ? storage->numel : t.storage_numel;
+  // The lowest and highest storage element the view touches; strides are never negative in torch.
+  int64_t hi = t.storage_offset;
+  if (t.storage_offset < 0) return Status::corruption(where + ": negative storage offset");
+  for (size_t d = 0; d < t.shape.size() && *numel > 0; ++d) {
+    if (t.stride[d] < 0) {
+      return Status::corruption(where + ": negative stride " + std::to_string(t.stride[d]) + " in dim " +
+                                std::to_string(d));
+    }
+    if (t.shape[d] > 1 && t.stride[d] > (INT64_MAX - hi) / (t.shape[d] - 1)) {
+      return Status::corruption(where + ": shape " + shape_to_string(t.shape) + " with stride " +
+                                shape_to_string(t.stride) + " overflows");
+    }
+    hi += (t.shape[d] - 1) * t.stride[d];
+  }
+  if (*numel > 0 && hi >= storage_numel) {
+    return Status::corruption(where + ": view of shape " + shape_to_string(t.shape) + ", stride " +
+                              shape_to_string(t.stride) + " at storage offset " +
+                              std::to_string(t.storage_offset) + " reaches element " + std::to_string(hi) +
+                              ", past the storage's " + std::to_string(storage_numel) + " elements");
+  }
+  const bool row_major = is_row_major(t.shape, t.stride);
+  if (t.inline_payload) {  // numpy: the bytes are the storage; keep them row-major in memory
+    layout->kind = TensorLayout::Kind::kInline;
+    if (row_major) {
+      layout->bytes = t.inline_bytes.substr(static_cast<size_t>(t.storage_offset) * elem, c->data_bytes);
+    } else {
+      layout->bytes.assign(static_cast<size_t>(c->data_bytes), '\0');
+      gather(reinterpret_cast<const uint8_t*>(t.inline_bytes.data()) +
+                 static_cast<size_t>(t.storage_offset) * elem,
+             t.shape, t.stride, elem, reinterpret_cast<uint8_t*>(layout->bytes.data()));
+    }
+    c->data_offset = 0;
+    return Status::ok();
+  }
+  c->data_offset = storage->offset + static_cast<uint64_t>(t.storage_offset) * elem;
+  if (row_major || *numel == 0) {
+    layout->kind = TensorLayout::Kind::kRange;
+    return Status::ok();
+  }
+  layout->kind = TensorLayout::Kind::kGather;
+  layout->span_offset = c->data_offset;
+  layout->span_bytes = static_cast<uint64_t>(hi - t.storage_offset + 1) * elem;
+  layout->shape = t.shape;
+  layout->stride = t.stride;
+  return Status::ok();
+}
+
 Result<std::string> archive_prefix(const ZipArchive& zip, const std::string& file) {
   std::string prefix;
   for (const auto& e : zip.entries()) {
@@ -31,58 +232,29 @@ Result<std::string> archive_prefix(const ZipArchive& zip, const std::string& fil
                                 "')");
     prefix = e.name.substr(0, slash);
   }
-  if (prefix.empty()) {
-    return Status::not_supported(file +
-                                 ": zip has no <archive>/data.pkl (not a torch.save file, or a legacy one)");
-  }
+  if (prefix.empty())
+    return Status::not_supported(file + ": zip has no <archive>/data.pkl (not a torch.save file)");
   return prefix;
 }
 
-bool is_row_major(const PickledTensor& t) {
-  int64_t expected = 1;
-  for (size_t d = t.shape.size(); d-- > 0;) {
-    if (t.shape[d] == 0) return true;  // an empty tensor has no layout
-    if (t.shape[d] != 1 && t.stride[d] != expected) return false;
-    if (t.shape[d] > 1 && expected > INT64_MAX / t.shape[d]) return false;
-    expected *= t.shape[d];
+// The file, with a chunk and layout for every tensor; `storage_of` finds a storage key's bytes.
+template <typename StorageOf>
+Result<std::unique_ptr<TensorFile>> make_file(std::unique_ptr<ByteSource> source, PickledStateDict dict,
+                                              StorageOf&& storage_of, std::optional<ZipArchive>* zip) {
+  const std::string file = source->name();
+  std::vector<ChunkInfo> chunks(dict.tensors.size());
+  std::vector<TensorLayout> layouts(dict.tensors.size());
+  for (size_t i = 0; i < dict.tensors.size(); ++i) {
+    const PickledTensor& t = dict.tensors[i];
+    std::optional<StorageBytes> storage;
+    if (!t.inline_payload) {
+      CKPT_ASSIGN_OR_RETURN(storage, storage_of(t));
+    }
+    CKPT_RETURN_IF_ERROR(locate_tensor(t, storage ? &*storage : nullptr, file, &chunks[i], &layouts[i]));
   }
-  return true;
-}
-
-Result<ChunkInfo> locate_tensor(const PickledTensor& t, const ZipArchive& zip, const std::string& prefix,
-                                const std::string& file) {
-  const std::string where = file + ": tensor '" + t.name + "'";
-  const std::string entry_name = prefix + "/data/" + t.storage_key;
-  const ZipEntry* entry = zip.find(entry_name);
-  if (!entry) return Status::corruption(where + ": storage entry '" + entry_name + "' is missing");
-  const size_t elem = dtype_size(t.dtype);
-  const auto storage_bytes = checked_nbytes({t.storage_numel}, t.dtype);
-  if (!storage_bytes || *storage_bytes != entry->size) {
-    return Status::corruption(where + ": storage '" + entry_name + "' should hold " +
-                              std::to_string(t.storage_numel) + " " + dtype_name(t.dtype) +
-                              " elements, entry has " + std::to_string(entry->size) + " bytes");
-  }
-  if (!is_row_major(t)) {
-    return Status::not_supported(where + ": non-contiguous layout (shape " + shape_to_string(t.shape) +
-                                 ", stride " + shape_to_string(t.stride) + ")");
-  }
-  const auto numel = checked_numel(t.shape);
-  if (!numel || t.storage_offset < 0 || t.storage_offset > t.storage_numel ||
-      *numel > t.storage_numel - t.storage_offset) {
-    return Status::corruption(where + ": view of shape " + shape_to_string(t.shape) + " at storage offset " +
-                              std::to_string(t.storage_offset) + " exceeds the storage's " +
-                              std::to_string(t.storage_numel) + " elements");
-  }
-  ChunkInfo c;
-  c.name = t.name;
-  c.component = guess_component(t.name);
-  c.dtype = t.dtype;
-  c.global_shape = t.shape;
-  c.shape = t.shape;
-  c.offsets.assign(t.shape.size(), 0);
-  c.data_offset = entry->data_offset + static_cast<uint64_t>(t.storage_offset) * elem;
-  c.data_bytes = static_cast<uint64_t>(*numel) * elem;
-  return c;
+  return std::unique_ptr<TensorFile>(new PytorchTensorFile(std::move(source), std::move(chunks),
+                                                           std::move(layouts), std::move(dict.metadata),
+                                                           std::move(dict.globals), std::move(*zip)));
 }
 
 }  // namespace
@@ -101,18 +273,145 @@ Result<std::unique_ptr<TensorFile>> open_pytorch(std::unique_ptr<ByteSource> sou
   CKPT_ASSIGN_OR_RETURN(PickledStateDict dict,
                         read_tensor_pickle(reinterpret_cast<const uint8_t*>(pkl.data()), pkl.size(),
                                            file + ": " + prefix + "/data.pkl"));
-  std::vector<ChunkInfo> chunks;
-  chunks.reserve(dict.tensors.size());
-  for (const auto& t : dict.tensors) {
-    CKPT_ASSIGN_OR_RETURN(ChunkInfo c, locate_tensor(t, zip, prefix, file));
-    chunks.push_back(std::move(c));
+  auto storage_of = [&](const PickledTensor& t) -> Result<StorageBytes> {
+    const std::string where = file + ": tensor '" + t.name + "'";
+    const std::string entry_name = prefix + "/data/" + t.storage_key;
+    const ZipEntry* entry = zip.find(entry_name);
+    if (!entry) return Status::corruption(where + ": storage entry '" + entry_name + "' is missing");
+    const auto storage_bytes = checked_nbytes({t.storage_numel}, t.dtype);
+    if (!storage_bytes || *storage_bytes != entry->size) {
+      return Status::corruption(where + ": storage '" + entry_name + "' should hold " +
+                                std::to_string(t.storage_numel) + " " + dtype_name(t.dtype) +
+                                " elements, entry has " + std::to_string(entry->size) + " bytes");
+    }
+    return StorageBytes{entry->data_offset, t.storage_numel};
+  };
+  std::optional<ZipArchive> kept(zip);
+  return make_file(std::move(source), std::move(dict), storage_of, &kept);
+}
+
+namespace {
+
+// Runs the legacy format's pickles from the start of `head` (a prefix of the file).
+struct LegacyPickles {
+  PickledStateDict object;
+  std::vector<std::string> keys;
+  uint64_t storages_offset = 0;  // where the first storage record starts
+};
+
+Result<LegacyPickles> read_legacy_pickles(const uint8_t* head, size_t n, const std::string& file) {
+  LegacyPickles out;
+  size_t pos = sizeof kPytorchLegacyMagic;
+  auto next = [&](const char* what) -> Result<PickledStateDict> {
+    CKPT_ASSIGN_OR_RETURN(
+        PickledStateDict d,
+        read_tensor_pickle(head + pos, n - pos, file + ": " + what + " pickle at " + std::to_string(pos)));
+    pos += d.end_offset;
+    return d;
+  };
+  CKPT_ASSIGN_OR_RETURN(PickledStateDict version, next("protocol version"));
+  if (version.metadata.value("value", nlohmann::json()) != 1001) {
+    return Status::not_supported(file + ": legacy torch.save protocol version " +
+                                 version.metadata.value("value", nlohmann::json()).dump() +
+                                 " (expected 1001)");
   }
-  return std::unique_ptr<TensorFile>(
-      new MappedTensorFile("pytorch", std::move(source), std::move(chunks), std::move(dict.metadata)));
+  CKPT_ASSIGN_OR_RETURN(PickledStateDict sys_info, next("sys_info"));
+  const nlohmann::json info = sys_info.metadata.value("value", nlohmann::json::object());
+  if (!info.is_object() || (info.contains("little_endian") && info["little_endian"] != true))
+    return Status::not_supported(file + ": legacy torch.save written on a big-endian machine");
+  CKPT_ASSIGN_OR_RETURN(out.object, next("object"));
+  CKPT_ASSIGN_OR_RETURN(PickledStateDict keys, next("storage keys"));
+  const nlohmann::json list = keys.metadata.value("value", nlohmann::json());
+  if (!list.is_array()) return Status::corruption(file + ": legacy storage key list is not a list");
+  for (const auto& k : list) {
+    if (!k.is_string()) return Status::corruption(file + ": legacy storage key is not a string");
+    out.keys.push_back(k.get<std::string>());
+  }
+  out.storages_offset = pos;
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TensorFile>> open_pytorch_legacy(std::unique_ptr<ByteSource> source) {
+  const std::string file = source->name();
+  const uint64_t size = source->size();
+  uint8_t magic[sizeof kPytorchLegacyMagic] = {};
+  if (size < sizeof magic || !source->read_at(0, magic, sizeof magic).is_ok() ||
+      std::memcmp(magic, kPytorchLegacyMagic, sizeof magic) != 0) {
+    return Status::not_supported(file + ": no legacy torch.save magic number");
+  }
+  // The pickles' length is known only by running them: read a prefix, and a longer one if they
+  // run past it, up to the pickle limit.
+  std::vector<uint8_t> head;
+  Result<LegacyPickles> pickles = Status::truncated(file);
+  for (uint64_t want = 1 << 20;; want *= 4) {
+    const uint64_t n = std::min({want, size, kPytorchMaxPickleBytes});
+    head.resize(static_cast<size_t>(n));
+    CKPT_RETURN_IF_ERROR(source->read_at(0, head.data(), head.size()));
+    pickles = read_legacy_pickles(head.data(), head.size(), file);
+    if (pickles.is_ok() || pickles.status().code() != StatusCode::kTruncated || n == size) break;
+    if (n == kPytorchMaxPickleBytes) {
+      return Status::not_supported(file + ": legacy torch.save pickles run past " +
+                                   std::to_string(kPytorchMaxPickleBytes) + " bytes");
+    }
+  }
+  if (!pickles.is_ok()) return pickles.status();
+  head = {};
+  // The storage records: numel (u64 LE), then the elements, in key-list order, to the end of file.
+  std::unordered_map<std::string, DType> dtypes;
+  for (const auto& s : pickles->object.storages) dtypes.emplace(s.key, s.dtype);
+  std::unordered_map<std::string, StorageBytes> storages;
+  uint64_t pos = pickles->storages_offset;
+  for (const std::string& key : pickles->keys) {
+    const auto dt = dtypes.find(key);
+    if (dt == dtypes.end()) {
+      return Status::corruption(file + " @" + std::to_string(pos) + ": storage '" + key +
+                                "' is listed but no persistent id names it");
+    }
+    uint8_t count[8];
+    if (!range_within(pos, 8, size)) {
+      return Status::truncated(file + " @" + std::to_string(pos) + ": file ends before storage '" + key +
+                               "'");
+    }
+    CKPT_RETURN_IF_ERROR(source->read_at(pos, count, 8));
+    const uint64_t numel = decode_le64(count);
+    const size_t elem = dtype_size(dt->second);
+    if (numel > static_cast<uint64_t>(INT64_MAX) / elem || !range_within(pos + 8, numel * elem, size)) {
+      return Status::truncated(file + " @" + std::to_string(pos) + ": storage '" + key + "' of " +
+                               std::to_string(numel) + " " + dtype_name(dt->second) +
+                               " elements runs past the end (" + std::to_string(size) + " bytes)");
+    }
+    if (!storages.emplace(key, StorageBytes{pos + 8, static_cast<int64_t>(numel)}).second)
+      return Status::corruption(file + ": storage '" + key + "' is listed twice");
+    pos += 8 + numel * elem;
+  }
+  if (pos != size) {
+    return Status::corruption(file + " @" + std::to_string(pos) + ": " + std::to_string(size - pos) +
+                              " bytes after the last storage (trailing garbage)");
+  }
+  auto storage_of = [&](const PickledTensor& t) -> Result<StorageBytes> {
+    const auto it = storages.find(t.storage_key);
+    if (it == storages.end()) {
+      return Status::corruption(file + ": tensor '" + t.name + "': storage '" + t.storage_key +
+                                "' is not in the file's storage list");
+    }
+    if (dtypes.at(t.storage_key) != t.dtype) {
+      return Status::not_supported(file + ": tensor '" + t.name + "': storage '" + t.storage_key +
+                                   "' is viewed as two dtypes");
+    }
+    return it->second;
+  };
+  std::optional<ZipArchive> none;
+  return make_file(std::move(source), std::move(pickles->object), storage_of, &none);
 }
 
 Result<std::unique_ptr<TensorFile>> open_pytorch_file(const std::string& path) {
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
+  uint8_t magic[sizeof kPytorchLegacyMagic] = {};
+  if (source->size() >= sizeof magic) CKPT_RETURN_IF_ERROR(source->read_at(0, magic, sizeof magic));
+  if (std::memcmp(magic, kPytorchLegacyMagic, sizeof magic) == 0)
+    return open_pytorch_legacy(std::move(source));
   return open_pytorch(std::move(source));
 }
 

@@ -76,6 +76,11 @@ std::string ChunkInfo::label() const {
 
 namespace ckpt {
 
+const std::vector<PickleGlobal>& TensorFile::pickle_globals() const {
+  static const std::vector<PickleGlobal> kNone;
+  return kNone;
+}
+
 Result<std::string> hash_chunk(const TensorFile& file, size_t index) {
   constexpr uint64_t kBuffer = 1 << 20;
   const ChunkInfo& c = file.chunks()[index];

@@ -11,6 +11,7 @@
 #include "base/byte_source.h"
 #include "base/status.h"
 #include "formats/dtype.h"
+#include "formats/pickle_globals.h"
 
 namespace ckpt {
 
@@ -53,6 +54,12 @@ class TensorFile {
   // data_bytes), or null if payloads are not stored that way. The loader maps such files instead
   // of reading them (shards/checkpoint_reader.h).
   virtual const ByteSource* payload_source() const { return nullptr; }
+  // Every global the file's pickle names, with its risk (formats/pickle_globals.h); empty for
+  // formats without pickles.
+  virtual const std::vector<PickleGlobal>& pickle_globals() const;
+  // Checks of the container that need a full read and belong to no chunk: a torch.save zip's
+  // CRC-32 of every member. OK for formats without such checks.
+  virtual Status check_container() const { return Status::ok(); }
 };
 
 }  // namespace ckpt

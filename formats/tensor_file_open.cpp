@@ -1,5 +1,7 @@
 #include "formats/tensor_file_open.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <vector>
 
@@ -36,6 +38,52 @@ bool starts_with(const uint8_t* head, size_t n, const uint8_t* magic, size_t m) 
   return n >= m && std::memcmp(head, magic, m) == 0;
 }
 
+// What a file that is no tensor file is, from its first bytes: the one-line answer a user needs
+// (an LFS pointer committed in place of a shard, an HTML error page saved by a failed download).
+std::string what_else(const uint8_t* head, size_t n) {
+  auto starts = [&](const char* magic, size_t m) { return n >= m && std::memcmp(head, magic, m) == 0; };
+  if (n == 0) return "an empty file (0 bytes)";
+  if (starts("version https://git-lfs", 23))
+    return "a Git LFS pointer, not the file: run `git lfs pull` (or `git lfs fetch`) to download it";
+  size_t k = 0;  // HTML and XML may start with a BOM or blank lines
+  if (starts("\xef\xbb\xbf", 3)) k = 3;
+  while (k < n && (head[k] == ' ' || head[k] == '\t' || head[k] == '\r' || head[k] == '\n')) ++k;
+  std::string text(reinterpret_cast<const char*>(head + k), std::min<size_t>(n - k, 64));
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (text.rfind("<!doctype html", 0) == 0 || text.rfind("<html", 0) == 0 || text.rfind("<head", 0) == 0)
+    return "an HTML page (an error or login page saved in place of the file?)";
+  if (text.rfind("<?xml", 0) == 0) return "an XML document";
+  if (starts("\x89PNG\r\n\x1a\n", 8)) return "a PNG image";
+  if (starts("\xff\xd8\xff", 3)) return "a JPEG image";
+  if (starts("GIF8", 4)) return "a GIF image";
+  if (starts("%PDF", 4)) return "a PDF document";
+  if (starts("\x1f\x8b", 2)) return "gzip-compressed data: decompress it first (gunzip, tar -xzf)";
+  if (starts("\x28\xb5\x2f\xfd", 4)) return "zstd-compressed data: decompress it first (zstd -d)";
+  if (starts("\xfd"
+             "7zXZ\x00",
+             6))
+    return "xz-compressed data: decompress it first (xz -d)";
+  if (starts("BZh", 3)) return "bzip2-compressed data: decompress it first (bunzip2)";
+  if (starts("7z\xbc\xaf\x27\x1c", 6)) return "a 7-Zip archive: extract it first";
+  if (n >= 262 && std::memcmp(head + 257, "ustar", 5) == 0)
+    return "a tar archive: extract it first (tar -xf)";
+  if (starts("\x7f"
+             "ELF",
+             4))
+    return "an ELF executable or library";
+  if (starts("GGUF", 4)) return "a GGUF file (llama.cpp), which ckptcheck does not read";
+  if (starts("\x93NUMPY", 6)) return "a NumPy .npy array file, which ckptcheck does not read";
+  if (n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5)
+    return "a plain pickle, not a torch.save file (ckptcheck reads torch.save zips and legacy files)";
+  if (head[k < n ? k : 0] == '{' || head[k < n ? k : 0] == '[') return "a JSON document (or other text)";
+  bool printable = true;
+  for (size_t i = 0; i < n; ++i) {
+    printable = printable && (head[i] >= 0x20 || head[i] == '\n' || head[i] == '\r' || head[i] == '\t');
+  }
+  if (printable) return "a text file";
+  return "";
+}
+
 // safetensors has no magic: a plausible header length, then the JSON object's '{'.
 bool looks_like_safetensors(const uint8_t* head, size_t n, uint64_t file_size) {
   if (n < 9 || head[8] != '{') return false;
@@ -51,13 +99,15 @@ void register_tensor_file_opener(const char* name, TensorFileSniffer sniff, Tens
 
 Result<std::unique_ptr<TensorFile>> open_tensor_file(const std::string& path) {
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
-  uint8_t head[kTensorFileSniffBytes] = {};
+  uint8_t head[512] = {};  // registered sniffers need kTensorFileSniffBytes; a tar header needs 262
   const size_t n = static_cast<size_t>(std::min<uint64_t>(source->size(), sizeof head));
   CKPT_RETURN_IF_ERROR(source->read_at(0, head, n));
   for (const auto& opener : registry()) {
     if (opener.sniff(head, n)) return opener.open(path);
   }
   if (starts_with(head, n, kZipMagic, sizeof kZipMagic)) return open_pytorch(std::move(source));
+  if (starts_with(head, n, kPytorchLegacyMagic, sizeof kPytorchLegacyMagic))
+    return open_pytorch_legacy(std::move(source));
   if (starts_with(head, n, kHdf5Magic, sizeof kHdf5Magic)) {
 #ifdef CKPTCHECK_WITH_HDF5
     return open_hdf5(path);
@@ -70,7 +120,10 @@ Result<std::unique_ptr<TensorFile>> open_tensor_file(const std::string& path) {
     return std::unique_ptr<TensorFile>(std::move(native));
   }
   if (looks_like_safetensors(head, n, source->size())) return open_safetensors(std::move(source));
-  return Status::not_supported(path + ": unknown tensor file format (first bytes " + to_hex(head, n) + ")");
+  const std::string what = what_else(head, n);
+  if (!what.empty()) return Status::not_supported(path + ": " + what + ", not a tensor file");
+  return Status::not_supported(path + ": unknown tensor file format (first bytes " +
+                               to_hex(head, std::min<size_t>(n, kTensorFileSniffBytes)) + ")");
 }
 
 }  // namespace ckpt

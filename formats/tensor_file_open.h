@@ -1,8 +1,11 @@
 // Opens any tensor file by what its first bytes say, not by its extension:
 //   "PK\x03\x04"            -> PyTorch zip (torch.save)
+//   legacy magic pickle     -> PyTorch legacy (pre-1.6) torch.save
 //   "\x89HDF\r\n\x1a\n"     -> HDF5
 //   registered openers      -> e.g. the native format ("CKPTSHD\0"), which registers itself
 //   u64 LE length, then '{' -> safetensors
+// Anything else is kNotSupported with one line saying what the file is instead, when its first
+// bytes tell (an empty file, a Git LFS pointer, an HTML page, an image, compressed data, ...).
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,9 @@
 #include "formats/zip_archive.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <optional>
 
 #include "base/byte_coding.h"
 
@@ -25,18 +27,34 @@ struct Directory {
   uint64_t entries, offset, size;
 };
 
+// A zip whose end record is missing but whose first bytes are a local header was cut short.
+Status no_end_record(const ByteSource& src) {
+  uint8_t head[4] = {};
+  if (src.size() >= 4 && src.read_at(0, head, 4).is_ok() && decode_le(head, 4) == kLocalSig) {
+    return Status::truncated(src.name() +
+                             ": starts like a zip but has no end-of-central-directory record in " +
+                             "its last 64 KiB (" + std::to_string(src.size()) + " bytes): truncated");
+  }
+  return Status::corruption(src.name() +
+                            ": no zip end-of-central-directory record (not a zip, or truncated)");
+}
+
 Result<Directory> find_directory(const ByteSource& src) {
   const std::string& file = src.name();
   const uint64_t size = src.size();
-  if (size < kEndBytes)
-    return Status::corruption(file + ": " + std::to_string(size) + " bytes is too small for a zip");
+  if (size < kEndBytes) return no_end_record(src);
   const uint64_t tail_len = std::min<uint64_t>(size, kEndBytes + kMaxComment);
   std::vector<uint8_t> tail(tail_len);
   CKPT_RETURN_IF_ERROR(src.read_at(size - tail_len, tail.data(), tail_len));
   // Scan backwards: the end record is the last signature whose comment length reaches the end.
+  std::optional<uint64_t> short_record;  // the last signature whose comment ends before the file does
   for (uint64_t i = tail_len - kEndBytes + 1; i-- > 0;) {
     const uint8_t* p = tail.data() + i;
-    if (decode_le(p, 4) != kEndSig || i + kEndBytes + decode_le(p + 20, 2) != tail_len) continue;
+    if (decode_le(p, 4) != kEndSig) continue;
+    if (i + kEndBytes + decode_le(p + 20, 2) != tail_len) {
+      if (!short_record && i + kEndBytes + decode_le(p + 20, 2) < tail_len) short_record = i;
+      continue;
+    }
     const uint64_t end_pos = size - tail_len + i;
     Directory d{decode_le(p + 10, 2), decode_le(p + 16, 4), decode_le(p + 12, 4)};
     const bool needs_zip64 = d.entries == 0xffff || d.offset == 0xffffffff || d.size == 0xffffffff;
@@ -71,7 +89,14 @@ Result<Directory> find_directory(const ByteSource& src) {
     }
     return d;
   }
-  return Status::corruption(file + ": no zip end-of-central-directory record (not a zip, or truncated)");
+  if (short_record) {
+    const uint64_t end = *short_record + kEndBytes + decode_le(tail.data() + *short_record + 20, 2);
+    return Status::corruption(file + " @" + hex_offset(size - tail_len + end) + ": " +
+                              std::to_string(tail_len - end) + " bytes after the zip end record at " +
+                              hex_offset(size - tail_len + *short_record) +
+                              " (trailing garbage, or data appended to the file)");
+  }
+  return no_end_record(src);
 }
 
 // ZIP64 extended information (extra field 0x0001) replaces whichever fields were 0xffffffff.
@@ -105,6 +130,7 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
   ZipArchive zip;
   zip.entries_.reserve(dir.entries);
   size_t pos = 0;
+  uint32_t e_crc = 0;
   for (uint64_t i = 0; i < dir.entries; ++i) {
     const std::string at = file + " @" + hex_offset(dir.offset + pos);
     if (pos + kCentralBytes > cd.size() || decode_le(cd.data() + pos, 4) != kCentralSig) {
@@ -113,6 +139,7 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
     const uint8_t* p = cd.data() + pos;
     const uint64_t flags = decode_le(p + 8, 2), method = decode_le(p + 10, 2);
     uint64_t csize = decode_le(p + 20, 4), usize = decode_le(p + 24, 4), local = decode_le(p + 42, 4);
+    e_crc = static_cast<uint32_t>(decode_le(p + 16, 4));
     const size_t name_len = decode_le(p + 28, 2), extra_len = decode_le(p + 30, 2),
                  comment_len = decode_le(p + 32, 2);
     if (pos + kCentralBytes + name_len + extra_len + comment_len > cd.size()) {
@@ -120,6 +147,7 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
                                 " overruns the directory");
     }
     ZipEntry e;
+    e.crc32 = e_crc;
     e.name.assign(reinterpret_cast<const char*>(p + kCentralBytes), name_len);
     const std::string where = file + ": entry '" + e.name + "'";
     CKPT_RETURN_IF_ERROR(
@@ -170,6 +198,65 @@ Result<std::string> ZipArchive::read(const ByteSource& src, const ZipEntry& entr
   std::string out(entry.size, '\0');
   CKPT_RETURN_IF_ERROR(src.read_at(entry.data_offset, out.data(), out.size()));
   return out;
+}
+
+}  // namespace ckpt
+
+namespace ckpt {
+
+namespace {
+
+// Slicing-by-8 tables: table[k][b] is the CRC of byte b followed by k zero bytes.
+using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
+CrcTables make_crc_tables() {
+  CrcTables t{};
+  for (uint32_t b = 0; b < 256; ++b) {
+    uint32_t c = b;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    t[0][b] = c;
+  }
+  for (uint32_t b = 0; b < 256; ++b) {
+    for (size_t k = 1; k < 8; ++k) t[k][b] = (t[k - 1][b] >> 8) ^ t[0][t[k - 1][b] & 0xff];
+  }
+  return t;
+}
+
+}  // namespace
+
+uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t n) {
+  static const CrcTables t = make_crc_tables();
+  uint32_t c = ~crc;
+  for (; n >= 8; p += 8, n -= 8) {
+    const uint32_t lo = c ^ static_cast<uint32_t>(decode_le(p, 4));
+    const uint32_t hi = static_cast<uint32_t>(decode_le(p + 4, 4));
+    c = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^
+        t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^ t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+  }
+  for (; n > 0; ++p, --n) c = t[0][(c ^ *p) & 0xff] ^ (c >> 8);
+  return ~c;
+}
+
+Status ZipArchive::check_crc32(const ByteSource& src) const {
+  constexpr uint64_t kBuffer = 1 << 20;
+  std::vector<uint8_t> buffer;
+  for (const ZipEntry& e : entries_) {
+    buffer.resize(static_cast<size_t>(std::min<uint64_t>(e.size, kBuffer)));
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < e.size;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(e.size - done, buffer.size()));
+      CKPT_RETURN_IF_ERROR(src.read_at(e.data_offset + done, buffer.data(), n));
+      crc = crc32_update(crc, buffer.data(), n);
+      done += n;
+    }
+    if (crc != e.crc32) {
+      char values[64];
+      std::snprintf(values, sizeof values, "stored 0x%08x, computed 0x%08x", e.crc32, crc);
+      return Status::corruption(src.name() + ": zip member '" + e.name + "' (" + std::to_string(e.size) +
+                                " bytes at " + hex_offset(e.data_offset) + "): CRC-32 mismatch: " + values +
+                                " (a byte in this member changed after it was written)");
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace ckpt

@@ -4,13 +4,24 @@
 Run with Debian's interpreter, which has python3-torch 1.13:  /usr/bin/python3 scripts/make_pytorch_fixtures.py
 The malicious files are only *pickled* here (__reduce__ is consulted when saving, never called);
 nothing in them runs unless someone unpickles them with the real pickle module.
+
+Also written: a legacy (non-zip) torch.save file, tensors with non-contiguous strides, a
+Lightning-shaped checkpoint (argparse.Namespace, numpy arrays and scalars, a torch.nn.functional
+function) and a Hugging Face Trainer-shaped training_args.bin (a TrainingArguments dataclass, no
+tensors), whose classes are stand-ins registered under the real module names.
 """
+import argparse
+import dataclasses
 import hashlib
 import json
 import os
 import pickletools
+import subprocess
+import sys
+import types
 import zipfile
 
+import numpy as np
 import torch
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "pytorch")
@@ -62,6 +73,70 @@ class RunsEval:
         return (eval, ("__import__('os').system('touch /tmp/ckptcheck_fixture_was_executed')",))
 
 
+class RunsExec:
+    def __reduce__(self):
+        return (exec, ("import os; os.system('touch /tmp/ckptcheck_fixture_was_executed')",))
+
+
+class RunsSubprocess:
+    def __reduce__(self):
+        return (subprocess.check_call, (["touch", "/tmp/ckptcheck_fixture_was_executed"],))
+
+
+def stand_in_module(name):
+    """A module registered under a real package's name, so pickle records that name."""
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):
+        sys.modules.setdefault(".".join(parts[:i]), types.ModuleType(".".join(parts[:i])))
+    return sys.modules[name]
+
+
+def training_arguments_class():
+    module = stand_in_module("transformers.training_args")
+
+    @dataclasses.dataclass
+    class TrainingArguments:
+        output_dir: str
+        learning_rate: float = 5e-5
+        num_train_epochs: float = 3.0
+        per_device_train_batch_size: int = 8
+        seed: int = 42
+        report_to: list = dataclasses.field(default_factory=list)
+
+    TrainingArguments.__module__ = module.__name__
+    TrainingArguments.__qualname__ = "TrainingArguments"
+    module.TrainingArguments = TrainingArguments
+    return TrainingArguments
+
+
+def strided_state():
+    base = torch.arange(40, dtype=torch.float32)
+    return {
+        "transposed": torch.arange(12, dtype=torch.float32).reshape(3, 4).t(),  # stride (1, 4)
+        "fortran": torch.arange(24, dtype=torch.int32).reshape(4, 6).t().contiguous().t(),  # stride (1, 4)
+        "offset_strided": base.view(4, 10)[:, 1:8:2],  # storage offset 1, stride (10, 2)
+        "expanded": torch.tensor([1.5, -2.0, 3.25], dtype=torch.float64).expand(4, 3),  # stride (0, 1)
+        "base": base,
+    }
+
+
+def lightning_state(model, opt):
+    return {
+        "epoch": 3,
+        "global_step": 120,
+        "pytorch-lightning_version": "1.9.0",
+        "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
+        "optimizer_states": [opt.state_dict()],
+        "lr_schedulers": [{"last_epoch": 3, "base_lrs": [1e-3]}],
+        "hyper_parameters": argparse.Namespace(lr=0.001, hidden=6, name="tiny"),
+        "loss_fn": torch.nn.functional.cross_entropy,
+        "callbacks": {"ModelCheckpoint": {"best_model_score": np.float64(0.25), "best_k": np.int64(7),
+                                          "history": np.arange(6, dtype=np.float32).reshape(2, 3),
+                                          "fortran": np.asfortranarray(
+                                              np.arange(6, dtype=np.int16).reshape(2, 3))}},
+    }
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(1234)
@@ -81,13 +156,32 @@ def main():
     opt.step()
     fixtures["adamw_state.pt"] = opt.state_dict()
 
-    expected = {"files": {}, "malicious": {}}
+    fixtures["strided.pt"] = strided_state()
+    legacy = {"legacy_model_state.pt": state}
+
+    expected = {"files": {}, "malicious": {}, "legacy": {}, "numpy": {}}
     for name, obj in fixtures.items():
         path = os.path.join(OUT, name)
         torch.save(obj, path)
         expected["files"][name] = describe(obj)
+    for name, obj in legacy.items():
+        path = os.path.join(OUT, name)
+        torch.save(obj, path, _use_new_zipfile_serialization=False)
+        expected["legacy"][name] = describe(obj)
+    lightning = lightning_state(model, opt)
+    torch.save(lightning, os.path.join(OUT, "lightning_like.ckpt"))
+    expected["files"]["lightning_like.ckpt"] = describe(lightning)
+    cb = lightning["callbacks"]["ModelCheckpoint"]
+    expected["numpy"]["lightning_like.ckpt"] = [
+        {"name": f"callbacks.ModelCheckpoint.{k}", "dtype": {np.float32: "F32", np.int16: "I16"}[cb[k].dtype.type],
+         "shape": list(cb[k].shape), "sha256": hashlib.sha256(np.ascontiguousarray(cb[k]).tobytes()).hexdigest()}
+        for k in ("history", "fortran")]
+    torch.save(training_arguments_class()(output_dir="out", report_to=["none"]),
+               os.path.join(OUT, "training_args.bin"))
     for name, obj in {"malicious_os_system.pt": {"weight": torch.zeros(2), "x": RunsShell()},
-                      "malicious_eval.pt": {"weight": torch.zeros(2), "x": RunsEval()}}.items():
+                      "malicious_eval.pt": {"weight": torch.zeros(2), "x": RunsEval()},
+                      "malicious_exec.pt": {"weight": torch.zeros(2), "x": RunsExec()},
+                      "malicious_subprocess.pt": {"weight": torch.zeros(2), "x": RunsSubprocess()}}.items():
         path = os.path.join(OUT, name)
         torch.save(obj, path)
         expected["malicious"][name] = first_refused_global(path)

@@ -31,6 +31,12 @@ at::ScalarType scalar_type_of(DType dtype) {
     case DType::kI8: return at::kChar;
     case DType::kU8: return at::kByte;
     case DType::kBool: return at::kBool;
+    // torch 1.13 has no unsigned or float8 types: the bits travel in a signed type of the same width.
+    case DType::kU16: return at::kShort;
+    case DType::kU32: return at::kInt;
+    case DType::kU64: return at::kLong;
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: return at::kByte;
   }
   return at::kFloat;
 }

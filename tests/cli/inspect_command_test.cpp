@@ -1,5 +1,6 @@
-// `ckptcheck inspect` through the real binary: the PyTorch fixtures' hashes, refusal of malicious
-// pickles, --tensor, --stats and a damaged chunk. Skipped when build/ckptcheck is not built.
+// `ckptcheck inspect` through the real binary: the PyTorch fixtures' hashes, malicious pickles read
+// inertly with their globals flagged, --tensor, --stats and a damaged chunk. Skipped when build/ckptcheck is
+// not built.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -7,8 +8,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/file_io.h"
 #include "base/sha256.h"
+#include "formats/pytorch_file.h"
 #include "formats/safetensors_file.h"
+#include "tests/support/scratch_dir.h"
 #include "tests/support/training_state_fixture.h"
 
 namespace ckpt {
@@ -41,7 +45,9 @@ class InspectCommandTest : public ::testing::Test {
 TEST_F(InspectCommandTest, PytorchFixturesMatchExpectedHashes) {
   std::ifstream in(kPytorchDir + "/expected.json");
   const auto expected = nlohmann::json::parse(in);
-  for (const auto& [file, tensors] : expected["files"].items()) {
+  for (const auto& [file, listed] : expected["files"].items()) {
+    nlohmann::json tensors = listed;  // plus the numpy arrays the same file holds
+    for (const auto& t : expected["numpy"].value(file, nlohmann::json::array())) tensors.push_back(t);
     const CommandResult r = run_ckptcheck("inspect --json '" + kPytorchDir + "/" + file + "'");
     ASSERT_EQ(r.exit_code, 0) << file << ": " << r.output;
     const auto report = parse_output(r);
@@ -57,15 +63,67 @@ TEST_F(InspectCommandTest, PytorchFixturesMatchExpectedHashes) {
   }
 }
 
-TEST_F(InspectCommandTest, MaliciousPicklesAreRefusedNamingTheGlobal) {
+TEST_F(InspectCommandTest, MaliciousPicklesAreReadInertlyAndTheirGlobalsCalledOut) {
+  // Each fixture would touch the sentinel under torch.load(weights_only=False): os.system, eval,
+  // exec, subprocess.check_call.
+  ::unlink("/tmp/ckptcheck_fixture_was_executed");
   std::ifstream in(kPytorchDir + "/expected.json");
   const auto expected = nlohmann::json::parse(in);
+  ASSERT_EQ(expected["malicious"].size(), 4u);
   for (const auto& [file, global] : expected["malicious"].items()) {
     const CommandResult r = run_ckptcheck("inspect '" + kPytorchDir + "/" + file + "'");
-    EXPECT_EQ(r.exit_code, 2) << r.output;
-    EXPECT_NE(r.output.find(global.get<std::string>()), std::string::npos) << r.output;
-    EXPECT_NE(r.output.find("not supported"), std::string::npos) << r.output;
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("dangerous " + global.get<std::string>()), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("WARNING: " + kPytorchDir + "/" + file + " names dangerous global '" +
+                            global.get<std::string>() + "'"),
+              std::string::npos)
+        << r.output;
+    const CommandResult j = run_ckptcheck("inspect --json '" + kPytorchDir + "/" + file + "'");
+    ASSERT_EQ(j.exit_code, 0) << j.output;
+    const auto report = parse_output(j);
+    bool listed = false;
+    for (const auto& g : report["pickle_globals"])
+      listed = listed || (g["name"] == global && g["risk"] == "dangerous");
+    EXPECT_TRUE(listed) << report["pickle_globals"].dump();
+    EXPECT_NE(find_tensor(report, "weight"), nullptr);
   }
+  EXPECT_FALSE(path_exists("/tmp/ckptcheck_fixture_was_executed"));
+}
+
+TEST_F(InspectCommandTest, LegacyAndTensorlessFilesAreDescribed) {
+  const CommandResult legacy = run_ckptcheck("inspect '" + kPytorchDir + "/legacy_model_state.pt'");
+  EXPECT_EQ(legacy.exit_code, 0) << legacy.output;
+  EXPECT_NE(legacy.output.find("half_weight"), std::string::npos) << legacy.output;
+  const CommandResult args = run_ckptcheck("inspect --json '" + kPytorchDir + "/training_args.bin'");
+  ASSERT_EQ(args.exit_code, 0) << args.output;
+  const auto report = parse_output(args);
+  EXPECT_TRUE(report["tensors"].empty());
+  EXPECT_EQ(report["metadata"]["value"]["__class__"], "transformers.training_args.TrainingArguments");
+  EXPECT_EQ(report["pickle_globals"][0]["risk"], "executes");
+}
+
+TEST_F(InspectCommandTest, FlippedStorageByteInATorchSaveZipFailsItsCrc) {
+  ScratchDir dir;
+  std::ifstream in(kPytorchDir + "/model_state.pt", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  auto clean = open_pytorch_file(kPytorchDir + "/model_state.pt");
+  ASSERT_TRUE(clean.is_ok()) << clean.status().to_string();
+  bytes[(*clean)->chunks()[0].data_offset + 2] ^= 0x10;  // a weight's byte: no hash records it, the CRC does
+  const CommandResult r = run_ckptcheck("inspect '" + dir.write("m.pt", bytes) + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("[container_corrupt]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("CRC-32 mismatch"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("zip member 'model_state/data/"), std::string::npos) << r.output;
+}
+
+TEST_F(InspectCommandTest, GitLfsPointerIsNamed) {
+  ScratchDir dir;
+  const std::string path =
+      dir.write("model.safetensors", "version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 10\n");
+  const CommandResult r = run_ckptcheck("inspect '" + path + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("a Git LFS pointer, not the file: run `git lfs pull`"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(InspectCommandTest, CheckpointListsTensorsAndMetadata) {

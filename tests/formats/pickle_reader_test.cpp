@@ -62,30 +62,168 @@ TEST(PickleReader, FlattensNestedOptimizerState) {
   EXPECT_EQ(r->metadata["param_groups"][0]["lr"], 0.5);
 }
 
-TEST(PickleReader, RefusesOsSystemNamingItAndTheOffset) {
-  auto r = run(proto() + global("os", "system") + mark() + str("echo hi") + tuple() + reduce() + stop());
-  ASSERT_FALSE(r.is_ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kNotSupported);
-  EXPECT_EQ(
-      r.status().message(),
-      "x.pt: data.pkl: refusing pickle global 'os.system' at offset 0x2 (only tensor state dicts are read)");
+std::string weight();  // a 2x2 F32 tensor, defined below
+
+const PickleGlobal* find_global(const PickledStateDict& d, const std::string& name) {
+  for (const auto& g : d.globals) {
+    if (g.name == name) return &g;
+  }
+  return nullptr;
 }
 
-TEST(PickleReader, RefusesBuiltinsEval) {
-  expect_error(proto() + global("builtins", "eval"), StatusCode::kNotSupported, "'builtins.eval'");
+std::string newobj() {
+  return "\x81";
+}
+std::string build() {
+  return "b";
+}
+std::string tuple1() {
+  return "\x85";
+}
+std::string short_bytes(const std::string& b) {
+  return "C" + std::string(1, static_cast<char>(b.size())) + b;
 }
 
-TEST(PickleReader, RefusesLoadFromBytes) {
-  expect_error(proto() + global("torch.storage", "_load_from_bytes"), StatusCode::kNotSupported, "nested");
+TEST(PickleReader, OsSystemIsAnInertPlaceholderAndTheTensorsAroundItAreRead) {
+  // {'w': tensor, 'x': os.system('touch ...')}: the call is recorded, never made.
+  const std::string p = proto() + empty_dict() + mark() + str("w") + weight() + str("x") +
+                        global("os", "system") + mark() + str("touch /tmp/ckptcheck_pickle_sentinel") +
+                        tuple() + reduce() + setitems() + stop();
+  auto r = run(p);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->tensors.size(), 1u);
+  EXPECT_EQ(r->tensors[0].name, "w");
+  EXPECT_EQ(r->metadata["x"]["__call__"], "os.system");
+  EXPECT_EQ(r->metadata["x"]["__args__"][0], "touch /tmp/ckptcheck_pickle_sentinel");
+  const PickleGlobal* g = find_global(*r, "os.system");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->risk, PickleGlobalRisk::kDangerous);
+  EXPECT_EQ(g->count, 1u);
+  EXPECT_EQ(g->first_offset, p.find("cos\nsystem"));
+  EXPECT_EQ(find_global(*r, "torch._utils._rebuild_tensor_v2")->risk, PickleGlobalRisk::kSafe);
 }
 
-TEST(PickleReader, RefusesStackGlobal) {
-  expect_error(proto() + str("subprocess") + str("Popen") + "\x93", StatusCode::kNotSupported,
-               "'subprocess.Popen'");
+TEST(PickleReader, GlobalsAreClassifiedByWhatTorchLoadWouldDo) {
+  const std::pair<std::pair<const char*, const char*>, PickleGlobalRisk> cases[] = {
+      {{"os", "system"}, PickleGlobalRisk::kDangerous},
+      {{"posix", "system"}, PickleGlobalRisk::kDangerous},
+      {{"nt", "system"}, PickleGlobalRisk::kDangerous},
+      {{"builtins", "eval"}, PickleGlobalRisk::kDangerous},
+      {{"__builtin__", "exec"}, PickleGlobalRisk::kDangerous},
+      {{"builtins", "compile"}, PickleGlobalRisk::kDangerous},
+      {{"builtins", "__import__"}, PickleGlobalRisk::kDangerous},
+      {{"builtins", "getattr"}, PickleGlobalRisk::kDangerous},
+      {{"builtins", "open"}, PickleGlobalRisk::kDangerous},
+      {{"subprocess", "Popen"}, PickleGlobalRisk::kDangerous},
+      {{"commands", "check_call"}, PickleGlobalRisk::kDangerous},  // subprocess, as protocol 2 spells it
+      {{"pty", "spawn"}, PickleGlobalRisk::kDangerous},
+      {{"runpy", "_run_code"}, PickleGlobalRisk::kDangerous},
+      {{"importlib", "import_module"}, PickleGlobalRisk::kDangerous},
+      {{"torch.storage", "_load_from_bytes"}, PickleGlobalRisk::kDangerous},
+      {{"torch", "load"}, PickleGlobalRisk::kDangerous},
+      {{"torch.nn.functional", "cross_entropy"}, PickleGlobalRisk::kExecutes},
+      {{"argparse", "Namespace"}, PickleGlobalRisk::kExecutes},
+      {{"transformers.training_args", "TrainingArguments"}, PickleGlobalRisk::kExecutes},
+      {{"osmosis", "Model"}, PickleGlobalRisk::kExecutes},  // a module merely starting with "os"
+      {{"collections", "OrderedDict"}, PickleGlobalRisk::kSafe},
+      {{"torch._utils", "_rebuild_tensor_v2"}, PickleGlobalRisk::kSafe},
+      {{"torch", "BFloat16Storage"}, PickleGlobalRisk::kSafe},
+      {{"torch", "float32"}, PickleGlobalRisk::kSafe},
+      {{"numpy.core.multiarray", "_reconstruct"}, PickleGlobalRisk::kSafe},
+      {{"numpy", "dtype"}, PickleGlobalRisk::kSafe},
+      {{"_codecs", "encode"}, PickleGlobalRisk::kSafe},
+      {{"torch.serialization", "_get_layout"}, PickleGlobalRisk::kSafe},  // in DCP's .metadata
+      {{"torch.serialization", "load"}, PickleGlobalRisk::kDangerous},
+  };
+  for (const auto& [g, risk] : cases) {
+    EXPECT_EQ(classify_pickle_global(g.first, g.second), risk) << g.first << "." << g.second;
+  }
 }
 
-TEST(PickleReader, RefusesUnknownTorchName) {
-  expect_error(proto() + global("torch", "load"), StatusCode::kNotSupported, "'torch.load'");
+TEST(PickleReader, StackGlobalAndEvalAreInertToo) {
+  auto r = run(proto() + empty_list() + mark() + str("subprocess") + str("Popen") + "\x93" + str("sh") +
+               tuple1() + reduce() + global("builtins", "eval") + str("1+1") + tuple1() + reduce() +
+               global("torch.storage", "_load_from_bytes") + short_bytes("\x80\x02N.") + tuple1() + reduce() +
+               appends() + stop());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->metadata["value"][0]["__call__"], "subprocess.Popen");
+  EXPECT_EQ(r->metadata["value"][1]["__call__"], "builtins.eval");
+  EXPECT_EQ(r->metadata["value"][2]["__call__"], "torch.storage._load_from_bytes");
+  ASSERT_EQ(r->globals.size(), 3u);
+  for (const auto& g : r->globals) EXPECT_EQ(g.risk, PickleGlobalRisk::kDangerous) << g.name;
+}
+
+TEST(PickleReader, NewobjAndBuildMakeAnObjectCarryingItsState) {
+  // A dataclass as protocol 2 writes it (a DCP .metadata entry, HF TrainingArguments).
+  auto r = run(proto() + global("pkg.meta", "Chunk") + empty_tuple() + newobj() + empty_dict() + mark() +
+               str("offsets") + int1(0) + int1(4) + tuple2() + str("name") + str("w") + setitems() + build() +
+               stop());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->metadata["value"],
+            (nlohmann::json{{"__class__", "pkg.meta.Chunk"}, {"offsets", {0, 4}}, {"name", "w"}}));
+  EXPECT_EQ(r->globals[0].risk, PickleGlobalRisk::kExecutes);
+}
+
+TEST(PickleReader, NamespaceIsItsDictAndTensorsInsideObjectsAreNamedByTheirKeys) {
+  const std::string ns = global("argparse", "Namespace") + empty_tuple() + newobj() + empty_dict() +
+                         str("lr") + int1(3) + "s" + build();
+  const std::string holder = global("my.module", "Holder") + empty_tuple() + newobj() + empty_dict() +
+                             str("w") + weight() + "s" + build();
+  auto r =
+      run(proto() + empty_dict() + mark() + str("hparams") + ns + str("obj") + holder + setitems() + stop());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->metadata["hparams"], (nlohmann::json{{"lr", 3}}));
+  ASSERT_EQ(r->tensors.size(), 1u);
+  EXPECT_EQ(r->tensors[0].name, "obj.w");
+}
+
+TEST(PickleReader, DictWithObjectKeysBecomesPairs) {
+  // DCP's storage_data: {MetadataIndex(...): _StorageInfo(...)}.
+  const std::string key = global("pkg", "Index") + empty_tuple() + newobj() + empty_dict() + str("fqn") +
+                          str("w") + "s" + build();
+  auto r = run(proto() + empty_dict() + key + int1(5) + "s" + stop());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->metadata["value"]["__pairs__"][0][0]["fqn"], "w");
+  EXPECT_EQ(r->metadata["value"]["__pairs__"][0][1], 5);
+}
+
+TEST(PickleReader, NumpyArrayBecomesAnInlineTensor) {
+  // _reconstruct(ndarray, (0,), b'b') then BUILD (1, (2,), dtype('f4') with state (3, '<', ...), False, raw).
+  const std::string dtype = global("numpy", "dtype") + str("f4") + newfalse() + "\x88" + "\x87" + reduce() +
+                            mark() + int1(3) + str("<") + "NNN" + int1(0) + tuple() + build();
+  const std::string arr = global("numpy.core.multiarray", "_reconstruct") + global("numpy", "ndarray") +
+                          int1(0) + tuple1() + short_bytes("b") + "\x87" + reduce() + mark() + int1(1) +
+                          int1(2) + tuple1() + dtype + newfalse() +
+                          short_bytes(std::string("\0\0\x80?\0\0\0@", 8)) + tuple() + build();
+  auto r = run(proto() + empty_dict() + str("a") + arr + "s" + stop());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->tensors.size(), 1u);
+  const PickledTensor& t = r->tensors[0];
+  EXPECT_EQ(t.name, "a");
+  EXPECT_EQ(t.dtype, DType::kF32);
+  EXPECT_EQ(t.shape, (std::vector<int64_t>{2}));
+  EXPECT_TRUE(t.inline_payload);
+  EXPECT_EQ(t.inline_bytes, std::string("\0\0\x80?\0\0\0@", 8));
+}
+
+TEST(PickleReader, LegacyViewOffsetAddsToTheTensorOffset) {
+  // A legacy persistent id with a sixth item: a view 3 elements into root storage "1".
+  const std::string pid = mark() + str("storage") + global("torch", "FloatStorage") + str("1") + str("cpu") +
+                          int1(10) + mark() + str("9") + int1(3) + int1(4) + tuple() + tuple() + binpersid();
+  auto r = run(proto() + empty_dict() + str("w") + tensor2d(pid, 1, 1, 2, 2, 1) + "s" + stop());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->tensors.size(), 1u);
+  EXPECT_EQ(r->tensors[0].storage_key, "1");
+  EXPECT_EQ(r->tensors[0].storage_offset, 4);
+  ASSERT_EQ(r->storages.size(), 1u);
+  EXPECT_EQ(r->storages[0].numel, 10);
+}
+
+TEST(PickleReader, IntegersWiderThan64BitsAreKeptAsHex) {
+  auto r = run(proto() + std::string("\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 12) + stop());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->metadata["value"], "int:0x1950a86a20f9469cfc6c");
+  EXPECT_EQ(r->end_offset, 15u);
 }
 
 TEST(PickleReader, BadPersistentId) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -169,9 +170,50 @@ TEST(SafetensorsDefects, DeepNesting) {
 
 TEST(SafetensorsDefects, UnknownDtype) {
   auto h = two_tensors();
-  h["a"]["dtype"] = "F8_E4M3";
+  h["a"]["dtype"] = "Q4_K";
   expect_error(make_file(h, std::string(12, 0)), StatusCode::kNotSupported,
-               "tensor 'a': unknown dtype 'F8_E4M3'");
+               "tensor 'a': unknown dtype 'Q4_K'");
+}
+
+TEST(Safetensors, EveryDtypeOfTheSpecOpensWithItsElementSize) {
+  const std::pair<const char*, size_t> dtypes[] = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+      {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"I64", 8},     {"U64", 8}, {"F64", 8}};
+  nlohmann::json h = nlohmann::json::object();
+  size_t offset = 0;
+  for (const auto& [name, size] : dtypes) {
+    h[std::string("t_") + name] = {
+        {"dtype", name}, {"shape", {3}}, {"data_offsets", {offset, offset + 3 * size}}};
+    offset += 3 * size;
+  }
+  auto r = open_bytes(make_file(h, std::string(offset, '\x01')));
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ((*r)->chunks().size(), std::size(dtypes));
+  for (const ChunkInfo& c : (*r)->chunks()) {
+    EXPECT_EQ("t_" + std::string(dtype_name(c.dtype)), c.name);
+    EXPECT_EQ(c.data_bytes, 3 * dtype_size(c.dtype)) << c.name;
+  }
+}
+
+TEST(DType, NewDtypesDecode) {
+  const uint8_t u16[2] = {0x34, 0x12}, u32[4] = {0xff, 0xff, 0xff, 0xff};
+  const uint8_t u64[8] = {0, 0, 0, 0, 0, 0, 0, 0x80};
+  EXPECT_EQ(element_as_double(u16, DType::kU16), 0x1234);
+  EXPECT_EQ(element_as_double(u32, DType::kU32), 4294967295.0);
+  EXPECT_EQ(element_as_double(u64, DType::kU64), 9223372036854775808.0);
+  const uint8_t e4m3_max = 0x7e, e4m3_nan = 0xff, e4m3_one = 0x38, e4m3_tiny = 0x01;
+  EXPECT_EQ(element_as_double(&e4m3_max, DType::kF8E4M3), 448.0);
+  EXPECT_EQ(element_as_double(&e4m3_one, DType::kF8E4M3), 1.0);
+  EXPECT_EQ(element_as_double(&e4m3_tiny, DType::kF8E4M3), std::ldexp(1.0, -9));
+  EXPECT_TRUE(std::isnan(element_as_double(&e4m3_nan, DType::kF8E4M3)));
+  const uint8_t e5m2_inf = 0x7c, e5m2_nan = 0x7e, e5m2_max = 0x7b, e5m2_m2 = 0xc0;
+  EXPECT_TRUE(std::isinf(element_as_double(&e5m2_inf, DType::kF8E5M2)));
+  EXPECT_TRUE(std::isnan(element_as_double(&e5m2_nan, DType::kF8E5M2)));
+  EXPECT_EQ(element_as_double(&e5m2_max, DType::kF8E5M2), 57344.0);
+  EXPECT_EQ(element_as_double(&e5m2_m2, DType::kF8E5M2), -2.0);
+  EXPECT_TRUE(dtype_is_floating(DType::kF8E4M3));
+  EXPECT_FALSE(dtype_is_floating(DType::kU64));
+  EXPECT_EQ(*dtype_from_name("F8_E5M2"), DType::kF8E5M2);
 }
 
 TEST(SafetensorsDefects, DtypeWrongJsonType) {

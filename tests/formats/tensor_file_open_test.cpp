@@ -9,6 +9,7 @@
 #include "formats/hdf5_file.h"
 #include "formats/mapped_tensor_file.h"
 #include "formats/safetensors_file.h"
+#include "tests/support/test_support.h"
 
 namespace ckpt {
 namespace {
@@ -52,11 +53,13 @@ TEST(OpenTensorFile, SniffsPytorch) {
 
 TEST(OpenTensorFile, UnknownBytesNameTheirHex) {
   const std::string path = temp_dir() + "/junk";
-  ASSERT_TRUE(write_file_atomically(path, "GGUF\x03junk").is_ok());
+  ASSERT_TRUE(write_file_atomically(path, std::string("\x01\x02\xfe\x03junk", 8)).is_ok());
   auto r = open_tensor_file(path);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotSupported);
-  EXPECT_NE(r.status().message().find("4747554603"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("unknown tensor file format (first bytes 0102fe036a756e6b)"),
+            std::string::npos)
+      << r.status().to_string();
 }
 
 TEST(OpenTensorFile, NativeMagicGoesToTheNativeReader) {
@@ -85,6 +88,51 @@ TEST(OpenTensorFile, RegisteredOpenerIsUsed) {
   auto r = open_tensor_file(path);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_STREQ((*r)->format_name(), "test");
+}
+
+TEST(OpenTensorFile, NonCheckpointsAreNamedForWhatTheyAre) {
+  const std::string dir = temp_dir();
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "an empty file (0 bytes)"},
+      {"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 1024\n",
+       "a Git LFS pointer, not the file: run `git lfs pull`"},
+      {"\n<!DOCTYPE html><html><body>404</body></html>", "an HTML page"},
+      {"<HTML><head>", "an HTML page"},
+      {std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16), "a PNG image"},
+      {std::string("\x1f\x8b\x08\0\0\0\0\0", 8), "gzip-compressed data: decompress it first"},
+      {std::string("\x28\xb5\x2f\xfd\0", 5), "zstd-compressed data"},
+      {"GGUF\x03\0\0\0", "a GGUF file"},
+      {std::string("\x80\x04\x95\x10\0\0\0", 7), "a plain pickle, not a torch.save file"},
+      {"just some notes\n", "a text file"},
+  };
+  int k = 0;
+  for (const auto& [bytes, what] : cases) {
+    const std::string path = dir + "/f" + std::to_string(k++);
+    testing::write_file_bytes(path, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+    auto r = open_tensor_file(path);
+    ASSERT_FALSE(r.is_ok()) << what;
+    EXPECT_EQ(r.status().code(), StatusCode::kNotSupported);
+    EXPECT_NE(r.status().message().find(path + ": " + what), std::string::npos) << r.status().to_string();
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << "one line: " << r.status().to_string();
+  }
+}
+
+TEST(OpenTensorFile, TarArchiveIsNamed) {
+  const std::string dir = temp_dir();
+  std::vector<uint8_t> tar(512, 0);
+  std::memcpy(tar.data(), "model.pt", 8);
+  std::memcpy(tar.data() + 257, "ustar", 5);
+  testing::write_file_bytes(dir + "/t", tar);
+  auto r = open_tensor_file(dir + "/t");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("a tar archive"), std::string::npos) << r.status().to_string();
+}
+
+TEST(OpenTensorFile, SniffsLegacyTorchSave) {
+  auto r = open_tensor_file(std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/legacy_model_state.pt");
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_STREQ((*r)->format_name(), "pytorch");
+  EXPECT_FALSE((*r)->chunks().empty());
 }
 
 }  // namespace

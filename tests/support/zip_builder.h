@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "formats/zip_archive.h"
+
 namespace ckpt {
 
 struct ZipBuildOptions {
@@ -23,12 +25,13 @@ inline std::vector<uint8_t> build_zip(const std::vector<std::pair<std::string, s
   std::vector<uint8_t> out, cd;
   for (const auto& [name, data] : entries) {
     const uint64_t local = out.size();
+    const uint32_t crc = crc32_update(0, reinterpret_cast<const uint8_t*>(data.data()), data.size());
     put_le(out, 0x04034b50, 4);
     put_le(out, 20, 2);
     put_le(out, 0, 2);
     put_le(out, opt.method, 2);
     put_le(out, 0, 4);
-    put_le(out, 0, 4);
+    put_le(out, crc, 4);
     put_le(out, data.size(), 4);
     put_le(out, data.size(), 4);
     put_le(out, name.size(), 2);
@@ -41,7 +44,7 @@ inline std::vector<uint8_t> build_zip(const std::vector<std::pair<std::string, s
     put_le(cd, 0, 2);
     put_le(cd, opt.method, 2);
     put_le(cd, 0, 4);
-    put_le(cd, 0, 4);
+    put_le(cd, crc, 4);
     put_le(cd, data.size(), 4);
     put_le(cd, data.size(), 4);
     put_le(cd, name.size(), 2);

@@ -1,11 +1,13 @@
 // `ckptcheck inspect PATH [--json] [--stats] [--tensor NAME]`: what a checkpoint or tensor file holds
-// (tensors, their chunks and hashes, the file's metadata), with every chunk's bytes re-hashed against
-// the hashes recorded for it. Exit 0: all hashes agree; 1: the bytes are damaged (a hash mismatch,
-// a corrupt or torn file); 2: bad flags, unreadable path, unknown tensor, or a file we refuse to
-// read (a PyTorch pickle that calls an unsafe global).
+// (tensors, their chunks and hashes, the file's metadata, every global a pickle names and its risk),
+// with every chunk's bytes re-hashed against the hashes recorded for it and a torch.save zip's
+// member CRC-32s checked. Exit 0: all agree; 1: the bytes are damaged (a hash or CRC mismatch, a
+// corrupt or torn file); 2: bad flags, unreadable path, unknown tensor, or a file we cannot read.
+// A pickle's globals are never imported or called; dangerous ones get a WARNING line.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "verifier/cli/commands.h"
 #include "verifier/tensors/state_compare.h"
@@ -80,6 +82,11 @@ class InspectCommand : public Command {
     }
     std::vector<TensorReport> reports;
     std::vector<std::string> errors;
+    std::vector<std::string> container_errors;  // a torch.save zip member whose CRC-32 disagrees
+    for (const auto& f : source->files()) {
+      const Status st = f->check_container();
+      if (!st.is_ok()) container_errors.push_back(st.message());
+    }
     for (const SourceTensor* t : selected) {
       auto report = inspect_tensor(*source, *t);
       if (!report.is_ok()) return fail(report.status());
@@ -88,10 +95,10 @@ class InspectCommand : public Command {
       }
       reports.push_back(std::move(*report));
     }
-    const std::string out =
-        json_ ? to_json_text(*source, reports, errors) : to_table(*source, reports, errors);
+    const std::string out = json_ ? to_json_text(*source, reports, errors, container_errors)
+                                  : to_table(*source, reports, errors, container_errors);
     std::fwrite(out.data(), 1, out.size(), stdout);
-    return errors.empty() ? kExitOk : kExitCheckFailed;
+    return errors.empty() && container_errors.empty() ? kExitOk : kExitCheckFailed;
   }
 
  private:
@@ -120,8 +127,46 @@ class InspectCommand : public Command {
     return kExitUsage;
   }
 
+  // Every global the files' pickles name, with what torch.load(weights_only=False) would do with it.
+  static nlohmann::json globals_json(const TensorSource& source) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& f : source.files()) {
+      for (const PickleGlobal& g : f->pickle_globals()) {
+        out.push_back({{"file", f->path()},
+                       {"name", g.name},
+                       {"risk", pickle_global_risk_name(g.risk)},
+                       {"count", g.count},
+                       {"first_offset", g.first_offset}});
+      }
+    }
+    return out;
+  }
+
+  static std::string globals_lines(const TensorSource& source) {
+    std::string out;
+    for (const auto& f : source.files()) {
+      const auto& globals = f->pickle_globals();
+      if (globals.empty()) continue;
+      out += "pickle globals (" + f->path() + "; none was imported or called):\n";
+      for (const PickleGlobal& g : globals) {
+        out += "  " + std::string(pickle_global_risk_name(g.risk)) +
+               std::string(10 - std::strlen(pickle_global_risk_name(g.risk)), ' ') + g.name + " (x" +
+               std::to_string(g.count) + ")\n";
+      }
+      for (const PickleGlobal& g : globals) {
+        if (g.risk == PickleGlobalRisk::kDangerous) {
+          out +=
+              "WARNING: " + f->path() + " names dangerous global '" + g.name +
+              "': torch.load(weights_only=False) would run it; load this file only with weights_only=True\n";
+        }
+      }
+    }
+    return out;
+  }
+
   std::string to_json_text(const TensorSource& source, const std::vector<TensorReport>& reports,
-                           const std::vector<std::string>& errors) const {
+                           const std::vector<std::string>& errors,
+                           const std::vector<std::string>& container_errors) const {
     nlohmann::json tensors = nlohmann::json::array();
     for (const auto& r : reports) {
       nlohmann::json chunks = nlohmann::json::array();
@@ -142,17 +187,27 @@ class InspectCommand : public Command {
       if (stats_) t["stats"] = to_json(r.stats);
       tensors.push_back(std::move(t));
     }
-    nlohmann::json j = {{"path", source.path()}, {"kind", source.kind()}, {"metadata", source.metadata()},
-                        {"tensors", tensors},    {"errors", errors},      {"ok", errors.empty()}};
+    std::vector<std::string> all_errors = container_errors;
+    all_errors.insert(all_errors.end(), errors.begin(), errors.end());
+    nlohmann::json j = {{"path", source.path()},
+                        {"kind", source.kind()},
+                        {"metadata", source.metadata()},
+                        {"pickle_globals", globals_json(source)},
+                        {"tensors", tensors},
+                        {"errors", all_errors},
+                        {"ok", all_errors.empty()}};
     return j.dump() + "\n";
   }
 
   std::string to_table(const TensorSource& source, const std::vector<TensorReport>& reports,
-                       const std::vector<std::string>& errors) const {
-    std::string out = (errors.empty() ? "OK " : "FAIL ") + source.path() + " (" + source.kind() + ", " +
+                       const std::vector<std::string>& errors,
+                       const std::vector<std::string>& container_errors) const {
+    const bool ok = errors.empty() && container_errors.empty();
+    std::string out = (ok ? "OK " : "FAIL ") + source.path() + " (" + source.kind() + ", " +
                       std::to_string(source.tensors().size()) + " tensors, " +
                       std::to_string(source.files().size()) + " files)\n";
     out += metadata_lines(source);
+    out += globals_lines(source);
     for (const auto& r : reports) {
       const SourceTensor& t = *r.tensor;
       const std::string hash =
@@ -164,6 +219,7 @@ class InspectCommand : public Command {
       out += line;
       if (stats_) out += stats_line(r.stats);
     }
+    for (const auto& e : container_errors) out += "  [container_corrupt] " + e + "\n";
     for (const auto& e : errors) out += "  [sha256_mismatch] " + e + "\n";
     return out;
   }

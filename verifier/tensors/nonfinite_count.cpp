@@ -39,6 +39,10 @@ void NonfiniteCounter::count_elements(const uint8_t* data, size_t elements) {
       break;
     case DType::kF16: count_ieee<uint16_t>(data, elements, 0x7c00, 0x03ff, count_); break;
     case DType::kBF16: count_ieee<uint16_t>(data, elements, 0x7f80, 0x007f, count_); break;
+    case DType::kF8E5M2: count_ieee<uint8_t>(data, elements, 0x7c, 0x03, count_); break;
+    case DType::kF8E4M3:  // float8_e4m3fn: no Inf; only S.1111.111 is NaN
+      for (size_t i = 0; i < elements; ++i) count_.nan += (data[i] & 0x7f) == 0x7f;
+      break;
     default: break;
   }
 }

@@ -30,6 +30,24 @@ TEST(NonfiniteCounter, CountsF32AndF64NanAndInf) {
   EXPECT_EQ(f64.count().inf, 0u);
 }
 
+TEST(NonfiniteCounter, CountsFloat8) {
+  // e5m2: 0x7c = +inf, 0xfc = -inf, 0x7e = nan, 0x7b = max finite; e4m3fn: no inf, 0x7f/0xff = nan.
+  NonfiniteCounter e5m2(DType::kF8E5M2);
+  const std::vector<uint8_t> a = {0x7c, 0xfc, 0x7e, 0x7b, 0x00};
+  e5m2.feed(a.data(), a.size());
+  EXPECT_EQ(e5m2.count().nan, 1u);
+  EXPECT_EQ(e5m2.count().inf, 2u);
+  NonfiniteCounter e4m3(DType::kF8E4M3);
+  const std::vector<uint8_t> b = {0x7f, 0xff, 0x7e, 0x78, 0x00};
+  e4m3.feed(b.data(), b.size());
+  EXPECT_EQ(e4m3.count().nan, 2u);
+  EXPECT_EQ(e4m3.count().inf, 0u);
+  NonfiniteCounter u16(DType::kU16);  // integers have no NaN
+  const std::vector<uint8_t> c = {0xff, 0xff};
+  u16.feed(c.data(), c.size());
+  EXPECT_FALSE(u16.count().any());
+}
+
 TEST(NonfiniteCounter, CountsHalfAndBFloat16) {
   // f16: 0x7c00 = +inf, 0x7e00 = nan, 0x7bff = max finite; bf16: 0x7f80 = +inf, 0xffc0 = nan.
   NonfiniteCounter f16(DType::kF16);
