@@ -1,9 +1,11 @@
 #include "base/file_io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -159,6 +161,52 @@ bool is_directory(const std::string& path) {
 bool is_regular_file(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+namespace {
+
+void walk_files(const std::string& dir, const std::string& relative, int depth, int max_depth,
+                std::vector<std::string>& out) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (dirent* entry = ::readdir(d)) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string rel = relative.empty() ? name : relative + "/" + name;
+    struct stat st {};
+    if (::lstat((dir + "/" + name).c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      if (depth < max_depth) walk_files(dir + "/" + name, rel, depth + 1, max_depth, out);
+    } else {
+      out.push_back(rel);
+    }
+  }
+  ::closedir(d);
+}
+
+}  // namespace
+
+std::string parent_dir(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string base_name(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string strip_trailing_slashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+std::vector<std::string> list_files_under(const std::string& dir, int max_depth) {
+  std::vector<std::string> out;
+  walk_files(dir, "", 0, max_depth, out);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace ckpt

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -40,5 +41,15 @@ Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes)
 bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);
 bool is_regular_file(const std::string& path);
+
+// Path text only (no file system access): "a/b/c" -> "a/b" and "c"; "c" -> "." and "c".
+std::string parent_dir(const std::string& path);
+std::string base_name(const std::string& path);
+std::string strip_trailing_slashes(std::string path);  // "dir///" -> "dir"; "/" stays
+
+// Every entry under `dir` that is not a directory (symlinks are listed, never followed), as sorted
+// paths relative to `dir`, descending at most `max_depth` levels. Unreadable subdirectories are
+// skipped: callers compare the listing with what they expect, so a missing file is still found.
+std::vector<std::string> list_files_under(const std::string& dir, int max_depth);
 
 }  // namespace ckpt

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -30,6 +32,31 @@ void run_parallel(size_t count, size_t threads, const Job& job) {
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();  // the calling thread is one of them
   for (auto& t : pool) t.join();
+}
+
+// run_parallel on worker threads while the calling thread calls `report()` every `interval` until
+// every job is done, and once more at the end: how verify and seal show bytes hashed on a terminal.
+// With an empty `report` it is run_parallel.
+template <typename Job>
+void run_parallel_reporting(size_t count, size_t threads, const Job& job, const std::function<void()>& report,
+                            std::chrono::milliseconds interval = std::chrono::milliseconds(100)) {
+  if (!report) {
+    run_parallel(count, threads, job);
+    return;
+  }
+  std::atomic<size_t> finished{0};
+  std::thread workers([&] {
+    run_parallel(count, threads, [&](size_t i) {
+      job(i);
+      finished.fetch_add(1);
+    });
+  });
+  while (finished.load() < count) {
+    report();
+    std::this_thread::sleep_for(interval);
+  }
+  workers.join();
+  report();
 }
 
 }  // namespace ckpt

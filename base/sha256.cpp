@@ -60,7 +60,8 @@ std::string sha256_hex(const std::string& text) {
   return sha256_hex(text.data(), text.size());
 }
 
-Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offset, uint64_t length) {
+Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offset, uint64_t length,
+                                        std::atomic<uint64_t>* hashed) {
   Sha256 h;
   std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(length, kHashBufferBytes)));
   uint64_t done = 0;
@@ -69,6 +70,7 @@ Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offse
     CKPT_RETURN_IF_ERROR(source.read_at(offset + done, buffer.data(), n));
     h.update(buffer.data(), n);
     done += n;
+    if (hashed) hashed->fetch_add(n, std::memory_order_relaxed);
   }
   return h.finish_hex();
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -34,8 +35,10 @@ std::string digest_hex(const Sha256Digest& digest);
 std::string sha256_hex(const void* data, size_t size);
 std::string sha256_hex(const std::string& text);
 
-// Hashes bytes [offset, offset+length) of a source with a bounded buffer (streaming).
-Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offset, uint64_t length);
+// Hashes bytes [offset, offset+length) of a source with a bounded buffer (streaming). `hashed`, if
+// set, grows by every piece hashed, for a progress display on another thread.
+Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offset, uint64_t length,
+                                        std::atomic<uint64_t>* hashed = nullptr);
 // Hashes a whole file by streaming it; also returns its size through `size_out` if non-null.
 Result<std::string> sha256_hex_of_file(const std::string& path, uint64_t* size_out = nullptr);
 

@@ -68,7 +68,7 @@ std::string manifest_to_json_text(const Manifest& m) {
                       {"extra", m.extra},
                       {"shards", shards},
                       {"tensors", tensors}};
-  j[kManifestDigestField] = sha256_hex(j.dump());
+  embed_digest(j, kManifestDigestField);
   return j.dump(1) + "\n";
 }
 
@@ -179,16 +179,7 @@ Result<Manifest> parse_manifest(const std::string& text, const std::string& wher
 }
 
 Result<ManifestDigest> manifest_digest(const std::string& text, const std::string& where) {
-  CKPT_ASSIGN_OR_RETURN(nlohmann::json j, parse_json(text, where));
-  if (!j.is_object()) return Status::corruption(where + ": expected a JSON object");
-  ManifestDigest d;
-  auto it = j.find(kManifestDigestField);
-  if (it == j.end()) return d;
-  d.present = true;
-  d.recorded = it->is_string() ? it->get<std::string>() : it->dump();
-  j.erase(it);
-  d.computed = sha256_hex(j.dump());
-  return d;
+  return read_embedded_digest(text, kManifestDigestField, where);
 }
 
 Result<Manifest> read_manifest_file(const std::string& checkpoint_dir) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/embedded_digest.h"
 #include "base/status.h"
 #include "formats/dtype.h"
 
@@ -64,13 +65,8 @@ std::string manifest_to_json_text(const Manifest& manifest);
 
 constexpr const char* kManifestDigestField = "manifest_sha256";
 
-// What a manifest's own digest says about its text.
-struct ManifestDigest {
-  bool present = false;  // manifests written before the digest existed have none
-  std::string recorded;
-  std::string computed;
-  bool matches() const { return present && recorded == computed; }
-};
+// What a manifest's own digest says about its text (base/embedded_digest.h).
+using ManifestDigest = EmbeddedDigest;
 // Fails only when `text` is not a JSON object (parse_manifest says why).
 Result<ManifestDigest> manifest_digest(const std::string& text, const std::string& where);
 // Strict parse of untrusted text: every field typed, every shard path safe, chunk shard indices in

@@ -13,23 +13,18 @@
 namespace ckpt {
 namespace {
 
-std::string base_name_of(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 bool is_deleting_leftover(const std::string& path) {
-  return base_name_of(path).rfind(kDeletingDirPrefix, 0) == 0;
+  return base_name(path).rfind(kDeletingDirPrefix, 0) == 0;
 }
 
 // The base name of the checkpoint resolve_latest_checkpoint would pick, from the listing alone.
 std::string latest_name(const CheckpointListing& listing) {
   if (step_from_dir_name(listing.latest_pointer) >= 0) {
     for (const auto& dir : listing.committed) {
-      if (base_name_of(dir) == listing.latest_pointer) return listing.latest_pointer;
+      if (base_name(dir) == listing.latest_pointer) return listing.latest_pointer;
     }
   }
-  return listing.committed.empty() ? "" : base_name_of(listing.committed.back());
+  return listing.committed.empty() ? "" : base_name(listing.committed.back());
 }
 
 Status remove_tree(const std::string& dir) {
@@ -50,18 +45,18 @@ RetentionPlan plan_retention(const CheckpointListing& listing, const RetentionPo
   std::set<std::string> kept;  // base names
   const std::string latest = latest_name(listing);
   if (!latest.empty()) kept.insert(latest);
-  if (!protect.empty()) kept.insert(base_name_of(protect));
+  if (!protect.empty()) kept.insert(base_name(protect));
   // listing.committed is in ascending step order: the last keep_last entries are the newest.
   const size_t count = listing.committed.size();
   const size_t last = policy.prunes() ? static_cast<size_t>(policy.keep_last) : count;
   for (size_t i = 0; i < count; ++i) {
-    const std::string name = base_name_of(listing.committed[i]);
+    const std::string name = base_name(listing.committed[i]);
     const int64_t step = step_from_dir_name(name);
     if (count - i <= last) kept.insert(name);
     if (policy.keep_every > 0 && step % policy.keep_every == 0) kept.insert(name);
   }
   for (const auto& dir : listing.committed) {
-    (kept.count(base_name_of(dir)) ? plan.keep : plan.remove).push_back(dir);
+    (kept.count(base_name(dir)) ? plan.keep : plan.remove).push_back(dir);
   }
   return plan;
 }
@@ -80,7 +75,7 @@ Result<PruneResult> prune_checkpoints(const std::string& root, const RetentionPo
     // The pid keeps two runs' leftovers apart; one writer per root makes a clash impossible
     // otherwise, and the leftovers of earlier runs were removed just above.
     const std::string renamed =
-        root + "/" + kDeletingDirPrefix + base_name_of(dir) + "-" + std::to_string(::getpid());
+        root + "/" + kDeletingDirPrefix + base_name(dir) + "-" + std::to_string(::getpid());
     if (::rename(dir.c_str(), renamed.c_str()) != 0) {
       return Status::io_error(dir + ": rename to " + renamed + " failed: " + std::strerror(errno));
     }

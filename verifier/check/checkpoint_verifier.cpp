@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <map>
 #include <set>
-#include <thread>
 
 #include "base/file_io.h"
 #include "base/json_fields.h"
@@ -20,6 +19,7 @@
 #include "shards/manifest.h"
 #include "verifier/check/chunk_coverage.h"
 #include "verifier/check/resumability.h"
+#include "verifier/check/seal.h"
 #include "verifier/check/shard_scan.h"
 #include "verifier/check/signature.h"
 #include "verifier/pins/drift.h"
@@ -29,7 +29,6 @@ namespace ckpt {
 namespace {
 
 constexpr int kMaxDirectoryDepth = 8;  // shard paths are shallow; bounds the leftover walk
-constexpr auto kProgressInterval = std::chrono::milliseconds(100);
 
 // A manifest chunk, by position: manifest.tensors[tensor].chunks[chunk].
 struct ChunkRef {
@@ -45,22 +44,6 @@ struct ShardOutcome {
   std::map<size_t, NonfiniteCount> nonfinite;  // by tensor index
   uint64_t bytes_hashed = 0;
 };
-
-std::string parent_dir(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-std::string base_name(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-std::string strip_trailing_slashes(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  return path;
-}
 
 bool resolves_inside(const std::string& dir, const std::string& path) {
   char dir_real[PATH_MAX], file_real[PATH_MAX];
@@ -239,55 +222,10 @@ bool report_unsafe_shard_paths(const std::string& text, VerifyReport& report) {
   return found;
 }
 
-void check_signature(const std::string& dir, const std::string& manifest_bytes, const std::string& pubkey,
-                     VerifyReport& report) {
-  const std::string sig_path = dir + "/" + kSignatureFileName;
-  if (!path_exists(sig_path)) {
-    report.add_error(verify_code::kSignatureMissing, "", "",
-                     sig_path + ": no signature, but --pubkey was given");
-    return;
-  }
-  auto text = read_small_file(sig_path, 4096);
-  if (!text.is_ok()) {
-    report.add_error(verify_code::kSignatureInvalid, "", "", text.status().message());
-    return;
-  }
-  auto signature = decode_signature_file(*text, sig_path);
-  if (!signature.is_ok()) {
-    report.add_error(verify_code::kSignatureInvalid, "", "", signature.status().message());
-    return;
-  }
-  Status verdict = verify_message(pubkey, manifest_bytes, *signature);
-  if (!verdict.is_ok())
-    report.add_error(verify_code::kSignatureInvalid, "", "", sig_path + ": " + verdict.message());
-}
-
-void walk_files(const std::string& dir, const std::string& relative, int depth,
-                std::vector<std::string>& out) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return;
-  while (dirent* entry = ::readdir(d)) {
-    const std::string name = entry->d_name;
-    if (name == "." || name == "..") continue;
-    const std::string rel = relative.empty() ? name : relative + "/" + name;
-    struct stat st {};
-    if (::lstat((dir + "/" + name).c_str(), &st) != 0) continue;
-    if (S_ISDIR(st.st_mode) && depth < kMaxDirectoryDepth) {
-      walk_files(dir + "/" + name, rel, depth + 1, out);
-    } else {
-      out.push_back(rel);
-    }
-  }
-  ::closedir(d);
-}
-
 void report_unlisted_files(const std::string& dir, const Manifest& manifest, VerifyReport& report) {
   std::set<std::string> listed = {kManifestFileName, kSignatureFileName};
   for (const auto& s : manifest.shards) listed.insert(s.path);
-  std::vector<std::string> files;
-  walk_files(dir, "", 0, files);
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
+  for (const auto& f : list_files_under(dir, kMaxDirectoryDepth)) {
     if (!listed.count(f)) {
       report.add_warning(verify_code::kUnlistedFile, "", "", dir + "/" + f + ": not listed in the manifest");
     }
@@ -318,23 +256,13 @@ void check_shards(const std::string& dir, const Manifest& manifest, const Verify
   for (const auto& s : manifest.shards) total += s.bytes;
 
   std::vector<ShardOutcome> outcomes(count);
-  std::atomic<size_t> finished{0};
   std::atomic<uint64_t> hashed{0};
-  // The shard checks run beside this thread, which reports progress meanwhile.
-  std::thread checks([&] {
-    run_parallel(count, resolve_jobs(options.jobs, count), [&](size_t i) {
-      outcomes[i] = ShardCheck(dir, manifest, i, refs[i], options.quick, &hashed).run();
-      finished.fetch_add(1);
-    });
-  });
-  if (options.on_progress) {
-    while (finished.load() < count) {
-      options.on_progress(hashed.load(), total);
-      std::this_thread::sleep_for(kProgressInterval);
-    }
-    options.on_progress(hashed.load(), total);
-  }
-  checks.join();
+  std::function<void()> report_progress;
+  if (options.on_progress) report_progress = [&] { options.on_progress(hashed.load(), total); };
+  run_parallel_reporting(
+      count, resolve_jobs(options.jobs, count),
+      [&](size_t i) { outcomes[i] = ShardCheck(dir, manifest, i, refs[i], options.quick, &hashed).run(); },
+      report_progress);
 
   std::map<size_t, NonfiniteCount> nonfinite;
   for (auto& o : outcomes) {
@@ -433,7 +361,8 @@ Result<VerifyReport> verify_one(const std::string& raw_dir, const VerifyOptions&
     report.seconds = seconds_since(start);
     return report;
   }
-  if (!options.pubkey_path.empty()) check_signature(dir, *text, options.pubkey_path, report);
+  if (!options.pubkey_path.empty())
+    check_detached_signature(dir + "/" + kSignatureFileName, *text, options.pubkey_path, report);
   auto manifest = parse_manifest(*text, manifest_path);
   if (!manifest.is_ok()) {
     if (!report_unsafe_shard_paths(*text, report)) {
@@ -468,11 +397,19 @@ Result<VerifyReport> verify_path(const std::string& raw_path, const VerifyOption
     return verify_checkpoint(dir, options);
   }
   if (!path_exists(path)) return Status::io_error(path + ": no such file or directory");
-  if (!is_directory(path))
-    return Status::invalid_argument(path + ": not a directory (expected a checkpoint or a root)");
+  const auto verify_seal = [&] {
+    return verify_sealed(path, options.jobs, options.pubkey_path, options.on_progress);
+  };
+  if (!is_directory(path)) {
+    if (has_seal(path)) return verify_seal();
+    return Status::invalid_argument(path + ": not a checkpoint directory, and no " + seal_path_for(path) +
+                                    " beside it (seal a file with `ckptcheck seal " + path +
+                                    "` after saving)");
+  }
   if (path_exists(path + "/" + kManifestFileName) || step_from_dir_name(base_name(path)) >= 0) {
     return verify_checkpoint(path, options);
   }
+  if (has_seal(path)) return verify_seal();
   CKPT_ASSIGN_OR_RETURN(std::string dir, resolve_latest_checkpoint(path));
   return verify_checkpoint(dir, options);
 }

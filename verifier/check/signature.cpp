@@ -11,6 +11,7 @@
 #include "base/file_io.h"
 #include "base/sha256.h"
 #include "shards/manifest.h"
+#include "verifier/check/checkpoint_verifier.h"
 
 namespace ckpt {
 
@@ -158,15 +159,41 @@ Result<std::string> decode_signature_file(const std::string& text, const std::st
   return signature;
 }
 
+Status sign_file(const std::string& path, const std::string& private_key_path) {
+  CKPT_ASSIGN_OR_RETURN(std::string bytes, read_small_file(path, kMaxManifestBytes));
+  CKPT_ASSIGN_OR_RETURN(std::string signature, sign_message(private_key_path, bytes));
+  return write_file_atomically(path + ".sig", encode_signature_file(signature));
+}
+
 Status sign_checkpoint(const std::string& checkpoint_dir, const std::string& private_key_path) {
   const std::string manifest_path = checkpoint_dir + "/" + kManifestFileName;
   if (!is_regular_file(manifest_path)) {
     return Status::invalid_argument(checkpoint_dir +
                                     ": has no manifest.json; only committed checkpoints are signed");
   }
-  CKPT_ASSIGN_OR_RETURN(std::string manifest_bytes, read_small_file(manifest_path, kMaxManifestBytes));
-  CKPT_ASSIGN_OR_RETURN(std::string signature, sign_message(private_key_path, manifest_bytes));
-  return write_file_atomically(checkpoint_dir + "/" + kSignatureFileName, encode_signature_file(signature));
+  return sign_file(manifest_path, private_key_path);
+}
+
+void check_detached_signature(const std::string& signature_path, const std::string& message,
+                              const std::string& public_key_path, VerifyReport& report) {
+  if (!path_exists(signature_path)) {
+    report.add_error(verify_code::kSignatureMissing, "", "",
+                     signature_path + ": no signature, but --pubkey was given");
+    return;
+  }
+  auto text = read_small_file(signature_path, 4096);
+  if (!text.is_ok()) {
+    report.add_error(verify_code::kSignatureInvalid, "", "", text.status().message());
+    return;
+  }
+  auto signature = decode_signature_file(*text, signature_path);
+  if (!signature.is_ok()) {
+    report.add_error(verify_code::kSignatureInvalid, "", "", signature.status().message());
+    return;
+  }
+  Status verdict = verify_message(public_key_path, message, *signature);
+  if (!verdict.is_ok())
+    report.add_error(verify_code::kSignatureInvalid, "", "", signature_path + ": " + verdict.message());
 }
 
 }  // namespace ckpt

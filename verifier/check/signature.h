@@ -14,6 +14,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "verifier/check/verify_report.h"
 
 namespace ckpt {
 
@@ -35,7 +36,16 @@ Status write_ed25519_key_pair(const std::string& private_key_path, const std::st
 std::string encode_signature_file(const std::string& signature);
 Result<std::string> decode_signature_file(const std::string& text, const std::string& where);
 
+// Signs the bytes of `path` (a manifest or a seal, at most 256 MiB) and writes `<path>.sig`
+// atomically next to it.
+Status sign_file(const std::string& path, const std::string& private_key_path);
+
 // Signs `checkpoint_dir/manifest.json` and writes `manifest.json.sig` atomically next to it.
 Status sign_checkpoint(const std::string& checkpoint_dir, const std::string& private_key_path);
+
+// `verify --pubkey`: adds signature_missing when `signature_path` is absent and signature_invalid
+// when it is malformed or does not verify `message` (the signed file's bytes) under the key.
+void check_detached_signature(const std::string& signature_path, const std::string& message,
+                              const std::string& public_key_path, VerifyReport& report);
 
 }  // namespace ckpt

@@ -9,6 +9,7 @@ std::unique_ptr<Command> make_drill_command();
 std::unique_ptr<Command> make_launch_command();
 std::unique_ptr<Command> make_verify_command();
 std::unique_ptr<Command> make_sign_command();
+std::unique_ptr<Command> make_seal_command();
 std::unique_ptr<Command> make_inspect_command();
 std::unique_ptr<Command> make_diff_command();
 std::unique_ptr<Command> make_convert_command();
@@ -24,6 +25,7 @@ std::vector<std::unique_ptr<Command>> all_commands() {
   commands.push_back(make_drill_command());
   commands.push_back(make_launch_command());
   commands.push_back(make_verify_command());
+  commands.push_back(make_seal_command());
   commands.push_back(make_sign_command());
   commands.push_back(make_inspect_command());
   commands.push_back(make_diff_command());

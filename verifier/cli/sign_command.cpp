@@ -1,9 +1,13 @@
 // `ckptcheck sign CKPT --key private.pem`: writes CKPT/manifest.json.sig, an Ed25519 signature
-// over the exact manifest bytes (why that is safe in a committed dir: verifier/signature.h).
+// over the exact manifest bytes (why that is safe in a committed dir: verifier/check/signature.h).
+// A path with no manifest but a seal (`ckptcheck seal`) gets its seal signed: `<seal>.sig`.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "base/file_io.h"
 #include "shards/checkpoint_dir.h"
+#include "shards/manifest.h"
+#include "verifier/check/seal.h"
 #include "verifier/check/signature.h"
 #include "verifier/cli/commands.h"
 
@@ -13,7 +17,8 @@ namespace {
 class SignCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
-    CLI::App* sub = app.add_subcommand("sign", "Sign a committed checkpoint's manifest with an Ed25519 key");
+    CLI::App* sub = app.add_subcommand(
+        "sign", "Sign a committed checkpoint's manifest (or a sealed checkpoint's seal) with an Ed25519 key");
     sub->add_option("checkpoint", path_, "checkpoint dir, or a root (signs its latest checkpoint)")
         ->required();
     sub->add_option("--key", key_path_, "PEM Ed25519 private key")->required();
@@ -21,17 +26,26 @@ class SignCommand : public Command {
   }
 
   int run() override {
+    const std::string seal = seal_path_for(path_);
+    if (!path_exists(path_ + "/" + kManifestFileName) && path_exists(seal)) {
+      Status status = sign_file(seal, key_path_);
+      if (!status.is_ok()) return failed(status);
+      std::printf("signed %s.sig\n", seal.c_str());
+      return kExitOk;
+    }
     auto dir = resolve_checkpoint_path(path_);
     Status status = dir.is_ok() ? sign_checkpoint(*dir, key_path_) : dir.status();
-    if (!status.is_ok()) {
-      std::fprintf(stderr, "ckptcheck sign: %s\n", status.to_string().c_str());
-      return kExitUsage;
-    }
+    if (!status.is_ok()) return failed(status);
     std::printf("signed %s/%s\n", dir->c_str(), kSignatureFileName);
     return kExitOk;
   }
 
  private:
+  static int failed(const Status& status) {
+    std::fprintf(stderr, "ckptcheck sign: %s\n", status.to_string().c_str());
+    return kExitUsage;
+  }
+
   std::string path_;
   std::string key_path_;
 };

@@ -1,0 +1,28 @@
+// A JSON document that carries the SHA-256 of its own content: the manifest ("manifest_sha256")
+// and the seal ("seal_sha256"). The digest covers the canonical text of everything else (compact,
+// keys sorted), so an edit to any field is detectable, including fields no other check reads.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/status.h"
+
+namespace ckpt {
+
+// Sets j[field] to the SHA-256 of j without that field. `j` must be an object.
+void embed_digest(nlohmann::json& j, const char* field);
+
+// What a document's own digest says about its content.
+struct EmbeddedDigest {
+  bool present = false;  // documents written before the digest existed have none
+  std::string recorded;
+  std::string computed;
+  bool matches() const { return present && recorded == computed; }
+};
+
+// Fails (kCorruption) only when `text` is not a JSON object.
+Result<EmbeddedDigest> read_embedded_digest(const std::string& text, const char* field,
+                                            const std::string& where);
+
+}  // namespace ckpt

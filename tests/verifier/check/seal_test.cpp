@@ -1,0 +1,259 @@
+// Seals of checkpoints this tool did not write: torch.save files written by Debian's PyTorch
+// (tests/data/pytorch, scripts/make_pytorch_fixtures.py), damaged after sealing.
+#include "verifier/check/seal.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "base/file_io.h"
+#include "base/sha256.h"
+#include "formats/tensor_file_open.h"
+#include "tests/support/test_support.h"
+#include "verifier/check/checkpoint_verifier.h"
+#include "verifier/check/signature.h"
+
+namespace ckpt {
+namespace {
+
+using namespace ckpt::testing;
+
+const std::string kPytorchDir = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/";
+
+std::string codes_of(const std::vector<VerifyIssue>& issues) {
+  std::string s;
+  for (const auto& i : issues) s += "[" + i.code + "] " + i.shard + " " + i.tensor + ": " + i.message + "\n";
+  return s;
+}
+
+void copy_file(const std::string& from, const std::string& to) {
+  std::filesystem::create_directories(std::filesystem::path(to).parent_path());
+  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);
+}
+
+void flip_byte(const std::string& path, uint64_t offset) {
+  auto bytes = read_file_bytes(path);
+  ASSERT_LT(offset, bytes.size());
+  bytes[offset] ^= 0x40;
+  write_file_bytes(path, bytes);
+}
+
+VerifyReport verify(const std::string& path, const std::string& pubkey = "") {
+  VerifyOptions options;
+  options.pubkey_path = pubkey;
+  auto r = verify_path(path, options);
+  EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+  return r.is_ok() ? *r : VerifyReport{};
+}
+
+// A Hugging Face Trainer-shaped folder: PyTorch-written tensor files beside plain JSON.
+class SealTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = dir_root_ / "checkpoint-40";
+    copy_file(kPytorchDir + "model_state.pt", dir_ + "/pytorch_model.bin");
+    copy_file(kPytorchDir + "adamw_state.pt", dir_ + "/optimizer.pt");
+    std::filesystem::create_directories(dir_ + "/extra");
+    write_file_bytes(dir_ + "/extra/trainer_state.json", {'{', '"', 's', '"', ':', '4', '0', '}'});
+  }
+  SealSummary seal(const std::string& path, SealOptions options = {}) {
+    auto s = seal_checkpoint(path, options);
+    EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+    return s.is_ok() ? *s : SealSummary{};
+  }
+  // The first tensor of a sealed file, as the reader sees it.
+  ChunkInfo first_tensor(const std::string& path) {
+    auto f = open_tensor_file(path);
+    EXPECT_TRUE(f.is_ok()) << f.status().to_string();
+    EXPECT_FALSE((*f)->chunks().empty());
+    return (*f)->chunks().front();
+  }
+  TempDir dir_root_;
+  std::string dir_;
+};
+
+TEST_F(SealTest, SealsEveryFileAndEveryTensorAndVerifiesClean) {
+  const SealSummary s = seal(dir_);
+  EXPECT_EQ(s.seal_path, dir_ + "/" + kSealFileName);
+  EXPECT_EQ(s.files, 3u);
+  EXPECT_GT(s.tensors, 2u);
+  auto text = read_small_file(s.seal_path, 1 << 20);
+  ASSERT_TRUE(text.is_ok());
+  auto parsed = parse_seal(*text, s.seal_path);
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+  ASSERT_EQ(parsed->files.size(), 3u);
+  EXPECT_EQ(parsed->files[0].path, "extra/trainer_state.json");
+  EXPECT_TRUE(parsed->files[0].tensors.empty());
+  EXPECT_EQ(parsed->files[1].path, "optimizer.pt");
+  EXPECT_EQ(parsed->files[1].format, "pytorch");
+  // The file hash is the plain SHA-256 of the file, as sha256sum prints it.
+  auto digest = sha256_hex_of_file(dir_ + "/optimizer.pt");
+  ASSERT_TRUE(digest.is_ok());
+  EXPECT_EQ(parsed->files[1].sha256, *digest);
+
+  const VerifyReport r = verify(dir_);
+  EXPECT_TRUE(r.ok()) << codes_of(r.errors);
+  EXPECT_TRUE(r.warnings.empty()) << codes_of(r.warnings);
+  EXPECT_EQ(r.shards, 3u);
+  EXPECT_EQ(r.tensors, s.tensors);
+}
+
+TEST_F(SealTest, FlippedTensorByteNamesFileTensorAndRange) {
+  seal(dir_);
+  const std::string file = dir_ + "/pytorch_model.bin";
+  const ChunkInfo t = first_tensor(file);
+  flip_byte(file, t.data_offset + 1);
+  const VerifyReport r = verify(dir_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.has_error(verify_code::kSealFileSha256Mismatch)) << codes_of(r.errors);
+  ASSERT_TRUE(r.has_error(verify_code::kSealTensorSha256Mismatch)) << codes_of(r.errors);
+  size_t tensor_errors = 0;
+  for (const auto& e : r.errors) {
+    if (e.code != verify_code::kSealTensorSha256Mismatch) continue;
+    ++tensor_errors;
+    EXPECT_EQ(e.shard, "pytorch_model.bin");
+    EXPECT_EQ(e.tensor, t.name);
+    EXPECT_NE(e.message.find(file + " @" + std::to_string(t.data_offset) + ".."), std::string::npos)
+        << e.message;
+  }
+  EXPECT_EQ(tensor_errors, 1u) << codes_of(r.errors);
+}
+
+TEST_F(SealTest, ChangeOutsideEveryTensorIsSaidSo) {
+  seal(dir_);
+  // The zip's first local header name byte: not in any tensor payload.
+  flip_byte(dir_ + "/optimizer.pt", 31);
+  const VerifyReport r = verify(dir_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_FALSE(r.has_error(verify_code::kSealTensorSha256Mismatch)) << codes_of(r.errors);
+  bool outside = false;
+  for (const auto& e : r.errors)
+    outside = outside || e.message.find("outside their payloads") != std::string::npos;
+  EXPECT_TRUE(outside) << codes_of(r.errors);
+}
+
+TEST_F(SealTest, TruncatedMissingAndAddedFilesAreNamed) {
+  seal(dir_);
+  const std::string model = dir_ + "/pytorch_model.bin";
+  std::filesystem::resize_file(model, std::filesystem::file_size(model) - 100);
+  std::filesystem::remove(dir_ + "/extra/trainer_state.json");
+  write_file_bytes(dir_ + "/rng_state.pth", {1, 2, 3});
+  const VerifyReport r = verify(dir_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.has_error(verify_code::kSealFileSizeMismatch)) << codes_of(r.errors);
+  EXPECT_TRUE(r.has_error(verify_code::kSealFileMissing)) << codes_of(r.errors);
+  EXPECT_TRUE(r.has_warning(verify_code::kSealUnlistedFile)) << codes_of(r.warnings);
+  for (const auto& e : r.errors) {
+    if (e.code == verify_code::kSealFileSizeMismatch)
+      EXPECT_NE(e.message.find("(truncated)"), std::string::npos);
+    if (e.code == verify_code::kSealFileMissing) EXPECT_EQ(e.shard, "extra/trainer_state.json");
+  }
+}
+
+TEST_F(SealTest, EditedSealFailsItsDigest) {
+  const SealSummary s = seal(dir_);
+  auto text = read_small_file(s.seal_path, 1 << 20);
+  ASSERT_TRUE(text.is_ok());
+  // Someone "fixes" a hash in the seal to match a damaged file: the seal's own digest catches it.
+  std::string edited = *text;
+  const size_t at = edited.find("\"sha256\": \"");
+  ASSERT_NE(at, std::string::npos);
+  char& c = edited[at + 11];
+  c = c == 'a' ? 'b' : 'a';
+  ASSERT_TRUE(write_file_atomically(s.seal_path, edited).is_ok());
+  const VerifyReport r = verify(dir_);
+  EXPECT_TRUE(r.has_error(verify_code::kSealDigestMismatch)) << codes_of(r.errors);
+}
+
+TEST_F(SealTest, ExistingSealIsNeverReplaced) {
+  const SealSummary s = seal(dir_);
+  auto before = read_small_file(s.seal_path, 1 << 20);
+  auto again = seal_checkpoint(dir_, {});
+  ASSERT_FALSE(again.is_ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(again.status().message().find("never replaced"), std::string::npos);
+  EXPECT_EQ(*read_small_file(s.seal_path, 1 << 20), *before);
+}
+
+TEST_F(SealTest, SingleFileSealLivesBesideIt) {
+  const std::string file = dir_ + "/optimizer.pt";
+  const SealSummary s = seal(file);
+  EXPECT_EQ(s.seal_path, file + kSealFileSuffix);
+  EXPECT_EQ(s.files, 1u);
+  EXPECT_TRUE(verify(file).ok());
+  const ChunkInfo t = first_tensor(file);
+  flip_byte(file, t.data_offset + t.data_bytes - 1);
+  const VerifyReport r = verify(file);
+  EXPECT_TRUE(r.has_error(verify_code::kSealTensorSha256Mismatch)) << codes_of(r.errors);
+}
+
+TEST_F(SealTest, SymlinkLeavingTheDirectoryIsRefused) {
+  write_file_bytes(dir_root_ / "outside.bin", {1, 2, 3, 4});
+  std::filesystem::create_symlink(dir_root_ / "outside.bin", dir_ + "/escape.bin");
+  auto s = seal_checkpoint(dir_, {});
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.status().message().find("outside the checkpoint directory"), std::string::npos)
+      << s.status().to_string();
+  EXPECT_FALSE(path_exists(dir_ + "/" + kSealFileName));
+}
+
+TEST_F(SealTest, SignedSealVerifiesAndAForgedOneFails) {
+  TempDir keys;
+  ASSERT_TRUE(write_ed25519_key_pair(keys / "private.pem", keys / "public.pem").is_ok());
+  const SealSummary s = seal(dir_);
+  ASSERT_TRUE(sign_file(s.seal_path, keys / "private.pem").is_ok());
+  EXPECT_TRUE(verify(dir_, keys / "public.pem").ok());
+  // Rewriting data and seal together passes the digest, but not the signature.
+  std::filesystem::remove(s.seal_path);
+  write_file_bytes(dir_ + "/extra/trainer_state.json", {'{', '}'});
+  seal(dir_);
+  const VerifyReport r = verify(dir_, keys / "public.pem");
+  EXPECT_TRUE(r.has_error(verify_code::kSignatureInvalid)) << codes_of(r.errors);
+}
+
+TEST_F(SealTest, IntegrityJsonIsWrittenInMegatronsShapeAndChecked) {
+  SealOptions options;
+  options.write_integrity = true;
+  const SealSummary s = seal(dir_, options);
+  ASSERT_EQ(s.integrity_path, dir_ + "/" + kIntegrityFileName);
+  auto text = read_small_file(s.integrity_path, 1 << 20);
+  ASSERT_TRUE(text.is_ok());
+  const auto j = nlohmann::json::parse(*text);
+  EXPECT_EQ(j["algorithm"], "sha256");
+  EXPECT_EQ(j["files"]["optimizer.pt"], *sha256_hex_of_file(dir_ + "/optimizer.pt"));
+  EXPECT_EQ(j["files"].size(), 3u);
+  // Only integrity.json (as Megatron-Core writes it), no seal: still checked.
+  std::filesystem::remove(s.seal_path);
+  EXPECT_TRUE(verify(dir_).ok());
+  flip_byte(dir_ + "/extra/trainer_state.json", 2);
+  const VerifyReport r = verify(dir_);
+  ASSERT_TRUE(r.has_error(verify_code::kIntegritySha256Mismatch)) << codes_of(r.errors);
+  EXPECT_EQ(r.errors[0].shard, "extra/trainer_state.json");
+}
+
+TEST(Seal, HostileSealTextIsRefusedNotFollowed) {
+  const std::string base = R"({"format": "ckptcheck.seal", "version": 1, "algorithm": "sha256", "files": )";
+  const std::string sha(64, 'a');
+  EXPECT_FALSE(parse_seal(base + R"([{"path": "../etc/passwd", "bytes": 1, "sha256": ")" + sha +
+                              R"(", "tensors": []}]})",
+                          "s")
+                   .is_ok());
+  EXPECT_FALSE(
+      parse_seal(base + R"([{"path": "a", "bytes": 1, "sha256": "xyz", "tensors": []}]})", "s").is_ok());
+  auto outside = parse_seal(
+      base + R"([{"path": "a", "bytes": 10, "sha256": ")" + sha +
+          R"(", "tensors": [{"name": "w", "dtype": "F32", "shape": [4], "offset": 8, "bytes": 16, "sha256": ")" +
+          sha + R"("}]}]})",
+      "s");
+  ASSERT_FALSE(outside.is_ok());
+  EXPECT_NE(outside.status().message().find("outside its 10-byte file"), std::string::npos)
+      << outside.status().to_string();
+  EXPECT_FALSE(parse_seal(base + R"([{"path": "a", "bytes": 1, "sha256": ")" + sha +
+                              R"(", "tensors": []}, {"path": "a", "bytes": 1, "sha256": ")" + sha +
+                              R"(", "tensors": []}]})",
+                          "s")
+                   .is_ok());
+}
+
+}  // namespace
+}  // namespace ckpt

@@ -1,0 +1,484 @@
+#include "verifier/check/seal.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "base/byte_source.h"
+#include "base/embedded_digest.h"
+#include "base/file_io.h"
+#include "base/json_fields.h"
+#include "base/parallel_jobs.h"
+#include "base/sha256.h"
+#include "formats/dtype.h"
+#include "formats/shard_formats.h"
+#include "formats/tensor_file_open.h"
+#include "shards/checkpoint_reader.h"
+#include "shards/manifest.h"
+#include "verifier/check/checkpoint_verifier.h"
+#include "verifier/check/signature.h"
+
+namespace ckpt {
+namespace {
+
+constexpr const char* kSealFormat = "ckptcheck.seal";
+constexpr int64_t kSealVersion = 1;
+constexpr uint64_t kMaxSealBytes = 256ull << 20;
+constexpr uint64_t kMaxIntegrityBytes = 64ull << 20;
+constexpr int kMaxSealDepth = 16;  // HF Trainer and Megatron folders nest a few levels at most
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+uint64_t file_size_or_zero(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+bool is_sha256_hex(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// A seal, its signature and integrity.json describe the checkpoint; they are not part of it.
+bool is_seal_bookkeeping(const std::string& relative) {
+  const std::string name = base_name(relative);
+  auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return name == kSealFileName || name == std::string(kSealFileName) + ".sig" || ends_with(kSealFileSuffix) ||
+         ends_with(std::string(kSealFileSuffix) + ".sig") || relative == kIntegrityFileName;
+}
+
+// The directory the sealed paths are relative to, and those paths: every file under a directory,
+// or the one file.
+struct SealTarget {
+  std::string dir;
+  std::vector<std::string> files;
+  bool single_file = false;
+};
+
+Result<SealTarget> seal_target(const std::string& raw) {
+  const std::string path = strip_trailing_slashes(raw);
+  if (!path_exists(path)) return Status::io_error(path + ": no such file or directory");
+  SealTarget t;
+  if (is_directory(path)) {
+    t.dir = path;
+    for (auto& f : list_files_under(path, kMaxSealDepth)) {
+      if (!is_seal_bookkeeping(f)) t.files.push_back(std::move(f));
+    }
+  } else if (is_regular_file(path)) {
+    t.dir = parent_dir(path);
+    t.files = {base_name(path)};
+    t.single_file = true;
+  } else {
+    return Status::invalid_argument(path + ": not a regular file or directory");
+  }
+  return t;
+}
+
+// Hashes one file and, where a reader recognises it, each tensor's byte range.
+Result<SealedFile> seal_file(const std::string& dir, const std::string& relative,
+                             std::atomic<uint64_t>* hashed) {
+  CKPT_ASSIGN_OR_RETURN(std::string path, resolve_shard_path(dir, relative));
+  SealedFile f;
+  f.path = relative;
+  CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
+  f.bytes = source->size();
+  CKPT_ASSIGN_OR_RETURN(f.sha256, sha256_hex_of_range(*source, 0, f.bytes, hashed));
+  auto opened = open_tensor_file(path);
+  if (!opened.is_ok()) {
+    // Not a tensor file at all (JSON, tokenizer, a pickle of plain data) is normal in a checkpoint
+    // folder; a tensor file our reader refuses is sealed at file level and says why.
+    if (opened.status().code() != StatusCode::kNotSupported ||
+        opened.status().message().find("unknown tensor file format") == std::string::npos) {
+      f.tensors_unread = opened.status().message();
+    }
+    return f;
+  }
+  const TensorFile& file = **opened;
+  f.format = file.format_name();
+  if (!file.payload_source()) {
+    f.tensors_unread = path + ": " + f.format + " payloads are not plain byte ranges of the file";
+    return f;
+  }
+  for (const ChunkInfo& c : file.chunks()) {
+    if (c.data_offset > f.bytes || c.data_bytes > f.bytes - c.data_offset) {
+      return Status::corruption(path + " @" + std::to_string(c.data_offset) + ": tensor '" + c.name +
+                                "' needs " + std::to_string(c.data_bytes) + " bytes, the file has " +
+                                std::to_string(f.bytes));
+    }
+    SealedTensor t{c.name, dtype_name(c.dtype), c.shape, c.data_offset, c.data_bytes, ""};
+    CKPT_ASSIGN_OR_RETURN(t.sha256, sha256_hex_of_range(*source, c.data_offset, c.data_bytes));
+    f.tensors.push_back(std::move(t));
+  }
+  return f;
+}
+
+nlohmann::json sealed_file_to_json(const SealedFile& f) {
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& t : f.tensors) {
+    tensors.push_back({{"name", t.name},
+                       {"dtype", t.dtype},
+                       {"shape", t.shape},
+                       {"offset", t.offset},
+                       {"bytes", t.bytes},
+                       {"sha256", t.sha256}});
+  }
+  nlohmann::json j = {{"path", f.path}, {"bytes", f.bytes}, {"sha256", f.sha256}, {"tensors", tensors}};
+  if (!f.format.empty()) j["format"] = f.format;
+  if (!f.tensors_unread.empty()) j["tensors_unread"] = f.tensors_unread;
+  return j;
+}
+
+Result<std::string> sha256_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  CKPT_ASSIGN_OR_RETURN(std::string s, json_string(j, key, where));
+  if (!is_sha256_hex(s)) return Status::corruption(where + ": " + key + ": expected 64 lowercase hex digits");
+  return s;
+}
+
+Result<SealedTensor> parse_sealed_tensor(const nlohmann::json& j, const std::string& where,
+                                         uint64_t file_bytes) {
+  if (!j.is_object()) return Status::corruption(where + ": expected an object");
+  SealedTensor t;
+  CKPT_ASSIGN_OR_RETURN(t.name, json_string(j, "name", where));
+  CKPT_ASSIGN_OR_RETURN(t.dtype, json_string(j, "dtype", where));
+  CKPT_ASSIGN_OR_RETURN(t.shape, json_dims(j, "shape", where, 64));
+  CKPT_ASSIGN_OR_RETURN(t.offset, json_uint(j, "offset", where));
+  CKPT_ASSIGN_OR_RETURN(t.bytes, json_uint(j, "bytes", where));
+  CKPT_ASSIGN_OR_RETURN(t.sha256, sha256_field(j, "sha256", where));
+  if (t.offset > file_bytes || t.bytes > file_bytes - t.offset) {
+    return Status::corruption(where + ": '" + t.name + "' range @" + std::to_string(t.offset) + "+" +
+                              std::to_string(t.bytes) + " lies outside its " + std::to_string(file_bytes) +
+                              "-byte file");
+  }
+  return t;
+}
+
+Result<SealedFile> parse_sealed_file(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) return Status::corruption(where + ": expected an object");
+  SealedFile f;
+  CKPT_ASSIGN_OR_RETURN(f.path, json_string(j, "path", where));
+  if (!is_safe_relative_path(f.path)) {
+    return Status::corruption(where + ": path '" + f.path + "' leaves the sealed directory or is malformed");
+  }
+  CKPT_ASSIGN_OR_RETURN(f.bytes, json_uint(j, "bytes", where));
+  CKPT_ASSIGN_OR_RETURN(f.sha256, sha256_field(j, "sha256", where));
+  if (j.contains("format")) {
+    CKPT_ASSIGN_OR_RETURN(f.format, json_string(j, "format", where));
+  }
+  if (j.contains("tensors_unread")) {
+    CKPT_ASSIGN_OR_RETURN(f.tensors_unread, json_string(j, "tensors_unread", where));
+  }
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* tensors, json_array(j, "tensors", where));
+  for (size_t i = 0; i < tensors->size(); ++i) {
+    CKPT_ASSIGN_OR_RETURN(
+        SealedTensor t,
+        parse_sealed_tensor((*tensors)[i], where + ".tensors[" + std::to_string(i) + "]", f.bytes));
+    f.tensors.push_back(std::move(t));
+  }
+  return f;
+}
+
+// Megatron-Core's integrity.json: {"algorithm": "sha256", "files": {"<relative path>": "<hex>"}}.
+Result<std::map<std::string, std::string>> read_integrity_file(const std::string& path) {
+  CKPT_ASSIGN_OR_RETURN(nlohmann::json j, read_json_file(path, kMaxIntegrityBytes));
+  if (!j.is_object()) return Status::corruption(path + ": expected a JSON object");
+  CKPT_ASSIGN_OR_RETURN(std::string algorithm, json_string(j, "algorithm", path));
+  if (algorithm != "sha256") {
+    return Status::not_supported(path + ": algorithm '" + algorithm + "', expected 'sha256'");
+  }
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* files, json_object(j, "files", path));
+  std::map<std::string, std::string> out;
+  for (const auto& [name, digest] : files->items()) {
+    if (!is_safe_relative_path(name)) {
+      return Status::corruption(path + ": files: '" + name + "' leaves the directory or is malformed");
+    }
+    if (!digest.is_string() || !is_sha256_hex(digest.get<std::string>())) {
+      return Status::corruption(path + ": files['" + name + "']: expected 64 lowercase hex digits");
+    }
+    out[name] = digest.get<std::string>();
+  }
+  return out;
+}
+
+std::string integrity_to_json_text(const Seal& seal) {
+  nlohmann::json files = nlohmann::json::object();
+  for (const auto& f : seal.files) files[f.path] = f.sha256;
+  return nlohmann::json{{"algorithm", "sha256"}, {"files", files}}.dump(1) + "\n";
+}
+
+// What one file's check found; merged into the report in file order.
+struct FileFinding {
+  std::vector<VerifyIssue> errors;
+  std::string sha256;  // of the file as it is now, when it could be hashed
+  uint64_t bytes_hashed = 0;
+};
+
+// Where inside a changed file the change is: each recorded tensor range is hashed again.
+void locate_change(const std::string& path, const ByteSource& source, const SealedFile& sealed,
+                   FileFinding& out) {
+  size_t changed = 0;
+  for (const SealedTensor& t : sealed.tensors) {
+    auto now = sha256_hex_of_range(source, t.offset, t.bytes);
+    out.bytes_hashed += t.bytes;
+    if (now.is_ok() && *now == t.sha256) continue;
+    ++changed;
+    out.errors.push_back({verify_code::kSealTensorSha256Mismatch, sealed.path, t.name,
+                          path + " @" + std::to_string(t.offset) + ".." + std::to_string(t.offset + t.bytes) +
+                              ": tensor '" + t.name + "' (" + t.dtype +
+                              ") does not match its seal: expected " + t.sha256 + ", got " +
+                              (now.is_ok() ? *now : now.status().message())});
+  }
+  if (changed == 0 && !sealed.tensors.empty()) {
+    out.errors.push_back({verify_code::kSealFileSha256Mismatch, sealed.path, "",
+                          path + ": every tensor matches its seal; the change is outside their payloads "
+                                 "(header, pickle, metadata or padding)"});
+  }
+}
+
+FileFinding check_sealed_file(const std::string& dir, const SealedFile& sealed,
+                              std::atomic<uint64_t>* hashed) {
+  FileFinding out;
+  auto add = [&](const char* code, std::string message) {
+    out.errors.push_back({code, sealed.path, "", std::move(message)});
+  };
+  auto path = resolve_shard_path(dir, sealed.path);
+  if (!path.is_ok()) {
+    add(verify_code::kSealFileMissing, path.status().message());
+    return out;
+  }
+  auto source = FileByteSource::open(*path);
+  if (!source.is_ok()) {
+    add(verify_code::kSealFileMissing, source.status().message());
+    return out;
+  }
+  const uint64_t size = (*source)->size();
+  if (size != sealed.bytes) {
+    add(verify_code::kSealFileSizeMismatch, *path + ": " + std::to_string(size) + " bytes, sealed with " +
+                                                std::to_string(sealed.bytes) +
+                                                (size < sealed.bytes ? " (truncated)" : " (grown)"));
+  }
+  auto digest = sha256_hex_of_range(**source, 0, size, hashed);
+  out.bytes_hashed += size;
+  if (!digest.is_ok()) {
+    add(verify_code::kSealFileMissing, digest.status().message());
+    return out;
+  }
+  out.sha256 = *digest;
+  if (*digest == sealed.sha256) return out;
+  if (size == sealed.bytes) {
+    add(verify_code::kSealFileSha256Mismatch,
+        *path + ": sha256 mismatch: sealed " + sealed.sha256 + ", now " + *digest);
+  }
+  locate_change(*path, **source, sealed, out);
+  return out;
+}
+
+void check_seal_signature(const std::string& seal_path, const std::string& text, const std::string& pubkey,
+                          VerifyReport& report) {
+  check_detached_signature(seal_path + ".sig", text, pubkey, report);
+}
+
+}  // namespace
+
+std::string seal_path_for(const std::string& raw) {
+  const std::string path = strip_trailing_slashes(raw);
+  return is_directory(path) ? path + "/" + kSealFileName : path + kSealFileSuffix;
+}
+
+bool has_seal(const std::string& raw) {
+  const std::string path = strip_trailing_slashes(raw);
+  return path_exists(seal_path_for(path)) ||
+         (is_directory(path) && path_exists(path + "/" + kIntegrityFileName));
+}
+
+std::string seal_to_json_text(const Seal& seal) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : seal.files) files.push_back(sealed_file_to_json(f));
+  nlohmann::json j = {
+      {"format", kSealFormat}, {"version", kSealVersion}, {"algorithm", "sha256"}, {"files", files}};
+  embed_digest(j, kSealDigestField);
+  return j.dump(1) + "\n";
+}
+
+Result<Seal> parse_seal(const std::string& text, const std::string& where) {
+  CKPT_ASSIGN_OR_RETURN(nlohmann::json j, parse_json(text, where));
+  if (!j.is_object()) return Status::corruption(where + ": expected a JSON object");
+  CKPT_ASSIGN_OR_RETURN(std::string format, json_string(j, "format", where));
+  if (format != kSealFormat) {
+    return Status::corruption(where + ": format '" + format + "', expected '" + kSealFormat + "'");
+  }
+  CKPT_ASSIGN_OR_RETURN(int64_t version, json_int(j, "version", where));
+  if (version != kSealVersion) {
+    return Status::not_supported(where + ": seal version " + std::to_string(version) + ", this build reads " +
+                                 std::to_string(kSealVersion));
+  }
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* files, json_array(j, "files", where));
+  Seal seal;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < files->size(); ++i) {
+    CKPT_ASSIGN_OR_RETURN(SealedFile f,
+                          parse_sealed_file((*files)[i], where + ": files[" + std::to_string(i) + "]"));
+    if (!seen.insert(f.path).second) return Status::corruption(where + ": '" + f.path + "' is listed twice");
+    seal.files.push_back(std::move(f));
+  }
+  return seal;
+}
+
+Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& options) {
+  CKPT_ASSIGN_OR_RETURN(SealTarget target, seal_target(path));
+  SealSummary summary;
+  summary.seal_path = seal_path_for(path);
+  if (path_exists(summary.seal_path)) {
+    return Status::invalid_argument(summary.seal_path +
+                                    ": already exists; a seal is never replaced (remove it first only if the "
+                                    "checkpoint is known to be good)");
+  }
+  if (options.write_integrity) {
+    if (target.single_file) return Status::invalid_argument(path + ": --integrity-json seals a directory");
+    summary.integrity_path = target.dir + "/" + kIntegrityFileName;
+    if (path_exists(summary.integrity_path))
+      return Status::invalid_argument(summary.integrity_path + ": already exists; never replaced");
+  }
+  uint64_t total = 0;
+  for (const auto& f : target.files) {
+    CKPT_ASSIGN_OR_RETURN(std::string resolved, resolve_shard_path(target.dir, f));
+    total += file_size_or_zero(resolved);
+  }
+  const size_t count = target.files.size();
+  std::vector<Result<SealedFile>> sealed(count, Status::io_error("not sealed"));
+  std::atomic<uint64_t> hashed{0};
+  std::function<void()> report;
+  if (options.on_progress) report = [&] { options.on_progress(hashed.load(), total); };
+  run_parallel_reporting(
+      count, resolve_jobs(options.jobs, count),
+      [&](size_t i) { sealed[i] = seal_file(target.dir, target.files[i], &hashed); }, report);
+
+  Seal seal;
+  for (auto& r : sealed) {
+    if (!r.is_ok()) return r.status();
+    summary.tensors += r->tensors.size();
+    summary.bytes += r->bytes;
+    if (!r->tensors_unread.empty()) summary.unread.push_back(r->path + ": " + r->tensors_unread);
+    seal.files.push_back(std::move(*r));
+  }
+  summary.files = seal.files.size();
+  CKPT_RETURN_IF_ERROR(write_file_atomically(summary.seal_path, seal_to_json_text(seal)));
+  if (options.write_integrity) {
+    CKPT_RETURN_IF_ERROR(write_file_atomically(summary.integrity_path, integrity_to_json_text(seal)));
+  }
+  return summary;
+}
+
+Result<VerifyReport> verify_sealed(const std::string& raw, size_t jobs, const std::string& pubkey_path,
+                                   const std::function<void(uint64_t, uint64_t)>& on_progress) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!pubkey_path.empty()) CKPT_RETURN_IF_ERROR(check_public_key(pubkey_path));
+  CKPT_ASSIGN_OR_RETURN(SealTarget target, seal_target(raw));
+  VerifyReport report;
+  report.path = strip_trailing_slashes(raw);
+  const std::string seal_path = seal_path_for(raw);
+  const std::string integrity_path = target.dir + "/" + kIntegrityFileName;
+  const bool has_integrity = !target.single_file && path_exists(integrity_path);
+
+  Seal seal;
+  if (path_exists(seal_path)) {
+    auto text = read_small_file(seal_path, kMaxSealBytes);
+    if (!text.is_ok()) {
+      report.add_error(verify_code::kSealInvalid, "", "", text.status().message());
+    } else {
+      if (!pubkey_path.empty()) check_seal_signature(seal_path, *text, pubkey_path, report);
+      auto parsed = parse_seal(*text, seal_path);
+      auto digest = read_embedded_digest(*text, kSealDigestField, seal_path);
+      if (!parsed.is_ok()) {
+        report.add_error(verify_code::kSealInvalid, "", "", parsed.status().message());
+      } else if (!digest.is_ok() || !digest->matches()) {
+        report.add_error(verify_code::kSealDigestMismatch, "", "",
+                         seal_path + ": " + kSealDigestField + " " +
+                             (digest.is_ok() && digest->present
+                                  ? "mismatch: recorded " + digest->recorded + ", content hashes to " +
+                                        digest->computed + " (edited after sealing)"
+                                  : std::string("missing")));
+      } else {
+        seal = std::move(*parsed);
+      }
+    }
+  } else if (!has_integrity) {
+    return Status::not_found(seal_path + ": no seal (run `ckptcheck seal " + report.path + "` after saving)");
+  } else if (!pubkey_path.empty()) {
+    report.add_error(verify_code::kSignatureMissing, "", "",
+                     integrity_path + " carries no signature; --pubkey needs a signed seal");
+  }
+
+  const size_t count = seal.files.size();
+  std::vector<FileFinding> findings(count);
+  std::atomic<uint64_t> hashed{0};
+  uint64_t total = 0;
+  for (const auto& f : seal.files) total += f.bytes;
+  std::function<void()> progress;
+  if (on_progress) progress = [&] { on_progress(hashed.load(), total); };
+  run_parallel_reporting(
+      count, resolve_jobs(jobs, count),
+      [&](size_t i) { findings[i] = check_sealed_file(target.dir, seal.files[i], &hashed); }, progress);
+  std::map<std::string, std::string> hashed_now;
+  for (size_t i = 0; i < count; ++i) {
+    for (auto& e : findings[i].errors) report.errors.push_back(std::move(e));
+    report.bytes_hashed += findings[i].bytes_hashed;
+    if (!findings[i].sha256.empty()) hashed_now[seal.files[i].path] = findings[i].sha256;
+    report.tensors += seal.files[i].tensors.size();
+  }
+  report.shards = count;
+
+  if (has_integrity) {
+    auto integrity = read_integrity_file(integrity_path);
+    if (!integrity.is_ok()) {
+      report.add_error(verify_code::kSealInvalid, kIntegrityFileName, "", integrity.status().message());
+    } else {
+      for (const auto& [name, expected] : *integrity) {
+        auto it = hashed_now.find(name);
+        std::string now;
+        if (it != hashed_now.end()) {
+          now = it->second;
+        } else {
+          auto resolved = resolve_shard_path(target.dir, name);
+          auto digest =
+              resolved.is_ok() ? sha256_hex_of_file(*resolved) : Result<std::string>(resolved.status());
+          if (!digest.is_ok()) {
+            report.add_error(verify_code::kIntegritySha256Mismatch, name, "", digest.status().message());
+            continue;
+          }
+          now = *digest;
+        }
+        if (now != expected) {
+          report.add_error(verify_code::kIntegritySha256Mismatch, name, "",
+                           target.dir + "/" + name + ": sha256 differs from " + kIntegrityFileName +
+                               ": expected " + expected + ", got " + now);
+        }
+      }
+      if (count == 0) report.shards = integrity->size();
+    }
+  }
+
+  if (!target.single_file && count > 0) {
+    std::set<std::string> listed;
+    for (const auto& f : seal.files) listed.insert(f.path);
+    for (const auto& f : list_files_under(target.dir, kMaxSealDepth)) {
+      if (!listed.count(f) && !is_seal_bookkeeping(f)) {
+        report.add_warning(verify_code::kSealUnlistedFile, f, "",
+                           target.dir + "/" + f + ": not listed in the seal");
+      }
+    }
+  }
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+}  // namespace ckpt

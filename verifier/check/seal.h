@@ -1,0 +1,116 @@
+// `ckptcheck seal PATH`: a hashed manifest written beside a checkpoint this tool did not write (a
+// DCP directory, a torch.save file, a Hugging Face Trainer folder), so that `verify` can later name
+// the file, tensor and byte range that changed. Seal after each save, verify before each resume.
+//
+// What a seal holds, for every regular file under the directory (or for the one file sealed):
+// its size and SHA-256 (the `sha256sum` of the file) and, where one of our readers can open it,
+// every tensor's name, dtype, shape, byte range in the file and the SHA-256 of that range. Verify
+// hashes each file once; only a file whose hash differs is examined range by range, straight from
+// the recorded offsets, so a file whose header the damage made unreadable is still localised.
+//
+// Where it lives: `DIR/ckptcheck.seal.json` for a directory, `FILE.ckptcheck.seal.json` for one
+// file. It carries its own digest ("seal_sha256", base/embedded_digest.h) and can be signed with
+// `ckptcheck sign` (a detached `<seal>.sig`, verifier/check/signature.h). An existing seal is never
+// replaced: a seal written over a damaged checkpoint would bless the damage.
+//
+// Megatron-Core's `integrity.json` ({"algorithm": "sha256", "files": {"<relative path>": "<hex>"}})
+// is written on request and checked whenever present, so sealed checkpoints interoperate.
+//
+// Error codes added to verify_report (stable, like checkpoint_verifier.h's):
+//   seal_invalid            the seal does not parse, breaks the schema, or names an unsafe path
+//   seal_digest_mismatch    its seal_sha256 differs from its content (edited after sealing)
+//   seal_file_missing       a sealed file is gone (or is no longer a regular file)
+//   seal_file_size_mismatch a sealed file's size changed
+//   seal_file_sha256_mismatch a sealed file's bytes changed; the tensor errors below say where
+//   seal_tensor_sha256_mismatch a tensor's byte range no longer hashes to its seal
+//   integrity_sha256_mismatch a file differs from integrity.json (or is missing)
+// Warning: seal_unlisted_file (a file the seal does not list; seals and signatures excepted).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "verifier/check/verify_report.h"
+
+namespace ckpt {
+
+constexpr const char* kSealFileName = "ckptcheck.seal.json";
+constexpr const char* kSealFileSuffix = ".ckptcheck.seal.json";  // beside a single sealed file
+constexpr const char* kSealDigestField = "seal_sha256";
+constexpr const char* kIntegrityFileName = "integrity.json";
+
+namespace verify_code {
+constexpr const char* kSealInvalid = "seal_invalid";
+constexpr const char* kSealDigestMismatch = "seal_digest_mismatch";
+constexpr const char* kSealFileMissing = "seal_file_missing";
+constexpr const char* kSealFileSizeMismatch = "seal_file_size_mismatch";
+constexpr const char* kSealFileSha256Mismatch = "seal_file_sha256_mismatch";
+constexpr const char* kSealTensorSha256Mismatch = "seal_tensor_sha256_mismatch";
+constexpr const char* kIntegritySha256Mismatch = "integrity_sha256_mismatch";
+constexpr const char* kSealUnlistedFile = "seal_unlisted_file";
+}  // namespace verify_code
+
+// One tensor's payload as a plain byte range of its file.
+struct SealedTensor {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  std::string sha256;
+};
+
+struct SealedFile {
+  std::string path;    // relative to the sealed directory; the file's own name for a sealed file
+  std::string format;  // the tensor format our reader recognised; empty for other files
+  uint64_t bytes = 0;
+  std::string sha256;
+  std::vector<SealedTensor> tensors;
+  std::string tensors_unread;  // why the tensors are not listed, when a reader refused the file
+};
+
+struct Seal {
+  std::vector<SealedFile> files;
+};
+
+struct SealOptions {
+  size_t jobs = 0;               // files hashed in parallel; 0 = one per core
+  bool write_integrity = false;  // also write Megatron-Core's integrity.json (directories only)
+  // Called on the calling thread a few times a second: (bytes hashed, bytes total).
+  std::function<void(uint64_t, uint64_t)> on_progress;
+};
+
+struct SealSummary {
+  std::string seal_path;
+  std::string integrity_path;  // empty unless written
+  size_t files = 0;
+  size_t tensors = 0;
+  uint64_t bytes = 0;
+  std::vector<std::string> unread;  // "file: why" for files whose tensors a reader refused
+};
+
+// Where the seal of `path` (a directory or a file) lives.
+std::string seal_path_for(const std::string& path);
+
+// Hashes `path` (a directory: every regular file under it; or one file) and writes its seal
+// atomically. kInvalidArgument if a seal already exists or a path inside leaves the directory;
+// kIoError when a file cannot be read.
+Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& options);
+
+// Strict parse of a seal's text: every field typed, paths relative and inside, hashes 64 hex.
+Result<Seal> parse_seal(const std::string& text, const std::string& where);
+std::string seal_to_json_text(const Seal& seal);
+
+// Whether `path` carries a seal or an integrity.json that verify_sealed can check.
+bool has_seal(const std::string& path);
+
+// Checks `path` against its seal (and integrity.json, where present). Findings go in the report; a
+// Status only when the verification cannot run (an unreadable --pubkey). `pubkey_path`, when set,
+// requires `<seal>.sig` to verify.
+Result<VerifyReport> verify_sealed(const std::string& path, size_t jobs, const std::string& pubkey_path,
+                                   const std::function<void(uint64_t, uint64_t)>& on_progress);
+
+}  // namespace ckpt
