@@ -84,11 +84,13 @@ nlohmann::json report_to_json(const RootVerifyReport& r) {
 }
 
 std::string report_to_text(const VerifyReport& r) {
+  // A sealed foreign checkpoint has no step of ours to report.
+  const std::string step = r.step >= 0 ? "step " + std::to_string(r.step) + ", " : "";
   char summary[256];
   std::snprintf(summary, sizeof(summary),
-                ": step %lld, %zu shards, %zu tensors, %s hashed in %.2f s, %zu errors, %zu warnings\n",
-                static_cast<long long>(r.step), r.shards, r.tensors, human_bytes(r.bytes_hashed).c_str(),
-                r.seconds, r.errors.size(), r.warnings.size());
+                ": %s%zu shards, %zu tensors, %s hashed in %.2f s, %zu errors, %zu warnings\n", step.c_str(),
+                r.shards, r.tensors, human_bytes(r.bytes_hashed).c_str(), r.seconds, r.errors.size(),
+                r.warnings.size());
   std::string text = std::string(r.ok() ? "PASS " : "FAIL ") + r.path + summary;
   for (const auto& e : r.errors) text += issue_line("", e);
   for (const auto& w : r.warnings) text += issue_line("warning: ", w);
