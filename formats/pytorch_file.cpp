@@ -100,16 +100,8 @@ class PytorchTensorFile final : public TensorFile {
   Status check_container() const override { return zip_ ? zip_->check_crc32(*source_) : Status::ok(); }
 
   Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const override {
-    if (index >= chunks_.size()) {
-      return Status::invalid_argument(path() + ": chunk index " + std::to_string(index) + " out of range (" +
-                                      std::to_string(chunks_.size()) + " chunks)");
-    }
+    CKPT_RETURN_IF_ERROR(check_chunk_read(path(), chunks_, index, offset, length));
     const ChunkInfo& c = chunks_[index];
-    if (!range_within(offset, length, c.data_bytes)) {
-      return Status::invalid_argument(path() + ": read of " + std::to_string(length) + " bytes at " +
-                                      std::to_string(offset) + " past the end of " + c.label() + " (" +
-                                      std::to_string(c.data_bytes) + " bytes)");
-    }
     const TensorLayout& l = layouts_[index];
     switch (l.kind) {
       case TensorLayout::Kind::kRange: return source_->read_at(c.data_offset + offset, out, length);

@@ -102,4 +102,19 @@ Result<std::vector<uint8_t>> read_whole_chunk(const TensorFile& file, size_t ind
   return bytes;
 }
 
+Status check_chunk_read(const std::string& path, const std::vector<ChunkInfo>& chunks, size_t index,
+                        uint64_t offset, size_t length) {
+  if (index >= chunks.size()) {
+    return Status::invalid_argument(path + ": chunk index " + std::to_string(index) + " out of range (" +
+                                    std::to_string(chunks.size()) + " chunks)");
+  }
+  const ChunkInfo& c = chunks[index];
+  if (!range_within(offset, length, c.data_bytes)) {
+    return Status::invalid_argument(path + ": read of " + std::to_string(length) + " bytes at " +
+                                    std::to_string(offset) + " past the end of " + c.label() + " (" +
+                                    std::to_string(c.data_bytes) + " bytes)");
+  }
+  return Status::ok();
+}
+
 }  // namespace ckpt

@@ -40,6 +40,11 @@ struct ChunkInfo {
 // Longest tensor name a chunk entry may carry.
 constexpr size_t kMaxChunkNameBytes = 4096;
 
+// What every read_chunk checks first: `index` names one of `chunks` and [offset, offset + length)
+// lies inside its payload. kInvalidArgument naming `path` and the chunk otherwise.
+Status check_chunk_read(const std::string& path, const std::vector<ChunkInfo>& chunks, size_t index,
+                        uint64_t offset, size_t length);
+
 class TensorFile {
  public:
   virtual ~TensorFile() = default;

@@ -268,18 +268,6 @@ TEST(PickleReader, SelfContainingListHitsTheDepthBound) {
   expect_error(p, StatusCode::kCorruption, "nests deeper");
 }
 
-// Lists L0..L<levels> with L0 = [leaf] and Lk = [Lk-1, Lk-1], built through the memo (slot k holds
-// Lk), so a few bytes per level describe 2^levels paths to the leaf. Leaves L<levels> on the stack.
-std::string memo_chain(const std::string& leaf, int levels) {
-  std::string p = empty_list() + mark() + leaf + appends() + binput(0);
-  for (int k = 1; k <= levels; ++k) {
-    const auto prev = static_cast<uint8_t>(k - 1);
-    p += pop() + empty_list() + mark() + binget(prev) + binget(prev) + appends() +
-         binput(static_cast<uint8_t>(k));
-  }
-  return p;
-}
-
 std::string weight() {
   return tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 2, 1);
 }

@@ -80,4 +80,16 @@ inline std::string tensor2d(const std::string& storage_ops, uint8_t offset, uint
          global("collections", "OrderedDict") + empty_tuple() + reduce() + tuple() + reduce();
 }
 
+// Lists L0..L<levels> with L0 = [leaf] and Lk = [Lk-1, Lk-1], built through the memo (slot k holds
+// Lk), so a few bytes per level describe 2^levels paths to the leaf. Leaves L<levels> on the stack.
+inline std::string memo_chain(const std::string& leaf, int levels) {
+  std::string p = empty_list() + mark() + leaf + appends() + binput(0);
+  for (int k = 1; k <= levels; ++k) {
+    const auto prev = static_cast<uint8_t>(k - 1);
+    p += pop() + empty_list() + mark() + binget(prev) + binget(prev) + appends() +
+         binput(static_cast<uint8_t>(k));
+  }
+  return p;
+}
+
 }  // namespace ckpt::pk
