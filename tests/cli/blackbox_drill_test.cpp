@@ -46,6 +46,22 @@ TEST(BlackBoxDrill, PytorchProgramPassesBothKillModesBitExactly) {
     EXPECT_TRUE(report["components"].contains(component)) << component << ": " << report["components"].dump();
 }
 
+TEST(BlackBoxDrill, TerminalShowsPhaseAndTheChildsLastStepPipedStaysQuiet) {
+  const std::string drill_line =
+      std::string(CKPTCHECK_BIN) +
+      " drill --save-at 4 --resume-steps 4 --kill after-save -- /usr/bin/python3 " + kExample;
+  // script(1) gives the drill a terminal on stderr; CKPTCHECK_NO_PROGRESS is left unset in both runs.
+  const auto tty =
+      testing::run_command("env -u CKPTCHECK_NO_PROGRESS script -qec '" + drill_line + "' /dev/null");
+  ASSERT_EQ(tty.exit_code, 0) << tty.output;
+  EXPECT_NE(tty.output.find("[drill: subject (after-save), step] "), std::string::npos) << tty.output;
+  EXPECT_NE(tty.output.find("[drill: resumed run (after-save), step] 8/8"), std::string::npos) << tty.output;
+  const auto piped = testing::run_command("env -u CKPTCHECK_NO_PROGRESS " + drill_line + " 2>&1 | cat");
+  ASSERT_EQ(piped.exit_code, 0) << piped.output;
+  EXPECT_EQ(piped.output.find("\r\033[K"), std::string::npos) << piped.output;
+  EXPECT_EQ(piped.output.find("[drill: "), std::string::npos) << piped.output;
+}
+
 TEST(BlackBoxDrill, SingleFileCheckpointsPassToo) {
   const auto r = drill("--kill after-save", "--single-file");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -363,8 +363,20 @@ class ResumeDrill {
     return ChildProcess::spawn(spawn);
   }
 
+  // Waits for a training run; on a terminal the progress line shows the phase and the run's last
+  // logged step, read from its metrics file as it grows.
+  ChildExit wait_training(ChildProcess& child, const std::string& what, const std::string& metrics) {
+    if (!progress_ || !progress_->enabled()) return child.wait(o_.child_timeout_seconds);
+    MetricsTail tail(metrics);
+    return child.wait(o_.child_timeout_seconds, [&] {
+      CheckpointEvent ignored;
+      tail.poll_for_checkpoint(-1, &ignored);
+      progress_->update("drill: " + what + ", step", std::max<int64_t>(0, tail.last_step()), n_ + k_);
+    });
+  }
+
   Result<ChildExit> wait_ok(ChildProcess& child, const std::string& what, const std::string& dir) {
-    const ChildExit e = child.wait(o_.child_timeout_seconds);
+    const ChildExit e = wait_training(child, what, dir + "/metrics.jsonl");
     if (!e.ok())
       return Status::io_error(what + " failed (" + e.describe() + "): " + log_tail(dir + "/stderr.log"));
     return e;
@@ -475,11 +487,16 @@ class ResumeDrill {
     const ProgramRun run = run_of("subject", dir);
     CKPT_ASSIGN_OR_RETURN(ChildProcess subject, start(run, dir, o_.nproc));
     WatchOutcome w;
+    StepObserver show;
+    if (progress_ && progress_->enabled()) {
+      const std::string label = std::string("drill: subject (") + kill_mode_name(mode) + "), step";
+      show = [this, label](int64_t step) { progress_->update(label, step, n_); };
+    }
     if (mode == KillMode::kAfterSave) {
-      w = kill_after_checkpoint(subject, run.metrics, n_, o_.child_timeout_seconds);
+      w = kill_after_checkpoint(subject, run.metrics, n_, o_.child_timeout_seconds, show);
     } else {
       CKPT_ASSIGN_OR_RETURN(w, kill_during_save(subject, run.metrics, run.ckpt_dir, n_ - save_every_,
-                                                o_.child_timeout_seconds));
+                                                o_.child_timeout_seconds, show));
     }
     if (!w.triggered)
       return Status::io_error(std::string("subject (") + kill_mode_name(mode) +
@@ -655,7 +672,8 @@ class ResumeDrill {
     const ProgramRun run = run_of("resumed", dir + "/resumed", from.path);
     CKPT_RETURN_IF_ERROR(make_directory(dir + "/resumed"));
     CKPT_ASSIGN_OR_RETURN(ChildProcess child, start(run, dir + "/resumed", resume_nproc(), extra));
-    const ChildExit e = child.wait(o_.child_timeout_seconds);
+    const ChildExit e =
+        wait_training(child, std::string("resumed run (") + kill_mode_name(mode) + ")", run.metrics);
     if (!e.ok()) {
       add_check({"resumed_run",
                  kill_mode_name(mode),
@@ -837,7 +855,7 @@ class ResumeDrill {
 
     const ProgramRun run = run_of("resumed", dir, copy.string());
     CKPT_ASSIGN_OR_RETURN(ChildProcess child, start(run, dir, resume_nproc()));
-    const ChildExit e = child.wait(o_.child_timeout_seconds);
+    const ChildExit e = wait_training(child, "fault " + fault, run.metrics);
     auto log = read_metrics_log(run.metrics);
     const size_t steps = log.is_ok() ? log->steps.size() : 0;
     FaultResult r;

@@ -6,6 +6,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -31,6 +32,15 @@ bool parse_event(const std::string& line, CheckpointEvent* e) {
   return true;
 }
 
+// The "step" of a step line, for progress only (read_metrics_log is the strict reader); -1 if none.
+int64_t step_of_line(const std::string& line) {
+  if (line.find("\"step\"") == std::string::npos) return -1;
+  auto j = parse_json(line, "metrics line");
+  if (!j.is_ok() || !j->is_object()) return -1;
+  auto step = j->find("step");
+  return step != j->end() && step->is_number_integer() ? step->get<int64_t>() : -1;
+}
+
 }  // namespace
 
 bool MetricsTail::poll_for_checkpoint(int64_t step, CheckpointEvent* found) {
@@ -46,11 +56,14 @@ bool MetricsTail::poll_for_checkpoint(int64_t step, CheckpointEvent* found) {
     size_t start = 0, end;
     while ((end = partial_.find('\n', start)) != std::string::npos) {
       CheckpointEvent e;
-      if (parse_event(partial_.substr(start, end - start), &e)) {
+      const std::string line = partial_.substr(start, end - start);
+      if (parse_event(line, &e)) {
         if (e.step == step && !seen) {
           *found = e;
           seen = true;
         }
+      } else {
+        last_step_ = std::max(last_step_, step_of_line(line));
       }
       start = end + 1;
     }
@@ -62,9 +75,10 @@ bool MetricsTail::poll_for_checkpoint(int64_t step, CheckpointEvent* found) {
 }
 
 WatchOutcome kill_after_checkpoint(ChildProcess& child, const std::string& metrics, int64_t step,
-                                   double timeout_seconds) {
+                                   double timeout_seconds, const StepObserver& on_step) {
   WatchOutcome out;
   MetricsTail tail(metrics);
+  int64_t shown = -1;
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
   while (Clock::now() < deadline) {
@@ -73,6 +87,7 @@ WatchOutcome kill_after_checkpoint(ChildProcess& child, const std::string& metri
       out.triggered = true;
       return out;
     }
+    if (on_step && tail.last_step() > shown) on_step(shown = tail.last_step());
     ChildExit ended;
     if (child.try_reap(&ended)) {
       out.exit = ended;  // it ended on its own: the kill never happened
@@ -87,9 +102,10 @@ WatchOutcome kill_after_checkpoint(ChildProcess& child, const std::string& metri
 
 Result<WatchOutcome> kill_during_save(ChildProcess& child, const std::string& metrics,
                                       const std::string& ckpt_dir, int64_t armed_after_step,
-                                      double timeout_seconds) {
+                                      double timeout_seconds, const StepObserver& on_step) {
   WatchOutcome out;
   MetricsTail tail(metrics);
+  int64_t shown = -1;
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
   const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -110,6 +126,7 @@ Result<WatchOutcome> kill_during_save(ChildProcess& child, const std::string& me
       while (::read(fd, buf, sizeof(buf)) > 0) {  // creations up to the arming event belong to it
       }
     }
+    if (on_step && tail.last_step() > shown) on_step(shown = tail.last_step());
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, armed ? 50 : 2) > 0) {
       const ssize_t n = ::read(fd, buf, sizeof(buf));

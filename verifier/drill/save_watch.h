@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "base/status.h"
@@ -19,9 +20,12 @@ class MetricsTail {
   explicit MetricsTail(std::string path) : path_(std::move(path)) {}
   // Reads what was appended since the last call; true if a checkpoint event of `step` has been seen.
   bool poll_for_checkpoint(int64_t step, CheckpointEvent* found);
+  // The highest step of a step line read so far by poll_for_checkpoint; -1 before the first.
+  int64_t last_step() const { return last_step_; }
 
  private:
   std::string path_;
+  int64_t last_step_ = -1;
   uint64_t offset_ = 0;
   std::string partial_;
 };
@@ -33,14 +37,17 @@ struct WatchOutcome {
   ChildExit exit;
 };
 
+// Called with the child's last logged step each time it grows (the drill's progress line).
+using StepObserver = std::function<void(int64_t)>;
+
 // Kills `child` (SIGKILL) as soon as the metrics file announces the checkpoint of `step`.
 WatchOutcome kill_after_checkpoint(ChildProcess& child, const std::string& metrics, int64_t step,
-                                   double timeout_seconds);
+                                   double timeout_seconds, const StepObserver& on_step = nullptr);
 
 // Waits for the checkpoint event of `armed_after_step` (0: armed from the start), then kills `child`
 // as soon as anything is created in `ckpt_dir`.
 Result<WatchOutcome> kill_during_save(ChildProcess& child, const std::string& metrics,
                                       const std::string& ckpt_dir, int64_t armed_after_step,
-                                      double timeout_seconds);
+                                      double timeout_seconds, const StepObserver& on_step = nullptr);
 
 }  // namespace ckpt

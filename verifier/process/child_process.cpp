@@ -248,10 +248,16 @@ void ChildProcess::send_signal(int sig) {
   if (pid_ > 0) ::kill(pid_, sig);
 }
 
-ChildExit ChildProcess::wait(double timeout_seconds) {
+ChildExit ChildProcess::wait(double timeout_seconds, const std::function<void()>& tick) {
   if (pid_ <= 0) return {};
   const auto deadline = deadline_after(timeout_seconds);
+  constexpr auto kTickInterval = std::chrono::milliseconds(200);
+  auto next_tick = Clock::now();
   for (;;) {
+    if (tick && Clock::now() >= next_tick) {
+      tick();
+      next_tick = Clock::now() + kTickInterval;
+    }
     int status = 0;
     struct rusage usage {};
     const pid_t r = ::wait4(pid_, &status, WNOHANG, &usage);
@@ -267,7 +273,8 @@ ChildExit ChildProcess::wait(double timeout_seconds) {
       return e;
     }
     if (stdout_fd_ >= 0) {
-      pump_stdout(ms_until(deadline));
+      // With a tick to call, wake at least as often as it is due.
+      pump_stdout(tick ? std::min<int>(ms_until(deadline), 200) : ms_until(deadline));
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -68,8 +69,9 @@ class ChildProcess {
   Result<std::string> wait_for_event(const std::string& kind, double timeout_seconds);
   // SIGKILL now, then reap.
   ChildExit kill_and_reap();
-  // Drains stdout and reaps; past the deadline SIGKILLs and returns timed_out.
-  ChildExit wait(double timeout_seconds);
+  // Drains stdout and reaps; past the deadline SIGKILLs and returns timed_out. `tick`, if set, is
+  // called about every 200 ms while the child runs (the drill shows the child's last step with it).
+  ChildExit wait(double timeout_seconds, const std::function<void()>& tick = nullptr);
   // Reaps the child if it has ended, without blocking (stdout is not drained: for unpiped children).
   bool try_reap(ChildExit* exit);
   // Sends `sig` to a child still running (signal forwarding).
