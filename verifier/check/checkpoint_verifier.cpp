@@ -13,11 +13,13 @@
 #include "base/file_io.h"
 #include "base/json_fields.h"
 #include "base/parallel_jobs.h"
+#include "formats/dcp_checkpoint.h"
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
 #include "shards/manifest.h"
 #include "verifier/check/chunk_coverage.h"
+#include "verifier/check/foreign_verifier.h"
 #include "verifier/check/resumability.h"
 #include "verifier/check/seal.h"
 #include "verifier/check/shard_scan.h"
@@ -402,14 +404,14 @@ Result<VerifyReport> verify_path(const std::string& raw_path, const VerifyOption
   };
   if (!is_directory(path)) {
     if (has_seal(path)) return verify_seal();
-    return Status::invalid_argument(path + ": not a checkpoint directory, and no " + seal_path_for(path) +
-                                    " beside it (seal a file with `ckptcheck seal " + path +
-                                    "` after saving)");
+    return verify_foreign_file(path, options.weights_only);
   }
   if (path_exists(path + "/" + kManifestFileName) || step_from_dir_name(base_name(path)) >= 0) {
     return verify_checkpoint(path, options);
   }
   if (has_seal(path)) return verify_seal();
+  if (is_dcp_directory(path)) return verify_dcp_dir(path, options.weights_only);
+  if (is_foreign_checkpoint_dir(path)) return verify_foreign_dir(path, options.weights_only);
   CKPT_ASSIGN_OR_RETURN(std::string dir, resolve_latest_checkpoint(path));
   return verify_checkpoint(dir, options);
 }

@@ -35,6 +35,16 @@
 //   loss_scale_invalid       scaler.scale is not finite and > 0
 //   signature_missing        --pubkey given but manifest.json.sig is absent
 //   signature_invalid        the signature file is malformed or does not verify
+// Foreign checkpoints (verifier/check/foreign_verifier.h: a DCP dir, an unsealed torch.save or
+// other tensor file, a HF Trainer folder); they also use shard_*, coverage_*, chunk_out_of_bounds,
+// nonfinite_values and the *_state_missing codes above (a resume's lack, by convention):
+//   dcp_metadata_invalid     a DCP .metadata does not parse or is not a DCP Metadata object
+//   item_outside_file        a DCP storage item's byte range runs past its file's end (truncated)
+//   item_overlap             two DCP storage items share bytes of one file
+//   item_missing             a DCP chunk or bytes entry has no storage item
+//   item_unreadable          a DCP item is not a torch.save archive, or holds other than .metadata says
+//   unreferenced_bytes       bytes of a .distcp file no item accounts for (a gap, trailing garbage)
+//   zip_crc_mismatch         a torch.save zip member's CRC-32 differs from its bytes
 // Warning codes (never fail a checkpoint):
 //   chunk_not_in_manifest    a shard header holds a chunk the manifest does not list
 //   unlisted_file            a file in the checkpoint dir that the manifest does not list
@@ -82,6 +92,13 @@ constexpr const char* kStepDisagreement = "step_disagreement";
 constexpr const char* kLossScaleInvalid = "loss_scale_invalid";
 constexpr const char* kSignatureMissing = "signature_missing";
 constexpr const char* kSignatureInvalid = "signature_invalid";
+constexpr const char* kDcpMetadataInvalid = "dcp_metadata_invalid";
+constexpr const char* kItemOutsideFile = "item_outside_file";
+constexpr const char* kItemOverlap = "item_overlap";
+constexpr const char* kItemMissing = "item_missing";
+constexpr const char* kItemUnreadable = "item_unreadable";
+constexpr const char* kUnreferencedBytes = "unreferenced_bytes";
+constexpr const char* kZipCrcMismatch = "zip_crc_mismatch";
 constexpr const char* kPinsDrift = "pins_drift";  // --against-env: config/model/dataset/seeds differ
 // warnings
 constexpr const char* kChunkNotInManifest = "chunk_not_in_manifest";
@@ -92,9 +109,10 @@ constexpr const char* kEnvironmentDrift = "environment_drift";  // --against-env
 }  // namespace verify_code
 
 struct VerifyOptions {
-  size_t jobs = 0;          // shards hashed in parallel; 0 = hardware_concurrency
-  bool quick = false;       // manifest + header checks only: no data is hashed
-  std::string pubkey_path;  // when set, manifest.json.sig must verify under this Ed25519 key
+  size_t jobs = 0;            // shards hashed in parallel; 0 = hardware_concurrency
+  bool quick = false;         // manifest + header checks only: no data is hashed
+  bool weights_only = false;  // foreign checkpoints: model weights alone pass (no resume-state checks)
+  std::string pubkey_path;    // when set, manifest.json.sig must verify under this Ed25519 key
   // Pins of the current environment for the drift check (wired by `--against-env`; null = skip).
   nlohmann::json current_pins;
   // Called on the calling thread, a few times a second while hashing: (bytes hashed, bytes total).
@@ -105,9 +123,10 @@ struct VerifyOptions {
 // the verification itself cannot run (unreadable --pubkey): the CLI maps that to exit 2.
 Result<VerifyReport> verify_checkpoint(const std::string& checkpoint_dir, const VerifyOptions& options);
 
-// Verifies what `path` names: a checkpoint dir (also a step dir without manifest: that is a
-// manifest_missing report), or a root, whose latest committed checkpoint is verified. kNotFound
-// / kIoError when the path is neither.
+// Verifies what `path` names, tried in this order: a checkpoint dir with manifest.json (also a
+// step dir without one: a manifest_missing report); a sealed dir or file (verifier/check/seal.h);
+// a DCP dir, a HF Trainer folder or an unsealed tensor file (verifier/check/foreign_verifier.h);
+// a root, whose latest committed checkpoint is verified. kNotFound / kIoError when it is none.
 Result<VerifyReport> verify_path(const std::string& path, const VerifyOptions& options);
 
 // `--all`: every committed checkpoint of a root, in step order, plus its uncommitted leftovers.

@@ -23,11 +23,16 @@ class VerifyCommand : public Command {
   CLI::App* add_to(CLI::App& app) override {
     CLI::App* sub =
         app.add_subcommand("verify", "Verify a checkpoint (or a root's latest / every checkpoint) offline");
-    sub->add_option("path", path_, "checkpoint dir (step_XXXXXXXX) or checkpoint root")->required();
+    sub->add_option("path", path_,
+                    "checkpoint dir (step_XXXXXXXX), checkpoint root, sealed or DCP dir, HF Trainer folder "
+                    "or tensor file")
+        ->required();
     sub->add_flag("--json", json_, "print one JSON object instead of the summary");
     sub->add_option("--jobs", options_.jobs, "shards hashed in parallel (default: all cores)")
         ->check(CLI::Range(1, 1024));
     sub->add_flag("--quick", options_.quick, "manifest and header checks only; no data hashing");
+    sub->add_flag("--weights-only", options_.weights_only,
+                  "a foreign checkpoint (DCP dir, torch.save file, HF folder) may hold model weights only");
     sub->add_flag("--all", all_,
                   "verify every committed checkpoint of the root and list uncommitted leftovers");
     sub->add_option("--pubkey", options_.pubkey_path,

@@ -5,6 +5,7 @@
 
 #include "base/file_io.h"
 #include "base/sha256.h"
+#include "formats/dcp_checkpoint.h"
 #include "formats/safetensors_file.h"
 #include "formats/tensor_file_open.h"
 #include "shards/checkpoint_dir.h"
@@ -92,6 +93,25 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
     s.metadata_ = file->metadata();
     s.files_.push_back(std::move(file));
     CKPT_RETURN_IF_ERROR(s.add_file_chunks(0));
+    CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
+    return s;
+  }
+  if (is_dcp_directory(path) && !path_exists(path + "/" + kManifestFileName)) {
+    CKPT_ASSIGN_OR_RETURN(DcpCheckpoint dcp, DcpCheckpoint::open(path));
+    CKPT_ASSIGN_OR_RETURN(s.files_, dcp.tensor_files());
+    s.path_ = dcp.dir();
+    s.kind_ = "dcp";
+    s.metadata_ = dcp.summary();
+    for (size_t i = 0; i < s.files_.size(); ++i) {
+      for (const auto& [fqn, contents] : s.files_[i]->metadata().items())
+        s.metadata_["bytes_contents"][fqn] = contents;
+      CKPT_RETURN_IF_ERROR(s.add_file_chunks(i));
+    }
+    for (SourceTensor& t : s.tensors_) {  // reassembled by global offset: list chunks in that order
+      std::sort(t.chunks.begin(), t.chunks.end(), [&](const SourceChunk& a, const SourceChunk& b) {
+        return s.files_[a.file]->chunks()[a.index].offsets < s.files_[b.file]->chunks()[b.index].offsets;
+      });
+    }
     CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
     return s;
   }

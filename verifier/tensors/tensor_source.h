@@ -2,6 +2,7 @@
 //   - a committed checkpoint dir (its manifest lists tensors and the expected hash of every chunk),
 //   - a checkpoint root or ".../latest" (resolved to the latest committed checkpoint),
 //   - a Hugging Face `model.safetensors.index.json` (every shard file it names),
+//   - a PyTorch Distributed Checkpoint (DCP) dir: `.metadata` + `*.distcp` (formats/dcp_checkpoint.h),
 //   - any single tensor file (native, safetensors, HDF5, PyTorch .pt), sniffed by its bytes.
 // Chunks of one global tensor may live in different files; reading a tensor assembles them and
 // checks each chunk's bytes against every hash recorded for it (manifest and file header).

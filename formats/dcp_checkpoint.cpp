@@ -1,0 +1,517 @@
+#include "formats/dcp_checkpoint.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "base/file_io.h"
+#include "formats/pickle_reader.h"
+#include "formats/pytorch_file.h"
+
+namespace ckpt {
+
+namespace {
+
+constexpr size_t kMaxRank = 64;
+
+std::string hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// "torch.distributed.checkpoint.metadata.TensorStorageMetadata" -> "TensorStorageMetadata".
+std::string class_of(const nlohmann::json& j) {
+  if (!j.is_object()) return "";
+  auto it = j.find("__class__");
+  if (it == j.end() || !it->is_string()) return "";
+  return it->get<std::string>();
+}
+
+std::string class_tail(const nlohmann::json& j) {
+  const std::string c = class_of(j);
+  const size_t dot = c.rfind('.');
+  return dot == std::string::npos ? c : c.substr(dot + 1);
+}
+
+Result<uint64_t> get_uint(const nlohmann::json& obj, const char* key, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return Status::corruption(where + ": no '" + key + "'");
+  if (it->is_number_unsigned()) return it->get<uint64_t>();
+  if (it->is_number_integer() && it->get<int64_t>() >= 0) return static_cast<uint64_t>(it->get<int64_t>());
+  return Status::corruption(where + ": '" + key + "' is " + it->dump().substr(0, 64) +
+                            ", not a non-negative integer");
+}
+
+Result<std::vector<int64_t>> get_dims(const nlohmann::json& v, const std::string& where) {
+  if (!v.is_array() || v.size() > kMaxRank)
+    return Status::corruption(where + ": " + v.dump().substr(0, 64) + " is not a shape");
+  std::vector<int64_t> out;
+  for (const auto& d : v) {
+    if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<uint64_t>() > INT64_MAX) ||
+        d.get<int64_t>() < 0) {
+      return Status::corruption(where + ": dim " + d.dump().substr(0, 32) + " is not a non-negative integer");
+    }
+    out.push_back(d.get<int64_t>());
+  }
+  return out;
+}
+
+struct TorchDType {
+  const char* name;
+  DType dtype;
+};
+constexpr TorchDType kTorchDTypes[] = {
+    {"float32", DType::kF32},
+    {"float", DType::kF32},
+    {"float64", DType::kF64},
+    {"double", DType::kF64},
+    {"float16", DType::kF16},
+    {"half", DType::kF16},
+    {"bfloat16", DType::kBF16},
+    {"int64", DType::kI64},
+    {"long", DType::kI64},
+    {"int32", DType::kI32},
+    {"int", DType::kI32},
+    {"int16", DType::kI16},
+    {"short", DType::kI16},
+    {"int8", DType::kI8},
+    {"uint8", DType::kU8},
+    {"bool", DType::kBool},
+    {"uint16", DType::kU16},
+    {"uint32", DType::kU32},
+    {"uint64", DType::kU64},
+    {"float8_e4m3fn", DType::kF8E4M3},
+    {"float8_e5m2", DType::kF8E5M2},
+};
+
+// TensorProperties pickles its __getstate__ tuple (dtype, layout, requires_grad, memory format,
+// pin_memory); a dict state (a hand-built or future layout) carries "dtype".
+Result<std::pair<DType, std::string>> properties_dtype(const nlohmann::json& props,
+                                                       const std::string& where) {
+  const nlohmann::json* d = nullptr;
+  if (props.is_object() && props.contains("dtype")) {
+    d = &props["dtype"];
+  } else if (props.is_object() && props.contains("__state__") && props["__state__"].is_array() &&
+             !props["__state__"].empty()) {
+    d = &props["__state__"][0];
+  }
+  if (!d || !d->is_string()) return Status::corruption(where + ": properties carry no dtype");
+  const std::string s = d->get<std::string>();
+  const std::string prefix = "global:torch.";
+  if (s.compare(0, prefix.size(), prefix) == 0) {
+    const std::string n = s.substr(prefix.size());
+    for (const auto& t : kTorchDTypes) {
+      if (n == t.name) return std::make_pair(t.dtype, "torch." + n);
+    }
+  }
+  return Status::not_supported(where + ": dtype " + s.substr(0, 64) + " is not supported");
+}
+
+bool safe_file_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\\') == std::string::npos && name.find('\0') == std::string::npos && name.size() <= 255;
+}
+
+bool resolves_inside(const std::string& dir, const std::string& path) {
+  char dir_real[PATH_MAX], file_real[PATH_MAX];
+  if (!::realpath(dir.c_str(), dir_real) || !::realpath(path.c_str(), file_real)) return false;
+  const std::string prefix = std::string(dir_real) + "/";
+  return std::string(file_real).compare(0, prefix.size(), prefix) == 0;
+}
+
+std::string guess_component(const std::string& fqn) {
+  const std::string first = fqn.substr(0, fqn.find('.'));
+  if (first.rfind("optim", 0) == 0) return "optimizer";
+  if (first.find("scheduler") != std::string::npos) return "scheduler";
+  return "model";
+}
+
+void merge_globals(std::vector<PickleGlobal>& into, const std::vector<PickleGlobal>& from) {
+  for (const PickleGlobal& g : from) {
+    auto it = std::find_if(into.begin(), into.end(), [&](const PickleGlobal& x) { return x.name == g.name; });
+    if (it == into.end()) {
+      into.push_back(g);
+    } else {
+      it->count += g.count;
+    }
+  }
+}
+
+// The chunks of one data file: tensor chunks and tensors inside bytes items, each served by the
+// item's own torch.save reader.
+class DcpDataFile final : public TensorFile {
+ public:
+  DcpDataFile(std::string path, std::shared_ptr<const ByteSource> source)
+      : path_(std::move(path)), source_(std::move(source)) {}
+  const std::string& path() const override { return path_; }
+  const char* format_name() const override { return "dcp"; }
+  const std::vector<ChunkInfo>& chunks() const override { return chunks_; }
+  const nlohmann::json& metadata() const override { return metadata_; }
+  const std::vector<PickleGlobal>& pickle_globals() const override { return globals_; }
+  const ByteSource* payload_source() const override { return plain_ && source_ ? source_.get() : nullptr; }
+  Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const override {
+    if (index >= refs_.size()) return Status::invalid_argument(path_ + ": no chunk " + std::to_string(index));
+    const Ref& r = refs_[index];
+    const Status st = items_[r.item].file->read_chunk(r.inner, offset, out, length);
+    return st.is_ok() ? st : st.with_context(path_ + ": item " + items_[r.item].label);
+  }
+  Status check_container() const override {
+    for (const auto& item : items_) {
+      const Status st = item.file->check_container();
+      if (!st.is_ok()) return st.with_context(path_ + ": item " + item.label);
+    }
+    return Status::ok();
+  }
+
+  struct Item {
+    std::string label;
+    std::unique_ptr<TensorFile> file;
+  };
+  struct Ref {
+    size_t item;
+    size_t inner;
+  };
+  void add_item(std::string label, std::unique_ptr<TensorFile> file) {
+    if (!file->payload_source()) plain_ = false;
+    merge_globals(globals_, file->pickle_globals());
+    items_.push_back({std::move(label), std::move(file)});
+  }
+  void add_chunk(ChunkInfo c, size_t inner) {
+    chunks_.push_back(std::move(c));
+    refs_.push_back({items_.size() - 1, inner});
+  }
+  nlohmann::json& mutable_metadata() { return metadata_; }
+  void set_globals(std::vector<PickleGlobal> g) { globals_ = std::move(g); }
+
+ private:
+  std::string path_;
+  std::shared_ptr<const ByteSource> source_;
+  std::vector<Item> items_;
+  std::vector<ChunkInfo> chunks_;
+  std::vector<Ref> refs_;
+  std::vector<PickleGlobal> globals_;
+  nlohmann::json metadata_ = nlohmann::json::object();
+  bool plain_ = true;
+};
+
+}  // namespace
+
+std::string DcpItem::label() const {
+  if (is_bytes) return fqn + " (bytes)";
+  std::string s = fqn + " at " + shape_to_string(offsets);
+  return s;
+}
+
+Status SliceByteSource::read_at(uint64_t offset, void* out, size_t length) const {
+  if (!range_within(offset, length, length_)) {
+    return Status::truncated(name_ + ": read of " + std::to_string(length) + " bytes at offset " +
+                             std::to_string(offset) + " past the item's end (" + std::to_string(length_) +
+                             " bytes)");
+  }
+  return parent_->read_at(offset_ + offset, out, length);
+}
+
+Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const std::string& where) {
+  CKPT_ASSIGN_OR_RETURN(PickledStateDict dict, read_tensor_pickle(data, size, where));
+  if (!dict.tensors.empty()) return Status::corruption(where + ": holds tensors; a DCP .metadata holds none");
+  const nlohmann::json& root = dict.metadata.contains("value") ? dict.metadata["value"] : nlohmann::json();
+  if (class_tail(root) != "Metadata") {
+    return Status::corruption(where + ": not a DCP Metadata object (top-level " +
+                              (class_of(root).empty() ? root.type_name() : class_of(root)) + ")");
+  }
+  DcpMetadata out;
+  out.globals = std::move(dict.globals);
+  const std::string mclass = class_of(root);
+  out.layout = mclass.find("._shard.checkpoint.") != std::string::npos ? "torch-1.13" : "torch-2.0";
+  if (root.contains("storage_meta") || root.contains("version")) out.layout = "torch-2.4";
+  if (root.contains("version") && root["version"].is_string())
+    out.version = root["version"].get<std::string>();
+  out.planner_data = root.value("planner_data", nlohmann::json());
+  out.storage_meta = root.value("storage_meta", nlohmann::json());
+
+  const nlohmann::json& sdm =
+      root.contains("state_dict_metadata") ? root["state_dict_metadata"] : nlohmann::json();
+  if (!sdm.is_object() || sdm.contains("__pairs__") || sdm.contains("__class__"))
+    return Status::corruption(where + ": state_dict_metadata is not a dict keyed by names");
+  for (auto it = sdm.begin(); it != sdm.end(); ++it) {
+    const std::string& fqn = it.key();
+    const std::string at = where + ": " + fqn;
+    const std::string kind = class_tail(it.value());
+    if (kind == "BytesStorageMetadata") {
+      out.bytes.push_back({fqn, SIZE_MAX});
+      continue;
+    }
+    if (kind != "TensorStorageMetadata")
+      return Status::not_supported(at + ": unknown storage metadata '" + class_of(it.value()) + "'");
+    const nlohmann::json& t = it.value();
+    if (class_tail(t.value("properties", nlohmann::json())) == "" && !t.contains("properties"))
+      return Status::corruption(at + ": no properties");
+    if (t.contains("properties") && t["properties"].is_object() && t["properties"].contains("__class__")) {
+      if (class_of(t["properties"]).find("torch.distributed.checkpoint.metadata.") == 0)
+        out.layout = "torch-2.4";
+    }
+    DcpTensor tensor;
+    tensor.fqn = fqn;
+    CKPT_ASSIGN_OR_RETURN(auto dt, properties_dtype(t.value("properties", nlohmann::json()), at));
+    tensor.dtype = dt.first;
+    tensor.torch_dtype = dt.second;
+    if (!t.contains("size")) return Status::corruption(at + ": no size");
+    CKPT_ASSIGN_OR_RETURN(tensor.shape, get_dims(t["size"], at + ": size"));
+    if (!checked_nbytes(tensor.shape, tensor.dtype))
+      return Status::corruption(at + ": size " + shape_to_string(tensor.shape) + " overflows");
+    if (!t.contains("chunks") || !t["chunks"].is_array()) return Status::corruption(at + ": no chunks list");
+    for (const auto& c : t["chunks"]) {
+      if (class_tail(c) != "ChunkStorageMetadata" || !c.contains("offsets") || !c.contains("sizes"))
+        return Status::corruption(at + ": a chunk is not a ChunkStorageMetadata(offsets, sizes)");
+      DcpChunk chunk;
+      CKPT_ASSIGN_OR_RETURN(chunk.offsets, get_dims(c["offsets"], at + ": chunk offsets"));
+      CKPT_ASSIGN_OR_RETURN(chunk.sizes, get_dims(c["sizes"], at + ": chunk sizes"));
+      if (chunk.offsets.size() != tensor.shape.size() || chunk.sizes.size() != tensor.shape.size()) {
+        return Status::corruption(at + ": chunk at " + shape_to_string(chunk.offsets) + " sized " +
+                                  shape_to_string(chunk.sizes) + " has the wrong rank for size " +
+                                  shape_to_string(tensor.shape));
+      }
+      for (size_t d = 0; d < tensor.shape.size(); ++d) {
+        if (chunk.offsets[d] > tensor.shape[d] || chunk.sizes[d] > tensor.shape[d] - chunk.offsets[d]) {
+          return Status::corruption(at + ": chunk at " + shape_to_string(chunk.offsets) + " sized " +
+                                    shape_to_string(chunk.sizes) + " leaves size " +
+                                    shape_to_string(tensor.shape) + " in dim " + std::to_string(d));
+        }
+      }
+      tensor.chunks.push_back(std::move(chunk));
+    }
+    std::sort(tensor.chunks.begin(), tensor.chunks.end(),
+              [](const DcpChunk& a, const DcpChunk& b) { return a.offsets < b.offsets; });
+    out.tensors.push_back(std::move(tensor));
+  }
+  std::sort(out.tensors.begin(), out.tensors.end(),
+            [](const DcpTensor& a, const DcpTensor& b) { return a.fqn < b.fqn; });
+
+  const nlohmann::json sd = root.value("storage_data", nlohmann::json());
+  nlohmann::json pairs = nlohmann::json::array();
+  if (sd.is_object() && sd.contains("__pairs__") && sd["__pairs__"].is_array()) {
+    pairs = sd["__pairs__"];
+  } else if (!(sd.is_object() && sd.empty())) {
+    return Status::corruption(where + ": storage_data is not a dict of MetadataIndex -> _StorageInfo");
+  }
+  if (pairs.size() > kDcpMaxItems)
+    return Status::corruption(where + ": " + std::to_string(pairs.size()) +
+                              " storage items, more than the limit");
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const std::string at = where + ": storage_data item " + std::to_string(i);
+    const auto& p = pairs[i];
+    if (!p.is_array() || p.size() != 2 || class_tail(p[0]) != "MetadataIndex" ||
+        class_tail(p[1]) != "_StorageInfo")
+      return Status::corruption(at + ": not a MetadataIndex -> _StorageInfo pair");
+    const auto& key = p[0];
+    const auto& info = p[1];
+    DcpItem item;
+    if (!key.contains("fqn") || !key["fqn"].is_string())
+      return Status::corruption(at + ": MetadataIndex has no fqn");
+    item.fqn = key["fqn"].get<std::string>();
+    const nlohmann::json off = key.value("offset", nlohmann::json());
+    if (off.is_null()) {
+      item.is_bytes = true;
+    } else {
+      CKPT_ASSIGN_OR_RETURN(item.offsets, get_dims(off, at + " (" + item.fqn + "): offset"));
+    }
+    if (!info.contains("relative_path") || !info["relative_path"].is_string())
+      return Status::corruption(at + " (" + item.fqn + "): _StorageInfo has no relative_path");
+    item.relative_path = info["relative_path"].get<std::string>();
+    CKPT_ASSIGN_OR_RETURN(item.offset, get_uint(info, "offset", at + " (" + item.fqn + ")"));
+    CKPT_ASSIGN_OR_RETURN(item.length, get_uint(info, "length", at + " (" + item.fqn + ")"));
+    if (item.offset > UINT64_MAX - item.length)
+      return Status::corruption(at + " (" + item.fqn + "): offset + length overflows");
+    const nlohmann::json td = info.value("transform_descriptors", nlohmann::json());
+    if (td.is_array()) {
+      for (const auto& d : td) item.transforms.push_back(d.is_string() ? d.get<std::string>() : d.dump());
+    }
+    out.items.push_back(std::move(item));
+  }
+
+  // Tie every chunk and bytes entry to its item.
+  std::map<std::pair<std::string, std::vector<int64_t>>, size_t> by_key;
+  std::map<std::string, size_t> bytes_by_fqn;
+  for (size_t i = 0; i < out.items.size(); ++i) {
+    const DcpItem& it = out.items[i];
+    if (it.is_bytes ? !bytes_by_fqn.emplace(it.fqn, i).second
+                    : !by_key.emplace(std::make_pair(it.fqn, it.offsets), i).second)
+      return Status::corruption(where + ": storage item " + it.label() + " is listed twice");
+  }
+  for (auto& t : out.tensors) {
+    for (auto& c : t.chunks) {
+      auto f = by_key.find({t.fqn, c.offsets});
+      if (f != by_key.end()) c.item = f->second;
+    }
+  }
+  for (auto& b : out.bytes) {
+    auto f = bytes_by_fqn.find(b.fqn);
+    if (f != bytes_by_fqn.end()) b.item = f->second;
+  }
+  return out;
+}
+
+bool is_dcp_directory(const std::string& dir) {
+  return is_directory(dir) && is_regular_file(dir + "/" + kDcpMetadataFileName);
+}
+
+Result<DcpCheckpoint> DcpCheckpoint::open(const std::string& raw_dir) {
+  DcpCheckpoint c;
+  c.dir_ = strip_trailing_slashes(raw_dir);
+  const std::string meta_path = c.dir_ + "/" + kDcpMetadataFileName;
+  CKPT_ASSIGN_OR_RETURN(std::string text, read_small_file(meta_path, kDcpMaxMetadataBytes));
+  CKPT_ASSIGN_OR_RETURN(
+      c.metadata_, parse_dcp_metadata(reinterpret_cast<const uint8_t*>(text.data()), text.size(), meta_path));
+  std::set<std::string> names;
+  for (const DcpItem& it : c.metadata_.items) {
+    if (!safe_file_name(it.relative_path)) {
+      return Status::invalid_argument(meta_path + ": item " + it.label() + " names file '" +
+                                      it.relative_path.substr(0, 256) +
+                                      "', which is not a plain name inside " + c.dir_);
+    }
+    names.insert(it.relative_path);
+  }
+  c.files_.assign(names.begin(), names.end());
+  for (const std::string& name : c.files_) {
+    const std::string path = c.dir_ + "/" + name;
+    if (!path_exists(path)) return Status::not_found(path + ": missing (named by " + meta_path + ")");
+    if (!is_regular_file(path)) return Status::invalid_argument(path + ": not a regular file");
+    if (!resolves_inside(c.dir_, path))
+      return Status::invalid_argument(path + ": resolves outside " + c.dir_);
+    CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
+    c.sources_.push_back(std::shared_ptr<const ByteSource>(std::move(source)));
+  }
+  for (DcpItem& it : c.metadata_.items)
+    it.file = static_cast<size_t>(std::lower_bound(c.files_.begin(), c.files_.end(), it.relative_path) -
+                                  c.files_.begin());
+  return c;
+}
+
+std::string DcpCheckpoint::item_bounds_problem(size_t i) const {
+  const DcpItem& it = metadata_.items[i];
+  const uint64_t size = sources_[it.file]->size();
+  if (range_within(it.offset, it.length, size)) return "";
+  return dir_ + "/" + it.relative_path + ": item " + it.label() + " spans " + std::to_string(it.length) +
+         " bytes at " + hex(it.offset) + ", past the file's end (" + std::to_string(size) + " bytes)";
+}
+
+Result<std::unique_ptr<TensorFile>> DcpCheckpoint::open_item(size_t i) const {
+  const DcpItem& it = metadata_.items[i];
+  const std::string problem = item_bounds_problem(i);
+  if (!problem.empty()) return Status::truncated(problem);
+  const std::string name = dir_ + "/" + it.relative_path + "@" + hex(it.offset);
+  if (!it.transforms.empty()) {
+    std::string t;
+    for (const auto& d : it.transforms) t += (t.empty() ? "" : ", ") + d;
+    return Status::not_supported(name + ": item " + it.label() + " is transformed (" + t +
+                                 "); only plain torch.save items are read");
+  }
+  auto slice = std::make_unique<SliceByteSource>(sources_[it.file], it.offset, it.length, name);
+  auto file = open_pytorch(std::move(slice));
+  if (!file.is_ok()) return file.status().with_context("item " + it.label());
+  return file;
+}
+
+Result<std::pair<std::unique_ptr<TensorFile>, size_t>> DcpCheckpoint::open_tensor_item(size_t tensor,
+                                                                                       size_t chunk) const {
+  const DcpTensor& t = metadata_.tensors[tensor];
+  const DcpChunk& c = t.chunks[chunk];
+  if (c.item == SIZE_MAX) {
+    return Status::corruption(dir_ + "/" + kDcpMetadataFileName + ": chunk of " + t.fqn + " at " +
+                              shape_to_string(c.offsets) + " has no storage item");
+  }
+  CKPT_ASSIGN_OR_RETURN(auto file, open_item(c.item));
+  const DcpItem& it = metadata_.items[c.item];
+  const std::string at = dir_ + "/" + it.relative_path + "@" + hex(it.offset) + ": item " + it.label();
+  if (file->chunks().size() != 1) {
+    return Status::corruption(at + ": holds " + std::to_string(file->chunks().size()) +
+                              " tensors, expected exactly 1");
+  }
+  const ChunkInfo& inner = file->chunks()[0];
+  if (inner.dtype != t.dtype || inner.shape != c.sizes) {
+    return Status::corruption(at + ": holds " + std::string(dtype_name(inner.dtype)) +
+                              shape_to_string(inner.shape) + ", .metadata says " + dtype_name(t.dtype) +
+                              shape_to_string(c.sizes));
+  }
+  return std::make_pair(std::move(file), size_t{0});
+}
+
+Result<std::vector<std::unique_ptr<TensorFile>>> DcpCheckpoint::tensor_files() const {
+  std::vector<std::unique_ptr<DcpDataFile>> data;
+  auto meta = std::make_unique<DcpDataFile>(dir_ + "/" + kDcpMetadataFileName, nullptr);
+  meta->set_globals(metadata_.globals);
+  for (size_t f = 0; f < files_.size(); ++f)
+    data.push_back(std::make_unique<DcpDataFile>(dir_ + "/" + files_[f], sources_[f]));
+  for (size_t ti = 0; ti < metadata_.tensors.size(); ++ti) {
+    const DcpTensor& t = metadata_.tensors[ti];
+    for (size_t ci = 0; ci < t.chunks.size(); ++ci) {
+      CKPT_ASSIGN_OR_RETURN(auto opened, open_tensor_item(ti, ci));
+      const DcpItem& it = metadata_.items[t.chunks[ci].item];
+      const ChunkInfo& inner = opened.first->chunks()[opened.second];
+      ChunkInfo c;
+      c.name = t.fqn;
+      c.component = guess_component(t.fqn);
+      c.dtype = t.dtype;
+      c.global_shape = t.shape;
+      c.offsets = t.chunks[ci].offsets;
+      c.shape = t.chunks[ci].sizes;
+      c.data_offset = it.offset + inner.data_offset;
+      c.data_bytes = inner.data_bytes;
+      DcpDataFile& df = *data[it.file];
+      const size_t inner_index = opened.second;
+      df.add_item(it.label(), std::move(opened.first));
+      df.add_chunk(std::move(c), inner_index);
+    }
+  }
+  for (const DcpBytesEntry& b : metadata_.bytes) {
+    if (b.item == SIZE_MAX) {
+      return Status::corruption(dir_ + "/" + kDcpMetadataFileName + ": bytes entry " + b.fqn +
+                                " has no storage item");
+    }
+    CKPT_ASSIGN_OR_RETURN(auto file, open_item(b.item));
+    const DcpItem& it = metadata_.items[b.item];
+    DcpDataFile& df = *data[it.file];
+    std::vector<ChunkInfo> inner = file->chunks();
+    df.mutable_metadata()[b.fqn] = file->metadata();
+    df.add_item(it.label(), std::move(file));
+    for (size_t k = 0; k < inner.size(); ++k) {
+      ChunkInfo c = inner[k];
+      c.name = c.name.empty() ? b.fqn : b.fqn + "." + c.name;
+      c.component = guess_component(b.fqn);
+      c.data_offset += it.offset;
+      df.add_chunk(std::move(c), k);
+    }
+  }
+  std::vector<std::unique_ptr<TensorFile>> out;
+  out.push_back(std::move(meta));
+  for (auto& d : data) out.push_back(std::move(d));
+  return out;
+}
+
+nlohmann::json DcpCheckpoint::summary() const {
+  nlohmann::json bytes = nlohmann::json::array();
+  for (const DcpBytesEntry& b : metadata_.bytes) {
+    nlohmann::json e = {{"fqn", b.fqn}};
+    if (b.item != SIZE_MAX) {
+      const DcpItem& it = metadata_.items[b.item];
+      e["file"] = it.relative_path;
+      e["offset"] = it.offset;
+      e["length"] = it.length;
+    }
+    bytes.push_back(std::move(e));
+  }
+  nlohmann::json files = nlohmann::json::array();
+  for (size_t f = 0; f < files_.size(); ++f)
+    files.push_back({{"path", files_[f]}, {"bytes", sources_[f]->size()}});
+  nlohmann::json j = {{"format", "dcp"},      {"layout", metadata_.layout},
+                      {"files", files},       {"items", metadata_.items.size()},
+                      {"bytes_items", bytes}, {"planner_data", metadata_.planner_data}};
+  if (!metadata_.version.empty()) j["version"] = metadata_.version;
+  if (!metadata_.storage_meta.is_null()) j["storage_meta"] = metadata_.storage_meta;
+  return j;
+}
+
+}  // namespace ckpt

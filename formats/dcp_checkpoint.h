@@ -1,0 +1,138 @@
+// PyTorch Distributed Checkpoint (DCP) directories, read without torch:
+//
+//   DIR/.metadata          a pickle of a `Metadata` dataclass (read inertly by formats/pickle_reader.h)
+//   DIR/__<rank>_<i>.distcp  a run of storage items, each at the byte range `.metadata` records
+//
+// `Metadata.state_dict_metadata` maps each fqn to a TensorStorageMetadata (properties: dtype...;
+// size: the global shape; chunks: [ChunkStorageMetadata(offsets, sizes)]) or a BytesStorageMetadata.
+// `Metadata.storage_data` maps MetadataIndex(fqn, offset) to _StorageInfo(relative_path, offset,
+// length). Each item's bytes are one torch.save zip archive: a tensor item holds the chunk as its
+// only tensor, a bytes item holds whatever object was saved (an optimizer state dict, ...).
+//
+// Layouts read (the class names are matched by their last component, so all three are one code path):
+//   torch 1.13:   torch.distributed._shard.checkpoint.{metadata,filesystem}
+//   torch 2.0-2.3: torch.distributed.checkpoint.{metadata,filesystem}, TensorProperties under
+//                 torch.distributed._shard.sharded_tensor.metadata
+//   torch 2.4+:   TensorProperties under torch.distributed.checkpoint.metadata; Metadata.storage_meta
+//                 and Metadata.version; _StorageInfo.transform_descriptors (an item with a non-empty
+//                 one is compressed or transformed: kNotSupported when read)
+// Every item must name a file directly inside DIR (no '/', no "..", no symlink leaving DIR).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/byte_source.h"
+#include "base/status.h"
+#include "formats/dtype.h"
+#include "formats/pickle_globals.h"
+#include "formats/tensor_file.h"
+
+namespace ckpt {
+
+constexpr const char* kDcpMetadataFileName = ".metadata";
+constexpr uint64_t kDcpMaxMetadataBytes = 256ull << 20;
+constexpr size_t kDcpMaxItems = 1'000'000;
+
+// One storage item: where a chunk's (or a bytes entry's) torch.save archive lives.
+struct DcpItem {
+  std::string fqn;
+  std::vector<int64_t> offsets;  // the chunk's offsets; empty for a bytes item
+  bool is_bytes = false;
+  std::string relative_path;  // the data file, relative to DIR
+  size_t file = 0;            // index into DcpCheckpoint::files()
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  std::vector<std::string> transforms;  // 2.4+ transform_descriptors (empty: plain torch.save bytes)
+  std::string label() const;            // "model.w[0:16, 0:32]" or "optimizer (bytes)"
+};
+
+struct DcpChunk {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> sizes;
+  size_t item = SIZE_MAX;  // index into DcpMetadata::items; SIZE_MAX when storage_data has none
+};
+
+struct DcpTensor {
+  std::string fqn;
+  DType dtype = DType::kF32;
+  std::string torch_dtype;  // "torch.float32", as the pickle names it
+  std::vector<int64_t> shape;
+  std::vector<DcpChunk> chunks;  // sorted by offsets
+};
+
+struct DcpBytesEntry {
+  std::string fqn;
+  size_t item = SIZE_MAX;  // SIZE_MAX when storage_data has none
+};
+
+struct DcpMetadata {
+  std::string layout;              // "torch-1.13" | "torch-2.0" | "torch-2.4"
+  std::string version;             // Metadata.version (2.4+), else ""
+  std::vector<DcpTensor> tensors;  // sorted by fqn
+  std::vector<DcpBytesEntry> bytes;
+  std::vector<DcpItem> items;  // storage_data, in pickle order; `file` is not yet resolved
+  nlohmann::json planner_data;
+  nlohmann::json storage_meta;
+  std::vector<PickleGlobal> globals;
+};
+
+// Parses `.metadata`'s bytes. Unknown state_dict_metadata classes, missing fields, a chunk outside
+// its tensor, an unknown dtype: kCorruption / kNotSupported naming `where` and the fqn.
+Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const std::string& where);
+
+// A directory holding a `.metadata` regular file.
+bool is_dcp_directory(const std::string& dir);
+
+// An item's byte range, as a ByteSource of its own (offsets relative to the item's start).
+class SliceByteSource final : public ByteSource {
+ public:
+  SliceByteSource(std::shared_ptr<const ByteSource> parent, uint64_t offset, uint64_t length,
+                  std::string name)
+      : parent_(std::move(parent)), offset_(offset), length_(length), name_(std::move(name)) {}
+  uint64_t size() const override { return length_; }
+  Status read_at(uint64_t offset, void* out, size_t length) const override;
+  const std::string& name() const override { return name_; }
+
+ private:
+  std::shared_ptr<const ByteSource> parent_;
+  uint64_t offset_, length_;
+  std::string name_;
+};
+
+class DcpCheckpoint {
+ public:
+  // Reads `.metadata` and opens every data file it names. A file name that leaves DIR is
+  // kInvalidArgument; a missing file kNotFound. Items are not read (open_item does that).
+  static Result<DcpCheckpoint> open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  const DcpMetadata& metadata() const { return metadata_; }
+  const std::vector<std::string>& files() const { return files_; }  // relative paths, sorted
+  const ByteSource& file_source(size_t file) const { return *sources_[file]; }
+  // "" when item `i` lies inside its file, else one line naming the file, item, range and size.
+  std::string item_bounds_problem(size_t i) const;
+  // Opens item `i`'s bytes as a torch.save archive (kTruncated when it leaves its file).
+  Result<std::unique_ptr<TensorFile>> open_item(size_t i) const;
+  // Opens item `i` and checks it against `.metadata`: a tensor item holds exactly one tensor of the
+  // recorded dtype and chunk shape. Returns the file and the index of that tensor in its chunks().
+  Result<std::pair<std::unique_ptr<TensorFile>, size_t>> open_tensor_item(size_t tensor, size_t chunk) const;
+
+  // One TensorFile per data file, whose chunks are the tensor chunks (data_offset absolute in the
+  // data file) and the tensors inside bytes items (named "<fqn>.<name>"), followed by a first
+  // TensorFile for `.metadata` itself (no chunks; its pickle globals). Opens and checks every item.
+  Result<std::vector<std::unique_ptr<TensorFile>>> tensor_files() const;
+  // What `inspect` shows as the source's metadata: layout, version, bytes items, planner_data.
+  nlohmann::json summary() const;
+
+ private:
+  std::string dir_;
+  DcpMetadata metadata_;
+  std::vector<std::string> files_;
+  std::vector<std::shared_ptr<const ByteSource>> sources_;
+};
+
+}  // namespace ckpt

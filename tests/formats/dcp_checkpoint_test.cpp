@@ -1,0 +1,235 @@
+#include "formats/dcp_checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/file_io.h"
+#include "base/sha256.h"
+#include "tests/support/test_support.h"
+
+namespace ckpt {
+namespace {
+
+using testing::TempDir;
+
+const std::string kSample = "/work/shared/realworld-samples/dcp-lightning-2rank";
+const std::string kSampleRel =
+    std::string(CKPTCHECK_SOURCE_DIR) + "/../shared/realworld-samples/dcp-lightning-2rank";
+
+std::string sample_dir() {
+  if (is_dcp_directory(kSampleRel)) return kSampleRel;
+  if (is_dcp_directory(kSample)) return kSample;
+  return "";
+}
+
+#define REQUIRE_SAMPLE(dir)             \
+  const std::string dir = sample_dir(); \
+  if (dir.empty()) GTEST_SKIP() << "real DCP sample absent: " << kSampleRel
+
+// Copies the sample into a writable dir so a test can damage it.
+void copy_sample(const std::string& from, const TempDir& to) {
+  for (const char* f : {".metadata", "__0_0.distcp", "__1_0.distcp"})
+    testing::write_file_bytes(to / f, testing::read_file_bytes(from + "/" + f));
+}
+
+TEST(DcpCheckpoint, ReadsTheRealTorch20Sample) {
+  REQUIRE_SAMPLE(dir);
+  auto dcp = DcpCheckpoint::open(dir);
+  ASSERT_TRUE(dcp.is_ok()) << dcp.status().to_string();
+  const DcpMetadata& md = dcp->metadata();
+  EXPECT_EQ(md.layout, "torch-2.0");
+  EXPECT_EQ(md.items.size(), 9u);
+  ASSERT_EQ(md.tensors.size(), 4u);
+  EXPECT_EQ(md.tensors[1].fqn, "model.0.weight");
+  EXPECT_EQ(md.tensors[1].shape, (std::vector<int64_t>{32, 32}));
+  EXPECT_EQ(md.tensors[1].torch_dtype, "torch.float32");
+  ASSERT_EQ(md.tensors[1].chunks.size(), 2u);
+  EXPECT_EQ(md.tensors[1].chunks[1].offsets, (std::vector<int64_t>{16, 0}));
+  const DcpItem& it = md.items[md.tensors[1].chunks[1].item];
+  EXPECT_EQ(it.relative_path, "__1_0.distcp");
+  EXPECT_EQ(it.offset, 2433u);
+  EXPECT_EQ(it.length, 2795u);
+  ASSERT_EQ(md.bytes.size(), 1u);
+  EXPECT_EQ(md.bytes[0].fqn, "optimizer");
+  EXPECT_TRUE(md.items[md.bytes[0].item].is_bytes);
+  EXPECT_EQ(dcp->files(), (std::vector<std::string>{"__0_0.distcp", "__1_0.distcp"}));
+  for (size_t i = 0; i < md.items.size(); ++i) EXPECT_EQ(dcp->item_bounds_problem(i), "") << i;
+
+  auto files = dcp->tensor_files();
+  ASSERT_TRUE(files.is_ok()) << files.status().to_string();
+  ASSERT_EQ(files->size(), 3u);  // .metadata, then the two data files
+  const TensorFile& rank1 = *(*files)[2];
+  bool found = false;
+  for (size_t i = 0; i < rank1.chunks().size(); ++i) {
+    const ChunkInfo& c = rank1.chunks()[i];
+    if (c.name != "model.0.weight") continue;
+    found = true;
+    EXPECT_EQ(c.label(), "model.0.weight[16:32, 0:32]");
+    EXPECT_EQ(c.data_bytes, 2048u);
+    // The raw bytes of archive/data/0 in that item, as Python's zipfile reads them.
+    auto sha = hash_chunk(rank1, i);
+    ASSERT_TRUE(sha.is_ok());
+    EXPECT_EQ(*sha, "4462bed28314188d35af343aa8d5c6992b640aefa0bb14ed8dd6e91abc1faf17");
+    // data_offset is absolute in the .distcp file: the same bytes read straight from it.
+    std::vector<uint8_t> bytes = testing::read_file_bytes(dir + "/__1_0.distcp");
+    ASSERT_LE(c.data_offset + c.data_bytes, bytes.size());
+    EXPECT_EQ(sha256_hex(bytes.data() + c.data_offset, c.data_bytes), *sha);
+  }
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(rank1.check_container().is_ok());
+  EXPECT_FALSE((*files)[0]->pickle_globals().empty());  // .metadata's classes are listed
+}
+
+TEST(DcpCheckpoint, FlippedByteIsACrcErrorNamingTheItem) {
+  REQUIRE_SAMPLE(dir);
+  TempDir tmp;
+  copy_sample(dir, tmp);
+  auto bytes = testing::read_file_bytes(tmp / "__0_0.distcp");
+  bytes[3120 + 2795 - 600] ^= 0xff;  // inside model.0.weight's archive/data/0
+  testing::write_file_bytes(tmp / "__0_0.distcp", bytes);
+  auto dcp = DcpCheckpoint::open(tmp.path());
+  ASSERT_TRUE(dcp.is_ok());
+  auto files = dcp->tensor_files();
+  ASSERT_TRUE(files.is_ok()) << files.status().to_string();
+  const Status st = (*files)[1]->check_container();
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("model.0.weight"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("CRC-32 mismatch"), std::string::npos) << st.message();
+}
+
+TEST(DcpCheckpoint, TruncatedFileLeavesAnItemOutside) {
+  REQUIRE_SAMPLE(dir);
+  TempDir tmp;
+  copy_sample(dir, tmp);
+  auto bytes = testing::read_file_bytes(tmp / "__1_0.distcp");
+  bytes.resize(3000);
+  testing::write_file_bytes(tmp / "__1_0.distcp", bytes);
+  auto dcp = DcpCheckpoint::open(tmp.path());
+  ASSERT_TRUE(dcp.is_ok());
+  size_t outside = 0;
+  for (size_t i = 0; i < dcp->metadata().items.size(); ++i) {
+    const std::string p = dcp->item_bounds_problem(i);
+    if (p.empty()) continue;
+    ++outside;
+    EXPECT_NE(p.find("model.0.weight at [16, 0]"), std::string::npos) << p;
+    EXPECT_NE(p.find("3000 bytes"), std::string::npos) << p;
+    EXPECT_EQ(dcp->open_item(i).status().code(), StatusCode::kTruncated);
+  }
+  EXPECT_EQ(outside, 1u);
+  EXPECT_FALSE(dcp->tensor_files().is_ok());
+}
+
+TEST(DcpCheckpoint, MissingDataFileIsNotFound) {
+  REQUIRE_SAMPLE(dir);
+  TempDir tmp;
+  copy_sample(dir, tmp);
+  ASSERT_EQ(std::remove((tmp / "__1_0.distcp").c_str()), 0);
+  auto dcp = DcpCheckpoint::open(tmp.path());
+  ASSERT_FALSE(dcp.is_ok());
+  EXPECT_EQ(dcp.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(dcp.status().message().find("__1_0.distcp"), std::string::npos);
+}
+
+// Written by Debian's torch 1.13 (torch.distributed._shard.checkpoint.save_state_dict, no_dist=True)
+// through scripts/make_pytorch_fixtures.py; the expected hashes come from the tensors themselves.
+const std::string kTorch113 = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/torch113";
+
+nlohmann::json torch113_expected() {
+  const auto bytes = testing::read_file_bytes(kTorch113 + "/../torch113_expected.json");
+  return nlohmann::json::parse(bytes.begin(), bytes.end());
+}
+
+TEST(DcpCheckpoint, ReadsATorch113Checkpoint) {
+  const nlohmann::json expected = torch113_expected();
+  auto dcp = DcpCheckpoint::open(kTorch113);
+  ASSERT_TRUE(dcp.is_ok()) << dcp.status().to_string();
+  const DcpMetadata& md = dcp->metadata();
+  EXPECT_EQ(md.layout, "torch-1.13");
+  EXPECT_EQ(md.version, "");
+  bool metadata_class = false;
+  for (const PickleGlobal& g : md.globals)
+    metadata_class |= g.name == "torch.distributed._shard.checkpoint.metadata.Metadata";
+  EXPECT_TRUE(metadata_class);
+
+  // .metadata: every tensor with its dtype and shape, one whole-tensor chunk each (no_dist).
+  ASSERT_EQ(md.tensors.size(), expected["tensors"].size());
+  for (const auto& e : expected["tensors"]) {
+    const std::string name = e["name"];
+    auto t =
+        std::find_if(md.tensors.begin(), md.tensors.end(), [&](const DcpTensor& x) { return x.fqn == name; });
+    ASSERT_NE(t, md.tensors.end()) << name;
+    EXPECT_EQ(dtype_name(t->dtype), e["dtype"].get<std::string>()) << name;
+    EXPECT_EQ(t->shape, e["shape"].get<std::vector<int64_t>>()) << name;
+    ASSERT_EQ(t->chunks.size(), 1u) << name;
+    EXPECT_EQ(t->chunks[0].offsets, std::vector<int64_t>(t->shape.size(), 0)) << name;
+    EXPECT_EQ(t->chunks[0].sizes, t->shape) << name;
+    ASSERT_NE(t->chunks[0].item, SIZE_MAX) << name;
+  }
+  std::vector<std::string> bytes;
+  for (const DcpBytesEntry& b : md.bytes) {
+    bytes.push_back(b.fqn);
+    ASSERT_NE(b.item, SIZE_MAX) << b.fqn;
+    EXPECT_TRUE(md.items[b.item].is_bytes) << b.fqn;
+  }
+  std::sort(bytes.begin(), bytes.end());
+  EXPECT_EQ(bytes, expected["bytes"].get<std::vector<std::string>>());
+  for (size_t i = 0; i < md.items.size(); ++i) EXPECT_EQ(dcp->item_bounds_problem(i), "") << i;
+
+  // The payloads: every tensor (and the optimizer's, inside its bytes item) hashes as torch saw it.
+  auto files = dcp->tensor_files();
+  ASSERT_TRUE(files.is_ok()) << files.status().to_string();
+  std::map<std::string, std::pair<const TensorFile*, size_t>> by_name;
+  for (const auto& f : *files) {
+    EXPECT_TRUE(f->check_container().is_ok()) << f->path();
+    for (size_t i = 0; i < f->chunks().size(); ++i) by_name[f->chunks()[i].name] = {f.get(), i};
+  }
+  size_t checked = 0;
+  for (const char* group : {"tensors", "bytes_tensors"}) {
+    for (const auto& e : expected[group]) {
+      const std::string name = e["name"];
+      auto f = by_name.find(name);
+      ASSERT_NE(f, by_name.end()) << name;
+      const ChunkInfo& c = f->second.first->chunks()[f->second.second];
+      EXPECT_EQ(dtype_name(c.dtype), e["dtype"].get<std::string>()) << name;
+      EXPECT_EQ(c.shape, e["shape"].get<std::vector<int64_t>>()) << name;
+      auto sha = hash_chunk(*f->second.first, f->second.second);
+      ASSERT_TRUE(sha.is_ok()) << name << ": " << sha.status().to_string();
+      EXPECT_EQ(*sha, e["sha256"].get<std::string>()) << name;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 5u);
+  EXPECT_EQ(by_name.size(), checked);
+}
+
+TEST(DcpMetadata, EveryTruncationOfTheTorch113MetadataFailsCleanly) {
+  const auto bytes = testing::read_file_bytes(kTorch113 + "/.metadata");
+  for (size_t n = 0; n < bytes.size(); ++n)
+    EXPECT_FALSE(parse_dcp_metadata(bytes.data(), n, "x/.metadata").is_ok()) << n;
+  EXPECT_TRUE(parse_dcp_metadata(bytes.data(), bytes.size(), "x/.metadata").is_ok());
+}
+
+TEST(DcpMetadata, RejectsAPickleThatIsNotMetadata) {
+  // PROTO 2, EMPTY_DICT, STOP: a plain dict.
+  const uint8_t pickle[] = {0x80, 0x02, '}', '.'};
+  auto md = parse_dcp_metadata(pickle, sizeof(pickle), "x/.metadata");
+  ASSERT_FALSE(md.is_ok());
+  EXPECT_NE(md.status().message().find("not a DCP Metadata"), std::string::npos) << md.status().message();
+}
+
+TEST(DcpMetadata, EveryTruncationOfTheRealMetadataFailsCleanly) {
+  REQUIRE_SAMPLE(dir);
+  const auto bytes = testing::read_file_bytes(dir + "/.metadata");
+  for (size_t n = 0; n < bytes.size(); n += 7) {
+    auto md = parse_dcp_metadata(bytes.data(), n, "x/.metadata");
+    EXPECT_FALSE(md.is_ok()) << n;
+  }
+  EXPECT_TRUE(parse_dcp_metadata(bytes.data(), bytes.size(), "x/.metadata").is_ok());
+}
+
+}  // namespace
+}  // namespace ckpt

@@ -1,0 +1,373 @@
+#include "verifier/check/foreign_verifier.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <vector>
+
+#include "base/file_io.h"
+#include "formats/dcp_checkpoint.h"
+#include "formats/tensor_file_open.h"
+#include "shards/manifest.h"
+#include "verifier/check/checkpoint_verifier.h"
+#include "verifier/check/chunk_coverage.h"
+#include "verifier/tensors/nonfinite_count.h"
+
+namespace ckpt {
+
+namespace {
+
+constexpr size_t kStreamBuffer = 1 << 20;
+
+std::string hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+bool starts_with(const std::string& s, const std::string& p) {
+  return s.compare(0, p.size(), p) == 0;
+}
+bool ends_with(const std::string& s, const std::string& p) {
+  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Streams chunk `index` of `file` through a NaN/Inf counter. Returns the bytes read.
+Result<uint64_t> count_nonfinite(const TensorFile& file, size_t index, NonfiniteCount* total) {
+  const ChunkInfo& c = file.chunks()[index];
+  NonfiniteCounter counter(c.dtype);
+  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(c.data_bytes, kStreamBuffer)));
+  for (uint64_t done = 0; done < c.data_bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(c.data_bytes - done, buffer.size()));
+    CKPT_RETURN_IF_ERROR(file.read_chunk(index, done, buffer.data(), n));
+    if (counter.counts_anything()) counter.feed(buffer.data(), n);
+    done += n;
+  }
+  *total += counter.count();
+  return c.data_bytes;
+}
+
+void report_nonfinite(const std::string& shard, const std::string& tensor, DType dtype,
+                      const std::vector<int64_t>& shape, const NonfiniteCount& n, VerifyReport& report) {
+  if (!n.any()) return;
+  report.add_error(verify_code::kNonfiniteValues, shard, tensor,
+                   std::to_string(n.nan) + " NaN and " + std::to_string(n.inf) + " Inf of " +
+                       std::to_string(checked_numel(shape).value_or(0)) + " " + dtype_name(dtype) +
+                       " elements");
+}
+
+// Checks one opened tensor file: CRC-32 of its members, every chunk readable, NaN/Inf counts.
+void check_tensor_file(const TensorFile& file, const std::string& shard, VerifyReport& report) {
+  const Status crc = file.check_container();
+  if (!crc.is_ok()) report.add_error(verify_code::kZipCrcMismatch, shard, "", crc.message());
+  for (size_t i = 0; i < file.chunks().size(); ++i) {
+    const ChunkInfo& c = file.chunks()[i];
+    NonfiniteCount n;
+    auto read = count_nonfinite(file, i, &n);
+    if (!read.is_ok()) {
+      report.add_error(is_damage(read.status()) && read.status().code() == StatusCode::kTruncated
+                           ? verify_code::kShardTruncated
+                           : verify_code::kShardUnreadable,
+                       shard, c.name, read.status().message());
+      continue;
+    }
+    report.bytes_hashed += *read;
+    report_nonfinite(shard, c.label(), c.dtype, c.shape, n, report);
+  }
+}
+
+void require_weights_only_note(VerifyReport& report, const char* code, const std::string& shard,
+                               const std::string& what) {
+  report.add_error(code, shard, "",
+                   what + "; a resume would lack it (pass --weights-only if this holds only model weights)");
+}
+
+void warn_not_sealed(const std::string& path, VerifyReport& report) {
+  report.add_warning(verify_code::kNotSealed, "", "",
+                     path + ": no seal: only structural checks ran; run `ckptcheck seal " + path +
+                         "` after saving to record hashes that verify can check");
+}
+
+bool has_key(const TensorFile& file, const std::string& key) {
+  const std::string dotted = key + ".";
+  for (const auto& c : file.chunks()) {
+    if (c.name == key || starts_with(c.name, dotted)) return true;
+  }
+  const nlohmann::json& m = file.metadata();
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    if (starts_with(it.key(), dotted)) return true;
+    if (it.key() == key && !it.value().is_null() && !it.value().empty()) return true;
+  }
+  if (m.contains("value") && m["value"].is_object()) {
+    const auto& v = m["value"];
+    if (v.contains(key) && !v[key].is_null() && !v[key].empty()) return true;
+  }
+  return false;
+}
+
+bool has_key_prefix(const TensorFile& file, const std::string& prefix) {
+  for (const auto& c : file.chunks()) {
+    if (starts_with(c.name, prefix)) return true;
+  }
+  const nlohmann::json& m = file.metadata();
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    if (starts_with(it.key(), prefix) && !it.value().is_null() && !it.value().empty()) return true;
+  }
+  return false;
+}
+
+bool is_lightning(const TensorFile& file) {
+  return has_key(file, "pytorch-lightning_version") ||
+         file.metadata().contains("pytorch-lightning_version") ||
+         (has_key(file, "state_dict") &&
+          (has_key(file, "global_step") || file.metadata().contains("global_step")));
+}
+
+void check_file_resumability(const TensorFile& file, const std::string& shard, VerifyReport& report) {
+  if (is_lightning(file)) {
+    if (!has_key(file, "optimizer_states"))
+      require_weights_only_note(report, verify_code::kOptimizerStateMissing, shard,
+                                "Lightning checkpoint without optimizer_states");
+    if (!has_key(file, "lr_schedulers"))
+      require_weights_only_note(report, verify_code::kSchedulerStateMissing, shard,
+                                "Lightning checkpoint without lr_schedulers");
+    return;
+  }
+  if (!has_key_prefix(file, "optim") && !has_key(file, "state") && !has_key(file, "param_groups")) {
+    require_weights_only_note(report, verify_code::kOptimizerStateMissing, shard,
+                              "no optimizer state (no 'optimizer*', 'state' or 'param_groups' key)");
+  }
+}
+
+}  // namespace
+
+bool is_foreign_checkpoint_dir(const std::string& dir) {
+  static const char* kMarkers[] = {"trainer_state.json",
+                                   "optimizer.pt",
+                                   "model.safetensors",
+                                   "pytorch_model.bin",
+                                   "model.safetensors.index.json",
+                                   "pytorch_model.bin.index.json",
+                                   "training_args.bin"};
+  for (const char* m : kMarkers) {
+    if (is_regular_file(dir + "/" + m)) return true;
+  }
+  return false;
+}
+
+VerifyReport verify_dcp_dir(const std::string& raw_dir, bool weights_only) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string dir = strip_trailing_slashes(raw_dir);
+  VerifyReport report;
+  report.path = dir;
+  auto opened = DcpCheckpoint::open(dir);
+  if (!opened.is_ok()) {
+    const Status& st = opened.status();
+    const char* code = st.code() == StatusCode::kNotFound          ? verify_code::kShardMissing
+                       : st.code() == StatusCode::kInvalidArgument ? verify_code::kShardPathUnsafe
+                                                                   : verify_code::kDcpMetadataInvalid;
+    report.add_error(code, "", "", st.message());
+    report.seconds = seconds_since(start);
+    return report;
+  }
+  const DcpCheckpoint& dcp = *opened;
+  const DcpMetadata& md = dcp.metadata();
+  report.shards = dcp.files().size();
+  report.tensors = md.tensors.size();
+
+  // Items inside their files, not overlapping, and accounting for every byte of each file.
+  std::vector<bool> in_bounds(md.items.size(), false);
+  std::vector<std::vector<size_t>> by_file(dcp.files().size());
+  std::vector<bool> truncated(dcp.files().size(), false);  // its tail belongs to an item cut short
+  for (size_t i = 0; i < md.items.size(); ++i) {
+    const std::string problem = dcp.item_bounds_problem(i);
+    if (!problem.empty()) {
+      report.add_error(verify_code::kItemOutsideFile, md.items[i].relative_path, md.items[i].fqn, problem);
+      truncated[md.items[i].file] = true;
+      continue;
+    }
+    in_bounds[i] = true;
+    by_file[md.items[i].file].push_back(i);
+  }
+  for (size_t f = 0; f < by_file.size(); ++f) {
+    auto& list = by_file[f];
+    std::sort(list.begin(), list.end(),
+              [&](size_t a, size_t b) { return md.items[a].offset < md.items[b].offset; });
+    const std::string path = dir + "/" + dcp.files()[f];
+    uint64_t end = 0;
+    const DcpItem* prev = nullptr;
+    for (size_t i : list) {
+      const DcpItem& it = md.items[i];
+      if (prev && it.offset < end) {
+        report.add_error(verify_code::kItemOverlap, dcp.files()[f], it.fqn,
+                         path + ": item " + it.label() + " at " + hex(it.offset) + " overlaps item " +
+                             prev->label() + " (" + hex(prev->offset) + ".." + hex(end) + ")");
+      } else if (it.offset > end) {
+        report.add_error(
+            verify_code::kUnreferencedBytes, dcp.files()[f], "",
+            path + ": " + std::to_string(it.offset - end) + " bytes at " + hex(end) + " belong to no item");
+      }
+      if (it.offset + it.length > end) {
+        end = it.offset + it.length;
+        prev = &it;
+      }
+    }
+    const uint64_t size = dcp.file_source(f).size();
+    if (end < size && !list.empty() && !truncated[f]) {
+      report.add_error(verify_code::kUnreferencedBytes, dcp.files()[f], "",
+                       path + ": " + std::to_string(size - end) + " bytes at " + hex(end) +
+                           " after the last item belong to no item (trailing garbage)");
+    }
+  }
+
+  // Coverage, then every item: parses, CRC-32, NaN/Inf.
+  for (size_t ti = 0; ti < md.tensors.size(); ++ti) {
+    const DcpTensor& t = md.tensors[ti];
+    ManifestTensor mt;
+    mt.name = t.fqn;
+    mt.dtype = t.dtype;
+    mt.shape = t.shape;
+    for (const DcpChunk& c : t.chunks) {
+      ManifestChunk mc;
+      mc.shard = c.item == SIZE_MAX ? 0 : md.items[c.item].file;
+      mc.offsets = c.offsets;
+      mc.shape = c.sizes;
+      mt.chunks.push_back(std::move(mc));
+    }
+    check_chunk_coverage(mt, report);
+    NonfiniteCount n;
+    for (size_t ci = 0; ci < t.chunks.size(); ++ci) {
+      const DcpChunk& c = t.chunks[ci];
+      if (c.item == SIZE_MAX) {
+        report.add_error(verify_code::kItemMissing, "", t.fqn,
+                         dir + "/.metadata: chunk of " + t.fqn + " at " + shape_to_string(c.offsets) +
+                             " has no storage item");
+        continue;
+      }
+      if (!in_bounds[c.item]) continue;  // already reported
+      const DcpItem& it = md.items[c.item];
+      auto item = dcp.open_tensor_item(ti, ci);
+      if (!item.is_ok()) {
+        report.add_error(verify_code::kItemUnreadable, it.relative_path, t.fqn, item.status().message());
+        continue;
+      }
+      const TensorFile& file = *item->first;
+      const Status crc = file.check_container();
+      if (!crc.is_ok())
+        report.add_error(verify_code::kZipCrcMismatch, it.relative_path, t.fqn,
+                         "item " + it.label() + ": " + crc.message());
+      auto read = count_nonfinite(file, item->second, &n);
+      if (!read.is_ok()) {
+        report.add_error(verify_code::kItemUnreadable, it.relative_path, t.fqn,
+                         "item " + it.label() + ": " + read.status().message());
+      } else {
+        report.bytes_hashed += *read;
+      }
+    }
+    report_nonfinite("", t.fqn, t.dtype, t.shape, n, report);
+  }
+  for (const DcpBytesEntry& b : md.bytes) {
+    if (b.item == SIZE_MAX) {
+      report.add_error(verify_code::kItemMissing, "", b.fqn,
+                       dir + "/.metadata: bytes entry " + b.fqn + " has no storage item");
+      continue;
+    }
+    if (!in_bounds[b.item]) continue;
+    const DcpItem& it = md.items[b.item];
+    auto file = dcp.open_item(b.item);
+    if (!file.is_ok()) {
+      report.add_error(verify_code::kItemUnreadable, it.relative_path, b.fqn, file.status().message());
+      continue;
+    }
+    VerifyReport inner;
+    check_tensor_file(**file, it.relative_path, inner);
+    for (auto& e : inner.errors) {
+      e.tensor = e.tensor.empty() ? b.fqn : b.fqn + "." + e.tensor;
+      e.message = "item " + it.label() + ": " + e.message;
+      report.errors.push_back(std::move(e));
+    }
+    report.bytes_hashed += inner.bytes_hashed;
+  }
+
+  if (!weights_only) {
+    bool optimizer = false;
+    for (const auto& t : md.tensors) optimizer = optimizer || starts_with(t.fqn, "optim");
+    for (const auto& b : md.bytes) optimizer = optimizer || starts_with(b.fqn, "optim");
+    if (!optimizer)
+      require_weights_only_note(report, verify_code::kOptimizerStateMissing, "",
+                                dir + ": no optimizer state (no .metadata key starting with 'optim')");
+  }
+  warn_not_sealed(report.path, report);
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+VerifyReport verify_foreign_file(const std::string& path, bool weights_only) {
+  const auto start = std::chrono::steady_clock::now();
+  VerifyReport report;
+  report.path = path;
+  auto file = open_tensor_file(path);
+  if (!file.is_ok()) {
+    report.add_error(file.status().code() == StatusCode::kTruncated ? verify_code::kShardTruncated
+                                                                    : verify_code::kShardUnreadable,
+                     base_name(path), "", file.status().message());
+    report.seconds = seconds_since(start);
+    return report;
+  }
+  report.shards = 1;
+  report.tensors = (*file)->chunks().size();
+  check_tensor_file(**file, base_name(path), report);
+  if (!weights_only) check_file_resumability(**file, base_name(path), report);
+  warn_not_sealed(report.path, report);
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+VerifyReport verify_foreign_dir(const std::string& raw_dir, bool weights_only) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string dir = strip_trailing_slashes(raw_dir);
+  VerifyReport report;
+  report.path = dir;
+  static const char* kTensorExtensions[] = {".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5"};
+  for (const std::string& name : list_files_under(dir, 1)) {
+    if (name.find('/') != std::string::npos) continue;  // top level only
+    const std::string path = dir + "/" + name;
+    if (!is_regular_file(path)) continue;
+    bool tensor_ext = false;
+    for (const char* e : kTensorExtensions) tensor_ext = tensor_ext || ends_with(name, e);
+    auto file = open_tensor_file(path);
+    if (!file.is_ok()) {
+      if (tensor_ext)
+        report.add_error(file.status().code() == StatusCode::kTruncated ? verify_code::kShardTruncated
+                                                                        : verify_code::kShardUnreadable,
+                         name, "", file.status().message());
+      continue;
+    }
+    ++report.shards;
+    report.tensors += (*file)->chunks().size();
+    check_tensor_file(**file, name, report);
+  }
+  if (!weights_only) {
+    const auto need = [&](const char* file, const char* code) {
+      if (!is_regular_file(dir + "/" + file))
+        require_weights_only_note(report, code, "", dir + "/" + file + ": missing");
+    };
+    need("optimizer.pt", verify_code::kOptimizerStateMissing);
+    need("scheduler.pt", verify_code::kSchedulerStateMissing);
+    need("trainer_state.json", verify_code::kStepStateMissing);
+    bool rng = false;
+    for (const std::string& name : list_files_under(dir, 1))
+      rng = rng || (starts_with(name, "rng_state") && ends_with(name, ".pth"));
+    if (!rng)
+      require_weights_only_note(report, verify_code::kRngStateMissing, "", dir + "/rng_state*.pth: missing");
+  }
+  warn_not_sealed(report.path, report);
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+}  // namespace ckpt

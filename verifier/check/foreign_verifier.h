@@ -1,0 +1,41 @@
+// `verify` of checkpoints this tool did not write and no seal covers: a PyTorch DCP directory, a
+// single torch.save (or safetensors, ...) file, a Hugging Face Trainer `checkpoint-N/` folder. No
+// hashes were recorded, so the checks are the ones the bytes and conventions allow:
+//  - DCP: every storage item lies inside its file, items do not overlap, no file holds bytes no
+//    item accounts for, each tensor's chunks cover its global shape exactly once
+//    (verifier/check/chunk_coverage.h), every item parses as a torch.save archive holding what
+//    `.metadata` says;
+//  - every zip member's CRC-32 (torch.load never checks it); NaN/Inf counts of floating tensors;
+//  - resumability by convention (skipped with `weights_only`): DCP: a key starting with "optim";
+//    Lightning `.ckpt`: non-empty `optimizer_states` and `lr_schedulers`; another torch.save file:
+//    optimizer state (`optimizer*`, `state.*`/`param_groups`); HF Trainer folder: `optimizer.pt`,
+//    `scheduler.pt`, `rng_state*.pth`, `trainer_state.json` (`scaler.pt` exists only for fp16
+//    runs, so it is checked when present and never required).
+// Error codes (added to checkpoint_verifier.h's list): dcp_metadata_invalid, item_outside_file,
+// item_overlap, item_missing, item_unreadable, unreferenced_bytes, zip_crc_mismatch; and the
+// existing shard_missing, shard_path_unsafe, shard_unreadable, shard_truncated, coverage_*,
+// chunk_out_of_bounds, nonfinite_values, optimizer/scheduler/rng/step_state_missing.
+// Warning: not_sealed (always: no hashes were recorded, so a flipped byte outside a zip member's
+// CRC, or in a safetensors payload, goes unseen; `ckptcheck seal PATH` after each save fixes that).
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "verifier/check/verify_report.h"
+
+namespace ckpt {
+
+namespace verify_code {
+constexpr const char* kNotSealed = "not_sealed";
+}  // namespace verify_code
+
+// A directory holding a HF Trainer checkpoint or loose model files (trainer_state.json,
+// optimizer.pt, model.safetensors, pytorch_model.bin, their index files, training_args.bin).
+bool is_foreign_checkpoint_dir(const std::string& dir);
+
+VerifyReport verify_dcp_dir(const std::string& dir, bool weights_only);
+VerifyReport verify_foreign_file(const std::string& path, bool weights_only);
+VerifyReport verify_foreign_dir(const std::string& dir, bool weights_only);
+
+}  // namespace ckpt
