@@ -6,8 +6,11 @@
 #include <cstring>
 
 #include "api/status_conversion.h"
+#include "formats/dtype.h"
 #include "verifier/check/checkpoint_verifier.h"
+#include "verifier/check/seal.h"
 #include "verifier/drill/program_contract.h"
+#include "verifier/tensors/tensor_source.h"
 
 #ifndef CKPTCHECK_VERSION
 #define CKPTCHECK_VERSION "unknown"
@@ -51,6 +54,22 @@ Result<VerifyResult> verify(const std::string& path, const VerifyOptions& option
   result.seconds = report->seconds;
   result.json = ckpt::report_to_json(*report).dump();
   return result;
+}
+
+Result<std::vector<TensorInfo>> list_tensors(const std::string& path) {
+  auto source = ckpt::TensorSource::open(path);
+  if (!source.is_ok()) return public_status(source.status());
+  std::vector<TensorInfo> out;
+  for (const ckpt::SourceTensor& t : source->tensors()) {
+    out.push_back({t.name, t.component, ckpt::dtype_name(t.dtype), t.shape, t.bytes, t.chunks.size()});
+  }
+  return out;
+}
+
+Result<SealResult> seal(const std::string& path) {
+  auto summary = ckpt::seal_checkpoint(path, {});
+  if (!summary.is_ok()) return public_status(summary.status());
+  return SealResult{summary->seal_path, summary->files, summary->tensors, summary->bytes};
 }
 
 Result<DrillRun> drill_run_from_environment() {

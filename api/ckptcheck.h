@@ -1,5 +1,5 @@
-// ckptcheck's public C++ API, torch-free part: verify a checkpoint, and keep the restore drill's
-// contract from inside a training program. Installed as <ckptcheck/ckptcheck.h>; link
+// ckptcheck's public C++ API, torch-free part: verify, inspect and seal a checkpoint, and keep the
+// restore drill's contract from inside a training program. Installed as <ckptcheck/ckptcheck.h>; link
 // `ckptcheck::ckptcheck` (find_package(ckptcheck)). Nothing here throws: every call that can fail
 // returns a Status or a Result whose message is one line naming the file.
 //
@@ -101,6 +101,35 @@ struct VerifyResult {
 // A damaged checkpoint is a result with ok == false; the Status fails only when the check cannot
 // run at all (no such path, an unreadable public key).
 Result<VerifyResult> verify(const std::string& path, const VerifyOptions& options = {});
+
+// ---- inspect and seal --------------------------------------------------------------------------
+
+// One global tensor as `ckptcheck inspect PATH` lists it.
+struct TensorInfo {
+  std::string name;
+  std::string component;  // model | optimizer | scheduler | scaler | rng | data | progress | other
+  std::string dtype;      // "F32", "BF16", "I64", ...
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+  size_t chunks = 0;  // pieces it is stored in (shards, DCP items)
+};
+
+// The tensors of any checkpoint ckptcheck reads: its own, a torch.save file (legacy too), a DCP
+// directory, safetensors (or an index), HDF5. Read by ckptcheck's own parsers: nothing from the
+// file is executed. Sorted by name.
+Result<std::vector<TensorInfo>> list_tensors(const std::string& path);
+
+struct SealResult {
+  std::string seal_path;  // DIR/ckptcheck.seal.json, or FILE.ckptcheck.seal.json
+  size_t files = 0;
+  size_t tensors = 0;
+  uint64_t bytes = 0;
+};
+
+// What `ckptcheck seal PATH` does: records every file's and tensor's SHA-256 beside a checkpoint
+// this library did not write (call it after each torch.save), so verify(PATH) can later name the
+// file, tensor and byte range that changed. Never replaces an existing seal.
+Result<SealResult> seal(const std::string& path);
 
 // ---- the drill contract: the program's side --------------------------------------------------
 

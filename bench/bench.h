@@ -23,6 +23,7 @@ struct BenchSettings {
   std::string work_dir;       // scratch checkpoints; removed at the end
   std::string ckptcheck_bin;  // the CLI whose subcommands are timed as child processes
   std::string source_dir;     // for fixture configs
+  std::string only;           // run one group only: verify | save-load | compression | drill ("" = all)
 };
 
 // One line of the table. `ratio` is how many times better ours is than the baseline (for times:

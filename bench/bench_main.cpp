@@ -75,21 +75,24 @@ void append(std::vector<BenchRow>& all, std::vector<BenchRow> more) {
 
 std::vector<BenchRow> run_all(const BenchSettings& s) {
   std::vector<BenchRow> rows;
-  // The verify rows need 8 x 256 MiB shards of a real checkpoint; the memory row reuses it.
-  const uint64_t verify_bytes = s.quick ? 64 * kMiB : 2048 * kMiB;
-  std::fprintf(stderr, "writing the %s verify checkpoint...\n",
-               format_mib(static_cast<double>(verify_bytes)).c_str());
-  auto checkpoint = write_synthetic_checkpoint(s.work_dir + "/verify", verify_bytes, 8, 3);
-  if (checkpoint) {
-    append(rows, run_verify_bench(s, *checkpoint));
-    append(rows, run_memory_bench(s, *checkpoint));
-    (void)remove_tree(checkpoint->root);
-  } else {
-    append(rows, {unavailable_row("verify throughput", ">= 3x", "error", checkpoint.status().message())});
+  auto wanted = [&](const char* group) { return s.only.empty() || s.only == group; };
+  if (wanted("verify")) {
+    // The verify rows need 8 x 256 MiB shards of a real checkpoint; the memory row reuses it.
+    const uint64_t verify_bytes = s.quick ? 64 * kMiB : 2048 * kMiB;
+    std::fprintf(stderr, "writing the %s verify checkpoint...\n",
+                 format_mib(static_cast<double>(verify_bytes)).c_str());
+    auto checkpoint = write_synthetic_checkpoint(s.work_dir + "/verify", verify_bytes, 8, 3);
+    if (checkpoint) {
+      append(rows, run_verify_bench(s, *checkpoint));
+      append(rows, run_memory_bench(s, *checkpoint));
+      (void)remove_tree(checkpoint->root);
+    } else {
+      append(rows, {unavailable_row("verify throughput", ">= 3x", "error", checkpoint.status().message())});
+    }
   }
-  append(rows, run_save_load_bench(s));
-  append(rows, run_compression_bench(s));
-  append(rows, run_drill_bench(s));
+  if (wanted("save-load")) append(rows, run_save_load_bench(s));
+  if (wanted("compression")) append(rows, run_compression_bench(s));
+  if (wanted("drill")) append(rows, run_drill_bench(s));
   return rows;
 }
 
@@ -106,6 +109,8 @@ int bench_main(int argc, char** argv) {
   app.add_flag("--quick", s.quick, "small sizes: a smoke run of every row, numbers not meaningful");
   app.add_option("--work-dir", s.work_dir, "scratch directory (created, removed at the end)");
   app.add_option("--ckptcheck", s.ckptcheck_bin, "the ckptcheck binary whose verify and drill are timed");
+  app.add_option("--only", s.only, "run one group of rows")
+      ->check(CLI::IsMember({"verify", "save-load", "compression", "drill"}));
   app.add_option("--repetitions", s.repetitions, "timed repetitions per number; the best is reported")
       ->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);

@@ -1,0 +1,64 @@
+// The public torch-free API (<ckptcheck/ckptcheck.h>) as an embedding program uses it: list a
+// PyTorch-written file's tensors, seal it, verify it, damage it. The LibTorch half and the installed
+// package are tested end to end by tests/install/install_embed_drill_test.sh.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "api/ckptcheck.h"
+#include "tests/support/test_support.h"
+
+namespace {
+
+const std::string kPytorchDir = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/";
+
+TEST(PublicApi, ListsTheTensorsOfATorchSaveFileWithoutRunningIt) {
+  auto tensors = ckptcheck::list_tensors(kPytorchDir + "model_state.pt");
+  ASSERT_TRUE(tensors.ok()) << tensors.status().message();
+  ASSERT_FALSE(tensors.value().empty());
+  for (const auto& t : tensors.value()) {
+    EXPECT_FALSE(t.name.empty());
+    EXPECT_FALSE(t.dtype.empty());
+    EXPECT_GE(t.chunks, 1u);
+  }
+  auto missing = ckptcheck::list_tensors(kPytorchDir + "no-such-file.pt");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().exit_code(), 2);
+  EXPECT_NE(missing.status().message().find("no-such-file.pt"), std::string::npos);
+}
+
+TEST(PublicApi, SealThenVerifyCatchesAFlippedTensorByte) {
+  ckpt::testing::TempDir dir;
+  const std::string file = dir / "model.pt";
+  std::filesystem::copy_file(kPytorchDir + "model_state.pt", file);
+  auto sealed = ckptcheck::seal(file);
+  ASSERT_TRUE(sealed.ok()) << sealed.status().message();
+  EXPECT_EQ(sealed.value().files, 1u);
+  EXPECT_GT(sealed.value().tensors, 0u);
+  auto clean = ckptcheck::verify(file);
+  ASSERT_TRUE(clean.ok()) << clean.status().message();
+  EXPECT_TRUE(clean.value().ok) << clean.value().json;
+
+  auto again = ckptcheck::seal(file);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().exit_code(), 2);
+
+  // The public listing has no file offsets; the seal records them: flip its first tensor's byte.
+  const auto seal_bytes = ckpt::testing::read_file_bytes(sealed.value().seal_path);
+  const auto j = nlohmann::json::parse(seal_bytes.begin(), seal_bytes.end());
+  const uint64_t offset = j["files"][0]["tensors"][0]["offset"].get<uint64_t>();
+  auto bytes = ckpt::testing::read_file_bytes(file);
+  bytes[offset] ^= 0x10;
+  ckpt::testing::write_file_bytes(file, bytes);
+  auto damaged = ckptcheck::verify(file);
+  ASSERT_TRUE(damaged.ok()) << damaged.status().message();
+  EXPECT_FALSE(damaged.value().ok);
+  bool named = false;
+  for (const auto& e : damaged.value().errors)
+    named =
+        named || (e.code == "seal_tensor_sha256_mismatch" && e.tensor == j["files"][0]["tensors"][0]["name"]);
+  EXPECT_TRUE(named) << damaged.value().json;
+}
+
+}  // namespace
