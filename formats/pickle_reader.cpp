@@ -14,6 +14,8 @@ namespace ckpt {
 
 namespace {
 
+std::string utf8_clean(const std::string& s);  // below: invalid UTF-8 sequences become U+FFFD
+
 enum class Kind : uint8_t {
   kNone,
   kBool,
@@ -236,7 +238,10 @@ class Machine {
 Status Machine::push_global(const std::string& module, const std::string& name) {
   const std::string full = module + "." + name;
   auto [it, added] = global_index_.emplace(full, globals_.size());
-  if (added) globals_.push_back(PickleGlobal{full, classify_pickle_global(module, name), op_pos_, 0});
+  // The listed name is UTF-8-clean: inspect --json dumps it (a global spelled with invalid UTF-8
+  // made it throw). It is classified by its raw spelling.
+  if (added)
+    globals_.push_back(PickleGlobal{utf8_clean(full), classify_pickle_global(module, name), op_pos_, 0});
   ++globals_[it->second].count;
   Value v;
   v.kind = Kind::kGlobal;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "base/byte_source.h"
@@ -24,12 +25,15 @@ inline std::unique_ptr<ByteSource> memory_source(const uint8_t* data, size_t siz
   std::abort();
 }
 
-// Every chunk lies inside the file; names and metadata dump as JSON (inspect --json does, and
+// Every chunk lies inside the file; names, pickle globals and metadata dump as JSON (inspect --json does, and
 // nlohmann throws on invalid UTF-8); payload reads of the first chunks succeed.
 inline void probe_tensor_file(const TensorFile& file, uint64_t file_size) {
   constexpr uint64_t kMaxHashedBytes = 8u << 20;
   uint64_t hashed = 0;
   (void)file.metadata().dump();
+  nlohmann::json globals = nlohmann::json::array();  // inspect --json lists them (dcp_fuzz found raw bytes)
+  for (const PickleGlobal& g : file.pickle_globals()) globals.push_back(g.name);
+  (void)globals.dump();
   for (size_t i = 0; i < file.chunks().size(); ++i) {
     const ChunkInfo& c = file.chunks()[i];
     if (file.payload_source() != nullptr && !range_within(c.data_offset, c.data_bytes, file_size))

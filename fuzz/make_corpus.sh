@@ -25,7 +25,7 @@ corpus="$root/fuzz/corpus"
 work=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-corpus.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 rm -rf "$corpus"
-mkdir -p "$corpus"/{pickle,zip,native_shard,safetensors,pytorch,manifest}
+mkdir -p "$corpus"/{pickle,zip,native_shard,safetensors,pytorch,dcp,manifest}
 
 # torch.save files written by PyTorch itself, the refused-global ones included.
 for pt in "$root"/tests/data/pytorch/*.pt; do
@@ -39,6 +39,11 @@ with zipfile.ZipFile(sys.argv[1]) as z:
     open(sys.argv[2], "wb").write(z.read(name))
 EOF
 done
+
+# A DCP .metadata written by torch 1.13 itself. The real torch 2.0 sample's .metadata
+# (../shared/realworld-samples) is not copied into the repository; scripts/fuzz.sh adds it to the
+# scratch corpus of a run when it is present.
+cp "$root/tests/data/dcp/torch113/.metadata" "$corpus/dcp/torch113.metadata"
 
 # Shards and manifests written by ckptcheck: each fixture converted to native (one and two shards)
 # and safetensors.

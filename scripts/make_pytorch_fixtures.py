@@ -9,8 +9,12 @@ Also written: a legacy (non-zip) torch.save file, tensors with non-contiguous st
 Lightning-shaped checkpoint (argparse.Namespace, numpy arrays and scalars, a torch.nn.functional
 function) and a Hugging Face Trainer-shaped training_args.bin (a TrainingArguments dataclass, no
 tensors), whose classes are stand-ins registered under the real module names.
+
+And tests/data/dcp/torch113/: a Distributed Checkpoint written by 1.13's own
+torch.distributed._shard.checkpoint.save_state_dict (no_dist=True), with its expected.json.
 """
 import argparse
+import copy
 import dataclasses
 import hashlib
 import json
@@ -25,6 +29,7 @@ import numpy as np
 import torch
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "pytorch")
+DCP_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "dcp", "torch113")
 DTYPE = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64",
          torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
          torch.bool: "BOOL"}
@@ -137,6 +142,67 @@ def lightning_state(model, opt):
     }
 
 
+def import_dcp_113():
+    """torch.distributed._shard.checkpoint of torch 1.13, importable on Python 3.11.
+
+    1.13's sharded_tensor/metadata.py declares `tensor_properties: TensorProperties =
+    field(default=TensorProperties())`, which Python 3.11's dataclasses refuse ("mutable default ...
+    use default_factory"; 3.11 treats any unhashable default as mutable). Only while importing, a
+    field refused for that reason gets a default_factory returning a copy of the same default, the
+    fix PyTorch itself made later. Nothing saved depends on that default: the writer pickles the
+    values it is given.
+    """
+    original = dataclasses._get_field
+
+    def get_field(cls, name, type_, *rest):
+        try:
+            return original(cls, name, type_, *rest)
+        except ValueError as e:
+            if "mutable default" not in str(e):
+                raise
+            default = cls.__dict__[name].default
+            setattr(cls, name, dataclasses.field(default_factory=lambda: copy.deepcopy(default)))
+            return original(cls, name, type_, *rest)
+
+    dataclasses._get_field = get_field
+    try:
+        from torch.distributed._shard.checkpoint import FileSystemWriter, save_state_dict
+    finally:
+        dataclasses._get_field = original
+    return FileSystemWriter, save_state_dict
+
+
+def write_dcp_113():
+    """A 1.13 DCP directory: tensors become tensor items (one torch.save archive each), anything else
+    a bytes item (torch.save of the object; the optimizer dict's tensor travels inside it)."""
+    FileSystemWriter, save_state_dict = import_dcp_113()
+    os.makedirs(DCP_OUT, exist_ok=True)
+    for name in os.listdir(DCP_OUT):  # a rerun leaves no stale item files behind
+        os.remove(os.path.join(DCP_OUT, name))
+    torch.manual_seed(113)
+    linear = torch.nn.Linear(4, 3)
+    tensors = {
+        "model.weight": linear.weight.detach().clone(),  # 2-D float32
+        "model.bias": linear.bias.detach().clone(),
+        "model.step_counts": torch.arange(6, dtype=torch.int64).reshape(2, 3),
+        "model.half_scale": torch.randn(5).half(),
+    }
+    bytes_items = {
+        "optimizer": {"state": {0: {"exp_avg": torch.randn(3, 4), "step": 7}},
+                      "param_groups": [{"lr": 0.01, "params": [0]}]},
+        "epoch": 3,
+        "milestones": [10, 20],
+    }
+    state = dict(tensors)
+    state.update(bytes_items)
+    save_state_dict(state, FileSystemWriter(DCP_OUT), no_dist=True)
+    expected = {"layout": "torch-1.13", "tensors": describe(tensors), "bytes": sorted(bytes_items),
+                "bytes_tensors": [dict(d, name=f"{fqn}.{d['name']}") for fqn, obj in bytes_items.items()
+                                  for d in describe(obj)]}
+    with open(os.path.join(DCP_OUT, "..", "torch113_expected.json"), "w") as f:
+        json.dump(expected, f, indent=1, sort_keys=True)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(1234)
@@ -187,6 +253,7 @@ def main():
         expected["malicious"][name] = first_refused_global(path)
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1, sort_keys=True)
+    write_dcp_113()
 
 
 if __name__ == "__main__":

@@ -153,6 +153,29 @@ TEST(DcpCommand, VerifyNamesAFlippedByteInATorch113Item) {
   for (const auto& e : j["errors"]) EXPECT_EQ(e["tensor"], "model.weight") << r.output;
 }
 
+// Found by dcp_fuzz (fuzz/crashes/README.md): inspect --json ended in "internal error" (exit 2) when a
+// pickle global's name was not UTF-8.
+TEST(DcpCommand, InspectJsonOfAGlobalWithInvalidUtf8) {
+  TempDir tmp;
+  for (const char* f : {"__0_0.distcp", "__0_1.distcp", "__0_2.distcp", "__0_3.distcp", "__0_4.distcp",
+                        "__0_5.distcp", "__0_6.distcp"})
+    testing::write_file_bytes(tmp / f, testing::read_file_bytes(kTorch113 + "/" + f));
+  auto bytes = testing::read_file_bytes(kTorch113 + "/.metadata");
+  const std::string from = "_get_layout";
+  auto at = std::search(bytes.begin(), bytes.end(), from.begin(), from.end());
+  ASSERT_NE(at, bytes.end());
+  at[4] = 0xa7;
+  testing::write_file_bytes(tmp / ".metadata", bytes);
+  const auto r = run_ckptcheck("inspect --json '" + tmp.path() + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  const auto j = json_of(r);
+  bool listed = false;
+  for (const auto& g : j["pickle_globals"])
+    listed |= g["name"] == "torch.serialization._get\xEF\xBF\xBDlayout";
+  EXPECT_TRUE(listed) << r.output;
+}
+
 TEST(DcpCommand, VerifyOfUnsealedTorchSaveFiles) {
   // A training checkpoint with optimizer state passes; plain weights need --weights-only.
   auto r = run_ckptcheck("verify --json '" + kPytorchData + "/lightning_like.ckpt'");

@@ -213,6 +213,35 @@ TEST(DcpMetadata, EveryTruncationOfTheTorch113MetadataFailsCleanly) {
   EXPECT_TRUE(parse_dcp_metadata(bytes.data(), bytes.size(), "x/.metadata").is_ok());
 }
 
+// Found by dcp_fuzz (tests/data/dcp/fuzz-invalid-utf8-global.metadata, fuzz/crashes/README.md): a
+// global spelled with invalid UTF-8 was listed raw, and dumping the globals as JSON (inspect --json)
+// threw.
+TEST(DcpMetadata, FuzzFoundInvalidUtf8GlobalDumpsAsJson) {
+  const auto bytes = testing::read_file_bytes(std::string(CKPTCHECK_SOURCE_DIR) +
+                                              "/tests/data/dcp/fuzz-invalid-utf8-global.metadata");
+  auto md = parse_dcp_metadata(bytes.data(), bytes.size(), "x/.metadata");
+  ASSERT_TRUE(md.is_ok()) << md.status().to_string();
+  nlohmann::json names = nlohmann::json::array();
+  for (const PickleGlobal& g : md->globals) names.push_back(g.name);
+  ASSERT_FALSE(md->globals.empty());
+  EXPECT_NO_THROW((void)names.dump());
+}
+
+TEST(DcpMetadata, AGlobalWithInvalidUtf8IsListedCleanly) {
+  auto bytes = testing::read_file_bytes(kTorch113 + "/.metadata");
+  const std::string from = "_get_layout";
+  auto at = std::search(bytes.begin(), bytes.end(), from.begin(), from.end());
+  ASSERT_NE(at, bytes.end());
+  at[4] = 0xa7;  // "_get\xa7layout": not UTF-8
+  auto md = parse_dcp_metadata(bytes.data(), bytes.size(), "x/.metadata");
+  ASSERT_TRUE(md.is_ok()) << md.status().to_string();
+  nlohmann::json names = nlohmann::json::array();
+  for (const PickleGlobal& g : md->globals) names.push_back(g.name);
+  std::string dumped;
+  ASSERT_NO_THROW(dumped = names.dump());
+  EXPECT_NE(dumped.find("torch.serialization._get\xEF\xBF\xBDlayout"), std::string::npos) << dumped;
+}
+
 TEST(DcpMetadata, RejectsAPickleThatIsNotMetadata) {
   // PROTO 2, EMPTY_DICT, STOP: a plain dict.
   const uint8_t pickle[] = {0x80, 0x02, '}', '.'};
