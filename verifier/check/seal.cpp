@@ -14,6 +14,7 @@
 #include "base/json_fields.h"
 #include "base/parallel_jobs.h"
 #include "base/sha256.h"
+#include "formats/dcp_checkpoint.h"
 #include "formats/dtype.h"
 #include "formats/shard_formats.h"
 #include "formats/tensor_file_open.h"
@@ -85,7 +86,32 @@ Result<SealTarget> seal_target(const std::string& raw) {
 }
 
 // Hashes one file and, where a reader recognises it, each tensor's byte range.
-Result<SealedFile> seal_file(const std::string& dir, const std::string& relative,
+// A DCP data file is a run of storage items, not a tensor file: `.metadata` says where each item
+// lies, so each item's byte range is sealed as one "tensor" (a chunk, or a bytes entry).
+using ItemRanges = std::map<std::string, std::vector<SealedTensor>>;  // by data file
+
+ItemRanges dcp_item_ranges(const std::string& dir) {
+  ItemRanges out;
+  auto dcp = DcpCheckpoint::open(dir);
+  if (!dcp.is_ok()) return out;  // the files are still sealed whole; verify reports the DCP problem
+  const DcpMetadata& md = dcp->metadata();
+  std::map<size_t, std::pair<const DcpTensor*, const DcpChunk*>> chunk_of_item;
+  for (const auto& t : md.tensors)
+    for (const auto& c : t.chunks)
+      if (c.item != SIZE_MAX) chunk_of_item[c.item] = {&t, &c};
+  for (size_t i = 0; i < md.items.size(); ++i) {
+    const DcpItem& item = md.items[i];
+    SealedTensor t{item.label(), "bytes", {}, item.offset, item.length, ""};
+    if (auto it = chunk_of_item.find(i); it != chunk_of_item.end()) {
+      t.dtype = dtype_name(it->second.first->dtype);
+      t.shape = it->second.second->sizes;
+    }
+    out[item.relative_path].push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<SealedFile> seal_file(const std::string& dir, const std::string& relative, const ItemRanges& dcp_items,
                              std::atomic<uint64_t>* hashed) {
   CKPT_ASSIGN_OR_RETURN(std::string path, resolve_shard_path(dir, relative));
   SealedFile f;
@@ -93,6 +119,22 @@ Result<SealedFile> seal_file(const std::string& dir, const std::string& relative
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
   f.bytes = source->size();
   CKPT_ASSIGN_OR_RETURN(f.sha256, sha256_hex_of_range(*source, 0, f.bytes, hashed));
+  if (auto items = dcp_items.find(relative); items != dcp_items.end()) {
+    f.format = "dcp";
+    for (SealedTensor t : items->second) {
+      if (t.offset > f.bytes || t.bytes > f.bytes - t.offset) {
+        // verify names this as item_outside_file; the seal keeps the file hash only.
+        f.tensors.clear();
+        f.tensors_unread = path + ": item '" + t.name + "' @" + std::to_string(t.offset) + "+" +
+                           std::to_string(t.bytes) + " lies outside the " + std::to_string(f.bytes) +
+                           "-byte file";
+        return f;
+      }
+      CKPT_ASSIGN_OR_RETURN(t.sha256, sha256_hex_of_range(*source, t.offset, t.bytes));
+      f.tensors.push_back(std::move(t));
+    }
+    return f;
+  }
   auto opened = open_tensor_file(path);
   if (!opened.is_ok()) {
     // Not a tensor file at all (JSON, tokenizer, a pickle of plain data) is normal in a checkpoint
@@ -353,6 +395,8 @@ Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& 
     CKPT_ASSIGN_OR_RETURN(std::string resolved, resolve_shard_path(target.dir, f));
     total += file_size_or_zero(resolved);
   }
+  const ItemRanges dcp_items =
+      !target.single_file && is_dcp_directory(target.dir) ? dcp_item_ranges(target.dir) : ItemRanges();
   const size_t count = target.files.size();
   std::vector<Result<SealedFile>> sealed(count, Status::io_error("not sealed"));
   std::atomic<uint64_t> hashed{0};
@@ -360,7 +404,7 @@ Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& 
   if (options.on_progress) report = [&] { options.on_progress(hashed.load(), total); };
   run_parallel_reporting(
       count, resolve_jobs(options.jobs, count),
-      [&](size_t i) { sealed[i] = seal_file(target.dir, target.files[i], &hashed); }, report);
+      [&](size_t i) { sealed[i] = seal_file(target.dir, target.files[i], dcp_items, &hashed); }, report);
 
   Seal seal;
   for (auto& r : sealed) {

@@ -4,7 +4,8 @@
 //
 // What a seal holds, for every regular file under the directory (or for the one file sealed):
 // its size and SHA-256 (the `sha256sum` of the file) and, where one of our readers can open it,
-// every tensor's name, dtype, shape, byte range in the file and the SHA-256 of that range. Verify
+// every tensor's name, dtype, shape, byte range in the file and the SHA-256 of that range. In a DCP
+// directory each storage item of a `.distcp` file (a tensor chunk or a bytes entry) is one range. Verify
 // hashes each file once; only a file whose hash differs is examined range by range, straight from
 // the recorded offsets, so a file whose header the damage made unreadable is still localised.
 //

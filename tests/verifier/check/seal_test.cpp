@@ -231,6 +231,41 @@ TEST_F(SealTest, IntegrityJsonIsWrittenInMegatronsShapeAndChecked) {
   EXPECT_EQ(r.errors[0].shard, "extra/trainer_state.json");
 }
 
+TEST(SealDcp, EachStorageItemOfADcpCheckpointIsSealedAndAFlipIsNamedByItem) {
+  // Written by Debian's PyTorch 1.13 save_state_dict (scripts/make_pytorch_fixtures.py).
+  TempDir root;
+  const std::string dir = root / "dcp";
+  std::filesystem::copy(std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/torch113", dir);
+  auto s = seal_checkpoint(dir, {});
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  auto text = read_small_file(s->seal_path, 1 << 20);
+  ASSERT_TRUE(text.is_ok());
+  auto seal = parse_seal(*text, s->seal_path);
+  ASSERT_TRUE(seal.is_ok()) << seal.status().to_string();
+  const SealedTensor* weight = nullptr;
+  std::string weight_file;
+  for (const auto& f : seal->files) {
+    if (f.path == ".metadata") continue;
+    EXPECT_EQ(f.format, "dcp") << f.path;
+    EXPECT_FALSE(f.tensors.empty()) << f.path;
+    for (const auto& t : f.tensors) {
+      if (t.name.rfind("model.weight at ", 0) == 0) {
+        weight = &t;
+        weight_file = f.path;
+      }
+    }
+  }
+  ASSERT_NE(weight, nullptr) << *text;
+  EXPECT_EQ(weight->dtype, "F32");
+  EXPECT_TRUE(verify(dir).ok());
+  flip_byte(dir + "/" + weight_file, weight->offset + weight->bytes / 2);
+  const VerifyReport r = verify(dir);
+  bool named = false;
+  for (const auto& e : r.errors)
+    named = named || (e.code == verify_code::kSealTensorSha256Mismatch && e.tensor == weight->name);
+  EXPECT_TRUE(named) << codes_of(r.errors);
+}
+
 TEST(Seal, HostileSealTextIsRefusedNotFollowed) {
   const std::string base = R"({"format": "ckptcheck.seal", "version": 1, "algorithm": "sha256", "files": )";
   const std::string sha(64, 'a');
