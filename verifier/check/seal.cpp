@@ -119,6 +119,10 @@ Result<SealedFile> seal_file(const std::string& dir, const std::string& relative
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
   f.bytes = source->size();
   CKPT_ASSIGN_OR_RETURN(f.sha256, sha256_hex_of_range(*source, 0, f.bytes, hashed));
+  if (!dcp_items.empty() && relative == kDcpMetadataFileName) {
+    f.format = "dcp";  // the item index itself: sealed whole, nothing to list
+    return f;
+  }
   if (auto items = dcp_items.find(relative); items != dcp_items.end()) {
     f.format = "dcp";
     for (SealedTensor t : items->second) {

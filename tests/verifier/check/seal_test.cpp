@@ -238,6 +238,7 @@ TEST(SealDcp, EachStorageItemOfADcpCheckpointIsSealedAndAFlipIsNamedByItem) {
   std::filesystem::copy(std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/torch113", dir);
   auto s = seal_checkpoint(dir, {});
   ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  EXPECT_TRUE(s->unread.empty()) << s->unread.front();  // .metadata is DCP's own, not an unread file
   auto text = read_small_file(s->seal_path, 1 << 20);
   ASSERT_TRUE(text.is_ok());
   auto seal = parse_seal(*text, s->seal_path);
