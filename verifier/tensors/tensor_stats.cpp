@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace ckpt {
 
@@ -31,8 +32,43 @@ void TensorStatsAccumulator::add(const uint8_t* element) {
   stats_.sum_squares += static_cast<long double>(v) * v;
 }
 
+void TensorStatsAccumulator::add_f32_run(const uint8_t* elements, size_t count) {
+  double sum = 0, sum_squares = 0;
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  uint64_t finite = 0, nan = 0, inf = 0;
+  for (size_t i = 0; i < count; ++i) {
+    float f;
+    std::memcpy(&f, elements + i * sizeof(float), sizeof(float));  // payloads need not be aligned
+    const double v = f;
+    if (std::isfinite(v)) {
+      ++finite;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sum += v;
+      sum_squares += v * v;
+    } else if (std::isnan(v)) {
+      ++nan;
+    } else {
+      ++inf;
+    }
+  }
+  stats_.elements += count;
+  stats_.nan += nan;
+  stats_.inf += inf;
+  if (finite == 0) return;
+  if (stats_.finite == 0 || lo < stats_.min) stats_.min = lo;
+  if (stats_.finite == 0 || hi > stats_.max) stats_.max = hi;
+  stats_.finite += finite;
+  stats_.sum += sum;
+  stats_.sum_squares += sum_squares;
+}
+
 void TensorStatsAccumulator::feed(const uint8_t* data, size_t size) {
   stream_.feed(data, size, [this](const uint8_t* elements, size_t count) {
+    if (dtype_ == DType::kF32) {
+      add_f32_run(elements, count);
+      return;
+    }
     for (size_t i = 0; i < count; ++i) add(elements + i * element_size_);
   });
 }

@@ -35,6 +35,9 @@ class TensorStatsAccumulator {
 
  private:
   void add(const uint8_t* element);
+  // The common case without a per-element dtype switch or long double arithmetic: partial sums in
+  // double over one run, folded into the long double totals once per run.
+  void add_f32_run(const uint8_t* elements, size_t count);
   DType dtype_;
   size_t element_size_;
   ElementStream stream_;

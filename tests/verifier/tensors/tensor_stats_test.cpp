@@ -46,6 +46,27 @@ TEST(TensorStats, ElementsSplitAcrossFeedsAreCarried) {
   EXPECT_DOUBLE_EQ(bytewise.stats().l2_norm(), whole.stats().l2_norm());
 }
 
+TEST(TensorStats, F32RunsSplitAnywhereGiveTheSameStats) {
+  // The F32 path folds each run's partial sums in; runs that start with only NaN/Inf, or with
+  // an element split across feeds, must not disturb min, max or the counts.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const auto b = bytes_of<float>({nan, -inf, 2.5f, -7, 0.5f, inf, 9, nan, -1});
+  TensorStatsAccumulator whole(DType::kF32), bytewise(DType::kF32);
+  whole.feed(b.data(), b.size());
+  for (size_t i = 0; i < b.size(); ++i) bytewise.feed(&b[i], 1);
+  for (const TensorStats* s : {&whole.stats(), &bytewise.stats()}) {
+    EXPECT_EQ(s->elements, 9u);
+    EXPECT_EQ(s->finite, 5u);
+    EXPECT_EQ(s->nan, 2u);
+    EXPECT_EQ(s->inf, 2u);
+    EXPECT_EQ(s->min, -7);
+    EXPECT_EQ(s->max, 9);
+    EXPECT_DOUBLE_EQ(s->mean(), 4.0 / 5);                                  // 2.5 - 7 + 0.5 + 9 - 1
+    EXPECT_DOUBLE_EQ(s->l2_norm(), std::sqrt(6.25 + 49 + 0.25 + 81 + 1));  // 137.5
+  }
+}
+
 TEST(TensorStats, Bf16AndF16AreDecoded) {
   // bf16 0x3FC0 = 1.5, 0xBF00 = -0.5, 0x7FC0 = NaN; f16 0x3C00 = 1, 0xC000 = -2, 0x7C00 = +inf.
   const auto bf = bytes_of<uint16_t>({0x3FC0, 0xBF00, 0x7FC0});
