@@ -60,6 +60,14 @@ std::string sha256_hex(const std::string& text) {
   return sha256_hex(text.data(), text.size());
 }
 
+bool is_sha256_hex(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
 Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offset, uint64_t length,
                                         std::atomic<uint64_t>* hashed) {
   Sha256 h;

@@ -31,6 +31,8 @@ class Sha256 {
 };
 
 std::string to_hex(const uint8_t* data, size_t size);
+// Whether `s` is a SHA-256 as this project writes it: 64 lowercase hex digits.
+bool is_sha256_hex(const std::string& s);
 std::string digest_hex(const Sha256Digest& digest);
 std::string sha256_hex(const void* data, size_t size);
 std::string sha256_hex(const std::string& text);

@@ -81,17 +81,23 @@ const std::vector<PickleGlobal>& TensorFile::pickle_globals() const {
   return kNone;
 }
 
-Result<std::string> hash_chunk(const TensorFile& file, size_t index) {
+Status stream_chunk(const TensorFile& file, size_t index,
+                    const std::function<void(const uint8_t*, size_t)>& sink) {
   constexpr uint64_t kBuffer = 1 << 20;
   const ChunkInfo& c = file.chunks()[index];
   std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(c.data_bytes, kBuffer)));
-  Sha256 h;
   for (uint64_t done = 0; done < c.data_bytes;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(c.data_bytes - done, buffer.size()));
     CKPT_RETURN_IF_ERROR(file.read_chunk(index, done, buffer.data(), n));
-    h.update(buffer.data(), n);
+    sink(buffer.data(), n);
     done += n;
   }
+  return Status::ok();
+}
+
+Result<std::string> hash_chunk(const TensorFile& file, size_t index) {
+  Sha256 h;
+  CKPT_RETURN_IF_ERROR(stream_chunk(file, index, [&](const uint8_t* p, size_t n) { h.update(p, n); }));
   return h.finish_hex();
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -71,6 +72,10 @@ class TensorFile {
 
 namespace ckpt {
 
+// Reads chunk `index`'s payload in order through a bounded buffer, handing each piece to `sink`:
+// the one read loop behind hashing, NaN counting and statistics.
+Status stream_chunk(const TensorFile& file, size_t index,
+                    const std::function<void(const uint8_t*, size_t)>& sink);
 // Streams a chunk's payload through SHA-256 with a bounded buffer.
 Result<std::string> hash_chunk(const TensorFile& file, size_t index);
 // Reads a whole chunk payload into memory (callers bound the size first).

@@ -13,6 +13,7 @@
 #include "base/file_io.h"
 #include "base/json_fields.h"
 #include "base/parallel_jobs.h"
+#include "base/seconds_since.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_dir.h"
@@ -239,10 +240,7 @@ void report_nonfinite(const Manifest& manifest, const std::map<size_t, Nonfinite
   for (const auto& [tensor, count] : counts) {
     if (!count.any()) continue;
     const ManifestTensor& t = manifest.tensors[tensor];
-    report.add_error(verify_code::kNonfiniteValues, "", t.name,
-                     std::to_string(count.nan) + " NaN and " + std::to_string(count.inf) + " Inf of " +
-                         std::to_string(checked_numel(t.shape).value_or(0)) + " " + dtype_name(t.dtype) +
-                         " elements");
+    add_nonfinite_error(report, "", t.name, t.dtype, t.shape, count);
   }
 }
 
@@ -304,10 +302,6 @@ void report_uncommitted(const std::string& dir, VerifyReport& report) {
                        u + (pruned ? ": left by an interrupted prune; the next prune removes it"
                                    : ": left by an interrupted save (no manifest); it is not a checkpoint"));
   }
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // Only the fields the caller could compute are compared: `verify --against-env` without a config
@@ -387,6 +381,15 @@ Result<VerifyReport> verify_one(const std::string& raw_dir, const VerifyOptions&
 }
 
 }  // namespace
+
+void add_nonfinite_error(VerifyReport& report, const std::string& shard, const std::string& tensor,
+                         DType dtype, const std::vector<int64_t>& shape, const NonfiniteCount& count) {
+  if (!count.any()) return;
+  report.add_error(verify_code::kNonfiniteValues, shard, tensor,
+                   std::to_string(count.nan) + " NaN and " + std::to_string(count.inf) + " Inf of " +
+                       std::to_string(checked_numel(shape).value_or(0)) + " " + dtype_name(dtype) +
+                       " elements");
+}
 
 Result<VerifyReport> verify_checkpoint(const std::string& checkpoint_dir, const VerifyOptions& options) {
   return verify_one(checkpoint_dir, options, /*list_leftovers=*/true);

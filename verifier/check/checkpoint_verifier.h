@@ -59,7 +59,9 @@
 #include <string>
 
 #include "base/status.h"
+#include "formats/dtype.h"
 #include "verifier/check/verify_report.h"
+#include "verifier/tensors/nonfinite_count.h"
 
 namespace ckpt {
 
@@ -118,6 +120,10 @@ struct VerifyOptions {
   // Called on the calling thread, a few times a second while hashing: (bytes hashed, bytes total).
   std::function<void(uint64_t, uint64_t)> on_progress;
 };
+
+// nonfinite_values for one tensor with any NaN or Inf: "<n> NaN and <m> Inf of <numel> <dtype> elements".
+void add_nonfinite_error(VerifyReport& report, const std::string& shard, const std::string& tensor,
+                         DType dtype, const std::vector<int64_t>& shape, const NonfiniteCount& count);
 
 // Verifies one checkpoint directory. Findings go in the report; a Status is returned only when
 // the verification itself cannot run (unreadable --pubkey): the CLI maps that to exit 2.

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "base/file_io.h"
+#include "base/seconds_since.h"
+#include "base/text.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/tensor_file_open.h"
 #include "shards/manifest.h"
@@ -17,47 +19,21 @@ namespace ckpt {
 
 namespace {
 
-constexpr size_t kStreamBuffer = 1 << 20;
-
 std::string hex(uint64_t v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
   return buf;
 }
 
-bool starts_with(const std::string& s, const std::string& p) {
-  return s.compare(0, p.size(), p) == 0;
-}
-bool ends_with(const std::string& s, const std::string& p) {
-  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 // Streams chunk `index` of `file` through a NaN/Inf counter. Returns the bytes read.
 Result<uint64_t> count_nonfinite(const TensorFile& file, size_t index, NonfiniteCount* total) {
   const ChunkInfo& c = file.chunks()[index];
   NonfiniteCounter counter(c.dtype);
-  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(c.data_bytes, kStreamBuffer)));
-  for (uint64_t done = 0; done < c.data_bytes;) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(c.data_bytes - done, buffer.size()));
-    CKPT_RETURN_IF_ERROR(file.read_chunk(index, done, buffer.data(), n));
-    if (counter.counts_anything()) counter.feed(buffer.data(), n);
-    done += n;
-  }
+  CKPT_RETURN_IF_ERROR(stream_chunk(file, index, [&](const uint8_t* p, size_t n) {
+    if (counter.counts_anything()) counter.feed(p, n);
+  }));
   *total += counter.count();
   return c.data_bytes;
-}
-
-void report_nonfinite(const std::string& shard, const std::string& tensor, DType dtype,
-                      const std::vector<int64_t>& shape, const NonfiniteCount& n, VerifyReport& report) {
-  if (!n.any()) return;
-  report.add_error(verify_code::kNonfiniteValues, shard, tensor,
-                   std::to_string(n.nan) + " NaN and " + std::to_string(n.inf) + " Inf of " +
-                       std::to_string(checked_numel(shape).value_or(0)) + " " + dtype_name(dtype) +
-                       " elements");
 }
 
 // Checks one opened tensor file: CRC-32 of its members, every chunk readable, NaN/Inf counts.
@@ -76,7 +52,7 @@ void check_tensor_file(const TensorFile& file, const std::string& shard, VerifyR
       continue;
     }
     report.bytes_hashed += *read;
-    report_nonfinite(shard, c.label(), c.dtype, c.shape, n, report);
+    add_nonfinite_error(report, shard, c.label(), c.dtype, c.shape, n);
   }
 }
 
@@ -268,7 +244,7 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, bool weights_only) {
         report.bytes_hashed += *read;
       }
     }
-    report_nonfinite("", t.fqn, t.dtype, t.shape, n, report);
+    add_nonfinite_error(report, "", t.fqn, t.dtype, t.shape, n);
   }
   for (const DcpBytesEntry& b : md.bytes) {
     if (b.item == SIZE_MAX) {

@@ -4,18 +4,12 @@
 #include <cstring>
 #include <optional>
 
+#include "base/text.h"
 #include "verifier/check/checkpoint_verifier.h"
 
 namespace ckpt {
 
 namespace {
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // The value of a one-element tensor, or nullopt if it was not loaded or has no single element.
 std::optional<double> scalar_value(const std::map<std::string, LoadedTensor>& scalars,

@@ -13,7 +13,9 @@
 #include "base/file_io.h"
 #include "base/json_fields.h"
 #include "base/parallel_jobs.h"
+#include "base/seconds_since.h"
 #include "base/sha256.h"
+#include "base/text.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/dtype.h"
 #include "formats/shard_formats.h"
@@ -32,30 +34,17 @@ constexpr uint64_t kMaxSealBytes = 256ull << 20;
 constexpr uint64_t kMaxIntegrityBytes = 64ull << 20;
 constexpr int kMaxSealDepth = 16;  // HF Trainer and Megatron folders nest a few levels at most
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 uint64_t file_size_or_zero(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
-bool is_sha256_hex(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
 // A seal, its signature and integrity.json describe the checkpoint; they are not part of it.
 bool is_seal_bookkeeping(const std::string& relative) {
   const std::string name = base_name(relative);
-  auto ends_with = [&](const std::string& suffix) {
-    return name.size() >= suffix.size() &&
-           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  return name == kSealFileName || name == std::string(kSealFileName) + ".sig" || ends_with(kSealFileSuffix) ||
-         ends_with(std::string(kSealFileSuffix) + ".sig") || relative == kIntegrityFileName;
+  return name == kSealFileName || name == std::string(kSealFileName) + ".sig" ||
+         ends_with(name, kSealFileSuffix) || ends_with(name, std::string(kSealFileSuffix) + ".sig") ||
+         relative == kIntegrityFileName;
 }
 
 // The directory the sealed paths are relative to, and those paths: every file under a directory,

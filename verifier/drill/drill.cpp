@@ -15,6 +15,7 @@
 #include "base/file_io.h"
 #include "base/json_fields.h"
 #include "base/progress.h"
+#include "base/seconds_since.h"
 #include "fixtures/pilot_config.h"
 #include "formats/native_shard.h"
 #include "formats/tensor_file.h"
@@ -74,10 +75,6 @@ bool changes_world_size(const DrillOptions& o) {
 namespace {
 
 namespace fs = std::filesystem;
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 constexpr uint64_t kMaxSummaryBytes = 64u << 20;
 

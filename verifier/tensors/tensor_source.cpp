@@ -5,6 +5,7 @@
 
 #include "base/file_io.h"
 #include "base/sha256.h"
+#include "base/text.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/safetensors_file.h"
 #include "formats/tensor_file_open.h"
@@ -15,12 +16,7 @@ namespace ckpt {
 
 namespace {
 
-constexpr size_t kStreamBuffer = 1 << 20;
 constexpr const char* kIndexSuffix = ".index.json";
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // The manifest's own JSON (step, config, pins, extra, shards), less the tensor table, which the
 // source lists tensor by tensor instead.
@@ -158,15 +154,11 @@ Result<ChunkCheck> TensorSource::stream_chunk(const SourceTensor& tensor, size_t
   const SourceChunk& sc = tensor.chunks[chunk];
   const TensorFile& file = *files_[sc.file];
   const ChunkInfo& info = file.chunks()[sc.index];
-  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(info.data_bytes, kStreamBuffer)));
   Sha256 hash;
-  for (uint64_t done = 0; done < info.data_bytes;) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(info.data_bytes - done, buffer.size()));
-    CKPT_RETURN_IF_ERROR(file.read_chunk(sc.index, done, buffer.data(), n));
-    hash.update(buffer.data(), n);
-    if (sink) sink(buffer.data(), n);
-    done += n;
-  }
+  CKPT_RETURN_IF_ERROR(ckpt::stream_chunk(file, sc.index, [&](const uint8_t* p, size_t n) {
+    hash.update(p, n);
+    if (sink) sink(p, n);
+  }));
   ChunkCheck check{info.label(), file.path(), sc.manifest_sha256, hash.finish_hex()};
   // Both records must hold: the manifest's and the file's own header's.
   if (check.ok() && !info.sha256.empty() && info.sha256 != check.computed) check.stored = info.sha256;

@@ -7,6 +7,7 @@
 
 #include "base/file_io.h"
 #include "base/progress.h"
+#include "base/seconds_since.h"
 #include "base/sha256.h"
 #include "fixtures/trainer.h"
 #include "formats/native_shard.h"
@@ -25,10 +26,6 @@
 
 namespace ckpt {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 Result<RestoreFaults> parse_faults(const std::vector<std::string>& names) {
   RestoreFaults faults;
