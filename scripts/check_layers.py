@@ -28,6 +28,7 @@ LAYERS = [
     "verifier/pins",
     "verifier/check",
     "verifier/drill",
+    "verifier/pilot",
     "verifier/train",
     "verifier/cli",
     "api",

@@ -32,6 +32,20 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+TEST(Drill, ActivationCheckpointingResumesBitIdentically) {
+  // Recompute in backward replays the RNG: a SIGKILLed run with it on still resumes bit for bit.
+  if (!verify_registered()) GTEST_SKIP() << "`ckptcheck verify` is not registered in this build";
+  testing::TempDir tmp;
+  const auto r = testing::run_ckptcheck("drill --config " + std::string(CKPTCHECK_SOURCE_DIR) +
+                                        "/fixtures/configs/pilot-activations.yaml --report-dir " +
+                                        (tmp / "report") + " --work-dir " + tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json report = read_json(tmp / "report/report.json");
+  ASSERT_TRUE(report.is_object());
+  EXPECT_EQ(report["bit_identical"], true);
+  EXPECT_EQ(report["config"]["activation_checkpointing"], "blocks");
+}
+
 TEST(Drill, PilotResumesBitIdenticallyAfterBothKills) {
   if (!verify_registered()) GTEST_SKIP() << "`ckptcheck verify` is not registered in this build";
   testing::TempDir tmp;

@@ -15,6 +15,7 @@ std::unique_ptr<Command> make_diff_command();
 std::unique_ptr<Command> make_convert_command();
 std::unique_ptr<Command> make_pin_command();
 std::unique_ptr<Command> make_plan_command();
+std::unique_ptr<Command> make_pilot_command();
 
 std::vector<std::unique_ptr<Command>> all_commands() {
   std::vector<std::unique_ptr<Command>> commands;
@@ -32,6 +33,7 @@ std::vector<std::unique_ptr<Command>> all_commands() {
   commands.push_back(make_convert_command());
   commands.push_back(make_pin_command());
   commands.push_back(make_plan_command());
+  commands.push_back(make_pilot_command());
 #endif
   return commands;
 }

@@ -1,5 +1,6 @@
 // `ckptcheck plan --report DRILL_REPORT.json --total-steps N [--catalog fixtures/hardware.yaml]
-//  [--mtbf-hours H] [--headroom F] [--margin F] [--<stage>-hours H ...] [--json]`
+//  [--mtbf-hours H] [--headroom F] [--margin F] [--<stage>-hours H ...] [--scaling PILOT_REPORT.json]
+//  [--min-scaling-efficiency F] [--json]`
 //
 // The drill report is read defensively; its shape is
 //   {"config": {...}, "measurements": {"memory": {peak_rss_bytes, rss_before_bytes, parameter_bytes,
@@ -50,6 +51,13 @@ class PlanCommand : public Command {
         {sub->add_option("--copy-out-hours", stage_hours_[4])->check(CLI::NonNegativeNumber),
          &PipelineHours::copy_out},
     };
+    sub->add_option(
+        "--scaling", scaling_path_,
+        "a `ckptcheck pilot --scaling` report.json: model data-parallel step time per accelerator");
+    sub->add_option("--min-scaling-efficiency", min_efficiency_,
+                    "adding accelerators pays while speedup / P stays at least this")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
     sub->add_flag("--json", json_, "print one JSON object instead of a table");
     return sub;
   }
@@ -62,6 +70,17 @@ class PlanCommand : public Command {
     auto measurements = parse_drill_measurements(*report, report_path_);
     if (!measurements.is_ok()) return fail(measurements.status());
 
+    if (!scaling_path_.empty()) {
+      auto pilot = read_json_file(scaling_path_, kMaxReportBytes);
+      if (!pilot.is_ok()) return fail(pilot.status());
+      auto scaling = scaling_from_pilot_report(*pilot, scaling_path_);
+      if (!scaling.is_ok()) {
+        const Status& s = scaling.status();
+        return fail(is_damage(s) ? Status::invalid_argument(s.message()) : s);
+      }
+      settings_.scaling = std::move(scaling).value();
+      settings_.scaling->min_efficiency = min_efficiency_;
+    }
     // Stage hours default to the catalog's pipeline section; a flag given overrides its stage.
     settings_.pipeline = catalog->pipeline;
     for (size_t i = 0; i < stage_flags_.size(); ++i) {
@@ -78,6 +97,8 @@ class PlanCommand : public Command {
 
   std::string report_path_;
   std::string catalog_path_ = "fixtures/hardware.yaml";
+  std::string scaling_path_;
+  double min_efficiency_ = 0.7;
   PlanSettings settings_;
   double stage_hours_[5] = {0, 0, 0, 0, 0};
   std::vector<std::pair<CLI::Option*, double PipelineHours::*>> stage_flags_;

@@ -50,6 +50,13 @@ Result<YAML::Node> sequence(const YAML::Node& root, const char* key, const std::
   return node;
 }
 
+// A key the catalog may leave out: 0 then.
+Result<double> optional_number(const YAML::Node& map, const char* key, const std::string& where,
+                               const std::string& path) {
+  if (!map[key]) return 0.0;
+  return number(map, key, where, path, true);
+}
+
 Result<Accelerator> parse_accelerator(const YAML::Node& node, const std::string& where,
                                       const std::string& path) {
   Accelerator a;
@@ -58,6 +65,8 @@ Result<Accelerator> parse_accelerator(const YAML::Node& node, const std::string&
   CKPT_ASSIGN_OR_RETURN(a.runtime_overhead_bytes, number(node, "runtime_overhead_bytes", where, path, true));
   CKPT_ASSIGN_OR_RETURN(a.relative_speed, number(node, "relative_speed", where, path, false));
   CKPT_ASSIGN_OR_RETURN(a.usd_per_gpu_hour, number(node, "usd_per_gpu_hour", where, path, true));
+  CKPT_ASSIGN_OR_RETURN(a.allreduce_bus_bytes_per_second,
+                        optional_number(node, "allreduce_bus_bytes_per_second", where, path));
   CKPT_ASSIGN_OR_RETURN(a.note, text(node, "note", where, path, false));
   return a;
 }
@@ -78,6 +87,8 @@ Result<HardwareCatalog> parse_tree(const YAML::Node& root, const std::string& wh
   HardwareCatalog catalog;
   CKPT_ASSIGN_OR_RETURN(double node_size, number(root, "gpus_per_node", where, "", false));
   catalog.gpus_per_node = static_cast<int>(node_size);
+  CKPT_ASSIGN_OR_RETURN(catalog.internode_allreduce_bus_bytes_per_second,
+                        optional_number(root, "internode_allreduce_bus_bytes_per_second", where, ""));
 
   CKPT_ASSIGN_OR_RETURN(YAML::Node accelerators, sequence(root, "accelerators", where));
   for (size_t i = 0; i < accelerators.size(); ++i) {

@@ -15,6 +15,9 @@ struct Accelerator {
   double runtime_overhead_bytes = 0;
   double relative_speed = 1;  // an assumption until a pilot is measured on this hardware
   double usd_per_gpu_hour = 0;
+  // All-reduce bus bandwidth between the accelerators of one node (bytes/s per rank, as
+  // nccl-tests reports busbw); 0 when the catalog does not say: scaling is then not modelled.
+  double allreduce_bus_bytes_per_second = 0;
   std::string note;
 };
 
@@ -35,6 +38,8 @@ struct Reservation {
 
 struct HardwareCatalog {
   int gpus_per_node = 8;
+  // The same across nodes (the network), for worlds larger than one node; 0 when unknown.
+  double internode_allreduce_bus_bytes_per_second = 0;
   std::vector<Accelerator> accelerators;
   PipelineHours pipeline;
   std::vector<Reservation> reservations;  // sorted by hours, shortest first

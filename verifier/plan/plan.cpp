@@ -163,6 +163,55 @@ ReservationChoice choose_reservation(const PipelineBudget& budget, const std::ve
   return choice;
 }
 
+Result<ScalingSettings> scaling_from_pilot_report(const nlohmann::json& report, const std::string& where) {
+  CKPT_ASSIGN_OR_RETURN(const nlohmann::json* scaling, json_object(report, "scaling", where));
+  const std::string at = where + ": scaling";
+  CKPT_ASSIGN_OR_RETURN(const double gradient_bytes, json_number(*scaling, "gradient_bytes", at));
+  if (!scaling->contains("runs") || !(*scaling)["runs"].is_array()) {
+    return Status::invalid_argument(at + ": field 'runs': expected an array of measured world sizes");
+  }
+  std::vector<ScalingPoint> points;
+  const nlohmann::json& runs = (*scaling)["runs"];
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto point = scaling_point_from_json(runs[i], at + ".runs[" + std::to_string(i) + "]");
+    if (!point.is_ok()) return Status::invalid_argument(point.status().message());
+    points.push_back(*point);
+  }
+  ScalingSettings settings;
+  std::vector<int> calibrated_on;
+  CKPT_ASSIGN_OR_RETURN(settings.model, calibrate_scaling_model(points, gradient_bytes, &calibrated_on));
+  settings.validation = validate_scaling_model(settings.model, points, calibrated_on);
+  return settings;
+}
+
+namespace {
+
+nlohmann::json scaling_json(const ScalingSettings& sc, const Accelerator& a, const HardwareCatalog& catalog) {
+  if (a.allreduce_bus_bytes_per_second <= 0) {
+    return {{"modelled", false}, {"reason", "the catalog gives no allreduce_bus_bytes_per_second"}};
+  }
+  // Beyond one node the network sets the pace; without a figure for it, stay within the node.
+  const double inter = catalog.internode_allreduce_bus_bytes_per_second;
+  const int max_world = inter > 0 ? sc.max_world : std::min(sc.max_world, catalog.gpus_per_node);
+  const ScalingCurve curve = scaling_curve(sc.model, a.relative_speed, a.allreduce_bus_bytes_per_second,
+                                           inter, catalog.gpus_per_node, max_world, sc.min_efficiency);
+  nlohmann::json points = nlohmann::json::array();
+  for (size_t i = 0; i < curve.worlds.size(); ++i) {
+    points.push_back({{"world_size", curve.worlds[i]},
+                      {"step_seconds", curve.step_seconds[i]},
+                      {"speedup", curve.speedup[i]},
+                      {"efficiency", curve.efficiency[i]}});
+  }
+  return {{"modelled", true},
+          {"intra_node_bus_bytes_per_second", a.allreduce_bus_bytes_per_second},
+          {"inter_node_bus_bytes_per_second", inter},
+          {"points", points},
+          {"stops_paying_after", curve.stops_paying_after},
+          {"fastest_world", curve.fastest_world}};
+}
+
+}  // namespace
+
 nlohmann::json make_plan(const DrillMeasurements& m, const HardwareCatalog& catalog,
                          const PlanSettings& settings) {
   const double mtbf_seconds = settings.mtbf_hours * kSecondsPerHour;
@@ -183,8 +232,15 @@ nlohmann::json make_plan(const DrillMeasurements& m, const HardwareCatalog& cata
          checkpoint_overhead_fraction(m.checkpoint_save_seconds, interval, mtbf_seconds)}}},
       {"speed_note",
        "relative_speed is an assumption from the catalog; replace it with a pilot measured on that "
-       "hardware. Run time assumes the pilot's per-step work; data-parallel scaling is not modelled."},
+       "hardware. Run time assumes the pilot's per-step work on one accelerator; `--scaling` models "
+       "data-parallel step "
+       "time from a pilot's measured compute, communication and input wait."},
       {"accelerators", nlohmann::json::array()}};
+  if (settings.scaling) {
+    plan["scaling"] = {{"model", settings.scaling->model.to_json()},
+                       {"validation", settings.scaling->validation},
+                       {"min_efficiency", settings.scaling->min_efficiency}};
+  }
   for (const Accelerator& a : catalog.accelerators) {
     const MemoryFit fit = fit_memory(m, a, settings.headroom, catalog.gpus_per_node);
     const RunTime run = estimate_run_time(m, settings.total_steps, a.relative_speed, mtbf_seconds);
@@ -228,9 +284,49 @@ nlohmann::json make_plan(const DrillMeasurements& m, const HardwareCatalog& cata
           {"margin_fraction", choice.margin_fraction},
           {"cost_usd", choice.cost_usd}}},
     });
+    if (settings.scaling)
+      plan["accelerators"].back()["scaling"] = scaling_json(*settings.scaling, a, catalog);
   }
   return plan;
 }
+
+namespace {
+
+std::string scaling_table(const nlohmann::json& plan) {
+  char line[512];
+  std::string text =
+      "data-parallel scaling, " + plan["scaling"]["model"]["formula"].get<std::string>() + ":\n";
+  for (const auto& v : plan["scaling"]["validation"]) {
+    std::snprintf(line, sizeof line, "  pilot world %d (%s%s): measured %.4g s, model %.4g s (%+.0f%%)\n",
+                  v["world_size"].get<int>(), v["calibration"].get<bool>() ? "calibration" : "held out",
+                  v["oversubscribed"].get<bool>() ? ", oversubscribed" : "",
+                  v["measured_step_seconds"].get<double>(), v["predicted_step_seconds"].get<double>(),
+                  100 * v["step_relative_error"].get<double>());
+    text += line;
+  }
+  for (const auto& a : plan["accelerators"]) {
+    const auto& sc = a["scaling"];
+    if (!sc["modelled"].get<bool>()) {
+      text +=
+          "  " + a["name"].get<std::string>() + ": not modelled (" + sc["reason"].get<std::string>() + ")\n";
+      continue;
+    }
+    std::string curve;
+    for (const auto& p : sc["points"]) {
+      std::snprintf(line, sizeof line, " %d:%.0f%%", p["world_size"].get<int>(),
+                    100 * p["efficiency"].get<double>());
+      curve += line;
+    }
+    std::snprintf(line, sizeof line,
+                  "  %-14s efficiency by P%s; adding accelerators stops paying after %d (>= %.0f%%)\n",
+                  a["name"].get<std::string>().c_str(), curve.c_str(), sc["stops_paying_after"].get<int>(),
+                  100 * plan["scaling"]["min_efficiency"].get<double>());
+    text += line;
+  }
+  return text;
+}
+
+}  // namespace
 
 std::string plan_table(const nlohmann::json& plan) {
   char line[512];
@@ -263,6 +359,7 @@ std::string plan_table(const nlohmann::json& plan) {
     text += line;
     if (!a["note"].get<std::string>().empty()) text += "  note: " + a["note"].get<std::string>() + "\n";
   }
+  if (plan.contains("scaling")) text += scaling_table(plan);
   text += "(" + plan["speed_note"].get<std::string>() + ")\n";
   return text;
 }

@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "verifier/plan/hardware_catalog.h"
+#include "verifier/plan/scaling_model.h"
 
 namespace ckpt {
 
@@ -83,12 +84,25 @@ struct ReservationChoice {
 ReservationChoice choose_reservation(const PipelineBudget& budget, const std::vector<Reservation>& options,
                                      double margin, double usd_per_gpu_hour);
 
+// `plan --scaling`: the data-parallel model calibrated on a pilot's world sizes.
+struct ScalingSettings {
+  ScalingModel model;
+  nlohmann::json validation = nlohmann::json::array();  // validate_scaling_model() of the pilot's runs
+  double min_efficiency = 0.7;  // adding accelerators "pays" while speedup / P stays at least this
+  int max_world = 256;
+};
+
+// Reads a `ckptcheck pilot --scaling` report: its runs, recalibrated here (the report's own model
+// is not trusted), and their validation. Errors name `where` and the field.
+Result<ScalingSettings> scaling_from_pilot_report(const nlohmann::json& report, const std::string& where);
+
 struct PlanSettings {
   int64_t total_steps = 0;
   double mtbf_hours = 24;
   double headroom = 0.10;
   double margin = 0.20;
   PipelineHours pipeline;
+  std::optional<ScalingSettings> scaling;
 };
 
 // One object: settings, checkpoint cadence, and per accelerator memory fit, run time, budget and
