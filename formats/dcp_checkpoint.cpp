@@ -7,6 +7,7 @@
 #include <set>
 
 #include "base/file_io.h"
+#include "base/text.h"
 #include "formats/pickle_reader.h"
 #include "formats/pytorch_file.h"
 
@@ -115,13 +116,6 @@ bool safe_file_name(const std::string& name) {
          name.find('\\') == std::string::npos && name.find('\0') == std::string::npos && name.size() <= 255;
 }
 
-bool resolves_inside(const std::string& dir, const std::string& path) {
-  char dir_real[PATH_MAX], file_real[PATH_MAX];
-  if (!::realpath(dir.c_str(), dir_real) || !::realpath(path.c_str(), file_real)) return false;
-  const std::string prefix = std::string(dir_real) + "/";
-  return std::string(file_real).compare(0, prefix.size(), prefix) == 0;
-}
-
 std::string guess_component(const std::string& fqn) {
   const std::string first = fqn.substr(0, fqn.find('.'));
   if (first.rfind("optim", 0) == 0) return "optimizer";
@@ -197,6 +191,32 @@ class DcpDataFile final : public TensorFile {
   bool plain_ = true;
 };
 
+// Megatron's common.pt inside a DCP source: its tensors renamed "common.pt:<name>" so they cannot
+// be taken for DCP fqns, its metadata left to summary() (TensorSource files every data file's
+// metadata under bytes_contents).
+class MegatronCommonFile final : public TensorFile {
+ public:
+  explicit MegatronCommonFile(std::shared_ptr<const TensorFile> inner) : inner_(std::move(inner)) {
+    chunks_ = inner_->chunks();
+    for (ChunkInfo& c : chunks_) c.name = kMegatronCommonTensorPrefix + c.name;
+  }
+  const std::string& path() const override { return inner_->path(); }
+  const char* format_name() const override { return inner_->format_name(); }
+  const std::vector<ChunkInfo>& chunks() const override { return chunks_; }
+  const nlohmann::json& metadata() const override { return metadata_; }
+  Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const override {
+    return inner_->read_chunk(index, offset, out, length);
+  }
+  const ByteSource* payload_source() const override { return inner_->payload_source(); }
+  const std::vector<PickleGlobal>& pickle_globals() const override { return inner_->pickle_globals(); }
+  Status check_container() const override { return inner_->check_container(); }
+
+ private:
+  std::shared_ptr<const TensorFile> inner_;
+  std::vector<ChunkInfo> chunks_;
+  nlohmann::json metadata_ = nlohmann::json::object();
+};
+
 }  // namespace
 
 std::string DcpItem::label() const {
@@ -218,7 +238,8 @@ Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const s
   CKPT_ASSIGN_OR_RETURN(PickledStateDict dict, read_tensor_pickle(data, size, where));
   if (!dict.tensors.empty()) return Status::corruption(where + ": holds tensors; a DCP .metadata holds none");
   const nlohmann::json& root = dict.metadata.contains("value") ? dict.metadata["value"] : nlohmann::json();
-  if (class_tail(root) != "Metadata") {
+  // Megatron-Core's MCoreMetadata subclasses Metadata with one more field, mcore_data.
+  if (class_tail(root) != "Metadata" && class_tail(root) != "MCoreMetadata") {
     return Status::corruption(where + ": not a DCP Metadata object (top-level " +
                               (class_of(root).empty() ? root.type_name() : class_of(root)) + ")");
   }
@@ -229,6 +250,10 @@ Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const s
   if (root.contains("storage_meta") || root.contains("version")) out.layout = "torch-2.4";
   if (root.contains("version") && root["version"].is_string())
     out.version = root["version"].get<std::string>();
+  out.metadata_class = mclass;
+  out.mcore_data = root.value("mcore_data", nlohmann::json());
+  if (!out.mcore_data.is_null() && !out.mcore_data.is_object())
+    return Status::corruption(where + ": mcore_data is " + out.mcore_data.type_name() + ", not a dict");
   out.planner_data = root.value("planner_data", nlohmann::json());
   out.storage_meta = root.value("storage_meta", nlohmann::json());
 
@@ -354,6 +379,13 @@ Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const s
   return out;
 }
 
+bool dcp_path_resolves_inside(const std::string& dir, const std::string& path) {
+  char dir_real[PATH_MAX], file_real[PATH_MAX];
+  if (!::realpath(dir.c_str(), dir_real) || !::realpath(path.c_str(), file_real)) return false;
+  const std::string prefix = std::string(dir_real) + "/";
+  return std::string(file_real).compare(0, prefix.size(), prefix) == 0;
+}
+
 bool is_dcp_directory(const std::string& dir) {
   return is_directory(dir) && is_regular_file(dir + "/" + kDcpMetadataFileName);
 }
@@ -379,7 +411,7 @@ Result<DcpCheckpoint> DcpCheckpoint::open(const std::string& raw_dir) {
     const std::string path = c.dir_ + "/" + name;
     if (!path_exists(path)) return Status::not_found(path + ": missing (named by " + meta_path + ")");
     if (!is_regular_file(path)) return Status::invalid_argument(path + ": not a regular file");
-    if (!resolves_inside(c.dir_, path))
+    if (!dcp_path_resolves_inside(c.dir_, path))
       return Status::invalid_argument(path + ": resolves outside " + c.dir_);
     CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
     c.sources_.push_back(std::shared_ptr<const ByteSource>(std::move(source)));
@@ -387,6 +419,8 @@ Result<DcpCheckpoint> DcpCheckpoint::open(const std::string& raw_dir) {
   for (DcpItem& it : c.metadata_.items)
     it.file = static_cast<size_t>(std::lower_bound(c.files_.begin(), c.files_.end(), it.relative_path) -
                                   c.files_.begin());
+  const std::string& mc = c.metadata_.metadata_class;
+  c.megatron_ = read_megatron_parts(c.dir_, mc == "MCoreMetadata" || ends_with(mc, ".MCoreMetadata"));
   return c;
 }
 
@@ -488,6 +522,10 @@ Result<std::vector<std::unique_ptr<TensorFile>>> DcpCheckpoint::tensor_files() c
   std::vector<std::unique_ptr<TensorFile>> out;
   out.push_back(std::move(meta));
   for (auto& d : data) out.push_back(std::move(d));
+  if (megatron_.present && megatron_.has_common) {
+    if (!megatron_.common) return megatron_.common_status;
+    out.push_back(std::make_unique<MegatronCommonFile>(megatron_.common));
+  }
   return out;
 }
 
@@ -511,6 +549,18 @@ nlohmann::json DcpCheckpoint::summary() const {
                       {"bytes_items", bytes}, {"planner_data", metadata_.planner_data}};
   if (!metadata_.version.empty()) j["version"] = metadata_.version;
   if (!metadata_.storage_meta.is_null()) j["storage_meta"] = metadata_.storage_meta;
+  if (megatron_.present) {
+    nlohmann::json problems = nlohmann::json::array();
+    for (const std::string& p : megatron_.config_problems) problems.push_back(p);
+    if (!megatron_.common && !megatron_.common_status.is_ok())
+      problems.push_back(megatron_.common_status.message());
+    j["megatron"] = {{"format", "torch_dist"},
+                     {"metadata_class", metadata_.metadata_class},
+                     {"metadata_json", megatron_.config},
+                     {"mcore_data", metadata_.mcore_data},
+                     {"common", megatron_.common ? megatron_.common->metadata() : nlohmann::json()},
+                     {"problems", problems}};
+  }
   return j;
 }
 

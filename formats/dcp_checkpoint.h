@@ -17,6 +17,8 @@
 //                 and Metadata.version; _StorageInfo.transform_descriptors (an item with a non-empty
 //                 one is compressed or transformed: kNotSupported when read)
 // Every item must name a file directly inside DIR (no '/', no "..", no symlink leaving DIR).
+// Megatron-Core `torch_dist` directories are DCP directories with `metadata.json`, `common.pt` and
+// their own top-level class (formats/megatron_dist_checkpoint.h); they open here too.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@
 #include "base/byte_source.h"
 #include "base/status.h"
 #include "formats/dtype.h"
+#include "formats/megatron_dist_checkpoint.h"
 #include "formats/pickle_globals.h"
 #include "formats/tensor_file.h"
 
@@ -72,6 +75,8 @@ struct DcpBytesEntry {
 struct DcpMetadata {
   std::string layout;              // "torch-1.13" | "torch-2.0" | "torch-2.4"
   std::string version;             // Metadata.version (2.4+), else ""
+  std::string metadata_class;      // the top-level class as pickled ("...checkpoint.metadata.Metadata")
+  nlohmann::json mcore_data;       // Megatron's MCoreMetadata.mcore_data (null when absent)
   std::vector<DcpTensor> tensors;  // sorted by fqn
   std::vector<DcpBytesEntry> bytes;
   std::vector<DcpItem> items;  // storage_data, in pickle order; `file` is not yet resolved
@@ -86,6 +91,12 @@ Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const s
 
 // A directory holding a `.metadata` regular file.
 bool is_dcp_directory(const std::string& dir);
+
+// True when `path` exists and its real path lies inside `dir`'s real path (symlinks resolved).
+bool dcp_path_resolves_inside(const std::string& dir, const std::string& path);
+
+// Prefix of the names common.pt's tensors carry in tensor_files() ("common.pt:optimizer.x").
+constexpr const char* kMegatronCommonTensorPrefix = "common.pt:";
 
 // An item's byte range, as a ByteSource of its own (offsets relative to the item's start).
 class SliceByteSource final : public ByteSource {
@@ -121,11 +132,17 @@ class DcpCheckpoint {
   // recorded dtype and chunk shape. Returns the file and the index of that tensor in its chunks().
   Result<std::pair<std::unique_ptr<TensorFile>, size_t>> open_tensor_item(size_t tensor, size_t chunk) const;
 
+  // Megatron-Core torch_dist parts (metadata.json, common.pt); `present` false for plain DCP.
+  const MegatronParts& megatron() const { return megatron_; }
+
   // One TensorFile per data file, whose chunks are the tensor chunks (data_offset absolute in the
   // data file) and the tensors inside bytes items (named "<fqn>.<name>"), followed by a first
   // TensorFile for `.metadata` itself (no chunks; its pickle globals). Opens and checks every item.
+  // A Megatron directory adds common.pt last: its tensors named kMegatronCommonTensorPrefix +
+  // name, its metadata empty (summary() carries it); an unreadable common.pt fails here.
   Result<std::vector<std::unique_ptr<TensorFile>>> tensor_files() const;
-  // What `inspect` shows as the source's metadata: layout, version, bytes items, planner_data.
+  // What `inspect` shows as the source's metadata: layout, version, bytes items, planner_data, and
+  // for Megatron "megatron": {metadata_json, metadata_class, mcore_data, common, problems}.
   nlohmann::json summary() const;
 
  private:
@@ -133,6 +150,7 @@ class DcpCheckpoint {
   DcpMetadata metadata_;
   std::vector<std::string> files_;
   std::vector<std::shared_ptr<const ByteSource>> sources_;
+  MegatronParts megatron_;
 };
 
 }  // namespace ckpt

@@ -5,10 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <set>
 
 #include "base/byte_coding.h"
 #include "base/byte_source.h"
@@ -222,6 +225,12 @@ bool type_matches(hid_t type, DType dtype) {
 
 constexpr DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64, DType::kI64,
                                 DType::kI32, DType::kI16, DType::kI8,   DType::kU8,  DType::kBool};
+// What a dataset of a file we did not write may be read as: the HDF5 type must equal the
+// little-endian IEEE float or integer type of the same size (BF16 and BOOL have no HDF5 type of
+// their own, so they are never inferred).
+constexpr DType kGenericDTypes[] = {DType::kF32, DType::kF64, DType::kF16, DType::kI64,
+                                    DType::kI32, DType::kI16, DType::kI8,  DType::kU8,
+                                    DType::kU16, DType::kU32, DType::kU64};
 
 uint32_t dtype_bit(DType dtype) {
   return uint32_t{1} << static_cast<unsigned>(dtype);
@@ -248,16 +257,29 @@ herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* da
 //   report   = u8 'E' error | u8 'F' facts
 //   error    = u8 status code, str message
 //   facts    = u8 has_metadata, [str metadata text], u64 dataset count, dataset...
-//   dataset  = str path, str name, str component, str dtype, str sha256, dims global_shape,
+//   dataset  = u8 'O' ours | u8 'G' generic
+//   ours     = str path, str name, str component, str dtype, str sha256, dims global_shape,
 //              dims offsets, u32 type_mask (bit d: the HDF5 type is the one we write for DType d),
 //              i32 layout (H5D_layout_t, -1 unknown), i32 filter count, i32 rank (-1: unreadable),
 //              rank x u64 dims, u64 storage size, u8 has_offset, u64 offset
+//   generic  = str path, u32 type_mask (over kGenericDTypes' DTypes), str type description,
+//              i32 layout, i32 filter count, str filter names, i32 rank, rank x u64 dims,
+//              u64 storage size, u8 has_offset, u64 offset, u8 chunk state (0 none, 1 listed,
+//              2 too many), [listed: i32 chunk rank, chunk rank x u64 chunk dims, u64 count,
+//              count x (chunk rank x u64 offsets, u64 address, u64 size)]
+// A dataset is ours when the file has the ckptcheck_metadata attribute or the dataset has our
+// `dtype` and `component` attributes; any other dataset (Keras weights, ...) is generic.
 //   str      = u64 length, bytes;  dims = u64 count, count x i64
 // The parent trusts none of it: every count and length is bounded before use, and a report that
 // does not parse exactly is corruption.
 
 constexpr uint8_t kReportError = 'E';
 constexpr uint8_t kReportFacts = 'F';
+constexpr uint8_t kDatasetOurs = 'O';
+constexpr uint8_t kDatasetGeneric = 'G';
+constexpr uint8_t kChunksNone = 0;
+constexpr uint8_t kChunksListed = 1;
+constexpr uint8_t kChunksTooMany = 2;
 constexpr size_t kMaxDatasetPathBytes = 64 << 10;
 constexpr uint64_t kTestFaultOffsetShift = uint64_t{1} << 40;
 
@@ -387,13 +409,133 @@ Status report_dataset(hid_t file, const std::string& ds_name, const std::string&
   return Status::ok();
 }
 
+std::string describe_type(hid_t type) {
+  if (type < 0) return "unreadable type";
+  const size_t size = H5Tget_size(type);
+  std::string cls;
+  switch (H5Tget_class(type)) {
+    case H5T_INTEGER: cls = H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned integer" : "integer"; break;
+    case H5T_FLOAT: cls = "float"; break;
+    case H5T_STRING: return H5Tis_variable_str(type) > 0 ? "variable-length string" : "string";
+    case H5T_COMPOUND: cls = "compound"; break;
+    case H5T_ENUM: cls = "enum"; break;
+    case H5T_ARRAY: cls = "array"; break;
+    case H5T_VLEN: return "variable-length sequence";
+    case H5T_REFERENCE: return "reference";
+    case H5T_OPAQUE: cls = "opaque"; break;
+    case H5T_BITFIELD: cls = "bitfield"; break;
+    case H5T_TIME: cls = "time"; break;
+    default: cls = "unknown class"; break;
+  }
+  std::string s = std::to_string(size) + "-byte " + cls;
+  const H5T_class_t c = H5Tget_class(type);
+  if (c == H5T_INTEGER || c == H5T_FLOAT) {
+    const H5T_order_t order = H5Tget_order(type);
+    s += order == H5T_ORDER_BE ? ", big-endian" : order == H5T_ORDER_LE ? "" : ", unusual byte order";
+  }
+  return s;
+}
+
+// In the child: a dataset of a file we did not write, described for the parent to judge.
+Status report_generic_dataset(hid_t file, const std::string& ds_name, const std::string& path,
+                              bool shift_offsets, uint64_t* chunks_left, ReportWriter* w) {
+  const uint64_t shift = shift_offsets ? kTestFaultOffsetShift : 0;
+  const std::string where = path + ": dataset '/" + ds_name + "'";
+  Handle ds(H5Dopen2(file, ds_name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.valid()) return Status::corruption(where + ": cannot open");
+  uint32_t type_mask = 0;
+  Handle type(H5Dget_type(ds.get()), H5Tclose);
+  if (type.valid()) {
+    for (DType d : kGenericDTypes) {
+      if (type_matches(type.get(), d)) type_mask |= dtype_bit(d);
+    }
+  }
+  Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
+  const int32_t layout = dcpl.valid() ? static_cast<int32_t>(H5Pget_layout(dcpl.get())) : -1;
+  const int32_t filters = dcpl.valid() ? static_cast<int32_t>(H5Pget_nfilters(dcpl.get())) : -1;
+  std::string filter_names;
+  for (int32_t i = 0; i < filters && i < 16; ++i) {
+    char name[64] = {0};
+    unsigned flags = 0, config = 0;
+    size_t nvalues = 0;
+    const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &nvalues, nullptr,
+                                           sizeof(name), name, &config);
+    name[sizeof(name) - 1] = '\0';
+    filter_names += (filter_names.empty() ? "" : ", ") +
+                    (id == H5Z_FILTER_DEFLATE       ? std::string("gzip")
+                     : id == H5Z_FILTER_SHUFFLE     ? std::string("shuffle")
+                     : id == H5Z_FILTER_FLETCHER32  ? std::string("fletcher32")
+                     : id == H5Z_FILTER_SZIP        ? std::string("szip")
+                     : id == H5Z_FILTER_NBIT        ? std::string("nbit")
+                     : id == H5Z_FILTER_SCALEOFFSET ? std::string("scaleoffset")
+                                                    : "filter " + std::to_string(id));
+  }
+  Handle space(H5Dget_space(ds.get()), H5Sclose);
+  int32_t rank = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
+  std::vector<hsize_t> dims(rank >= 0 && static_cast<size_t>(rank) <= kMaxRank ? static_cast<size_t>(rank)
+                                                                               : 0);
+  if (rank < 0 || static_cast<size_t>(rank) > kMaxRank ||
+      (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)) {
+    rank = -1;
+    dims.clear();
+  }
+  const uint64_t storage = H5Dget_storage_size(ds.get());
+  const haddr_t addr = layout == H5D_CONTIGUOUS ? H5Dget_offset(ds.get()) : HADDR_UNDEF;
+  w->str(ds_name);
+  w->u32(type_mask);
+  w->str(describe_type(type.get()));
+  w->i32(layout);
+  w->i32(filters);
+  w->str(filter_names);
+  w->i32(rank);
+  for (hsize_t d : dims) w->u64(d);
+  w->u64(storage);
+  w->u8(addr != HADDR_UNDEF);
+  w->u64(addr == HADDR_UNDEF ? 0 : addr + shift);
+  // Chunk addresses only for what the parent can read: chunked, unfiltered, a known type.
+  hsize_t nchunks = 0;
+  if (layout != H5D_CHUNKED || filters != 0 || type_mask == 0 || rank <= 0 ||
+      H5Dget_num_chunks(ds.get(), space.get(), &nchunks) < 0) {
+    w->u8(kChunksNone);
+    return Status::ok();
+  }
+  if (nchunks > *chunks_left) {
+    w->u8(kChunksTooMany);
+    return Status::ok();
+  }
+  *chunks_left -= nchunks;
+  std::vector<hsize_t> chunk_dims(static_cast<size_t>(rank));
+  const int chunk_rank = H5Pget_chunk(dcpl.get(), rank, chunk_dims.data());
+  if (chunk_rank != rank) {
+    w->u8(kChunksNone);
+    return Status::ok();
+  }
+  w->u8(kChunksListed);
+  w->i32(chunk_rank);
+  for (hsize_t d : chunk_dims) w->u64(d);
+  w->u64(nchunks);
+  std::vector<hsize_t> offsets(static_cast<size_t>(rank));
+  for (hsize_t i = 0; i < nchunks; ++i) {
+    unsigned filter_mask = 0;
+    haddr_t chunk_addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info(ds.get(), space.get(), i, offsets.data(), &filter_mask, &chunk_addr, &size) < 0)
+      return Status::corruption(where + ": cannot read the address of chunk " + std::to_string(i));
+    for (hsize_t o : offsets) w->u64(o);
+    w->u64(chunk_addr == HADDR_UNDEF ? UINT64_MAX : chunk_addr + shift);
+    w->u64(size);
+  }
+  return Status::ok();
+}
+
 Status report_file(const std::string& open_path, const std::string& path, bool shift_offsets,
                    ReportWriter* w) {
   Handle file(H5Fopen(open_path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.valid())
     return Status::corruption(path + ": HDF5 cannot open the file (bad superblock or truncated)");
   w->u8(kReportFacts);
-  if (H5Aexists(file.get(), kHdf5MetadataAttribute) > 0) {
+  const bool ours = H5Aexists(file.get(), kHdf5MetadataAttribute) > 0;
+  if (ours) {
     CKPT_ASSIGN_OR_RETURN(std::string text, read_string_attr(file.get(), kHdf5MetadataAttribute, path));
     w->u8(1);
     w->str(text);
@@ -408,12 +550,24 @@ Status report_file(const std::string& open_path, const std::string& path, bool s
     return Status::corruption(path + ": more than " + std::to_string(kHdf5MaxDatasets) + " datasets");
   }
   w->u64(state.datasets.size());
+  uint64_t chunks_left = kHdf5MaxChunks;
   for (const auto& name : state.datasets) {
     if (name.size() > kMaxDatasetPathBytes) {
       return Status::corruption(path + ": a dataset path of " + std::to_string(name.size()) +
                                 " bytes (limit " + std::to_string(kMaxDatasetPathBytes) + ")");
     }
-    CKPT_RETURN_IF_ERROR(report_dataset(file.get(), name, path, shift_offsets, w));
+    bool dataset_is_ours = ours;
+    if (!dataset_is_ours) {
+      Handle ds(H5Dopen2(file.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
+      dataset_is_ours =
+          ds.valid() && H5Aexists(ds.get(), "dtype") > 0 && H5Aexists(ds.get(), "component") > 0;
+    }
+    w->u8(dataset_is_ours ? kDatasetOurs : kDatasetGeneric);
+    if (dataset_is_ours) {
+      CKPT_RETURN_IF_ERROR(report_dataset(file.get(), name, path, shift_offsets, w));
+    } else {
+      CKPT_RETURN_IF_ERROR(report_generic_dataset(file.get(), name, path, shift_offsets, &chunks_left, w));
+    }
   }
   return Status::ok();
 }
@@ -505,7 +659,172 @@ Result<ChunkInfo> chunk_from_report(ReportReader& r, uint64_t file_size, const s
 struct ParsedHdf5 {
   std::vector<ChunkInfo> chunks;
   nlohmann::json metadata = nlohmann::json::object();
+  size_t generic_datasets = 0;
+  nlohmann::json unsupported = nlohmann::json::array();  // {path, type, shape, reason}
 };
+
+// The parent's judgment of a generic dataset: its chunks (one for a contiguous dataset, one per
+// HDF5 chunk for a chunked, unfiltered one), or an entry in `out->unsupported` saying why its
+// values cannot be read as plain byte ranges. Numbers that contradict each other or the file are
+// corruption, as for our own datasets.
+Status generic_from_report(ReportReader& r, uint64_t file_size, const std::string& path, ParsedHdf5* out) {
+  const std::string ds_name = r.str(kMaxDatasetPathBytes, "dataset path");
+  const uint32_t type_mask = r.u32();
+  const std::string type_desc = r.str(256, "type description");
+  const int32_t layout = r.i32();
+  const int32_t filters = r.i32();
+  const std::string filter_names = r.str(4096, "filter names");
+  const int32_t rank = r.i32();
+  if (r.ok() && (rank < -1 || rank > static_cast<int32_t>(kMaxRank))) r.fail("rank " + std::to_string(rank));
+  std::vector<uint64_t> dims;
+  for (int32_t d = 0; r.ok() && d < rank; ++d) dims.push_back(r.u64());
+  const uint64_t storage = r.u64();
+  const bool has_offset = r.u8() != 0;
+  const uint64_t addr = r.u64();
+  const uint8_t chunk_state = r.u8();
+  if (r.ok() && chunk_state > kChunksTooMany) r.fail("chunk state " + std::to_string(chunk_state));
+  std::vector<uint64_t> chunk_dims;
+  struct StoredChunk {
+    std::vector<int64_t> offsets;
+    uint64_t addr, size;
+  };
+  std::vector<StoredChunk> stored;
+  if (r.ok() && chunk_state == kChunksListed) {
+    const int32_t chunk_rank = r.i32();
+    if (r.ok() && chunk_rank != rank) r.fail("chunk rank " + std::to_string(chunk_rank));
+    for (int32_t d = 0; r.ok() && d < chunk_rank; ++d) chunk_dims.push_back(r.u64());
+    const uint64_t count = r.u64();
+    if (r.ok() && count > kHdf5MaxChunks) r.fail(std::to_string(count) + " chunks");
+    for (uint64_t i = 0; r.ok() && i < count; ++i) {
+      StoredChunk c;
+      for (int32_t d = 0; r.ok() && d < rank; ++d) c.offsets.push_back(static_cast<int64_t>(r.u64()));
+      c.addr = r.u64();
+      c.size = r.u64();
+      stored.push_back(std::move(c));
+    }
+  }
+  if (!r.ok()) return Status::corruption(path + ": hdf5 parser child sent a malformed report: " + r.error());
+
+  ++out->generic_datasets;
+  const std::string where = path + ": dataset '/" + ds_name + "'";
+  std::optional<DType> dtype;
+  for (DType d : kGenericDTypes) {
+    if (!dtype && (type_mask & dtype_bit(d))) dtype = d;
+  }
+  std::vector<int64_t> shape;
+  for (uint64_t d : dims) {
+    if (d > static_cast<uint64_t>(INT64_MAX)) return Status::corruption(where + ": dimension too large");
+    shape.push_back(static_cast<int64_t>(d));
+  }
+  const auto unsupported = [&](const std::string& reason) {
+    out->unsupported.push_back({{"path", "/" + ds_name},
+                                {"type", dtype ? std::string(dtype_name(*dtype)) : type_desc},
+                                {"shape", shape},
+                                {"reason", reason}});
+    return Status::ok();
+  };
+  if (rank < 0) return unsupported("unreadable dataspace");
+  if (!dtype) return unsupported("HDF5 type " + type_desc + " is not a little-endian IEEE float or integer");
+  const auto nbytes = checked_nbytes(shape, *dtype);
+  if (!nbytes) return Status::corruption(where + ": shape " + shape_to_string(shape) + " overflows");
+  if (filters != 0) {
+    return unsupported("filtered (" +
+                       (filters < 0 ? std::string("unreadable filter pipeline") : filter_names) +
+                       "): its stored bytes are not its values, and ckptcheck does not run libhdf5's "
+                       "decoders on untrusted bytes");
+  }
+  ChunkInfo base;
+  base.name = ds_name;
+  base.component = "model";
+  base.dtype = *dtype;
+  base.global_shape = shape;
+  base.offsets.assign(shape.size(), 0);
+  if (layout == H5D_CONTIGUOUS) {
+    base.shape = shape;
+    base.data_bytes = *nbytes;
+    if (*nbytes > 0) {
+      if (storage == 0) return unsupported("no storage allocated: every element is the fill value");
+      if (storage != *nbytes) {
+        return Status::corruption(where + ": expected " + std::to_string(*nbytes) + " bytes for " +
+                                  dtype_name(*dtype) + " " + shape_to_string(shape) + ", storage has " +
+                                  std::to_string(storage));
+      }
+      if (!has_offset) return unsupported("contiguous but with no address in this file (external storage)");
+      if (!range_within(addr, *nbytes, file_size)) {
+        return Status::corruption(where + ": payload of " + std::to_string(*nbytes) + " bytes at offset " +
+                                  std::to_string(addr) + " is outside the file (" +
+                                  std::to_string(file_size) + " bytes)");
+      }
+      base.data_offset = addr;
+    }
+    CKPT_RETURN_IF_ERROR(check_chunk_geometry(base, where));
+    out->chunks.push_back(std::move(base));
+    return Status::ok();
+  }
+  if (layout == H5D_COMPACT) return unsupported("compact layout: its values live inside the object header");
+  if (layout != H5D_CHUNKED) return unsupported("layout " + std::to_string(layout) + " (virtual or unknown)");
+  if (chunk_state == kChunksTooMany)
+    return unsupported("more than " + std::to_string(kHdf5MaxChunks) + " HDF5 chunks in the file");
+  if (chunk_state != kChunksListed) return unsupported("chunked, and its chunk table could not be read");
+
+  // Chunked, unfiltered: every chunk allocated, on the grid, once; each chunk stores the full
+  // chunk box, so an edge chunk is a plain row-major box only when clipped in dim 0 alone.
+  uint64_t expected = 1, box_elems = 1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (chunk_dims[d] == 0) return Status::corruption(where + ": chunk dimension 0");
+    const uint64_t per_dim = dims[d] / chunk_dims[d] + (dims[d] % chunk_dims[d] != 0);
+    if ((per_dim && expected > UINT64_MAX / per_dim) || box_elems > UINT64_MAX / chunk_dims[d])
+      return Status::corruption(where + ": chunk grid overflows");
+    expected *= per_dim;
+    box_elems *= chunk_dims[d];
+  }
+  const uint64_t elem = dtype_size(*dtype);
+  if (box_elems > UINT64_MAX / elem) return Status::corruption(where + ": chunk size overflows");
+  if (stored.size() != expected) {
+    return unsupported("sparse: " + std::to_string(stored.size()) + " of " + std::to_string(expected) +
+                       " chunks allocated, the rest read as the fill value");
+  }
+  std::vector<ChunkInfo> chunks;
+  std::set<std::vector<int64_t>> seen;
+  for (const StoredChunk& sc : stored) {
+    ChunkInfo c = base;
+    c.offsets = sc.offsets;
+    c.shape.clear();
+    for (size_t d = 0; d < dims.size(); ++d) {
+      const uint64_t o = static_cast<uint64_t>(sc.offsets[d]);
+      if (o >= dims[d] || o % chunk_dims[d] != 0) {
+        return Status::corruption(where + ": chunk at " + shape_to_string(sc.offsets) +
+                                  " is not on the chunk grid of " + shape_to_string(shape));
+      }
+      const uint64_t extent = std::min<uint64_t>(chunk_dims[d], dims[d] - o);
+      if (d > 0 && extent != chunk_dims[d]) {
+        return unsupported("chunked with edge chunks clipped in dimension " + std::to_string(d) +
+                           ": their stored rows are padded, not a plain byte range");
+      }
+      c.shape.push_back(static_cast<int64_t>(extent));
+    }
+    if (!seen.insert(sc.offsets).second)
+      return Status::corruption(where + ": chunk at " + shape_to_string(sc.offsets) + " is stored twice");
+    if (sc.size != box_elems * elem) {
+      return Status::corruption(where + ": chunk at " + shape_to_string(sc.offsets) + " stores " +
+                                std::to_string(sc.size) + " bytes, expected " +
+                                std::to_string(box_elems * elem));
+    }
+    if (!range_within(sc.addr, sc.size, file_size)) {
+      return Status::corruption(where + ": chunk at " + shape_to_string(sc.offsets) + ": " +
+                                std::to_string(sc.size) + " bytes at offset " + std::to_string(sc.addr) +
+                                " are outside the file (" + std::to_string(file_size) + " bytes)");
+    }
+    c.data_offset = sc.addr;
+    c.data_bytes = *checked_nbytes(c.shape, c.dtype);
+    CKPT_RETURN_IF_ERROR(check_chunk_geometry(c, where));
+    chunks.push_back(std::move(c));
+  }
+  std::sort(chunks.begin(), chunks.end(),
+            [](const ChunkInfo& a, const ChunkInfo& b) { return a.offsets < b.offsets; });
+  for (auto& c : chunks) out->chunks.push_back(std::move(c));
+  return Status::ok();
+}
 
 Result<ParsedHdf5> judge_report(const std::string& report, uint64_t file_size, const std::string& path) {
   ReportReader r(report);
@@ -538,8 +857,20 @@ Result<ParsedHdf5> judge_report(const std::string& report, uint64_t file_size, c
     CKPT_ASSIGN_OR_RETURN(out.metadata, parse_json(text, path + ": " + kHdf5MetadataAttribute));
   }
   for (uint64_t i = 0; i < count; ++i) {
+    const uint8_t dataset_kind = r.u8();
+    if (r.ok() && dataset_kind == kDatasetGeneric) {
+      CKPT_RETURN_IF_ERROR(generic_from_report(r, file_size, path, &out));
+      continue;
+    }
+    if (r.ok() && dataset_kind != kDatasetOurs) r.fail("dataset kind " + std::to_string(dataset_kind));
+    if (!r.ok())
+      return Status::corruption(path + ": hdf5 parser child sent a malformed report: " + r.error());
     CKPT_ASSIGN_OR_RETURN(ChunkInfo c, chunk_from_report(r, file_size, path));
     out.chunks.push_back(std::move(c));
+  }
+  if (out.generic_datasets > 0) {
+    out.metadata["hdf5_generic_datasets"] = out.generic_datasets;
+    out.metadata["unsupported_datasets"] = std::move(out.unsupported);
   }
   if (!r.at_end()) {
     return Status::corruption(path + ": hdf5 parser child sent a malformed report: " +

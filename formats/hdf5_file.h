@@ -16,9 +16,19 @@
 // shape and, for a contiguous dataset, the byte offset and storage size of its payload, plus the
 // file's metadata attribute. This process then checks every number (counts and lengths bounded,
 // size == shape x dtype size without overflow, payload inside the file) and reads payloads itself
-// with pread, like every other format. Chunked or filtered (compressed) datasets are refused
-// (kNotSupported, naming the dataset): their bytes are not one file range, and decoding them would
-// mean running libhdf5's filters on untrusted bytes here. A child that crashes, exceeds a limit or
+// with pread, like every other format. Our own datasets must be contiguous and unfiltered
+// (kNotSupported otherwise, naming the dataset).
+//
+// Files we did not write (Keras `.weights.h5`/`.h5`, anything h5py wrote): a dataset without our
+// `dtype` and `component` attributes, in a file without ckptcheck_metadata, is *generic*: named by
+// its path ("layers/dense/vars/0"), component "model", dtype from its HDF5 type (little-endian IEEE
+// F16/F32/F64, I8-I64, U8-U64). Contiguous datasets are one chunk; chunked, unfiltered datasets are
+// one chunk per HDF5 chunk (every chunk allocated, on the grid, once, and clipped only in dim 0, so
+// each is a plain row-major box). Anything else (a filter such as gzip, a string, compound,
+// big-endian or enum type, a sparse or never-written dataset, compact or virtual layout, edge
+// chunks clipped in another dim) is listed in metadata()["unsupported_datasets"] as {path, type,
+// shape, reason} and never read: decoding would mean running libhdf5's filters on untrusted bytes.
+// metadata()["hdf5_generic_datasets"] counts generic datasets. A child that crashes, exceeds a limit or
 // overruns its time is Status::corruption("<file>: hdf5 parser child killed by SIGSEGV").
 // The writer runs libhdf5 in-process: it only writes our own data.
 //
@@ -39,6 +49,9 @@ namespace ckpt {
 
 constexpr const char* kHdf5MetadataAttribute = "ckptcheck_metadata";
 constexpr size_t kHdf5MaxDatasets = 1'000'000;
+// HDF5 chunks of generic datasets listed per file. libhdf5 1.10's H5Dget_chunk_info(i) walks the
+// chunk index from the start on every call, so listing n chunks costs O(n^2) in the parser child.
+constexpr uint64_t kHdf5MaxChunks = 4096;
 
 Result<std::unique_ptr<TensorFile>> open_hdf5(const std::string& path);
 // The same with the parser child's limits chosen by the caller (tests: a short deadline). The

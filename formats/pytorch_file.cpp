@@ -97,7 +97,12 @@ class PytorchTensorFile final : public TensorFile {
   const nlohmann::json& metadata() const override { return metadata_; }
   const std::vector<PickleGlobal>& pickle_globals() const override { return globals_; }
   const ByteSource* payload_source() const override { return plain_ ? source_.get() : nullptr; }
-  Status check_container() const override { return zip_ ? zip_->check_crc32(*source_) : Status::ok(); }
+  // The local headers first (a flipped byte there is in no member's CRC-32), then every CRC-32.
+  Status check_container() const override {
+    if (!zip_) return Status::ok();
+    CKPT_RETURN_IF_ERROR(zip_->check_local_headers(*source_));
+    return zip_->check_crc32(*source_);
+  }
 
   Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const override {
     CKPT_RETURN_IF_ERROR(check_chunk_read(path(), chunks_, index, offset, length));

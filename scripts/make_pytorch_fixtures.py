@@ -12,13 +12,28 @@ tensors), whose classes are stand-ins registered under the real module names.
 
 And tests/data/dcp/torch113/: a Distributed Checkpoint written by 1.13's own
 torch.distributed._shard.checkpoint.save_state_dict (no_dist=True), with its expected.json.
+
+And tests/data/dcp/megatron_torch_dist/: a Megatron-Core `torch_dist` checkpoint directory
+(`iter_N/` as Megatron writes it: .metadata, __<rank>_0.distcp, common.pt, metadata.json), with
+megatron_torch_dist_expected.json. Debian's torch 1.13 cannot import Megatron-Core (it needs torch
+2.x), and 1.13 has no torch.distributed.checkpoint, so this part is built *as the published format
+describes it*, not by Megatron: the `.metadata` pickle is made of stand-in dataclasses registered
+under the real module and class names (torch.distributed.checkpoint.metadata.*, 2.4+ field
+layout; torch.distributed.checkpoint.filesystem._StorageInfo; and Megatron's own top-level
+megatron.core.dist_checkpointing.strategies.torch.MCoreMetadata, a Metadata subclass with
+`mcore_data`, as Megatron-LM defined it from late 2025); each storage item is a real torch.save
+archive of the chunk (what DCP's FileSystemWriter writes per tensor item), and common.pt a real
+torch.save file. `--only megatron` writes just this directory (the legacy fixture changes on every
+full run).
 """
 import argparse
 import copy
 import dataclasses
 import hashlib
+import io
 import json
 import os
+import pickle
 import pickletools
 import subprocess
 import sys
@@ -203,6 +218,183 @@ def write_dcp_113():
         json.dump(expected, f, indent=1, sort_keys=True)
 
 
+MEGATRON_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "dcp",
+                            "megatron_torch_dist")
+
+
+def dcp_24_classes():
+    """Stand-ins for torch>=2.4's DCP metadata classes and Megatron-Core's MCoreMetadata, with the real
+    module and class names and field order (torch/distributed/checkpoint/metadata.py, filesystem.py;
+    megatron/core/dist_checkpointing/strategies/torch.py). Pickle records only those names and each
+    dataclass's __dict__ (TensorProperties: its __getstate__ tuple), so the bytes are what the real
+    classes pickle to. Python 3.11 rejects unhashable dataclass defaults, hence default_factory."""
+    md = stand_in_module("torch.distributed.checkpoint.metadata")
+    fs = stand_in_module("torch.distributed.checkpoint.filesystem")
+    mc = stand_in_module("megatron.core.dist_checkpointing.strategies.torch")
+    import enum
+    from typing import Any, Dict, Optional
+
+    class _MEM_FORMAT_ENCODING(enum.Enum):
+        TORCH_CONTIGUOUS_FORMAT = 0
+        TORCH_CHANNELS_LAST = 1
+        TORCH_PRESERVE_FORMAT = 2
+
+    @dataclasses.dataclass
+    class ChunkStorageMetadata:
+        offsets: Any
+        sizes: Any
+
+    @dataclasses.dataclass
+    class TensorProperties:
+        dtype: Any = dataclasses.field(default_factory=torch.get_default_dtype)
+        layout: Any = torch.strided
+        requires_grad: bool = False
+        memory_format: Any = torch.contiguous_format
+        pin_memory: bool = False
+
+        def __getstate__(self):  # torch.memory_format cannot be pickled; DCP encodes it
+            return (self.dtype, self.layout, self.requires_grad,
+                    _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT, self.pin_memory)
+
+    @dataclasses.dataclass
+    class TensorStorageMetadata:
+        properties: Any
+        size: Any
+        chunks: list
+
+    @dataclasses.dataclass
+    class BytesStorageMetadata:
+        pass
+
+    @dataclasses.dataclass
+    class StorageMeta:
+        checkpoint_id: Any = None
+        save_id: Optional[str] = None
+        load_id: Optional[str] = None
+        modules: list = dataclasses.field(default_factory=list)
+
+    @dataclasses.dataclass
+    class Metadata:
+        state_dict_metadata: dict
+        planner_data: Any = None
+        storage_data: Any = None
+        storage_meta: Optional[StorageMeta] = None
+        version: Optional[str] = None
+
+    @dataclasses.dataclass(frozen=True)
+    class MetadataIndex:
+        fqn: str
+        offset: Optional[Any] = None
+        index: Optional[int] = dataclasses.field(hash=False, compare=False, default=None)
+
+    @dataclasses.dataclass
+    class _StorageInfo:
+        relative_path: str
+        offset: int
+        length: int
+        transform_descriptors: Optional[Any] = None
+
+    @dataclasses.dataclass
+    class MCoreMetadata(Metadata):
+        mcore_data: Optional[Dict[str, Dict[str, Any]]] = None
+
+    classes = {}
+    for module, group in ((md, (_MEM_FORMAT_ENCODING, ChunkStorageMetadata, TensorProperties,
+                                TensorStorageMetadata, BytesStorageMetadata, StorageMeta, Metadata,
+                                MetadataIndex)),
+                          (fs, (_StorageInfo,)), (mc, (MCoreMetadata,))):
+        for cls in group:
+            cls.__module__ = module.__name__
+            cls.__qualname__ = cls.__name__
+            setattr(module, cls.__name__, cls)
+            classes[cls.__name__] = cls
+    return types.SimpleNamespace(**classes)
+
+
+def write_megatron_torch_dist():
+    """A two-rank Megatron-Core torch_dist directory (see the module docstring: built from the published
+    format with stand-in classes). Tensors are split across the ranks by global offset (dim 0 for one,
+    dim 1 for another) the way tensor parallelism shards them; rng_state is a ShardedObject (a bytes item
+    holding torch.save([data]) under its unique key); the non-sharded state goes to common.pt."""
+    c = dcp_24_classes()
+    os.makedirs(MEGATRON_OUT, exist_ok=True)
+    for name in os.listdir(MEGATRON_OUT):
+        os.remove(os.path.join(MEGATRON_OUT, name))
+    torch.manual_seed(2025)
+    qkv = torch.randn(4, 6)
+    proj = torch.randn(3, 4).bfloat16()
+    emb = torch.randn(5, 3)
+    exp_avg = torch.randn(4, 6)
+    # (fqn, global tensor, [(rank, offsets, sizes)])
+    sharded = [
+        ("decoder.layers.0.self_attention.linear_qkv.weight", qkv, [(0, (0, 0), (2, 6)), (1, (2, 0), (2, 6))]),
+        ("decoder.layers.0.self_attention.linear_proj.weight", proj, [(0, (0, 0), (3, 2)), (1, (0, 2), (3, 2))]),
+        ("embedding.word_embeddings.weight", emb, [(0, (0, 0), (5, 3))]),
+        ("optimizer.state.exp_avg.decoder.layers.0.self_attention.linear_qkv.weight", exp_avg,
+         [(0, (0, 0), (2, 6)), (1, (2, 0), (2, 6))]),
+    ]
+    rng = {"random_rng_state": (3, tuple(range(5)), None), "torch_rng_state": torch.arange(16, dtype=torch.uint8)}
+    bytes_items = [(0, "rng_state/shard_0.0_1.2", [rng]), (1, "rng_state/shard_0.1_1.2", [rng])]
+    blobs = {0: bytearray(), 1: bytearray()}
+    state_dict_metadata, storage_data, mcore_data = {}, {}, {}
+
+    def append(rank, obj):
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        offset = len(blobs[rank])
+        blobs[rank] += buf.getvalue()
+        return c._StorageInfo(f"__{rank}_0.distcp", offset, len(buf.getvalue()))
+
+    for fqn, tensor, chunks in sharded:
+        metas = []
+        for rank, offsets, sizes in chunks:
+            piece = tensor[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))].clone()
+            storage_data[c.MetadataIndex(fqn, torch.Size(offsets), len(metas))] = append(rank, piece)
+            metas.append(c.ChunkStorageMetadata(torch.Size(offsets), torch.Size(sizes)))
+        state_dict_metadata[fqn] = c.TensorStorageMetadata(c.TensorProperties(dtype=tensor.dtype),
+                                                           torch.Size(tensor.shape), metas)
+        mcore_data[fqn] = {}
+    for rank, fqn, obj in bytes_items:
+        state_dict_metadata[fqn] = c.BytesStorageMetadata()
+        storage_data[c.MetadataIndex(fqn)] = append(rank, obj)
+    for rank, blob in blobs.items():
+        with open(os.path.join(MEGATRON_OUT, f"__{rank}_0.distcp"), "wb") as f:
+            f.write(blob)
+    metadata = c.MCoreMetadata(state_dict_metadata=state_dict_metadata,
+                               planner_data={fqn: (fqn,) for fqn in state_dict_metadata},
+                               storage_data=storage_data,
+                               storage_meta=c.StorageMeta(checkpoint_id="iter_0000100", save_id="megatron-fixture"),
+                               version="1.0.0", mcore_data=mcore_data)
+    with open(os.path.join(MEGATRON_OUT, ".metadata"), "wb") as f:
+        pickle.dump(metadata, f)  # DCP's FileSystemWriter.finish: pickle.dump(metadata, file)
+    common = {
+        "args": argparse.Namespace(tensor_model_parallel_size=2, lr=3e-4, train_iters=1000),
+        "checkpoint_version": 3.0,
+        "iteration": 100,
+        "num_floating_point_operations_so_far": 123456789,
+        "opt_param_scheduler": {"max_lr": 3e-4, "min_lr": 3e-5, "num_steps": 800, "decay_style": "cosine"},
+        "optimizer": {"optimizer": {"param_groups": [{"lr": 2.9e-4, "weight_decay": 0.1, "params": [0, 1]}]},
+                      "grad_scaler": {"scale": torch.tensor([65536.0]), "growth_tracker": 7}},
+    }
+    torch.save(common, os.path.join(MEGATRON_OUT, "common.pt"))
+    with open(os.path.join(MEGATRON_OUT, "metadata.json"), "w") as f:  # dataclasses.asdict(CheckpointingConfig)
+        json.dump({"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch",
+                   "common_backend_version": 1}, f)
+    expected = {
+        "layout": "torch-2.4", "metadata_class": "megatron.core.dist_checkpointing.strategies.torch.MCoreMetadata",
+        "tensors": [dict(describe({fqn: t})[0], chunks=[
+            {"offsets": list(o), "sizes": list(s), "rank": r,
+             "sha256": hashlib.sha256(raw_bytes(t[tuple(slice(a, a + b) for a, b in zip(o, s))])).hexdigest()}
+            for r, o, s in chunks]) for fqn, t, chunks in sharded],
+        "bytes": sorted(fqn for _, fqn, _ in bytes_items),
+        "bytes_tensors": [dict(d, name=f"{fqn}.{d['name']}") for _, fqn, obj in bytes_items for d in describe(obj)],
+        "common_tensors": describe(common),
+        "iteration": 100,
+    }
+    with open(os.path.join(MEGATRON_OUT, "..", "megatron_torch_dist_expected.json"), "w") as f:
+        json.dump(expected, f, indent=1, sort_keys=True)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(1234)
@@ -257,4 +449,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--only", "megatron"]:
+        write_megatron_torch_dist()
+    else:
+        main()
+        write_megatron_torch_dist()

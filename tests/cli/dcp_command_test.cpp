@@ -1,8 +1,10 @@
 // inspect and verify on a real PyTorch DCP checkpoint (../shared/realworld-samples) and on damaged
 // copies of it; verify of unsealed torch.save files (tests/data/pytorch).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -23,6 +25,9 @@ const std::string kSample =
 // Written by Debian's torch 1.13 (scripts/make_pytorch_fixtures.py).
 const std::string kTorch113 = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/torch113";
 const std::string kPytorchData = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch";
+// A Megatron-Core torch_dist directory built by scripts/make_pytorch_fixtures.py from the published
+// format with stand-in classes under the real names (Debian's torch 1.13 cannot import Megatron).
+const std::string kMegatron = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/megatron_torch_dist";
 
 #define REQUIRE_SAMPLE() \
   if (!is_regular_file(kSample + "/.metadata")) GTEST_SKIP() << "real DCP sample absent: " << kSample
@@ -202,6 +207,157 @@ TEST(DcpCommand, VerifyOfUnsealedTorchSaveFiles) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_TRUE(has_code(json_of(r), "zip_crc_mismatch")) << r.output;
   EXPECT_NE(r.output.find(storage->name), std::string::npos) << r.output;
+}
+
+void copy_megatron(const TempDir& to) {
+  for (const char* f : {".metadata", "__0_0.distcp", "__1_0.distcp", "common.pt", "metadata.json"})
+    testing::write_file_bytes(to / f, testing::read_file_bytes(kMegatron + "/" + f));
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  testing::write_file_bytes(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+TEST(DcpCommand, InspectMegatronTorchDistListsTensorsBytesCommonAndConfig) {
+  const auto r = run_ckptcheck("inspect --json '" + kMegatron + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = json_of(r);
+  EXPECT_EQ(j["kind"], "dcp");
+  EXPECT_EQ(j["metadata"]["layout"], "torch-2.4");
+  const auto& m = j["metadata"]["megatron"];
+  EXPECT_EQ(m["metadata_class"], "megatron.core.dist_checkpointing.strategies.torch.MCoreMetadata");
+  EXPECT_EQ(m["metadata_json"]["sharded_backend"], "torch_dist");
+  EXPECT_EQ(m["common"]["iteration"], 100);
+  EXPECT_EQ(m["common"]["opt_param_scheduler"]["decay_style"], "cosine") << m["common"].dump();
+  EXPECT_EQ(m["common"]["args"]["tensor_model_parallel_size"], 2) << m["common"].dump();  // a Namespace
+  EXPECT_TRUE(m["problems"].empty());
+  EXPECT_EQ(j["metadata"]["bytes_items"].size(), 2u);
+  EXPECT_TRUE(j["metadata"]["bytes_contents"].contains("rng_state/shard_0.1_1.2")) << r.output;
+  std::map<std::string, nlohmann::json> tensors;
+  for (const auto& t : j["tensors"]) tensors[t["name"]] = t;
+  // Split along dim 1 across ranks: listed in global-offset order.
+  const auto& proj = tensors["decoder.layers.0.self_attention.linear_proj.weight"];
+  EXPECT_EQ(proj["dtype"], "BF16");
+  ASSERT_EQ(proj["chunks"].size(), 2u);
+  EXPECT_EQ(proj["chunks"][0]["label"], "decoder.layers.0.self_attention.linear_proj.weight[0:3, 0:2]");
+  EXPECT_EQ(proj["chunks"][1]["label"], "decoder.layers.0.self_attention.linear_proj.weight[0:3, 2:4]");
+  EXPECT_NE(proj["chunks"][1]["file"].get<std::string>().find("__1_0.distcp"), std::string::npos);
+  EXPECT_TRUE(tensors.count("common.pt:optimizer.grad_scaler.scale")) << r.output;
+  EXPECT_TRUE(tensors.count("rng_state/shard_0.0_1.2.0.torch_rng_state")) << r.output;
+  bool mcore_listed = false;
+  for (const auto& g : j["pickle_globals"])
+    mcore_listed |= g["name"] == "megatron.core.dist_checkpointing.strategies.torch.MCoreMetadata" &&
+                    g["risk"] == "executes";
+  EXPECT_TRUE(mcore_listed) << r.output;
+}
+
+TEST(DcpCommand, VerifyPassesAMegatronTorchDistDirectory) {
+  const auto r = run_ckptcheck("verify --json '" + kMegatron + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const auto j = json_of(r);
+  EXPECT_EQ(j["ok"], true) << r.output;
+  EXPECT_EQ(j["tensors"], 5) << r.output;  // 4 in .metadata, 1 in common.pt
+  EXPECT_EQ(j["shards"], 3) << r.output;   // 2 .distcp files and common.pt
+}
+
+TEST(DcpCommand, VerifyNamesEachMegatronDefect) {
+  {  // metadata.json from another backend
+    TempDir tmp;
+    copy_megatron(tmp);
+    write_text(tmp / "metadata.json", R"({"sharded_backend": "zarr", "sharded_backend_version": 1})");
+    const auto r = run_ckptcheck("verify --json '" + tmp.path() + "'");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_TRUE(has_code(json_of(r), "megatron_config_invalid")) << r.output;
+    EXPECT_NE(r.output.find("'sharded_backend' is \\\"zarr\\\", expected \\\"torch_dist\\\""),
+              std::string::npos)
+        << r.output;
+  }
+  {  // metadata.json missing: MCoreMetadata alone says this is Megatron
+    TempDir tmp;
+    copy_megatron(tmp);
+    ::unlink((tmp / "metadata.json").c_str());
+    const auto r = run_ckptcheck("verify --json '" + tmp.path() + "'");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_TRUE(has_code(json_of(r), "megatron_config_invalid")) << r.output;
+  }
+  {  // common.pt missing
+    TempDir tmp;
+    copy_megatron(tmp);
+    ::unlink((tmp / "common.pt").c_str());
+    const auto r = run_ckptcheck("verify --json '" + tmp.path() + "'");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    const auto j = json_of(r);
+    EXPECT_TRUE(has_code(j, "megatron_common_missing")) << r.output;
+    EXPECT_EQ(j["errors"].size(), 1u) << r.output;
+  }
+  {  // a flipped byte in common.pt's tensor: the CRC-32 names common.pt and the member
+    TempDir tmp;
+    copy_megatron(tmp);
+    auto bytes = testing::read_file_bytes(tmp / "common.pt");
+    MemoryByteSource source(bytes);
+    auto zip = ZipArchive::open(source);
+    ASSERT_TRUE(zip.is_ok()) << zip.status().to_string();
+    const ZipEntry* storage = nullptr;
+    for (const auto& e : zip->entries()) {
+      if (e.name.find("/data/") != std::string::npos && e.size == 4) storage = &e;  // grad_scaler.scale
+    }
+    ASSERT_NE(storage, nullptr);
+    bytes[storage->data_offset + 1] ^= 0x04;
+    testing::write_file_bytes(tmp / "common.pt", bytes);
+    const auto r = run_ckptcheck("verify --json '" + tmp.path() + "'");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    const auto j = json_of(r);
+    EXPECT_TRUE(has_code(j, "zip_crc_mismatch")) << r.output;
+    EXPECT_NE(r.output.find("common.pt: zip member '" + storage->name), std::string::npos) << r.output;
+  }
+  {  // a common.pt without the scheduler and iteration: what a resume would lack is named
+    TempDir tmp;
+    copy_megatron(tmp);
+    testing::write_file_bytes(tmp / "common.pt", testing::read_file_bytes(kPytorchData + "/model_state.pt"));
+    auto r = run_ckptcheck("verify --json '" + tmp.path() + "'");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    const auto j = json_of(r);
+    EXPECT_TRUE(has_code(j, "scheduler_state_missing")) << r.output;
+    EXPECT_TRUE(has_code(j, "step_state_missing")) << r.output;
+    r = run_ckptcheck("verify --weights-only '" + tmp.path() + "'");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
+}
+
+// An unsealed torch.save file whose damage lies outside every member's data, where no CRC-32
+// reaches: PyTorch's alignment padding in a local header, and a local header's copy of the name.
+TEST(DcpCommand, VerifyCatchesAFlippedByteInAZipLocalHeader) {
+  const auto original = testing::read_file_bytes(kPytorchData + "/model_state.pt");
+  MemoryByteSource source(original);
+  auto zip = ZipArchive::open(source);
+  ASSERT_TRUE(zip.is_ok());
+  const ZipEntry* padded = nullptr;
+  for (const auto& e : zip->entries()) {
+    if (!padded && e.data_offset - e.local_header - 30 - e.name.size() > 4) padded = &e;  // "FB" + len + 'Z's
+  }
+  ASSERT_NE(padded, nullptr);
+  const uint64_t pad = padded->local_header + 30 + padded->name.size() + 4;
+  ASSERT_EQ(original[pad], 'Z');
+  TempDir tmp;
+  auto bytes = original;
+  bytes[pad] ^= 0x01;
+  testing::write_file_bytes(tmp / "pad.pt", bytes);
+  auto r = run_ckptcheck("verify --json --weights-only '" + tmp / "pad.pt" + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(has_code(json_of(r), "zip_header_mismatch")) << r.output;
+  EXPECT_NE(r.output.find("zip member '" + padded->name + "' local header"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("padding byte 0"), std::string::npos) << r.output;
+  const auto inspect = run_ckptcheck("inspect '" + tmp / "pad.pt" + "'");
+  EXPECT_EQ(inspect.exit_code, 1) << inspect.output;
+
+  bytes = original;
+  bytes[padded->local_header + 30] ^= 0x20;  // the first byte of the local header's name
+  testing::write_file_bytes(tmp / "name.pt", bytes);
+  r = run_ckptcheck("verify --json --weights-only '" + tmp / "name.pt" + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(has_code(json_of(r), "zip_header_mismatch")) << r.output;
+  r = run_ckptcheck("verify --weights-only '" + kPytorchData + "/model_state.pt'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "tests/support/byte_mutations.h"
 #include "tests/support/zip_builder.h"
 
@@ -106,6 +109,60 @@ TEST(ZipArchive, MutationsNeverCrash) {
       for (const auto& e : z->entries()) EXPECT_TRUE(z->read(src, e, 1 << 20).is_ok());
     }
   }
+}
+
+// check_local_headers: every byte outside the members' data that no CRC-32 covers.
+TEST(ZipArchiveLocalHeaders, AValidArchiveAndARealTorchSaveFilePass) {
+  for (bool zip64 : {false, true}) {
+    const auto b = build_zip(kEntries, {zip64, 0});
+    MemoryByteSource src(b, "a.pt");
+    auto z = ZipArchive::open(src);
+    ASSERT_TRUE(z.is_ok());
+    EXPECT_TRUE(z->check_local_headers(src).is_ok()) << z->check_local_headers(src).to_string();
+  }
+  std::ifstream in(std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/model_state.pt",
+                   std::ios::binary);
+  const std::vector<uint8_t> torch_file(std::istreambuf_iterator<char>(in), {});
+  MemoryByteSource src(torch_file, "model_state.pt");
+  auto z = ZipArchive::open(src);
+  ASSERT_TRUE(z.is_ok());
+  EXPECT_TRUE(z->check_local_headers(src).is_ok()) << z->check_local_headers(src).to_string();
+}
+
+// Every byte of every local header, name, extra field and data descriptor of a real torch.save
+// file, flipped one at a time, is caught by check_local_headers or by the CRC-32 check, or makes
+// the archive unreadable: no byte outside the central directory goes unseen.
+TEST(ZipArchiveLocalHeaders, EveryFlippedByteBeforeTheCentralDirectoryIsCaught) {
+  std::ifstream in(std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/model_state.pt",
+                   std::ios::binary);
+  const std::vector<uint8_t> valid(std::istreambuf_iterator<char>(in), {});
+  MemoryByteSource valid_src(valid, "model_state.pt");
+  auto valid_zip = ZipArchive::open(valid_src);
+  ASSERT_TRUE(valid_zip.is_ok());
+  uint64_t directory = valid.size();
+  for (size_t i = valid.size() - 21; i-- > 0;) {  // the end record's central directory offset
+    if (valid[i] == 'P' && valid[i + 1] == 'K' && valid[i + 2] == 5 && valid[i + 3] == 6) {
+      directory = valid[i + 16] | valid[i + 17] << 8 | valid[i + 18] << 16 | uint64_t{valid[i + 19]} << 24;
+      break;
+    }
+  }
+  ASSERT_LT(directory, valid.size());
+  size_t by_header = 0;
+  for (uint64_t at = 0; at < directory; ++at) {
+    auto b = valid;
+    b[at] ^= 0x01;
+    MemoryByteSource src(b, "m.pt");
+    auto z = ZipArchive::open(src);
+    if (!z.is_ok()) continue;
+    const Status headers = z->check_local_headers(src);
+    if (!headers.is_ok()) {
+      ++by_header;
+      EXPECT_NE(headers.message().find("m.pt: "), std::string::npos);
+      continue;
+    }
+    EXPECT_FALSE(z->check_crc32(src).is_ok()) << "byte at " << at << " flipped unseen";
+  }
+  EXPECT_GT(by_header, 100u);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -25,6 +26,12 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
+// The code for a failed TensorFile::check_container(): a member's CRC-32, or its local header.
+const char* container_code(const Status& st) {
+  return st.message().find("CRC-32 mismatch") != std::string::npos ? verify_code::kZipCrcMismatch
+                                                                   : verify_code::kZipHeaderMismatch;
+}
+
 // Streams chunk `index` of `file` through a NaN/Inf counter. Returns the bytes read.
 Result<uint64_t> count_nonfinite(const TensorFile& file, size_t index, NonfiniteCount* total) {
   const ChunkInfo& c = file.chunks()[index];
@@ -36,10 +43,28 @@ Result<uint64_t> count_nonfinite(const TensorFile& file, size_t index, Nonfinite
   return c.data_bytes;
 }
 
-// Checks one opened tensor file: CRC-32 of its members, every chunk readable, NaN/Inf counts.
+// Checks one opened tensor file: CRC-32 of its members, every chunk readable, NaN/Inf counts. A
+// dataset the reader listed but cannot read (a compressed HDF5 dataset, ...) is a warning naming it.
 void check_tensor_file(const TensorFile& file, const std::string& shard, VerifyReport& report) {
   const Status crc = file.check_container();
-  if (!crc.is_ok()) report.add_error(verify_code::kZipCrcMismatch, shard, "", crc.message());
+  if (!crc.is_ok()) report.add_error(container_code(crc), shard, "", crc.message());
+  const auto unsupported = file.metadata().find("unsupported_datasets");
+  if (std::strcmp(file.format_name(), "hdf5") == 0 && unsupported != file.metadata().end() &&
+      unsupported->is_array()) {
+    const auto text = [](const nlohmann::json& u, const char* key) {
+      const auto it = u.find(key);
+      if (it == u.end()) return std::string();
+      return it->is_string() ? it->get<std::string>()
+                             : it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    };
+    for (const auto& u : *unsupported) {
+      if (!u.is_object()) continue;
+      const std::string path = text(u, "path");
+      report.add_warning(verify_code::kDatasetUnsupported, shard, path,
+                         file.path() + ": dataset '" + path + "' (" + text(u, "type") + " " +
+                             text(u, "shape") + ") not checked: " + text(u, "reason"));
+    }
+  }
   for (size_t i = 0; i < file.chunks().size(); ++i) {
     const ChunkInfo& c = file.chunks()[i];
     NonfiniteCount n;
@@ -117,6 +142,27 @@ void check_file_resumability(const TensorFile& file, const std::string& shard, V
     require_weights_only_note(report, verify_code::kOptimizerStateMissing, shard,
                               "no optimizer state (no 'optimizer*', 'state' or 'param_groups' key)");
   }
+}
+
+// metadata.json's problems, then common.pt: present, readable, its CRC-32s and NaN/Inf counts.
+void check_megatron_parts(const MegatronParts& megatron, VerifyReport& report) {
+  for (const std::string& p : megatron.config_problems)
+    report.add_error(verify_code::kMegatronConfigInvalid, kMegatronConfigFileName, "", p);
+  if (!megatron.has_common) {
+    report.add_error(verify_code::kMegatronCommonMissing, kMegatronCommonFileName, "",
+                     megatron.common_status.message());
+    return;
+  }
+  if (!megatron.common) {
+    const Status& st = megatron.common_status;
+    report.add_error(st.code() == StatusCode::kTruncated ? verify_code::kShardTruncated
+                                                         : verify_code::kMegatronCommonUnreadable,
+                     kMegatronCommonFileName, "", st.message());
+    return;
+  }
+  ++report.shards;
+  report.tensors += megatron.common->chunks().size();
+  check_tensor_file(*megatron.common, kMegatronCommonFileName, report);
 }
 
 }  // namespace
@@ -234,7 +280,7 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, bool weights_only) {
       const TensorFile& file = *item->first;
       const Status crc = file.check_container();
       if (!crc.is_ok())
-        report.add_error(verify_code::kZipCrcMismatch, it.relative_path, t.fqn,
+        report.add_error(container_code(crc), it.relative_path, t.fqn,
                          "item " + it.label() + ": " + crc.message());
       auto read = count_nonfinite(file, item->second, &n);
       if (!read.is_ok()) {
@@ -269,13 +315,26 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, bool weights_only) {
     report.bytes_hashed += inner.bytes_hashed;
   }
 
+  const MegatronParts& megatron = dcp.megatron();
+  if (megatron.present) check_megatron_parts(megatron, report);
+
   if (!weights_only) {
     bool optimizer = false;
     for (const auto& t : md.tensors) optimizer = optimizer || starts_with(t.fqn, "optim");
     for (const auto& b : md.bytes) optimizer = optimizer || starts_with(b.fqn, "optim");
+    if (megatron.common) optimizer = optimizer || has_key(*megatron.common, "optimizer");
     if (!optimizer)
       require_weights_only_note(report, verify_code::kOptimizerStateMissing, "",
                                 dir + ": no optimizer state (no .metadata key starting with 'optim')");
+    if (megatron.common) {
+      const std::string common = base_name(megatron.common->path());
+      if (!has_key(*megatron.common, "opt_param_scheduler"))
+        require_weights_only_note(report, verify_code::kSchedulerStateMissing, common,
+                                  megatron.common->path() + ": no 'opt_param_scheduler'");
+      if (!has_key(*megatron.common, "iteration"))
+        require_weights_only_note(report, verify_code::kStepStateMissing, common,
+                                  megatron.common->path() + ": no 'iteration'");
+    }
   }
   warn_not_sealed(report.path, report);
   report.seconds = seconds_since(start);

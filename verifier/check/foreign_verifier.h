@@ -12,9 +12,19 @@
 //    `scheduler.pt`, `rng_state*.pth`, `trainer_state.json` (`scaler.pt` exists only for fp16
 //    runs, so it is checked when present and never required).
 // Error codes (added to checkpoint_verifier.h's list): dcp_metadata_invalid, item_outside_file,
-// item_overlap, item_missing, item_unreadable, unreferenced_bytes, zip_crc_mismatch; and the
+// item_overlap, item_missing, item_unreadable, unreferenced_bytes, zip_crc_mismatch,
+// zip_header_mismatch (formats/zip_archive.h check_local_headers: a byte outside every member's
+// data that no CRC-32 covers, such as PyTorch's 'Z' padding, changed); and the
 // existing shard_missing, shard_path_unsafe, shard_unreadable, shard_truncated, coverage_*,
 // chunk_out_of_bounds, nonfinite_values, optimizer/scheduler/rng/step_state_missing.
+//  - Megatron-Core torch_dist directories (DCP plus metadata.json and common.pt): the DCP checks,
+//    metadata.json is torch_dist v1 with torch common state and no key Megatron would refuse
+//    (megatron_config_invalid), common.pt exists (megatron_common_missing) and reads as a torch.save
+//    file (megatron_common_unreadable) whose CRC-32s and NaN/Inf counts are checked like any file's;
+//    resumability: optimizer state (DCP "optim*" keys or common.pt "optimizer"), common.pt
+//    "opt_param_scheduler" and "iteration".
+// Warning: dataset_unsupported (a dataset of a generic HDF5 file the reader lists but cannot read:
+// compressed, sparse, a string type, ...; named with its type, shape and why).
 // Warning: not_sealed (always: no hashes were recorded, so a flipped byte outside a zip member's
 // CRC, or in a safetensors payload, goes unseen; `ckptcheck seal PATH` after each save fixes that).
 #pragma once
@@ -28,6 +38,13 @@ namespace ckpt {
 
 namespace verify_code {
 constexpr const char* kNotSealed = "not_sealed";
+constexpr const char* kDatasetUnsupported = "dataset_unsupported";  // a warning
+// A zip local header (or data descriptor, or the bytes between members) that disagrees with the
+// central directory or, for PyTorch's alignment padding, with what PyTorch writes.
+constexpr const char* kZipHeaderMismatch = "zip_header_mismatch";
+constexpr const char* kMegatronConfigInvalid = "megatron_config_invalid";
+constexpr const char* kMegatronCommonMissing = "megatron_common_missing";
+constexpr const char* kMegatronCommonUnreadable = "megatron_common_unreadable";
 }  // namespace verify_code
 
 // A directory holding a HF Trainer checkpoint or loose model files (trainer_state.json,

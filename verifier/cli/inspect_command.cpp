@@ -3,7 +3,8 @@
 // with every chunk's bytes re-hashed against the hashes recorded for it and a torch.save zip's
 // member CRC-32s checked. Exit 0: all agree; 1: the bytes are damaged (a hash or CRC mismatch, a
 // corrupt or torn file); 2: bad flags, unreadable path, unknown tensor, or a file we cannot read.
-// A pickle's globals are never imported or called; dangerous ones get a WARNING line.
+// A pickle's globals are never imported or called; dangerous ones get a WARNING line. Datasets a
+// file holds but its reader cannot read (compressed HDF5, ...) get an "unsupported" line each.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -211,6 +212,7 @@ class InspectCommand : public Command {
                       std::to_string(source.tensors().size()) + " tensors, " +
                       std::to_string(source.files().size()) + " files)\n";
     out += metadata_lines(source);
+    out += unsupported_lines(source);
     out += globals_lines(source);
     for (const auto& r : reports) {
       const SourceTensor& t = *r.tensor;
@@ -240,6 +242,28 @@ class InspectCommand : public Command {
     for (const auto& s : m["shards"]) {
       out += "shard " + s["path"].get<std::string>() + " " + s["format"].get<std::string>() + " " +
              s["bytes"].dump() + " bytes rank " + s["rank"].dump() + "\n";
+    }
+    return out;
+  }
+
+  // Datasets a file holds but its reader cannot read (a compressed HDF5 dataset, ...): named, with why.
+  static std::string unsupported_lines(const TensorSource& source) {
+    std::string out;
+    const auto text = [](const nlohmann::json& u, const char* key) {
+      const auto it = u.find(key);
+      if (it == u.end()) return std::string();
+      return it->is_string() ? it->get<std::string>()
+                             : it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    };
+    for (const auto& f : source.files()) {
+      if (std::strcmp(f->format_name(), "hdf5") != 0) continue;
+      const auto list = f->metadata().find("unsupported_datasets");
+      if (list == f->metadata().end() || !list->is_array()) continue;
+      for (const auto& u : *list) {
+        if (!u.is_object()) continue;
+        out += "unsupported " + text(u, "path") + " " + text(u, "type") + " " + text(u, "shape") + ": " +
+               text(u, "reason") + "\n";
+      }
     }
     return out;
   }
