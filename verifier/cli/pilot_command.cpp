@@ -83,17 +83,21 @@ class PilotCommand : public Command {
       const nlohmann::json& sc = report["scaling"];
       std::printf("\nscaling (%s)\n", sc.contains("model") ? sc["model"]["formula"].get<std::string>().c_str()
                                                            : sc.value("model_error", "").c_str());
-      std::printf("%-6s %-24s %12s %12s %8s %12s %12s\n", "world", "role", "measured s", "predicted s",
-                  "error", "comm s", "pred comm s");
+      std::printf("%-6s %-24s %11s %11s %7s %11s %11s %11s %11s\n", "world", "role", "step s", "model s",
+                  "error", "compute s", "model", "comm s", "model");
       for (const auto& v : sc.value("validation", nlohmann::json::array())) {
         std::string role = v["calibration"].get<bool>() ? "calibration" : "held out";
         if (v["oversubscribed"].get<bool>()) role += ", oversubscribed";
-        std::printf("%-6d %-24s %12.4f %12.4f %+7.0f%% %12.4f %12.4f\n", v["world_size"].get<int>(),
-                    role.c_str(), v["measured_step_seconds"].get<double>(),
+        std::printf("%-6d %-24s %11.4f %11.4f %+6.0f%% %11.4f %11.4f %11.4f %11.4f\n",
+                    v["world_size"].get<int>(), role.c_str(), v["measured_step_seconds"].get<double>(),
                     v["predicted_step_seconds"].get<double>(), 100 * v["step_relative_error"].get<double>(),
+                    v["measured_compute_seconds"].get<double>(), v["predicted_compute_seconds"].get<double>(),
                     v["measured_communication_seconds"].get<double>(),
                     v["predicted_communication_seconds"].get<double>());
       }
+      std::printf(
+          "(step: the modelled parts, forward+backward + optimizer + input wait + all-reduce; compute: "
+          "forward+backward)\n");
       if (sc.contains("gradient_bytes"))
         std::printf("gradients all-reduced per step: %.2f MiB\n", sc["gradient_bytes"].get<double>() / kMiB);
     }

@@ -74,7 +74,8 @@ void render_scaling(std::ostringstream& s, const nlohmann::json& sc) {
   if (sc.contains("model_error"))
     s << "<p class=\"fail\">" << html_escape(text_or_empty(sc, "model_error")) << "</p>\n";
   s << "<table><tr><th>world</th><th>role</th><th>measured step s</th><th>predicted step s</th><th>error</th>"
-       "<th>measured comm s</th><th>predicted comm s</th></tr>\n";
+       "<th>measured compute s</th><th>predicted compute s</th><th>measured comm s</th><th>predicted comm "
+       "s</th></tr>\n";
   for (const auto& v : sc.value("validation", nlohmann::json::array())) {
     std::string role = v.value("calibration", false) ? "calibration" : "held out";
     if (v.value("oversubscribed", false)) role += ", oversubscribed";
@@ -82,6 +83,8 @@ void render_scaling(std::ostringstream& s, const nlohmann::json& sc) {
       << number(number_or_zero(v, "measured_step_seconds")) << "</td><td>"
       << number(number_or_zero(v, "predicted_step_seconds")) << "</td><td>"
       << number(100 * number_or_zero(v, "step_relative_error"), "%+.0f%%") << "</td><td>"
+      << number(number_or_zero(v, "measured_compute_seconds")) << "</td><td>"
+      << number(number_or_zero(v, "predicted_compute_seconds")) << "</td><td>"
       << number(number_or_zero(v, "measured_communication_seconds")) << "</td><td>"
       << number(number_or_zero(v, "predicted_communication_seconds")) << "</td></tr>\n";
   }

@@ -90,6 +90,8 @@ nlohmann::json validate_scaling_model(const ScalingModel& model, const std::vect
          {"predicted_step_seconds", predicted_step},
          {"measured_step_seconds", measured_step},
          {"step_relative_error", measured_step > 0 ? (predicted_step - measured_step) / measured_step : 0.0},
+         {"predicted_compute_seconds", model.compute_seconds / p.world_size},
+         {"measured_compute_seconds", p.forward_backward_seconds},
          {"predicted_communication_seconds", predicted_comm},
          {"measured_communication_seconds", p.communication_seconds}});
   }

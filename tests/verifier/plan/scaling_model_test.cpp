@@ -61,6 +61,8 @@ TEST(ScalingModel, CalibratesOnWorldOneAndTheSmallestUsableWorld) {
   EXPECT_NEAR(v[2]["predicted_step_seconds"].get<double>(), 1.0 / 3 + 0.1 + 0.05 / 3 + 4.0 / 15, 1e-12);
   EXPECT_NEAR(v[2]["measured_step_seconds"].get<double>(), 0.92, 1e-12);  // parts: 0.5+0.1+0.02+0.3
   EXPECT_NEAR(v[2]["predicted_communication_seconds"].get<double>(), 4.0 / 15, 1e-12);
+  EXPECT_NEAR(v[2]["predicted_compute_seconds"].get<double>(), 1.0 / 3, 1e-12);
+  EXPECT_NEAR(v[2]["measured_compute_seconds"].get<double>(), 0.5, 1e-12);
   // The calibration point is reproduced exactly: 0.5 + 0.1 + 0.025 + 0.2 = 0.825
   EXPECT_NEAR(v[1]["predicted_step_seconds"].get<double>(), 0.825, 1e-12);
   EXPECT_NEAR(v[1]["step_relative_error"].get<double>(), 0.0, 1e-12);
