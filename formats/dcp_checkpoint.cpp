@@ -6,10 +6,13 @@
 #include <map>
 #include <set>
 
+#include "base/byte_coding.h"
 #include "base/file_io.h"
+#include "base/json_fields.h"
 #include "base/text.h"
 #include "formats/pickle_reader.h"
 #include "formats/pytorch_file.h"
+#include "formats/safetensors_file.h"
 
 namespace ckpt {
 
@@ -217,6 +220,128 @@ class MegatronCommonFile final : public TensorFile {
   nlohmann::json metadata_ = nlohmann::json::object();
 };
 
+// One chunk's view of a safetensors blob that several items share.
+class SharedBlobFile final : public TensorFile {
+ public:
+  explicit SharedBlobFile(std::shared_ptr<const TensorFile> inner) : inner_(std::move(inner)) {}
+  const std::string& path() const override { return inner_->path(); }
+  const char* format_name() const override { return inner_->format_name(); }
+  const std::vector<ChunkInfo>& chunks() const override { return inner_->chunks(); }
+  const nlohmann::json& metadata() const override { return inner_->metadata(); }
+  Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const override {
+    return inner_->read_chunk(index, offset, out, length);
+  }
+  const ByteSource* payload_source() const override { return inner_->payload_source(); }
+  const std::vector<PickleGlobal>& pickle_globals() const override { return inner_->pickle_globals(); }
+  Status check_container() const override { return inner_->check_container(); }
+
+ private:
+  std::shared_ptr<const TensorFile> inner_;
+};
+
+size_t chunk_named(const TensorFile& f, const std::string& name) {
+  const auto& chunks = f.chunks();
+  for (size_t k = 0; k < chunks.size(); ++k)
+    if (chunks[k].name == name) return k;
+  return SIZE_MAX;
+}
+
+std::string torch_dtype_name(DType d) {
+  for (const auto& t : kTorchDTypes)
+    if (t.dtype == d) return std::string("torch.") + t.name;
+  return dtype_name(d);
+}
+
+// DCP_SHARDING_INFO from a blob's __metadata__: null when absent, an object when well formed.
+Result<nlohmann::json> sharding_info(const TensorFile& blob, const std::string& where) {
+  const nlohmann::json& meta = blob.metadata();
+  if (!meta.is_object() || !meta.contains(kDcpShardingInfoKey)) return nlohmann::json();
+  const nlohmann::json& raw = meta[kDcpShardingInfoKey];
+  if (!raw.is_string()) return Status::corruption(where + ": __metadata__ DCP_SHARDING_INFO is not a string");
+  CKPT_ASSIGN_OR_RETURN(nlohmann::json info,
+                        parse_json(raw.get<std::string>(), where + ": __metadata__ DCP_SHARDING_INFO"));
+  if (!info.is_object()) return Status::corruption(where + ": DCP_SHARDING_INFO is not a JSON object");
+  return info;
+}
+
+// A tensor's saved_offsets from DCP_SHARDING_INFO; all zeros when the blob carries none (as torch's
+// HuggingFaceStorageReader reads it).
+Result<std::vector<int64_t>> saved_offsets(const nlohmann::json& info, const ChunkInfo& c,
+                                           const std::string& where) {
+  if (info.is_null()) return std::vector<int64_t>(c.shape.size(), 0);
+  auto it = info.find(c.name);
+  if (it == info.end() || !it->is_object() || !it->contains(kDcpSavedOffsetsKey))
+    return Status::corruption(where + ": DCP_SHARDING_INFO has no saved_offsets for '" + c.name + "'");
+  CKPT_ASSIGN_OR_RETURN(auto offsets,
+                        get_dims((*it)[kDcpSavedOffsetsKey], where + ": " + c.name + " saved_offsets"));
+  if (offsets.size() != c.shape.size())
+    return Status::corruption(where + ": " + c.name + " saved_offsets " + shape_to_string(offsets) +
+                              " has the wrong rank for shape " + shape_to_string(c.shape));
+  return offsets;
+}
+
+// `.metadata` synthesized from the headers of a sharded safetensors directory (no `.metadata`).
+Result<DcpMetadata> sharded_safetensors_metadata(const std::string& dir) {
+  DcpMetadata out;
+  out.layout = "hf-safetensors-sharded";
+  std::map<std::string, DcpTensor> tensors;
+  std::vector<std::string> names;
+  for (const std::string& n : list_files_under(dir, 0))
+    if (ends_with(n, ".safetensors")) names.push_back(n);
+  if (names.size() > kDcpMaxShardedFiles)
+    return Status::corruption(dir + ": " + std::to_string(names.size()) +
+                              " safetensors files, more than the limit");
+  for (const std::string& name : names) {
+    const std::string path = dir + "/" + name;
+    if (!is_regular_file(path)) return Status::invalid_argument(path + ": not a regular file");
+    if (!dcp_path_resolves_inside(dir, path))
+      return Status::invalid_argument(path + ": resolves outside " + dir);
+    CKPT_ASSIGN_OR_RETURN(auto file, open_safetensors_file(path));
+    CKPT_ASSIGN_OR_RETURN(nlohmann::json info, sharding_info(*file, path));
+    if (info.is_null())
+      return Status::corruption(path + ": __metadata__ has no DCP_SHARDING_INFO (not written by DCP)");
+    for (const ChunkInfo& c : file->chunks()) {
+      CKPT_ASSIGN_OR_RETURN(auto offsets, saved_offsets(info, c, path));
+      DcpTensor& t = tensors[c.name];
+      if (t.fqn.empty()) {
+        t.fqn = c.name;
+        t.dtype = c.dtype;
+        t.torch_dtype = torch_dtype_name(c.dtype);
+        t.shape.assign(c.shape.size(), 0);
+      } else if (t.dtype != c.dtype || t.shape.size() != c.shape.size()) {
+        return Status::corruption(path + ": " + c.name + " is " + dtype_name(c.dtype) +
+                                  shape_to_string(c.shape) + ", another file holds it as " +
+                                  dtype_name(t.dtype) + " of rank " + std::to_string(t.shape.size()));
+      }
+      for (size_t d = 0; d < c.shape.size(); ++d) {
+        if (offsets[d] > INT64_MAX - c.shape[d])
+          return Status::corruption(path + ": " + c.name + " saved_offsets overflow");
+        t.shape[d] = std::max(t.shape[d], offsets[d] + c.shape[d]);
+      }
+      t.chunks.push_back({offsets, c.shape, out.items.size()});
+      DcpItem item;
+      item.fqn = c.name;
+      item.offsets = offsets;
+      item.relative_path = name;
+      item.offset = item.recorded_offset = 0;
+      item.length = item.recorded_length = c.data_bytes;
+      out.items.push_back(std::move(item));
+    }
+  }
+  std::set<std::pair<std::string, std::vector<int64_t>>> seen;
+  for (auto& [fqn, t] : tensors) {
+    std::sort(t.chunks.begin(), t.chunks.end(),
+              [](const DcpChunk& a, const DcpChunk& b) { return a.offsets < b.offsets; });
+    for (const DcpChunk& c : t.chunks) {
+      if (!seen.emplace(fqn, c.offsets).second)
+        return Status::corruption(dir + ": chunk of " + fqn + " at " + shape_to_string(c.offsets) +
+                                  " is stored twice (" + out.items[c.item].relative_path + ")");
+    }
+    out.tensors.push_back(std::move(t));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string DcpItem::label() const {
@@ -350,6 +475,8 @@ Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const s
     CKPT_ASSIGN_OR_RETURN(item.length, get_uint(info, "length", at + " (" + item.fqn + ")"));
     if (item.offset > UINT64_MAX - item.length)
       return Status::corruption(at + " (" + item.fqn + "): offset + length overflows");
+    item.container_offset = item.recorded_offset = item.offset;
+    item.recorded_length = item.length;
     const nlohmann::json td = info.value("transform_descriptors", nlohmann::json());
     if (td.is_array()) {
       for (const auto& d : td) item.transforms.push_back(d.is_string() ? d.get<std::string>() : d.dump());
@@ -387,16 +514,38 @@ bool dcp_path_resolves_inside(const std::string& dir, const std::string& path) {
 }
 
 bool is_dcp_directory(const std::string& dir) {
-  return is_directory(dir) && is_regular_file(dir + "/" + kDcpMetadataFileName);
+  if (!is_directory(dir)) return false;
+  return is_regular_file(dir + "/" + kDcpMetadataFileName) || is_dcp_sharded_safetensors_directory(dir);
+}
+
+bool is_dcp_sharded_safetensors_directory(const std::string& dir) {
+  if (!is_directory(dir) || path_exists(dir + "/" + kDcpMetadataFileName) ||
+      path_exists(dir + "/model.safetensors.index.json"))
+    return false;
+  for (const std::string& n : list_files_under(dir, 0)) {
+    if (!ends_with(n, ".safetensors")) continue;
+    const std::string path = dir + "/" + n;
+    if (!is_regular_file(path) || !dcp_path_resolves_inside(dir, path)) return false;
+    auto file = open_safetensors_file(path);
+    // A damaged first file still marks the directory, so open() names what is wrong with it.
+    if (!file.is_ok()) return file.status().code() != StatusCode::kNotSupported;
+    const nlohmann::json& meta = (*file)->metadata();
+    return meta.is_object() && meta.contains(kDcpShardingInfoKey);
+  }
+  return false;
 }
 
 Result<DcpCheckpoint> DcpCheckpoint::open(const std::string& raw_dir) {
   DcpCheckpoint c;
   c.dir_ = strip_trailing_slashes(raw_dir);
   const std::string meta_path = c.dir_ + "/" + kDcpMetadataFileName;
-  CKPT_ASSIGN_OR_RETURN(std::string text, read_small_file(meta_path, kDcpMaxMetadataBytes));
-  CKPT_ASSIGN_OR_RETURN(
-      c.metadata_, parse_dcp_metadata(reinterpret_cast<const uint8_t*>(text.data()), text.size(), meta_path));
+  if (!path_exists(meta_path) && is_dcp_sharded_safetensors_directory(c.dir_)) {
+    CKPT_ASSIGN_OR_RETURN(c.metadata_, sharded_safetensors_metadata(c.dir_));
+  } else {
+    CKPT_ASSIGN_OR_RETURN(std::string text, read_small_file(meta_path, kDcpMaxMetadataBytes));
+    CKPT_ASSIGN_OR_RETURN(c.metadata_, parse_dcp_metadata(reinterpret_cast<const uint8_t*>(text.data()),
+                                                          text.size(), meta_path));
+  }
   std::set<std::string> names;
   for (const DcpItem& it : c.metadata_.items) {
     if (!safe_file_name(it.relative_path)) {
@@ -419,14 +568,106 @@ Result<DcpCheckpoint> DcpCheckpoint::open(const std::string& raw_dir) {
   for (DcpItem& it : c.metadata_.items)
     it.file = static_cast<size_t>(std::lower_bound(c.files_.begin(), c.files_.end(), it.relative_path) -
                                   c.files_.begin());
+  c.resolve_safetensors_items();
   const std::string& mc = c.metadata_.metadata_class;
   c.megatron_ = read_megatron_parts(c.dir_, mc == "MCoreMetadata" || ends_with(mc, ".MCoreMetadata"));
   return c;
 }
 
+void DcpCheckpoint::resolve_safetensors_items() {
+  std::vector<DcpItem>& items = metadata_.items;
+  blobs_.assign(files_.size(), SafetensorsBlob{});
+  item_problems_.assign(items.size(), "");
+  // Torch records every tensor item of a file at the blob's start (what the stream held before it).
+  std::vector<uint64_t> first(files_.size(), UINT64_MAX);
+  for (const DcpItem& it : items)
+    if (!it.is_bytes) first[it.file] = std::min(first[it.file], it.offset);
+  for (size_t f = 0; f < files_.size(); ++f) {
+    if (first[f] == UINT64_MAX) continue;
+    const uint64_t base = first[f], size = sources_[f]->size();
+    uint8_t head[9];
+    bool looks = false;
+    if (base <= size && size - base >= sizeof(head) &&
+        sources_[f]->read_at(base, head, sizeof(head)).is_ok()) {
+      looks = !(head[0] == 'P' && head[1] == 'K') && head[8] == '{' &&
+              decode_le64(head) <= kSafetensorsMaxHeaderBytes;
+    }
+    if (!looks && !ends_with(files_[f], ".safetensors")) continue;
+    SafetensorsBlob& b = blobs_[f];
+    b.present = true;
+    b.base = base;
+    const std::string name = dir_ + "/" + files_[f] + "@" + hex(base);
+    if (base >= size) {
+      b.status = Status::truncated(name + ": the safetensors blob starts at or past the file's end (" +
+                                   std::to_string(size) + " bytes)");
+      continue;
+    }
+    auto opened = open_safetensors(std::make_unique<SliceByteSource>(sources_[f], base, size - base, name));
+    if (!opened.is_ok()) {
+      b.status = opened.status();
+      continue;
+    }
+    b.file = std::shared_ptr<const TensorFile>(std::move(*opened));
+    b.header_end = base + 8 + decode_le64(head);
+    auto info = sharding_info(*b.file, name);
+    if (!info.is_ok()) {
+      b.status = info.status();
+      b.file.reset();
+      continue;
+    }
+    const nlohmann::json& meta = b.file->metadata();
+    if (meta.is_object() && meta.contains(kDcpVersionKey) && meta[kDcpVersionKey].is_string())
+      b.dcp_version = meta[kDcpVersionKey].get<std::string>();
+    for (size_t i = 0; i < items.size(); ++i) {
+      DcpItem& it = items[i];
+      if (it.file != f || it.is_bytes) continue;
+      it.safetensors = true;
+      it.container_offset = base;
+      const std::string at = name + ": item " + it.label();
+      if (it.offset != base) {
+        item_problems_[i] = at + " is recorded at " + hex(it.offset) +
+                            ", but the file's safetensors blob starts at " + hex(base);
+        continue;
+      }
+      const size_t k = chunk_named(*b.file, it.fqn);
+      if (k == SIZE_MAX) {
+        item_problems_[i] = at + ": '" + it.fqn + "' is not in the safetensors header";
+        continue;
+      }
+      const ChunkInfo& c = b.file->chunks()[k];
+      auto offsets = saved_offsets(*info, c, name);
+      if (!offsets.is_ok()) {
+        item_problems_[i] = offsets.status().message();
+        continue;
+      }
+      if (*offsets != it.offsets) {
+        item_problems_[i] = at + ": DCP_SHARDING_INFO saved_offsets " + shape_to_string(*offsets) +
+                            " disagree with .metadata's " + shape_to_string(it.offsets);
+        continue;
+      }
+      if (c.data_bytes != it.length) {
+        item_problems_[i] = at + ": the header gives " + std::to_string(c.data_bytes) + " bytes, .metadata " +
+                            std::to_string(it.length);
+        continue;
+      }
+      it.offset = base + c.data_offset;
+      it.length = c.data_bytes;
+    }
+  }
+}
+
+bool DcpCheckpoint::safetensors_header_range(size_t f, uint64_t* begin, uint64_t* end) const {
+  if (f >= blobs_.size() || !blobs_[f].file) return false;
+  *begin = blobs_[f].base;
+  *end = blobs_[f].header_end;
+  return true;
+}
+
 std::string DcpCheckpoint::item_bounds_problem(size_t i) const {
   const DcpItem& it = metadata_.items[i];
   const uint64_t size = sources_[it.file]->size();
+  if (!it.is_bytes && it.file < blobs_.size() && blobs_[it.file].present && !blobs_[it.file].status.is_ok())
+    return blobs_[it.file].status.message() + " (item " + it.label() + ")";
   if (range_within(it.offset, it.length, size)) return "";
   return dir_ + "/" + it.relative_path + ": item " + it.label() + " spans " + std::to_string(it.length) +
          " bytes at " + hex(it.offset) + ", past the file's end (" + std::to_string(size) + " bytes)";
@@ -442,6 +683,10 @@ Result<std::unique_ptr<TensorFile>> DcpCheckpoint::open_item(size_t i) const {
     for (const auto& d : it.transforms) t += (t.empty() ? "" : ", ") + d;
     return Status::not_supported(name + ": item " + it.label() + " is transformed (" + t +
                                  "); only plain torch.save items are read");
+  }
+  if (it.safetensors) {
+    if (!item_problems_[i].empty()) return Status::corruption(item_problems_[i]);
+    return std::unique_ptr<TensorFile>(std::make_unique<SharedBlobFile>(blobs_[it.file].file));
   }
   auto slice = std::make_unique<SliceByteSource>(sources_[it.file], it.offset, it.length, name);
   auto file = open_pytorch(std::move(slice));
@@ -460,17 +705,22 @@ Result<std::pair<std::unique_ptr<TensorFile>, size_t>> DcpCheckpoint::open_tenso
   CKPT_ASSIGN_OR_RETURN(auto file, open_item(c.item));
   const DcpItem& it = metadata_.items[c.item];
   const std::string at = dir_ + "/" + it.relative_path + "@" + hex(it.offset) + ": item " + it.label();
-  if (file->chunks().size() != 1) {
+  size_t index = 0;
+  if (it.safetensors) {
+    index = chunk_named(*file, t.fqn);
+    if (index == SIZE_MAX)
+      return Status::corruption(at + ": '" + t.fqn + "' is not in the safetensors header");
+  } else if (file->chunks().size() != 1) {
     return Status::corruption(at + ": holds " + std::to_string(file->chunks().size()) +
                               " tensors, expected exactly 1");
   }
-  const ChunkInfo& inner = file->chunks()[0];
+  const ChunkInfo& inner = file->chunks()[index];
   if (inner.dtype != t.dtype || inner.shape != c.sizes) {
     return Status::corruption(at + ": holds " + std::string(dtype_name(inner.dtype)) +
                               shape_to_string(inner.shape) + ", .metadata says " + dtype_name(t.dtype) +
                               shape_to_string(c.sizes));
   }
-  return std::make_pair(std::move(file), size_t{0});
+  return std::make_pair(std::move(file), index);
 }
 
 Result<std::vector<std::unique_ptr<TensorFile>>> DcpCheckpoint::tensor_files() const {
@@ -492,7 +742,7 @@ Result<std::vector<std::unique_ptr<TensorFile>>> DcpCheckpoint::tensor_files() c
       c.global_shape = t.shape;
       c.offsets = t.chunks[ci].offsets;
       c.shape = t.chunks[ci].sizes;
-      c.data_offset = it.offset + inner.data_offset;
+      c.data_offset = it.container_offset + inner.data_offset;
       c.data_bytes = inner.data_bytes;
       DcpDataFile& df = *data[it.file];
       const size_t inner_index = opened.second;
@@ -548,6 +798,14 @@ nlohmann::json DcpCheckpoint::summary() const {
                       {"files", files},       {"items", metadata_.items.size()},
                       {"bytes_items", bytes}, {"planner_data", metadata_.planner_data}};
   if (!metadata_.version.empty()) j["version"] = metadata_.version;
+  nlohmann::json blobs = nlohmann::json::array();
+  for (size_t f = 0; f < blobs_.size(); ++f) {
+    if (!blobs_[f].present) continue;
+    blobs.push_back(
+        {{"path", files_[f]}, {"offset", blobs_[f].base}, {"dcp_version", blobs_[f].dcp_version}});
+  }
+  j["serialization"] = blobs.empty() ? "torch_save" : "safetensors";
+  if (!blobs.empty()) j["safetensors_blobs"] = blobs;
   if (!metadata_.storage_meta.is_null()) j["storage_meta"] = metadata_.storage_meta;
   if (megatron_.present) {
     nlohmann::json problems = nlohmann::json::array();

@@ -16,6 +16,15 @@
 //   torch 2.4+:   TensorProperties under torch.distributed.checkpoint.metadata; Metadata.storage_meta
 //                 and Metadata.version; _StorageInfo.transform_descriptors (an item with a non-empty
 //                 one is compressed or transformed: kNotSupported when read)
+// DCP's safetensors serialization (torch 2.8's FileSystemWriter(serialization_format=SAFETENSORS)):
+//   a data file is its bytes items (torch.save archives, as above) followed by one safetensors blob
+//   holding every tensor chunk of that file under its fqn; the blob's __metadata__ carries
+//   DCP_SHARDING_INFO (JSON: fqn -> {"saved_offsets": [...]}), DCP_VERSION and format "pt". Torch
+//   records each tensor item at the blob's start with the chunk's byte count as length; the reader
+//   resolves it to the tensor's real range from the blob header. Recognised by content, whatever the
+//   file is called. Torch's HuggingFaceStorageWriter(save_sharded=True) writes the same blobs as
+//   `shard-NNNNN-model-NNNNN-of-NNNNN.safetensors` with no `.metadata`: such a directory opens too,
+//   its tensors' global shapes inferred from saved_offsets + shape (layout "hf-safetensors-sharded").
 // Every item must name a file directly inside DIR (no '/', no "..", no symlink leaving DIR).
 // Megatron-Core `torch_dist` directories are DCP directories with `metadata.json`, `common.pt` and
 // their own top-level class (formats/megatron_dist_checkpoint.h); they open here too.
@@ -50,7 +59,14 @@ struct DcpItem {
   uint64_t offset = 0;
   uint64_t length = 0;
   std::vector<std::string> transforms;  // 2.4+ transform_descriptors (empty: plain torch.save bytes)
-  std::string label() const;            // "model.w[0:16, 0:32]" or "optimizer (bytes)"
+  // Where the item's container (its torch.save archive, or the safetensors blob holding it) starts.
+  // For a tensor inside a safetensors blob, offset/length above are resolved to the tensor's bytes
+  // and recorded_offset/recorded_length keep what `.metadata` says.
+  uint64_t container_offset = 0;
+  uint64_t recorded_offset = 0;
+  uint64_t recorded_length = 0;
+  bool safetensors = false;   // a tensor chunk inside a safetensors blob
+  std::string label() const;  // "model.w[0:16, 0:32]" or "optimizer (bytes)"
 };
 
 struct DcpChunk {
@@ -73,7 +89,7 @@ struct DcpBytesEntry {
 };
 
 struct DcpMetadata {
-  std::string layout;              // "torch-1.13" | "torch-2.0" | "torch-2.4"
+  std::string layout;              // "torch-1.13" | "torch-2.0" | "torch-2.4" | "hf-safetensors-sharded"
   std::string version;             // Metadata.version (2.4+), else ""
   std::string metadata_class;      // the top-level class as pickled ("...checkpoint.metadata.Metadata")
   nlohmann::json mcore_data;       // Megatron's MCoreMetadata.mcore_data (null when absent)
@@ -89,8 +105,17 @@ struct DcpMetadata {
 // its tensor, an unknown dtype: kCorruption / kNotSupported naming `where` and the fqn.
 Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const std::string& where);
 
-// A directory holding a `.metadata` regular file.
+// A directory holding a `.metadata` regular file, or a sharded safetensors directory (below).
 bool is_dcp_directory(const std::string& dir);
+
+constexpr const char* kDcpShardingInfoKey = "DCP_SHARDING_INFO";
+constexpr const char* kDcpVersionKey = "DCP_VERSION";
+constexpr const char* kDcpSavedOffsetsKey = "saved_offsets";
+constexpr size_t kDcpMaxShardedFiles = 100'000;
+
+// No `.metadata`, no model.safetensors.index.json, and `*.safetensors` files whose first (by name)
+// carries DCP_SHARDING_INFO in its __metadata__ (HuggingFaceStorageWriter(save_sharded=True)).
+bool is_dcp_sharded_safetensors_directory(const std::string& dir);
 
 // True when `path` exists and its real path lies inside `dir`'s real path (symlinks resolved).
 bool dcp_path_resolves_inside(const std::string& dir, const std::string& path);
@@ -132,6 +157,13 @@ class DcpCheckpoint {
   // recorded dtype and chunk shape. Returns the file and the index of that tensor in its chunks().
   Result<std::pair<std::unique_ptr<TensorFile>, size_t>> open_tensor_item(size_t tensor, size_t chunk) const;
 
+  // The safetensors header [begin, end) of data file `f` (its 8-byte length and JSON); false when
+  // `f` holds no safetensors blob or the blob did not parse.
+  bool safetensors_header_range(size_t f, uint64_t* begin, uint64_t* end) const;
+  // "" unless tensor item `i` lies in a safetensors blob whose header disagrees with `.metadata`
+  // (then its offset/length stay as recorded and open_item fails with this line).
+  const std::string& item_problem(size_t i) const { return item_problems_[i]; }
+
   // Megatron-Core torch_dist parts (metadata.json, common.pt); `present` false for plain DCP.
   const MegatronParts& megatron() const { return megatron_; }
 
@@ -151,6 +183,18 @@ class DcpCheckpoint {
   std::vector<std::string> files_;
   std::vector<std::shared_ptr<const ByteSource>> sources_;
   MegatronParts megatron_;
+
+  // DCP's safetensors serialization: per data file, the blob holding its tensor items.
+  struct SafetensorsBlob {
+    bool present = false;
+    uint64_t base = 0, header_end = 0;
+    std::shared_ptr<const TensorFile> file;  // null when `status` is an error
+    Status status;
+    std::string dcp_version;
+  };
+  void resolve_safetensors_items();
+  std::vector<SafetensorsBlob> blobs_;
+  std::vector<std::string> item_problems_;  // per item: "" or how it disagrees with its blob
 };
 
 }  // namespace ckpt

@@ -25,6 +25,20 @@ megatron.core.dist_checkpointing.strategies.torch.MCoreMetadata, a Metadata subc
 archive of the chunk (what DCP's FileSystemWriter writes per tensor item), and common.pt a real
 torch.save file. `--only megatron` writes just this directory (the legacy fixture changes on every
 full run).
+
+And tests/data/dcp/safetensors_v28/ + hf_sharded_safetensors/ (safetensors_v28_expected.json): DCP's
+safetensors serialization as torch 2.8.0 writes it, which torch 1.13 cannot write (it has neither
+torch.distributed.checkpoint nor the safetensors package), so it is built *from the published
+format* (torch/distributed/checkpoint/filesystem.py `_write_files_from_queue`/`_write_item` with
+SerializationFormat.SAFETENSORS; _hf_utils.py; _hf_storage.py HuggingFaceStorageWriter):
+safetensors_v28/ is FileSystemWriter(serialization_format=SAFETENSORS) for two ranks: `.metadata`
+(stand-in classes, 2.4+ fields) and `__<rank>_0.distcp`, each its bytes items (torch.save archives)
+followed by one safetensors blob (8-byte LE header length, JSON header padded with spaces, data)
+whose __metadata__ holds DCP_SHARDING_INFO ({fqn: {"saved_offsets": [...]}} as a JSON string),
+DCP_VERSION "1.0" and format "pt"; every tensor item is recorded at the blob's start with the chunk's
+byte count as length, as torch records it. hf_sharded_safetensors/ is HuggingFaceStorageWriter(
+save_sharded=True): the same blobs as shard-0000R-model-00001-of-00001.safetensors, no .metadata.
+`--only safetensors` writes just these.
 """
 import argparse
 import copy
@@ -395,6 +409,97 @@ def write_megatron_torch_dist():
         json.dump(expected, f, indent=1, sort_keys=True)
 
 
+SAFETENSORS_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "dcp",
+                               "safetensors_v28")
+HF_SHARDED_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "dcp",
+                              "hf_sharded_safetensors")
+
+
+def safetensors_blob(tensors, metadata):
+    """What safetensors.torch.save(tensors, metadata=...) returns (safetensors 0.4): the header puts
+    __metadata__ first, tensors ordered by alignment (largest element first) then name, data in that
+    order, the JSON padded with spaces to a multiple of 8 bytes."""
+    order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
+    header, data = {"__metadata__": metadata}, bytearray()
+    for k in order:
+        raw = raw_bytes(tensors[k])
+        header[k] = {"dtype": DTYPE[tensors[k].dtype], "shape": list(tensors[k].shape),
+                     "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + bytes(data)
+
+
+def write_dcp_safetensors():
+    """Torch 2.8.0's DCP safetensors serialization (see the module docstring); torch 1.13 cannot write it."""
+    c = dcp_24_classes()
+    torch.manual_seed(2808)
+    w = torch.randn(4, 6)
+    emb = torch.randn(3, 8).bfloat16()
+    steps = torch.arange(10, dtype=torch.int64).reshape(2, 5)
+    bias = torch.randn(6).half()
+    # (fqn, global tensor, [(rank, offsets, sizes)])
+    sharded = [
+        ("model.layers.0.weight", w, [(0, (0, 0), (2, 6)), (1, (2, 0), (2, 6))]),
+        ("model.embed.weight", emb, [(0, (0, 0), (3, 4)), (1, (0, 4), (3, 4))]),
+        ("model.layers.0.bias", bias, [(1, (0,), (6,))]),
+        ("optim.state.steps", steps, [(0, (0, 0), (2, 5))]),
+    ]
+    bytes_items = [(0, "optim.param_groups", [{"lr": 1e-3, "betas": (0.9, 0.999), "params": [0, 1, 2]}])]
+    for out in (SAFETENSORS_OUT, HF_SHARDED_OUT):
+        os.makedirs(out, exist_ok=True)
+        for name in os.listdir(out):
+            os.remove(os.path.join(out, name))
+    state_dict_metadata, storage_data = {}, {}
+    prefix = {0: bytearray(), 1: bytearray()}
+    for rank, fqn, obj in bytes_items:  # bytes items come first in each file, raw torch.save bytes
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        storage_data[c.MetadataIndex(fqn)] = c._StorageInfo(f"__{rank}_0.distcp", len(prefix[rank]),
+                                                            len(buf.getvalue()))
+        prefix[rank] += buf.getvalue()
+        state_dict_metadata[fqn] = c.BytesStorageMetadata()
+    per_rank = {0: {}, 1: {}}
+    sharding = {0: {}, 1: {}}
+    for fqn, tensor, chunks in sharded:
+        metas = []
+        for rank, offsets, sizes in chunks:
+            piece = tensor[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))].clone()
+            per_rank[rank][fqn] = piece
+            sharding[rank][fqn] = {"saved_offsets": list(offsets)}
+            # _write_item: offset = stream.tell() (nothing written yet for tensors), length = numel * size
+            storage_data[c.MetadataIndex(fqn, torch.Size(offsets), len(metas))] = c._StorageInfo(
+                f"__{rank}_0.distcp", len(prefix[rank]), piece.numel() * piece.element_size())
+            metas.append(c.ChunkStorageMetadata(torch.Size(offsets), torch.Size(sizes)))
+        state_dict_metadata[fqn] = c.TensorStorageMetadata(c.TensorProperties(dtype=tensor.dtype),
+                                                           torch.Size(tensor.shape), metas)
+    for rank in (0, 1):
+        blob = safetensors_blob(per_rank[rank], {"DCP_SHARDING_INFO": json.dumps(sharding[rank]),
+                                                 "DCP_VERSION": "1.0", "format": "pt"})
+        with open(os.path.join(SAFETENSORS_OUT, f"__{rank}_0.distcp"), "wb") as f:
+            f.write(bytes(prefix[rank]) + blob)
+        with open(os.path.join(HF_SHARDED_OUT, f"shard-{rank + 1:05d}-model-00001-of-00001.safetensors"), "wb") as f:
+            f.write(blob)  # HuggingFaceStorageWriter writes tensor items only
+    metadata = c.Metadata(state_dict_metadata=state_dict_metadata,
+                          planner_data={fqn: tuple(fqn.split(".")) for fqn in state_dict_metadata},
+                          storage_data=storage_data,
+                          storage_meta=c.StorageMeta(checkpoint_id="safetensors_v28", save_id="fixture"),
+                          version="1.0.0")
+    with open(os.path.join(SAFETENSORS_OUT, ".metadata"), "wb") as f:
+        pickle.dump(metadata, f)
+    expected = {
+        "layout": "torch-2.4", "serialization": "safetensors", "dcp_version": "1.0",
+        "tensors": [dict(describe({fqn: t})[0], chunks=[
+            {"offsets": list(o), "sizes": list(s), "rank": r,
+             "sha256": hashlib.sha256(raw_bytes(t[tuple(slice(a, a + b) for a, b in zip(o, s))])).hexdigest()}
+            for r, o, s in chunks]) for fqn, t, chunks in sharded],
+        "bytes": sorted(fqn for _, fqn, _ in bytes_items),
+    }
+    with open(os.path.join(SAFETENSORS_OUT, "..", "safetensors_v28_expected.json"), "w") as f:
+        json.dump(expected, f, indent=1, sort_keys=True)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(1234)
@@ -451,6 +556,9 @@ def main():
 if __name__ == "__main__":
     if sys.argv[1:] == ["--only", "megatron"]:
         write_megatron_torch_dist()
+    elif sys.argv[1:] == ["--only", "safetensors"]:
+        write_dcp_safetensors()
     else:
         main()
         write_megatron_torch_dist()
+        write_dcp_safetensors()

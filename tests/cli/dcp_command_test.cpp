@@ -1,6 +1,7 @@
 // inspect and verify on a real PyTorch DCP checkpoint (../shared/realworld-samples) and on damaged
 // copies of it; verify of unsealed torch.save files (tests/data/pytorch).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -358,6 +359,92 @@ TEST(DcpCommand, VerifyCatchesAFlippedByteInAZipLocalHeader) {
   EXPECT_TRUE(has_code(json_of(r), "zip_header_mismatch")) << r.output;
   r = run_ckptcheck("verify --weights-only '" + kPytorchData + "/model_state.pt'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// DCP's safetensors serialization (torch 2.8.0), built from the published format by
+// scripts/make_pytorch_fixtures.py: torch 1.13 cannot write this layout.
+const std::string kSafetensorsDcp = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/safetensors_v28";
+const std::string kHfSharded = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/hf_sharded_safetensors";
+
+void copy_safetensors_dcp(const TempDir& to) {
+  for (const char* f : {".metadata", "__0_0.distcp", "__1_0.distcp"})
+    testing::write_file_bytes(to / f, testing::read_file_bytes(kSafetensorsDcp + "/" + f));
+}
+
+TEST(DcpSafetensorsCommand, InspectAndVerifyPassBothLayouts) {
+  for (const std::string& dir : {kSafetensorsDcp, kHfSharded}) {
+    auto r = run_ckptcheck("verify " + dir + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    auto inspect = run_ckptcheck("inspect " + dir);
+    EXPECT_EQ(inspect.exit_code, 0) << inspect.output;
+    EXPECT_NE(inspect.output.find("model.embed.weight"), std::string::npos) << inspect.output;
+    EXPECT_NE(inspect.output.find("\"serialization\":\"safetensors\""), std::string::npos) << inspect.output;
+  }
+}
+
+TEST(DcpSafetensorsCommand, VerifyNamesATruncatedBlob) {
+  for (size_t keep : {size_t{100}, size_t{546}}) {  // inside the header; 10 bytes short of the data
+    TempDir dir;
+    copy_safetensors_dcp(dir);
+    auto bytes = testing::read_file_bytes(dir / "__1_0.distcp");
+    bytes.resize(keep);
+    testing::write_file_bytes(dir / "__1_0.distcp", bytes);
+    auto r = run_ckptcheck("verify " + dir.path() + " --json");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_TRUE(has_code(json_of(r), "item_outside_file")) << r.output;
+    EXPECT_NE(r.output.find("__1_0.distcp"), std::string::npos) << r.output;
+  }
+}
+
+TEST(DcpSafetensorsCommand, VerifyNamesShardingInfoThatDisagreesWithMetadata) {
+  TempDir dir;
+  copy_safetensors_dcp(dir);
+  auto bytes = testing::read_file_bytes(dir / "__1_0.distcp");
+  std::string text(bytes.begin(), bytes.end());
+  const std::string from = R"(\"saved_offsets\": [2, 0])";
+  const size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos);
+  text[at + from.size() - 5] = '3';
+  testing::write_file_bytes(dir / "__1_0.distcp", std::vector<uint8_t>(text.begin(), text.end()));
+  auto r = run_ckptcheck("verify " + dir.path() + " --json");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(has_code(json_of(r), "item_unreadable", "model.layers.0.weight")) << r.output;
+  EXPECT_NE(r.output.find("disagree with .metadata"), std::string::npos) << r.output;
+  auto inspect = run_ckptcheck("inspect " + dir.path());
+  EXPECT_NE(inspect.exit_code, 0) << inspect.output;
+}
+
+TEST(DcpSafetensorsCommand, VerifyRefusesAPathEscapingTheDirectory) {
+  // `.metadata` names "../_0.distcp" (same length as "__1_0.distcp", so the pickle stays valid).
+  TempDir dir;
+  copy_safetensors_dcp(dir);
+  auto bytes = testing::read_file_bytes(dir / ".metadata");
+  std::string text(bytes.begin(), bytes.end());
+  for (size_t at = text.find("__1_0.distcp"); at != std::string::npos; at = text.find("__1_0.distcp", at))
+    text.replace(at, 12, "../_0.distcp");
+  testing::write_file_bytes(dir / ".metadata", std::vector<uint8_t>(text.begin(), text.end()));
+  auto r = run_ckptcheck("verify " + dir.path() + " --json");
+  EXPECT_TRUE(has_code(json_of(r), "shard_path_unsafe")) << r.output;
+  EXPECT_NE(r.output.find("not a plain name inside"), std::string::npos) << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+
+  // The sharded layout: a shard that is a symlink leaving the directory.
+  TempDir sharded;
+  ASSERT_EQ(::mkdir((sharded / "ckpt").c_str(), 0755), 0);
+  for (const char* f :
+       {"shard-00001-model-00001-of-00001.safetensors", "shard-00002-model-00001-of-00001.safetensors"})
+    testing::write_file_bytes(sharded / (std::string("ckpt/") + f),
+                              testing::read_file_bytes(kHfSharded + "/" + f));
+  ::unlink((sharded / "ckpt/shard-00002-model-00001-of-00001.safetensors").c_str());
+  testing::write_file_bytes(
+      sharded / "outside.safetensors",
+      testing::read_file_bytes(kHfSharded + "/shard-00002-model-00001-of-00001.safetensors"));
+  ASSERT_EQ(::symlink("../outside.safetensors",
+                      (sharded / "ckpt/shard-00002-model-00001-of-00001.safetensors").c_str()),
+            0);
+  auto s = run_ckptcheck("verify " + (sharded / "ckpt") + " --json");
+  EXPECT_EQ(s.exit_code, 1) << s.output;
+  EXPECT_TRUE(has_code(json_of(s), "shard_path_unsafe")) << s.output;
 }
 
 }  // namespace

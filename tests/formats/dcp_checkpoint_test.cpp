@@ -260,5 +260,133 @@ TEST(DcpMetadata, EveryTruncationOfTheRealMetadataFailsCleanly) {
   EXPECT_TRUE(parse_dcp_metadata(bytes.data(), bytes.size(), "x/.metadata").is_ok());
 }
 
+// DCP's safetensors serialization as torch 2.8.0 writes it. Torch 1.13 cannot write this layout (no
+// torch.distributed.checkpoint, no safetensors), so scripts/make_pytorch_fixtures.py builds it from
+// the published format: `.metadata` from stand-in classes, each `__<rank>_0.distcp` its bytes items
+// then one hand-written safetensors blob whose __metadata__ carries DCP_SHARDING_INFO; and the same
+// blobs as a HuggingFaceStorageWriter(save_sharded=True) directory without `.metadata`.
+const std::string kSafetensorsDcp = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/safetensors_v28";
+const std::string kHfSharded = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/hf_sharded_safetensors";
+
+nlohmann::json safetensors_expected() {
+  const auto bytes = testing::read_file_bytes(kSafetensorsDcp + "/../safetensors_v28_expected.json");
+  return nlohmann::json::parse(bytes.begin(), bytes.end());
+}
+
+// Every chunk hashes as the fixture script computed; a tensor split along dim 0 only also hashes
+// whole as the concatenation of its chunks in global-offset order.
+void expect_safetensors_fixture_tensors(const DcpCheckpoint& dcp) {
+  const nlohmann::json e = safetensors_expected();
+  const DcpMetadata& md = dcp.metadata();
+  ASSERT_EQ(md.tensors.size(), e["tensors"].size());
+  auto files = dcp.tensor_files();
+  ASSERT_TRUE(files.is_ok()) << files.status().to_string();
+  std::map<std::string, std::vector<uint8_t>> bytes_by_label;
+  for (const auto& f : *files) {
+    EXPECT_TRUE(f->check_container().is_ok()) << f->path();
+    for (size_t i = 0; i < f->chunks().size(); ++i) {
+      const ChunkInfo& c = f->chunks()[i];
+      std::vector<uint8_t> buf(c.data_bytes);
+      ASSERT_TRUE(f->read_chunk(i, 0, buf.data(), buf.size()).is_ok()) << c.name;
+      bytes_by_label[c.name + shape_to_string(c.offsets)] = std::move(buf);
+    }
+  }
+  for (const auto& et : e["tensors"]) {
+    const std::string name = et["name"].get<std::string>();
+    auto t =
+        std::find_if(md.tensors.begin(), md.tensors.end(), [&](const DcpTensor& x) { return x.fqn == name; });
+    ASSERT_NE(t, md.tensors.end()) << name;
+    EXPECT_EQ(dtype_name(t->dtype), et["dtype"].get<std::string>()) << name;
+    EXPECT_EQ(t->shape, et["shape"].get<std::vector<int64_t>>()) << name;
+    ASSERT_EQ(t->chunks.size(), et["chunks"].size()) << name;
+    std::vector<uint8_t> whole;
+    bool dim0_only = true;
+    for (size_t i = 0; i < t->chunks.size(); ++i) {
+      const auto& ec = et["chunks"][i];
+      EXPECT_EQ(t->chunks[i].offsets, ec["offsets"].get<std::vector<int64_t>>()) << name;
+      EXPECT_EQ(t->chunks[i].sizes, ec["sizes"].get<std::vector<int64_t>>()) << name;
+      const std::vector<uint8_t>& b = bytes_by_label[name + shape_to_string(t->chunks[i].offsets)];
+      EXPECT_EQ(sha256_hex(b.data(), b.size()), ec["sha256"].get<std::string>()) << name;
+      for (size_t d = 1; d < t->chunks[i].sizes.size(); ++d)
+        dim0_only = dim0_only && t->chunks[i].sizes[d] == t->shape[d];
+      whole.insert(whole.end(), b.begin(), b.end());
+    }
+    if (dim0_only) EXPECT_EQ(sha256_hex(whole.data(), whole.size()), et["sha256"].get<std::string>()) << name;
+  }
+}
+
+TEST(DcpSafetensors, ReadsTorch28SafetensorsSerialization) {
+  auto dcp = DcpCheckpoint::open(kSafetensorsDcp);
+  ASSERT_TRUE(dcp.is_ok()) << dcp.status().to_string();
+  EXPECT_EQ(dcp->metadata().layout, "torch-2.4");
+  EXPECT_EQ(dcp->summary()["serialization"], "safetensors");
+  EXPECT_EQ(dcp->summary()["safetensors_blobs"][0]["dcp_version"], "1.0");
+  // Tensor items are resolved from the blob's start (as recorded) to their bytes, inside the file.
+  for (size_t i = 0; i < dcp->metadata().items.size(); ++i) {
+    const DcpItem& it = dcp->metadata().items[i];
+    EXPECT_EQ(dcp->item_bounds_problem(i), "");
+    EXPECT_EQ(dcp->item_problem(i), "");
+    EXPECT_EQ(it.safetensors, !it.is_bytes) << it.label();
+    if (it.safetensors) {
+      EXPECT_EQ(it.recorded_offset, it.container_offset) << it.label();
+      EXPECT_GT(it.offset, it.container_offset) << it.label();
+    }
+  }
+  uint64_t b = 0, e = 0;
+  ASSERT_TRUE(dcp->safetensors_header_range(0, &b, &e));
+  EXPECT_GT(b, 0u);  // after the bytes item
+  expect_safetensors_fixture_tensors(*dcp);
+}
+
+TEST(DcpSafetensors, ReadsAShardedSafetensorsDirectoryWithoutMetadata) {
+  EXPECT_TRUE(is_dcp_directory(kHfSharded));
+  EXPECT_TRUE(is_dcp_sharded_safetensors_directory(kHfSharded));
+  EXPECT_FALSE(is_dcp_sharded_safetensors_directory(kSafetensorsDcp));
+  auto dcp = DcpCheckpoint::open(kHfSharded);
+  ASSERT_TRUE(dcp.is_ok()) << dcp.status().to_string();
+  EXPECT_EQ(dcp->metadata().layout, "hf-safetensors-sharded");
+  expect_safetensors_fixture_tensors(*dcp);
+}
+
+void copy_safetensors_dcp(const TempDir& to) {
+  for (const char* f : {".metadata", "__0_0.distcp", "__1_0.distcp"})
+    testing::write_file_bytes(to / f, testing::read_file_bytes(kSafetensorsDcp + "/" + f));
+}
+
+TEST(DcpSafetensors, ATruncatedBlobIsNamed) {
+  TempDir dir;
+  copy_safetensors_dcp(dir);
+  auto bytes = testing::read_file_bytes(dir / "__1_0.distcp");
+  bytes.resize(bytes.size() - 10);
+  testing::write_file_bytes(dir / "__1_0.distcp", bytes);
+  auto dcp = DcpCheckpoint::open(dir.path());
+  ASSERT_TRUE(dcp.is_ok()) << dcp.status().to_string();
+  auto files = dcp->tensor_files();
+  ASSERT_FALSE(files.is_ok());
+  EXPECT_EQ(files.status().code(), StatusCode::kTruncated) << files.status().to_string();
+  EXPECT_NE(files.status().message().find("__1_0.distcp"), std::string::npos) << files.status().to_string();
+}
+
+TEST(DcpSafetensors, ShardingInfoDisagreeingWithMetadataIsCorruption) {
+  TempDir dir;
+  copy_safetensors_dcp(dir);
+  auto bytes = testing::read_file_bytes(dir / "__1_0.distcp");
+  std::string text(bytes.begin(), bytes.end());
+  // rank 1's chunk of model.layers.0.weight starts at row 2; say row 3 (same byte length).
+  const std::string from = R"(\"model.layers.0.weight\": {\"saved_offsets\": [2, 0]})";
+  const size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << text.substr(0, 400);
+  text[at + from.size() - 6] = '3';
+  testing::write_file_bytes(dir / "__1_0.distcp", std::vector<uint8_t>(text.begin(), text.end()));
+  auto dcp = DcpCheckpoint::open(dir.path());
+  ASSERT_TRUE(dcp.is_ok()) << dcp.status().to_string();
+  auto files = dcp->tensor_files();
+  ASSERT_FALSE(files.is_ok());
+  EXPECT_EQ(files.status().code(), StatusCode::kCorruption) << files.status().to_string();
+  EXPECT_NE(files.status().message().find("saved_offsets [3, 0] disagree with .metadata's [2, 0]"),
+            std::string::npos)
+      << files.status().to_string();
+}
+
 }  // namespace
 }  // namespace ckpt

@@ -215,31 +215,44 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, bool weights_only) {
     in_bounds[i] = true;
     by_file[md.items[i].file].push_back(i);
   }
+  // Each file's byte extents: its items and, in DCP's safetensors serialization, the blob's header.
+  // An item whose blob header disagrees with `.metadata` is left out here (reported unreadable below).
+  struct Extent {
+    uint64_t begin, end;
+    std::string label, fqn;
+  };
   for (size_t f = 0; f < by_file.size(); ++f) {
-    auto& list = by_file[f];
-    std::sort(list.begin(), list.end(),
-              [&](size_t a, size_t b) { return md.items[a].offset < md.items[b].offset; });
+    std::vector<Extent> extents;
+    for (size_t i : by_file[f]) {
+      const DcpItem& it = md.items[i];
+      if (dcp.item_problem(i).empty())
+        extents.push_back({it.offset, it.offset + it.length, "item " + it.label(), it.fqn});
+    }
+    uint64_t header_begin = 0, header_end = 0;
+    if (dcp.safetensors_header_range(f, &header_begin, &header_end))
+      extents.push_back({header_begin, header_end, "the safetensors header", ""});
+    std::stable_sort(extents.begin(), extents.end(),
+                     [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
     const std::string path = dir + "/" + dcp.files()[f];
     uint64_t end = 0;
-    const DcpItem* prev = nullptr;
-    for (size_t i : list) {
-      const DcpItem& it = md.items[i];
-      if (prev && it.offset < end) {
-        report.add_error(verify_code::kItemOverlap, dcp.files()[f], it.fqn,
-                         path + ": item " + it.label() + " at " + hex(it.offset) + " overlaps item " +
-                             prev->label() + " (" + hex(prev->offset) + ".." + hex(end) + ")");
-      } else if (it.offset > end) {
+    const Extent* prev = nullptr;
+    for (const Extent& e : extents) {
+      if (prev && e.begin < end) {
+        report.add_error(verify_code::kItemOverlap, dcp.files()[f], e.fqn,
+                         path + ": " + e.label + " at " + hex(e.begin) + " overlaps " + prev->label + " (" +
+                             hex(prev->begin) + ".." + hex(end) + ")");
+      } else if (e.begin > end) {
         report.add_error(
             verify_code::kUnreferencedBytes, dcp.files()[f], "",
-            path + ": " + std::to_string(it.offset - end) + " bytes at " + hex(end) + " belong to no item");
+            path + ": " + std::to_string(e.begin - end) + " bytes at " + hex(end) + " belong to no item");
       }
-      if (it.offset + it.length > end) {
-        end = it.offset + it.length;
-        prev = &it;
+      if (e.end > end) {
+        end = e.end;
+        prev = &e;
       }
     }
     const uint64_t size = dcp.file_source(f).size();
-    if (end < size && !list.empty() && !truncated[f]) {
+    if (end < size && !extents.empty() && !truncated[f]) {
       report.add_error(verify_code::kUnreferencedBytes, dcp.files()[f], "",
                        path + ": " + std::to_string(size - end) + " bytes at " + hex(end) +
                            " after the last item belong to no item (trailing garbage)");
