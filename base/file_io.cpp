@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -89,6 +90,20 @@ Status fsync_directory(const std::string& dir) {
     return errno_status("fsync of directory failed", dir);
   }
   return Status::ok();
+}
+
+Result<std::string> make_scratch_directory(const std::string& parent, const std::string& prefix) {
+  std::string base = parent;
+  if (base.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    base = tmp && *tmp ? tmp : "/tmp";
+  }
+  CKPT_RETURN_IF_ERROR(make_directory(base));
+  std::string pattern = base + "/" + prefix + "-XXXXXX";
+  if (!::mkdtemp(pattern.data())) {
+    return Status::io_error(base + ": cannot create a scratch dir: " + std::strerror(errno));
+  }
+  return pattern;
 }
 
 Status make_directory(const std::string& dir) {

@@ -35,6 +35,9 @@ class DurableFile {
 
 Status fsync_directory(const std::string& dir);
 Status make_directory(const std::string& dir);  // mkdir -p semantics
+// A fresh, empty directory `<parent>/<prefix>-XXXXXX` (parent "" = $TMPDIR or /tmp, created if
+// missing): a run's scratch space that no earlier run can have left anything in.
+Result<std::string> make_scratch_directory(const std::string& parent, const std::string& prefix);
 // Writes `contents` to `path` atomically: temp file in the same dir, fsync, rename, fsync dir.
 Status write_file_atomically(const std::string& path, const std::string& contents);
 Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes);

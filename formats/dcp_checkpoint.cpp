@@ -194,36 +194,10 @@ class DcpDataFile final : public TensorFile {
   bool plain_ = true;
 };
 
-// Megatron's common.pt inside a DCP source: its tensors renamed "common.pt:<name>" so they cannot
-// be taken for DCP fqns, its metadata left to summary() (TensorSource files every data file's
-// metadata under bytes_contents).
-class MegatronCommonFile final : public TensorFile {
+// A TensorFile that answers with another one's: the wrappers below change one or two answers.
+class ForwardingTensorFile : public TensorFile {
  public:
-  explicit MegatronCommonFile(std::shared_ptr<const TensorFile> inner) : inner_(std::move(inner)) {
-    chunks_ = inner_->chunks();
-    for (ChunkInfo& c : chunks_) c.name = kMegatronCommonTensorPrefix + c.name;
-  }
-  const std::string& path() const override { return inner_->path(); }
-  const char* format_name() const override { return inner_->format_name(); }
-  const std::vector<ChunkInfo>& chunks() const override { return chunks_; }
-  const nlohmann::json& metadata() const override { return metadata_; }
-  Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const override {
-    return inner_->read_chunk(index, offset, out, length);
-  }
-  const ByteSource* payload_source() const override { return inner_->payload_source(); }
-  const std::vector<PickleGlobal>& pickle_globals() const override { return inner_->pickle_globals(); }
-  Status check_container() const override { return inner_->check_container(); }
-
- private:
-  std::shared_ptr<const TensorFile> inner_;
-  std::vector<ChunkInfo> chunks_;
-  nlohmann::json metadata_ = nlohmann::json::object();
-};
-
-// One chunk's view of a safetensors blob that several items share.
-class SharedBlobFile final : public TensorFile {
- public:
-  explicit SharedBlobFile(std::shared_ptr<const TensorFile> inner) : inner_(std::move(inner)) {}
+  explicit ForwardingTensorFile(std::shared_ptr<const TensorFile> inner) : inner_(std::move(inner)) {}
   const std::string& path() const override { return inner_->path(); }
   const char* format_name() const override { return inner_->format_name(); }
   const std::vector<ChunkInfo>& chunks() const override { return inner_->chunks(); }
@@ -235,8 +209,33 @@ class SharedBlobFile final : public TensorFile {
   const std::vector<PickleGlobal>& pickle_globals() const override { return inner_->pickle_globals(); }
   Status check_container() const override { return inner_->check_container(); }
 
- private:
+ protected:
   std::shared_ptr<const TensorFile> inner_;
+};
+
+// Megatron's common.pt inside a DCP source: its tensors renamed "common.pt:<name>" so they cannot
+// be taken for DCP fqns, its metadata left to summary() (TensorSource files every data file's
+// metadata under bytes_contents).
+class MegatronCommonFile final : public ForwardingTensorFile {
+ public:
+  explicit MegatronCommonFile(std::shared_ptr<const TensorFile> inner)
+      : ForwardingTensorFile(std::move(inner)) {
+    chunks_ = inner_->chunks();
+    for (ChunkInfo& c : chunks_) c.name = kMegatronCommonTensorPrefix + c.name;
+  }
+  const std::vector<ChunkInfo>& chunks() const override { return chunks_; }
+  const nlohmann::json& metadata() const override { return metadata_; }
+
+ private:
+  std::vector<ChunkInfo> chunks_;
+  nlohmann::json metadata_ = nlohmann::json::object();
+};
+
+// One chunk's view of a safetensors blob that several items share: the blob's own answers, in a
+// TensorFile the caller owns.
+class SharedBlobFile final : public ForwardingTensorFile {
+ public:
+  using ForwardingTensorFile::ForwardingTensorFile;
 };
 
 size_t chunk_named(const TensorFile& f, const std::string& name) {

@@ -46,6 +46,7 @@ class Handle {
  public:
   using Closer = herr_t (*)(hid_t);
   Handle(hid_t id, Closer close) : id_(id), close_(close) {}
+  Handle(Handle&& other) noexcept : id_(other.id_), close_(other.close_) { other.id_ = -1; }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   ~Handle() {
@@ -359,6 +360,56 @@ class ReportReader {
 };
 
 // In the child: everything libhdf5 says about one dataset, unjudged (the parent judges).
+// What both dataset reports start from: which of `candidates` its HDF5 type matches (a bit per
+// DType), its layout and filter count from the creation property list, its rank and dimensions
+// (rank -1 and none when unreadable or above kMaxRank), stored bytes and, when contiguous, its file
+// address. The handles stay open for the caller's further questions (filters, chunks).
+struct DatasetLayout {
+  uint32_t type_mask = 0;
+  Handle type;
+  Handle dcpl;
+  Handle space;
+  int32_t layout = -1;
+  int32_t filters = -1;
+  int32_t rank = -1;
+  std::vector<hsize_t> dims;
+  uint64_t storage = 0;
+  haddr_t addr = HADDR_UNDEF;
+};
+
+template <size_t N>
+DatasetLayout describe_dataset(hid_t ds, const DType (&candidates)[N]) {
+  DatasetLayout d{0,
+                  Handle(H5Dget_type(ds), H5Tclose),
+                  Handle(H5Dget_create_plist(ds), H5Pclose),
+                  Handle(H5Dget_space(ds), H5Sclose),
+                  -1,
+                  -1,
+                  -1,
+                  {},
+                  0,
+                  HADDR_UNDEF};
+  if (d.type.valid()) {
+    for (DType t : candidates) {
+      if (type_matches(d.type.get(), t)) d.type_mask |= dtype_bit(t);
+    }
+  }
+  d.layout = d.dcpl.valid() ? static_cast<int32_t>(H5Pget_layout(d.dcpl.get())) : -1;
+  d.filters = d.dcpl.valid() ? static_cast<int32_t>(H5Pget_nfilters(d.dcpl.get())) : -1;
+  const int32_t rank = d.space.valid() ? H5Sget_simple_extent_ndims(d.space.get()) : -1;
+  if (rank >= 0 && static_cast<size_t>(rank) <= kMaxRank) {
+    d.dims.resize(static_cast<size_t>(rank));
+    if (rank == 0 || H5Sget_simple_extent_dims(d.space.get(), d.dims.data(), nullptr) >= 0) {
+      d.rank = rank;
+    } else {
+      d.dims.clear();
+    }
+  }
+  d.storage = H5Dget_storage_size(ds);
+  d.addr = d.layout == H5D_CONTIGUOUS ? H5Dget_offset(ds) : HADDR_UNDEF;
+  return d;
+}
+
 Status report_dataset(hid_t file, const std::string& ds_name, const std::string& path, bool shift_offsets,
                       ReportWriter* w) {
   const std::string where = path + ": dataset '/" + ds_name + "'";
@@ -370,27 +421,12 @@ Status report_dataset(hid_t file, const std::string& ds_name, const std::string&
   CKPT_ASSIGN_OR_RETURN(std::string sha256, read_string_attr(ds.get(), "sha256", where));
   CKPT_ASSIGN_OR_RETURN(std::vector<int64_t> global_shape, read_dims_attr(ds.get(), "global_shape", where));
   CKPT_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, read_dims_attr(ds.get(), "offsets", where));
-  uint32_t type_mask = 0;
-  Handle type(H5Dget_type(ds.get()), H5Tclose);
-  if (type.valid()) {
-    for (DType d : kAllDTypes) {
-      if (type_matches(type.get(), d)) type_mask |= dtype_bit(d);
-    }
-  }
-  Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
-  const int32_t layout = dcpl.valid() ? static_cast<int32_t>(H5Pget_layout(dcpl.get())) : -1;
-  const int32_t filters = dcpl.valid() ? static_cast<int32_t>(H5Pget_nfilters(dcpl.get())) : -1;
-  Handle space(H5Dget_space(ds.get()), H5Sclose);
-  int32_t rank = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
-  std::vector<hsize_t> dims(rank >= 0 && static_cast<size_t>(rank) <= kMaxRank ? static_cast<size_t>(rank)
-                                                                               : 0);
-  if (rank < 0 || static_cast<size_t>(rank) > kMaxRank ||
-      (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)) {
-    rank = -1;
-    dims.clear();
-  }
-  const uint64_t storage = H5Dget_storage_size(ds.get());
-  const haddr_t addr = layout == H5D_CONTIGUOUS ? H5Dget_offset(ds.get()) : HADDR_UNDEF;
+  const DatasetLayout info = describe_dataset(ds.get(), kAllDTypes);
+  const uint32_t type_mask = info.type_mask;
+  const int32_t layout = info.layout, filters = info.filters, rank = info.rank;
+  const std::vector<hsize_t>& dims = info.dims;
+  const uint64_t storage = info.storage;
+  const haddr_t addr = info.addr;
   w->str(ds_name);
   w->str(name);
   w->str(component);
@@ -443,16 +479,12 @@ Status report_generic_dataset(hid_t file, const std::string& ds_name, const std:
   const std::string where = path + ": dataset '/" + ds_name + "'";
   Handle ds(H5Dopen2(file, ds_name.c_str(), H5P_DEFAULT), H5Dclose);
   if (!ds.valid()) return Status::corruption(where + ": cannot open");
-  uint32_t type_mask = 0;
-  Handle type(H5Dget_type(ds.get()), H5Tclose);
-  if (type.valid()) {
-    for (DType d : kGenericDTypes) {
-      if (type_matches(type.get(), d)) type_mask |= dtype_bit(d);
-    }
-  }
-  Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);
-  const int32_t layout = dcpl.valid() ? static_cast<int32_t>(H5Pget_layout(dcpl.get())) : -1;
-  const int32_t filters = dcpl.valid() ? static_cast<int32_t>(H5Pget_nfilters(dcpl.get())) : -1;
+  const DatasetLayout info = describe_dataset(ds.get(), kGenericDTypes);
+  const uint32_t type_mask = info.type_mask;
+  const Handle& type = info.type;
+  const Handle& dcpl = info.dcpl;
+  const Handle& space = info.space;
+  const int32_t layout = info.layout, filters = info.filters;
   std::string filter_names;
   for (int32_t i = 0; i < filters && i < 16; ++i) {
     char name[64] = {0};
@@ -470,17 +502,10 @@ Status report_generic_dataset(hid_t file, const std::string& ds_name, const std:
                      : id == H5Z_FILTER_SCALEOFFSET ? std::string("scaleoffset")
                                                     : "filter " + std::to_string(id));
   }
-  Handle space(H5Dget_space(ds.get()), H5Sclose);
-  int32_t rank = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
-  std::vector<hsize_t> dims(rank >= 0 && static_cast<size_t>(rank) <= kMaxRank ? static_cast<size_t>(rank)
-                                                                               : 0);
-  if (rank < 0 || static_cast<size_t>(rank) > kMaxRank ||
-      (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)) {
-    rank = -1;
-    dims.clear();
-  }
-  const uint64_t storage = H5Dget_storage_size(ds.get());
-  const haddr_t addr = layout == H5D_CONTIGUOUS ? H5Dget_offset(ds.get()) : HADDR_UNDEF;
+  const int32_t rank = info.rank;
+  const std::vector<hsize_t>& dims = info.dims;
+  const uint64_t storage = info.storage;
+  const haddr_t addr = info.addr;
   w->str(ds_name);
   w->u32(type_mask);
   w->str(describe_type(type.get()));

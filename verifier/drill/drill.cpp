@@ -278,16 +278,8 @@ class ResumeDrill {
     if (exe_.empty()) {
       CKPT_ASSIGN_OR_RETURN(exe_, current_executable());
     }
-    std::string parent = o_.work_dir;
-    if (parent.empty()) {
-      const char* tmp = std::getenv("TMPDIR");
-      parent = tmp && *tmp ? tmp : "/tmp";
-    }
-    CKPT_RETURN_IF_ERROR(make_directory(parent));
     // A fresh dir per drill: a resume must never find a checkpoint of an earlier drill.
-    std::string pattern = parent + "/ckptcheck-drill-XXXXXX";
-    if (!::mkdtemp(pattern.data())) return Status::io_error(parent + ": cannot create a scratch dir");
-    work_ = pattern;
+    CKPT_ASSIGN_OR_RETURN(work_, make_scratch_directory(o_.work_dir, "ckptcheck-drill"));
     out_.work_dir = work_;
     control_ = o_.control || changes_world_size(o_);
     phase_total_ = 1 + (control_ ? 1 : 0) + static_cast<long long>(o_.modes.size()) * 4 +

@@ -1,10 +1,8 @@
 #include "verifier/pilot/pilot_study.h"
 
 #include <sched.h>
-#include <stdlib.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <thread>
 
 #include "base/file_io.h"
@@ -66,15 +64,7 @@ class Study {
     if (exe_.empty()) {
       CKPT_ASSIGN_OR_RETURN(exe_, current_executable());
     }
-    std::string parent = o_.work_dir;
-    if (parent.empty()) {
-      const char* tmp = std::getenv("TMPDIR");
-      parent = tmp && *tmp ? tmp : "/tmp";
-    }
-    CKPT_RETURN_IF_ERROR(make_directory(parent));
-    std::string pattern = parent + "/ckptcheck-pilot-XXXXXX";
-    if (!::mkdtemp(pattern.data())) return Status::io_error(parent + ": cannot create a scratch dir");
-    work_ = pattern;
+    CKPT_ASSIGN_OR_RETURN(work_, make_scratch_directory(o_.work_dir, "ckptcheck-pilot"));
     cores_ = o_.cores > 0 ? o_.cores : usable_cores();
     report_ = {{"kind", "ckptcheck-pilot"},
                {"config_path", o_.config_path},
