@@ -23,7 +23,9 @@ struct BenchSettings {
   std::string work_dir;       // scratch checkpoints; removed at the end
   std::string ckptcheck_bin;  // the CLI whose subcommands are timed as child processes
   std::string source_dir;     // for fixture configs
-  std::string only;           // run one group only: verify | save-load | compression | drill ("" = all)
+  std::string only;       // run one group only: verify | scaling | save-load | pytorch | compression | drill
+  std::string plot_path;  // where the scaling plot (SVG) goes; "" = not written
+  std::string python = "/usr/bin/python3";  // Debian's, with python3-torch, for the PyTorch rows
 };
 
 // One line of the table. `ratio` is how many times better ours is than the baseline (for times:
@@ -67,22 +69,40 @@ std::string format_mib(double bytes);                     // "12.3 MiB"
 struct ChildRun {
   int exit_code = -1;  // 128 + signal when killed
   double wall_seconds = 0;
-  int64_t max_rss_bytes = 0;  // ru_maxrss of the child, from wait4
-  std::string out;            // stdout, when captured
-  std::string log_tail;       // the last few hundred bytes of stderr (and of stdout when not captured)
+  int64_t max_rss_bytes = 0;       // peak RSS of the child (see run_child)
+  bool rss_includes_bench = true;  // false when measured by GNU time around the command alone
+  double cpu_seconds = 0;          // user + system time of the child (RUSAGE_CHILDREN before/after)
+  std::string out;                 // stdout, when captured
+  std::string log_tail;            // the last few hundred bytes of stderr (and of stdout when not captured)
 };
 
 // fork + execvp + wait4. stdout is captured when `capture_stdout`; the tail of the rest is kept
 // in log_tail. The child is SIGKILLed after `timeout_seconds`.
+//
+// Peak memory: Linux keeps a process's ru_maxrss across execve, so wait4 on a child forked from
+// this bench reports at least the bench's own RSS at fork (libtorch alone is ~60 MiB), not the
+// command's. With `own_rss`, the command runs under GNU time (/usr/bin/time, itself a few MiB), whose
+// %M is the peak of the command alone; without GNU time, wait4's figure is kept and
+// `rss_includes_bench` says so. Timed rows leave it off: the wrapper's fork costs ~1 ms.
 Result<ChildRun> run_child(const std::vector<std::string>& argv, bool capture_stdout = false,
-                           double timeout_seconds = 600);
+                           double timeout_seconds = 600, bool own_rss = false);
 
 // Best-of-N wall time of a child that must exit 0; also reports the largest ru_maxrss seen.
 struct ChildTiming {
   Timing timing;
   int64_t max_rss_bytes = 0;
+  bool rss_includes_bench = true;   // see run_child
+  int exit_code = 0;                // of the last repetition
+  std::vector<double> cpu_seconds;  // user + system of each repetition: unlike wall time, barely
+                                    // moved by other processes on a shared machine
 };
-Result<ChildTiming> time_child(int repetitions, const std::vector<std::string>& argv);
+// `ok_exit_codes`: a verify that reports findings (exit 1) still did its whole job; rows that time
+// one say so in their numbers.
+Result<ChildTiming> time_child(int repetitions, const std::vector<std::string>& argv,
+                               const std::vector<int>& ok_exit_codes = {0}, bool own_rss = false);
+// One more run of `argv`, untimed, for the command's own peak RSS (run_child's own_rss).
+Result<int64_t> own_peak_rss(const std::vector<std::string>& argv,
+                             const std::vector<int>& ok_exit_codes = {0});
 
 // Whether `ckptcheck <subcommand> --help` exits 0, i.e. the subcommand is built in.
 bool has_subcommand(const std::string& bin, const std::string& subcommand);
@@ -93,6 +113,23 @@ Status read_files_once(const std::vector<std::string>& paths);
 // fsync of a file written by someone else (torch::save), so its save is as durable as ours.
 Status fsync_path(const std::string& path);
 Status remove_tree(const std::string& path);
+
+// ---- the hashing limit ------------------------------------------------------------------------
+// What SHA-256 alone allows on this machine: one thread per core, all at once, each hashing an
+// in-cache buffer through OpenSSL's EVP (base/sha256.h). Verify hashes every byte once, so its
+// throughput cannot exceed this; the verify rows are reported as a fraction of it.
+struct HashingLimit {
+  size_t threads = 0;
+  double bytes_per_second = kNotMeasured;                // all threads together, best repetition
+  double single_thread_bytes_per_second = kNotMeasured;  // one thread alone, best repetition
+  std::vector<double> all_bytes_per_second;
+};
+HashingLimit measure_hashing_limit(const BenchSettings& settings);
+// The same threads hashing page-cached files instead (pread into a 256 KiB buffer, then SHA-256,
+// whole files handed out in turn): what reading from the page cache leaves of the limit, i.e. the
+// best any verifier of these files can do. Bytes per second, best of the repetitions.
+Result<double> page_cache_hashing_rate(const BenchSettings& settings, const std::vector<std::string>& files,
+                                       size_t threads);
 
 // ---- the benchmarks ---------------------------------------------------------------------------
 // A real checkpoint written by write_checkpoint, shared by the verify and memory benches.
@@ -106,7 +143,12 @@ struct BenchCheckpoint {
 Result<BenchCheckpoint> write_synthetic_checkpoint(const std::string& root, uint64_t total_bytes,
                                                    size_t shards, uint64_t seed);
 
-std::vector<BenchRow> run_verify_bench(const BenchSettings& settings, const BenchCheckpoint& checkpoint);
+std::vector<BenchRow> run_verify_bench(const BenchSettings& settings, const BenchCheckpoint& checkpoint,
+                                       const HashingLimit& limit);
+// verify throughput at --jobs 1, 2, 4, 8 x checkpoint sizes, and one huge shard; writes the plot.
+std::vector<BenchRow> run_scaling_bench(const BenchSettings& settings, const HashingLimit& limit);
+// inspect --stats against torch.load + statistics in Python; verify of DCP and sealed torch.save.
+std::vector<BenchRow> run_pytorch_bench(const BenchSettings& settings);
 std::vector<BenchRow> run_memory_bench(const BenchSettings& settings, const BenchCheckpoint& large);
 std::vector<BenchRow> run_save_load_bench(const BenchSettings& settings);
 std::vector<BenchRow> run_compression_bench(const BenchSettings& settings);

@@ -48,6 +48,14 @@ nlohmann::json machine_json() {
           {"avx2", has_flag("avx2")}};
 }
 
+// "0.52 0.80 1.10": the 1, 5 and 15 minute load averages.
+std::string read_loadavg() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
 nlohmann::json row_json(const BenchRow& r) {
   return {{"row", r.name},
           {"ours", r.ours},
@@ -76,6 +84,13 @@ void append(std::vector<BenchRow>& all, std::vector<BenchRow> more) {
 std::vector<BenchRow> run_all(const BenchSettings& s) {
   std::vector<BenchRow> rows;
   auto wanted = [&](const char* group) { return s.only.empty() || s.only == group; };
+  HashingLimit limit;
+  if (wanted("verify") || wanted("scaling")) {
+    // Measured first, in the same run, on an idle bench: what every verify row is compared with.
+    limit = measure_hashing_limit(s);
+    std::fprintf(stderr, "hashing limit: %zu threads, %.2f GB/s together (%.2f GB/s one alone)\n",
+                 limit.threads, limit.bytes_per_second / 1e9, limit.single_thread_bytes_per_second / 1e9);
+  }
   if (wanted("verify")) {
     // The verify rows need 8 x 256 MiB shards of a real checkpoint; the memory row reuses it.
     const uint64_t verify_bytes = s.quick ? 64 * kMiB : 2048 * kMiB;
@@ -83,14 +98,16 @@ std::vector<BenchRow> run_all(const BenchSettings& s) {
                  format_mib(static_cast<double>(verify_bytes)).c_str());
     auto checkpoint = write_synthetic_checkpoint(s.work_dir + "/verify", verify_bytes, 8, 3);
     if (checkpoint) {
-      append(rows, run_verify_bench(s, *checkpoint));
+      append(rows, run_verify_bench(s, *checkpoint, limit));
       append(rows, run_memory_bench(s, *checkpoint));
       (void)remove_tree(checkpoint->root);
     } else {
       append(rows, {unavailable_row("verify throughput", ">= 3x", "error", checkpoint.status().message())});
     }
   }
+  if (wanted("scaling")) append(rows, run_scaling_bench(s, limit));
   if (wanted("save-load")) append(rows, run_save_load_bench(s));
+  if (wanted("pytorch")) append(rows, run_pytorch_bench(s));
   if (wanted("compression")) append(rows, run_compression_bench(s));
   if (wanted("drill")) append(rows, run_drill_bench(s));
   return rows;
@@ -110,7 +127,8 @@ int bench_main(int argc, char** argv) {
   app.add_option("--work-dir", s.work_dir, "scratch directory (created, removed at the end)");
   app.add_option("--ckptcheck", s.ckptcheck_bin, "the ckptcheck binary whose verify and drill are timed");
   app.add_option("--only", s.only, "run one group of rows")
-      ->check(CLI::IsMember({"verify", "save-load", "compression", "drill"}));
+      ->check(CLI::IsMember({"verify", "scaling", "save-load", "pytorch", "compression", "drill"}));
+  app.add_option("--python", s.python, "the Python with torch for the PyTorch rows (Debian's python3-torch)");
   app.add_option("--repetitions", s.repetitions, "timed repetitions per number; the best is reported")
       ->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);
@@ -119,16 +137,28 @@ int bench_main(int argc, char** argv) {
     std::fprintf(stderr, "ckptcheck_bench: %s\n", made.message().c_str());
     return 2;
   }
+  // The scaling plot goes beside the JSON.
+  if (!out_path.empty()) {
+    const size_t slash = out_path.rfind('/');
+    s.plot_path = (slash == std::string::npos ? std::string() : out_path.substr(0, slash + 1)) +
+                  "bench-verify-scaling.svg";
+    if (slash != std::string::npos) (void)make_directory(out_path.substr(0, slash));
+  }
+  // The bench machine may be shared: the load before and after goes with the numbers.
+  const std::string load_before = read_loadavg();
   const double start = now_seconds();
   const std::vector<BenchRow> rows = run_all(s);
   const double total = seconds_since(start);
+  const std::string load_after = read_loadavg();
   (void)remove_tree(s.work_dir);
 
   const nlohmann::json machine = machine_json();
-  std::printf("\nckptcheck_bench%s on %s, %d cores, %s RAM, %s; best of %d, page-cached, %.0f s total\n\n",
-              s.quick ? " --quick" : "", machine["cpu_model"].get<std::string>().c_str(),
-              machine["cores"].get<int>(), format_mib(machine["ram_bytes"].get<double>()).c_str(),
-              machine["kernel"].get<std::string>().c_str(), s.repetitions, total);
+  std::printf(
+      "\nckptcheck_bench%s on %s, %d cores, %s RAM, %s; best of %d, page-cached, %.0f s total; "
+      "load average %s before, %s after\n\n",
+      s.quick ? " --quick" : "", machine["cpu_model"].get<std::string>().c_str(), machine["cores"].get<int>(),
+      format_mib(machine["ram_bytes"].get<double>()).c_str(), machine["kernel"].get<std::string>().c_str(),
+      s.repetitions, total, load_before.c_str(), load_after.c_str());
   print_table(rows);
 
   if (!out_path.empty()) {
@@ -140,6 +170,8 @@ int bench_main(int argc, char** argv) {
                                {"page_cached", true},
                                {"ckptcheck", s.ckptcheck_bin}}},
                              {"total_seconds", total},
+                             {"loadavg_before", load_before},
+                             {"loadavg_after", load_after},
                              {"rows", nlohmann::json::array()}};
     for (const auto& r : rows) report["rows"].push_back(row_json(r));
     const size_t slash = out_path.rfind('/');
@@ -149,6 +181,7 @@ int bench_main(int argc, char** argv) {
       return 2;
     }
     std::printf("\nwrote %s\n", out_path.c_str());
+    if (s.only.empty() || s.only == "scaling") std::printf("wrote %s\n", s.plot_path.c_str());
   }
   for (const auto& r : rows) {
     if (r.met == "error") return 1;

@@ -8,6 +8,7 @@
 #include "base/file_io.h"
 #include "base/json_fields.h"
 #include "base/sha256.h"
+#include "base/streaming_file_writer.h"
 #include "formats/mapped_tensor_file.h"
 
 namespace ckpt {
@@ -200,57 +201,118 @@ Result<std::unique_ptr<TensorFile>> open_safetensors_file(const std::string& pat
   return open_safetensors(std::move(source));
 }
 
-Result<WrittenFile> write_safetensors_file(const std::string& path, const std::vector<ChunkPayload>& chunks,
-                                           const nlohmann::json& metadata) {
-  CKPT_RETURN_IF_ERROR(check_chunk_payloads(chunks));
+namespace {
+
+constexpr uint64_t kDataAlignment = 4096;
+
+// The order payloads are laid out in: those whose size is a page multiple (row blocks of most
+// weight matrices) first, the rest after, each group in the given order. With the data section
+// starting on a page, every payload of the first group then lies page-aligned in the file, and a
+// loader can map row blocks of several shards side by side instead of copying them
+// (shards/mapped_checkpoint.h). safetensors lets payloads lie in any order.
+std::vector<size_t> payload_order(const std::vector<ChunkInfo>& chunks) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < chunks.size(); ++i)
+    if (chunks[i].data_bytes % kDataAlignment == 0) order.push_back(i);
+  for (size_t i = 0; i < chunks.size(); ++i)
+    if (chunks[i].data_bytes % kDataAlignment != 0) order.push_back(i);
+  return order;
+}
+
+// The header for `chunks` laid out in `order` with the given payload hashes, padded with spaces
+// (which the format allows) so that the data section starts on a page.
+std::string safetensors_header(const std::vector<ChunkInfo>& chunks, const std::vector<size_t>& order,
+                               const nlohmann::json& metadata) {
   nlohmann::json header = nlohmann::json::object();
   nlohmann::json meta = nlohmann::json::object();
   meta[kSafetensorsFileMetadataKey] = metadata.dump();
-  WrittenFile out;
-  out.path = path;
   uint64_t begin = 0;
-  for (const auto& c : chunks) {
-    const std::string key = c.info.label();
-    if (header.contains(key)) return Status::invalid_argument(path + ": duplicate chunk " + key);
-    header[key] = {{"dtype", dtype_name(c.info.dtype)},
-                   {"shape", c.info.shape},
-                   {"data_offsets", {begin, begin + c.info.data_bytes}}};
-    ChunkInfo info = c.info;
-    info.sha256 = sha256_hex(c.data, c.info.data_bytes);
-    info.data_offset = begin;  // relative for now; made absolute once the header length is known
+  for (size_t i : order) {
+    const ChunkInfo& c = chunks[i];
+    const std::string key = c.label();
+    header[key] = {
+        {"dtype", dtype_name(c.dtype)}, {"shape", c.shape}, {"data_offsets", {begin, begin + c.data_bytes}}};
     meta[kSafetensorsChunkKeyPrefix + key] = nlohmann::json{
-        {"name", info.name},
-        {"component", info.component},
-        {"global_shape", info.global_shape},
-        {"offsets", info.offsets},
-        {"sha256", info.sha256}}.dump();
-    begin += c.info.data_bytes;
-    out.chunks.push_back(std::move(info));
+        {"name", c.name},
+        {"component", c.component},
+        {"global_shape", c.global_shape},
+        {"offsets", c.offsets},
+        {"sha256", c.sha256}}.dump();
+    begin += c.data_bytes;
   }
   header["__metadata__"] = meta;
   std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
+  text.append(static_cast<size_t>((kDataAlignment - (8 + text.size()) % kDataAlignment) % kDataAlignment),
+              ' ');
+  return text;
+}
+
+}  // namespace
+
+// Streams like the native writer: the header holds every payload's SHA-256, and every SHA-256 is 64
+// hex digits, so the header laid out with placeholders has the final length; payloads are hashed
+// once while they stream out, and the header (held in memory by the writer) is filled in last. The
+// shard's digest is that header's (sha256_of "header"), a two-level hash tree as for native shards:
+// safetensors payloads are contiguous, so header and payloads cover every byte of the file.
+Result<WrittenFile> write_safetensors_file(const std::string& path, const std::vector<ChunkPayload>& chunks,
+                                           const nlohmann::json& metadata) {
+  CKPT_RETURN_IF_ERROR(check_chunk_payloads(chunks));
+  WrittenFile out;
+  out.path = path;
+  out.sha256_of = "header";
+  std::map<std::string, size_t> keys;
+  for (const auto& c : chunks) {
+    if (!keys.emplace(c.info.label(), keys.size()).second)
+      return Status::invalid_argument(path + ": duplicate chunk " + c.info.label());
+    ChunkInfo info = c.info;
+    info.sha256 = std::string(64, '0');
+    out.chunks.push_back(std::move(info));
+  }
+  const std::vector<size_t> order = payload_order(out.chunks);
+  std::string text = safetensors_header(out.chunks, order, metadata);
   if (text.size() > kSafetensorsMaxHeaderBytes) {
     return Status::invalid_argument(path + ": header of " + std::to_string(text.size()) +
                                     " bytes exceeds the safetensors limit");
   }
-  uint8_t len[8];
-  encode_le64(len, text.size());
+  const uint64_t data_start = 8 + text.size();
 
-  CKPT_ASSIGN_OR_RETURN(DurableFile f, DurableFile::create_exclusive(path));
-  Sha256 file_hash;
-  auto put = [&](const void* p, size_t n) {
-    file_hash.update(p, n);
-    return f.write(p, n);
-  };
-  CKPT_RETURN_IF_ERROR(put(len, 8));
-  CKPT_RETURN_IF_ERROR(put(text.data(), text.size()));
-  for (const auto& c : chunks) CKPT_RETURN_IF_ERROR(put(c.data, c.info.data_bytes));
-  out.bytes = f.bytes_written();
-  CKPT_RETURN_IF_ERROR(f.finish());
-  out.sha256 = file_hash.finish_hex();
-  for (auto& c : out.chunks) c.data_offset += 8 + text.size();
+  StreamingFileWriter::Options options;
+  options.held_prefix_bytes = data_start;
+  CKPT_ASSIGN_OR_RETURN(auto file, StreamingFileWriter::create_exclusive(path, options));
+  CKPT_RETURN_IF_ERROR(file->append_zeros(static_cast<size_t>(data_start)));
+  for (size_t i : order) {
+    out.chunks[i].data_offset = file->bytes_appended();
+    Sha256 sha;
+    CKPT_RETURN_IF_ERROR(file->append(chunks[i].data, static_cast<size_t>(chunks[i].info.data_bytes), &sha));
+    out.chunks[i].sha256 = sha.finish_hex();
+  }
+  const std::string final_text = safetensors_header(out.chunks, order, metadata);
+  if (final_text.size() != text.size()) {
+    return Status::invalid_argument(path + ": header length changed from " + std::to_string(text.size()) +
+                                    " to " + std::to_string(final_text.size()) +
+                                    " once hashes were filled in");
+  }
+  uint8_t len[8];
+  encode_le64(len, final_text.size());
+  CKPT_RETURN_IF_ERROR(file->patch_prefix(0, len, 8));
+  CKPT_RETURN_IF_ERROR(file->patch_prefix(8, final_text.data(), final_text.size()));
+  Sha256 digest;
+  digest.update(len, 8);
+  digest.update(final_text.data(), final_text.size());
+  out.bytes = file->bytes_appended();
+  CKPT_RETURN_IF_ERROR(file->finish());
+  out.sha256 = digest.finish_hex();
   return out;
+}
+
+Result<std::string> safetensors_header_digest(const ByteSource& source) {
+  uint8_t len[8];
+  CKPT_RETURN_IF_ERROR(source.read_at(0, len, 8));
+  const uint64_t n = decode_le64(len);
+  if (n > kSafetensorsMaxHeaderBytes || n > source.size() - 8) {
+    return Status::corruption(source.name() + " @0x0: header length " + std::to_string(n) + " out of bounds");
+  }
+  return sha256_hex_of_range(source, 0, 8 + n);
 }
 
 namespace {

@@ -26,8 +26,14 @@ constexpr const char* kSafetensorsChunkKeyPrefix = "ckptcheck_chunk:";
 Result<std::unique_ptr<TensorFile>> open_safetensors(std::unique_ptr<ByteSource> source);
 Result<std::unique_ptr<TensorFile>> open_safetensors_file(const std::string& path);
 
+// Writes the file through the streaming writer, each payload hashed once; its digest is the
+// header's (WrittenFile::sha256_of "header"), which holds every payload's SHA-256.
 Result<WrittenFile> write_safetensors_file(const std::string& path, const std::vector<ChunkPayload>& chunks,
                                            const nlohmann::json& metadata);
+
+// The shard digest a manifest records for our safetensors shards (sha256_of "header"): SHA-256 of
+// the 8-byte length field and the JSON header, padding included.
+Result<std::string> safetensors_header_digest(const ByteSource& source);
 
 // Hugging Face's sharded layout: model.safetensors.index.json maps tensor -> shard file name.
 struct SafetensorsIndexShard {

@@ -342,40 +342,8 @@ Result<std::string> ZipArchive::read(const ByteSource& src, const ZipEntry& entr
 
 namespace ckpt {
 
-namespace {
-
-// Slicing-by-8 tables: table[k][b] is the CRC of byte b followed by k zero bytes.
-using CrcTables = std::array<std::array<uint32_t, 256>, 8>;
-CrcTables make_crc_tables() {
-  CrcTables t{};
-  for (uint32_t b = 0; b < 256; ++b) {
-    uint32_t c = b;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-    t[0][b] = c;
-  }
-  for (uint32_t b = 0; b < 256; ++b) {
-    for (size_t k = 1; k < 8; ++k) t[k][b] = (t[k - 1][b] >> 8) ^ t[0][t[k - 1][b] & 0xff];
-  }
-  return t;
-}
-
-}  // namespace
-
-uint32_t crc32_update(uint32_t crc, const uint8_t* p, size_t n) {
-  static const CrcTables t = make_crc_tables();
-  uint32_t c = ~crc;
-  for (; n >= 8; p += 8, n -= 8) {
-    const uint32_t lo = c ^ static_cast<uint32_t>(decode_le(p, 4));
-    const uint32_t hi = static_cast<uint32_t>(decode_le(p + 4, 4));
-    c = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^
-        t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^ t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
-  }
-  for (; n > 0; ++p, --n) c = t[0][(c ^ *p) & 0xff] ^ (c >> 8);
-  return ~c;
-}
-
 Status ZipArchive::check_crc32(const ByteSource& src) const {
-  constexpr uint64_t kBuffer = 1 << 20;
+  constexpr uint64_t kBuffer = 256 << 10;  // stays in L2 between the read's copy and the CRC
   std::vector<uint8_t> buffer;
   for (const ZipEntry& e : entries_) {
     buffer.resize(static_cast<size_t>(std::min<uint64_t>(e.size, kBuffer)));

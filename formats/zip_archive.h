@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/byte_source.h"
+#include "base/crc32.h"
 #include "base/status.h"
 
 namespace ckpt {
@@ -36,8 +37,7 @@ struct ZipEntry {
 constexpr uint16_t kTorchPaddingExtraId = 0x4246;
 constexpr uint8_t kTorchPaddingByte = 'Z';
 
-// CRC-32 (ISO-HDLC, the zip/gzip polynomial), continued from `crc` (0 to start).
-uint32_t crc32_update(uint32_t crc, const uint8_t* data, size_t size);
+// crc32_update (base/crc32.h): CRC-32 (ISO-HDLC, the zip/gzip polynomial), continued from `crc`.
 
 class ZipArchive {
  public:

@@ -89,8 +89,9 @@ Result<ManifestShard> parse_shard(const nlohmann::json& j, const std::string& wh
   if (s.sha256_of != "file" && s.sha256_of != "header") {
     return Status::corruption(where + ": sha256_of is '" + s.sha256_of + "', expected 'file' or 'header'");
   }
-  if (s.sha256_of == "header" && s.format != "native") {
-    return Status::corruption(where + ": sha256_of 'header' is defined only for native shards");
+  if (s.sha256_of == "header" && s.format != "native" && s.format != "safetensors") {
+    return Status::corruption(where +
+                              ": sha256_of 'header' is defined only for native and safetensors shards");
   }
   if (s.sha256.size() != 64)
     return Status::corruption(where + ": sha256 of '" + s.path + "' is not 64 hex digits");

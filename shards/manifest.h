@@ -24,7 +24,8 @@ struct ManifestShard {
   uint64_t bytes = 0;
   std::string sha256;
   int64_t rank = 0;                // the process that wrote it
-  std::string sha256_of = "file";  // "file" (whole file) | "header" (native: preamble + header)
+  std::string sha256_of = "file";  // "file" (whole file) | "header" (native: preamble + header;
+                                   // safetensors: length field + JSON header)
 };
 
 struct ManifestChunk {

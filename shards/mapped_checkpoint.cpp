@@ -1,6 +1,7 @@
 #include "shards/mapped_checkpoint.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -172,7 +173,11 @@ class CheckpointMapper {
       return Status::ok();
     }
     // Assembled: zero-filled first, so a hostile manifest's gaps read as zeros, never old heap.
-    std::shared_ptr<uint8_t> buffer(new uint8_t[*nbytes ? *nbytes : 1](), std::default_delete<uint8_t[]>());
+    // calloc, not new[](): a large block comes fresh from mmap already zeroed, so the chunks' copy
+    // is the only pass that writes it (one copy at memory speed, not a memset and then a copy).
+    void* raw = std::calloc(static_cast<size_t>(*nbytes ? *nbytes : 1), 1);
+    if (!raw) return Status::io_error(t.name + ": cannot allocate " + std::to_string(*nbytes) + " bytes");
+    std::shared_ptr<uint8_t> buffer(static_cast<uint8_t*>(raw), [](uint8_t* p) { std::free(p); });
     view.data = buffer.get();
     const uint64_t row = row_bytes(t);
     for (const ResolvedChunk& c : chunks) {

@@ -80,11 +80,14 @@ TEST(Safetensors, RoundTripKeepsBytesHashesAndChunkFacts) {
   const nlohmann::json meta = {{"step", 42}, {"shard_index", 1}, {"shard_count", 2}};
   auto written = write_safetensors_file(dir + "/s.safetensors", {a, b}, meta);
   ASSERT_TRUE(written.is_ok()) << written.status().to_string();
-  uint64_t size = 0;
-  auto file_sha = sha256_hex_of_file(dir + "/s.safetensors", &size);
-  ASSERT_TRUE(file_sha.is_ok());
-  EXPECT_EQ(written->sha256, *file_sha);
-  EXPECT_EQ(written->bytes, size);
+  // The digest is the header's (length field + JSON), which holds every payload's SHA-256.
+  EXPECT_EQ(written->sha256_of, "header");
+  auto source = FileByteSource::open(dir + "/s.safetensors");
+  ASSERT_TRUE(source.is_ok());
+  EXPECT_EQ(written->sha256, *safetensors_header_digest(**source));
+  EXPECT_EQ(written->bytes, (*source)->size());
+  // Padded with spaces so that the data section, and so the first payload, starts on a page.
+  EXPECT_EQ(written->chunks[0].data_offset % 4096, 0u);
 
   auto r = open_safetensors_file(dir + "/s.safetensors");
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();

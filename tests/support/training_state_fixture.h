@@ -15,6 +15,7 @@
 #include "base/file_io.h"
 #include "base/sha256.h"
 #include "formats/native_shard.h"
+#include "formats/safetensors_file.h"
 #include "shards/checkpoint_writer.h"
 #include "shards/manifest.h"
 #include "tests/support/test_support.h"
@@ -133,7 +134,8 @@ inline void refresh_shard_hashes(const std::string& dir) {
       if (s.sha256_of == "header") {
         auto source = FileByteSource::open(dir + "/" + s.path);
         ASSERT_TRUE(source.is_ok());
-        sha = native_shard_header_digest(**source);
+        sha = s.format == "safetensors" ? safetensors_header_digest(**source)
+                                        : native_shard_header_digest(**source);
       }
       ASSERT_TRUE(sha.is_ok()) << sha.status().to_string();
       s.sha256 = *sha;

@@ -1,6 +1,7 @@
 #include "verifier/check/shard_scan.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <string_view>
@@ -8,7 +9,6 @@
 #include "base/byte_coding.h"
 #include "base/byte_source.h"
 #include "base/sha256.h"
-#include "formats/native_shard.h"
 #include "formats/native_shard_format.h"
 
 namespace ckpt {
@@ -19,148 +19,254 @@ void advance(std::atomic<uint64_t>* bytes_done, uint64_t n) {
   if (bytes_done) bytes_done->fetch_add(n, std::memory_order_relaxed);
 }
 
-// The chunk payload currently streaming past: its hasher and NaN counter exist only while the
-// pass is inside its byte range, so at most one of each is alive at a time.
-struct OpenChunk {
-  size_t index;
-  std::unique_ptr<Sha256> hash = std::make_unique<Sha256>();
-  NonfiniteCounter nonfinite;
-};
-
-// Marks where bytes not covered by any payload hash must be zero: everything past the header
-// that no payload occupies (alignment padding).
-void find_stray_bytes(const uint8_t* block, uint64_t pos, size_t n, uint64_t header_end,
-                      const std::vector<ChunkInfo>& chunks, const std::vector<size_t>& order, size_t next,
-                      int64_t* stray) {
-  if (*stray >= 0) return;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t at = pos + i;
-    if (at < header_end || block[i] == 0) continue;
-    bool in_payload = false;
-    // Payloads are sorted; only the ones from `next` on can still contain this block's bytes.
-    for (size_t k = next; k < order.size() && chunks[order[k]].data_offset <= at; ++k) {
-      const ChunkInfo& c = chunks[order[k]];
-      if (at < c.data_offset + c.data_bytes) {
-        in_payload = true;
-        i += static_cast<size_t>(c.data_offset + c.data_bytes - at) - 1;  // skip the rest of it
-        break;
-      }
-    }
-    if (!in_payload) {
-      *stray = static_cast<int64_t>(at);
-      return;
-    }
+// The offset of the first non-zero byte of [data, data + n), or n.
+size_t first_nonzero(const uint8_t* data, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, data + i, 8);
+    if (word) break;
   }
+  for (; i < n; ++i) {
+    if (data[i]) return i;
+  }
+  return n;
 }
 
-Result<ShardScan> scan_in_one_pass(const std::string& path, const TensorFile& file,
-                                   std::atomic<uint64_t>* bytes_done, size_t block_bytes,
-                                   ShardDigest digest) {
-  CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
-  const bool whole_file = digest == ShardDigest::kWholeFile;
-  uint64_t header_end = 0;
-  std::string header_digest;
-  if (!whole_file) {
-    CKPT_ASSIGN_OR_RETURN(header_digest, native_shard_header_digest(*source));
-    uint8_t len[8];
-    CKPT_RETURN_IF_ERROR(source->read_at(16, len, 8));
-    header_end = decode_le64(len) + kNativePreambleBytes;
-  }
-  const auto& chunks = file.chunks();
-  ShardScan scan;
-  scan.file_bytes = source->size();
-  scan.chunk_sha256.resize(chunks.size());
-  scan.chunk_nonfinite.resize(chunks.size());
-  std::vector<size_t> order(chunks.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return chunks[a].data_offset < chunks[b].data_offset; });
-
-  std::vector<uint8_t> block(
-      static_cast<size_t>(std::min<uint64_t>(block_bytes, std::max<uint64_t>(1, scan.file_bytes))));
-  Sha256 file_hash;
-  size_t next = 0;  // position in `order` of the next chunk not yet finished
-  std::unique_ptr<OpenChunk> open;
-  auto finish_open = [&] {
-    scan.chunk_sha256[open->index] = open->hash->finish_hex();
-    scan.chunk_nonfinite[open->index] = open->nonfinite.count();
-    open.reset();
-    ++next;
-  };
-  for (uint64_t pos = 0; pos < scan.file_bytes;) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), scan.file_bytes - pos));
-    CKPT_RETURN_IF_ERROR(source->read_at(pos, block.data(), n));
-    if (whole_file) {
-      file_hash.update(block.data(), n);
-    } else {
-      find_stray_bytes(block.data(), pos, n, header_end, chunks, order, next, &scan.stray_byte_offset);
+// Where the digest of a header-scoped shard ends: native, the preamble and the header its preamble
+// sizes; safetensors, the length field and the JSON header it sizes.
+Result<uint64_t> header_digest_end(const ByteSource& source, std::string_view format) {
+  uint8_t len[8];
+  if (format == "native") {
+    if (source.size() < kNativePreambleBytes) {
+      return Status::truncated(source.name() + ": shorter than the " + std::to_string(kNativePreambleBytes) +
+                               "-byte preamble");
     }
-    const uint64_t block_end = pos + n;
-    while (next < order.size()) {
-      const ChunkInfo& c = chunks[order[next]];
-      if (c.data_offset > block_end || (c.data_offset == block_end && c.data_bytes > 0)) break;
-      if (!open)
-        open.reset(new OpenChunk{order[next], std::make_unique<Sha256>(), NonfiniteCounter(c.dtype)});
-      const uint64_t lo = std::max(c.data_offset, pos);
-      const uint64_t hi = std::min(c.data_offset + c.data_bytes, block_end);
-      if (hi > lo) {
-        open->hash->update(block.data() + (lo - pos), static_cast<size_t>(hi - lo));
-        open->nonfinite.feed(block.data() + (lo - pos), static_cast<size_t>(hi - lo));
-      }
-      if (c.data_offset + c.data_bytes > block_end) break;  // continues in the next block
-      finish_open();
+    CKPT_RETURN_IF_ERROR(source.read_at(16, len, 8));
+    const uint64_t header = decode_le64(len);
+    if (header > source.size() - kNativePreambleBytes) {
+      return Status::truncated(source.name() + " @16: header length " + std::to_string(header) +
+                               " runs past the end of the file");
     }
-    advance(bytes_done, n);
-    pos = block_end;
+    return kNativePreambleBytes + header;
   }
-  // Only zero-byte chunks can remain (the reader places every payload inside the file).
-  while (next < order.size()) {
-    const ChunkInfo& c = chunks[order[next]];
-    if (c.data_bytes != 0)
-      return Status::truncated(path + ": payload of " + c.label() + " lies past the end of the file");
-    if (!open) open.reset(new OpenChunk{order[next], std::make_unique<Sha256>(), NonfiniteCounter(c.dtype)});
-    finish_open();
+  if (format == "safetensors") {
+    CKPT_RETURN_IF_ERROR(source.read_at(0, len, 8));
+    const uint64_t header = decode_le64(len);
+    if (header > source.size() - 8) {
+      return Status::truncated(source.name() + " @0: header length " + std::to_string(header) +
+                               " runs past the end of the file");
+    }
+    return 8 + header;
   }
-  scan.file_sha256 = whole_file ? file_hash.finish_hex() : header_digest;
-  return scan;
+  return Status::invalid_argument(source.name() + ": a header digest is defined only for native and " +
+                                  "safetensors shards, not " + std::string(format));
 }
 
-Result<ShardScan> scan_in_two_passes(const std::string& path, const TensorFile& file,
-                                     std::atomic<uint64_t>* bytes_done, size_t block_bytes) {
-  ShardScan scan;
-  CKPT_ASSIGN_OR_RETURN(scan.file_sha256, sha256_hex_of_file(path, &scan.file_bytes));
-  advance(bytes_done, scan.file_bytes);
-  const auto& chunks = file.chunks();
-  scan.chunk_sha256.resize(chunks.size());
-  scan.chunk_nonfinite.resize(chunks.size());
-  std::vector<uint8_t> block;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    block.resize(static_cast<size_t>(std::min<uint64_t>(chunks[i].data_bytes, block_bytes)));
-    Sha256 hash;
-    NonfiniteCounter nonfinite(chunks[i].dtype);
-    for (uint64_t done = 0; done < chunks[i].data_bytes;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunks[i].data_bytes - done, block.size()));
-      CKPT_RETURN_IF_ERROR(file.read_chunk(i, done, block.data(), n));
-      hash.update(block.data(), n);
-      nonfinite.feed(block.data(), n);
-      done += n;
-    }
-    scan.chunk_sha256[i] = hash.finish_hex();
-    scan.chunk_nonfinite[i] = nonfinite.count();
+// Payloads that are plain byte ranges, in file order, none overlapping the next: one pass can
+// attribute every byte to at most one chunk.
+bool payloads_are_disjoint(const std::vector<ChunkInfo>& chunks, const std::vector<size_t>& order,
+                           uint64_t file_bytes) {
+  uint64_t end = 0;
+  for (size_t i : order) {
+    const ChunkInfo& c = chunks[i];
+    if (c.data_offset < end || !range_within(c.data_offset, c.data_bytes, file_bytes)) return false;
+    end = c.data_offset + c.data_bytes;
   }
-  return scan;
+  return true;
 }
 
 }  // namespace
 
+uint64_t scan_unit_bytes(uint64_t total_bytes, size_t threads) {
+  const uint64_t per_unit = total_bytes / (kScanUnitsPerWorker * std::max<uint64_t>(1, threads));
+  return std::clamp(per_unit, kMinScanUnitBytes, kScanUnitBytes);
+}
+
+std::vector<ScanUnit> plan_scan_units(const std::vector<ChunkInfo>& chunks, const std::vector<size_t>& order,
+                                      uint64_t file_bytes, ShardDigest digest, uint64_t unit_bytes) {
+  if (digest == ShardDigest::kWholeFile || unit_bytes == 0 || order.empty())
+    return {ScanUnit{0, file_bytes, 0, order.size()}};
+  std::vector<ScanUnit> units;
+  ScanUnit current{0, 0, 0, 0};
+  for (size_t p = 0; p < order.size(); ++p) {
+    const uint64_t start = chunks[order[p]].data_offset;
+    if (p > current.first && start - current.begin >= unit_bytes) {
+      current.end = start;
+      current.last = p;
+      units.push_back(current);
+      current = ScanUnit{start, 0, p, 0};
+    }
+  }
+  current.end = file_bytes;
+  current.last = order.size();
+  units.push_back(current);
+  return units;
+}
+
+Result<ShardScanner> ShardScanner::plan(const std::string& path, const TensorFile& file, ShardDigest digest,
+                                        uint64_t unit_bytes) {
+  ShardScanner s;
+  s.path_ = path;
+  s.file_ = &file;
+  s.digest_ = digest;
+  s.chunks_ = file.chunks();
+  {
+    CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
+    s.scan_.file_bytes = source->size();
+    if (digest == ShardDigest::kHeader) {
+      CKPT_ASSIGN_OR_RETURN(s.header_end_, header_digest_end(*source, file.format_name()));
+    }
+  }
+  s.order_.resize(s.chunks_.size());
+  std::iota(s.order_.begin(), s.order_.end(), 0);
+  std::stable_sort(s.order_.begin(), s.order_.end(),
+                   [&](size_t a, size_t b) { return s.chunks_[a].data_offset < s.chunks_[b].data_offset; });
+  s.one_pass_ =
+      file.payload_source() != nullptr && payloads_are_disjoint(s.chunks_, s.order_, s.scan_.file_bytes);
+  if (!s.one_pass_ && digest == ShardDigest::kHeader) {
+    return Status::corruption(path + ": payloads overlap; a header-scoped digest cannot cover them");
+  }
+  if (s.one_pass_) s.file_ = nullptr;  // never read through: the caller may close it
+  s.units_ = s.one_pass_ ? plan_scan_units(s.chunks_, s.order_, s.scan_.file_bytes, digest, unit_bytes)
+                         : std::vector<ScanUnit>{ScanUnit{0, s.scan_.file_bytes, 0, s.chunks_.size()}};
+  s.unit_status_.assign(s.units_.size(), Status::ok());
+  s.unit_stray_.assign(s.units_.size(), -1);
+  s.scan_.chunk_sha256.resize(s.chunks_.size());
+  s.scan_.chunk_nonfinite.resize(s.chunks_.size());
+  return s;
+}
+
+void ShardScanner::scan_unit(size_t unit, std::atomic<uint64_t>* bytes_done, size_t block_bytes) {
+  unit_status_[unit] = one_pass_ ? scan_range(units_[unit], unit, bytes_done, block_bytes)
+                                 : scan_in_two_passes(bytes_done, block_bytes);
+}
+
+Result<ShardScan> ShardScanner::finish() {
+  for (const Status& s : unit_status_) CKPT_RETURN_IF_ERROR(s);
+  for (int64_t stray : unit_stray_) {
+    if (stray >= 0) {
+      scan_.stray_byte_offset = stray;  // units are in file order: the first one found is the lowest
+      break;
+    }
+  }
+  return std::move(scan_);
+}
+
+Status ShardScanner::scan_range(const ScanUnit& unit, size_t unit_index, std::atomic<uint64_t>* bytes_done,
+                                size_t block_bytes) {
+  CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path_));
+  if (source->size() != scan_.file_bytes) {
+    return Status::truncated(path_ + ": file changed size while being verified (" +
+                             std::to_string(scan_.file_bytes) + " -> " + std::to_string(source->size()) +
+                             " bytes)");
+  }
+  const bool whole_file = digest_ == ShardDigest::kWholeFile;
+  Sha256 file_hash;    // whole file: this unit is the whole file
+  Sha256 header_hash;  // header scope: the unit that starts at 0 holds the header
+  int64_t& stray = unit_stray_[unit_index];
+
+  // The chunk payload currently streaming past.
+  size_t next = unit.first;  // position in order_ of the next chunk not yet finished
+  std::unique_ptr<Sha256> chunk_hash;
+  std::unique_ptr<NonfiniteCounter> nonfinite;
+  auto finish_chunk = [&](size_t index) {
+    if (!chunk_hash) {
+      chunk_hash = std::make_unique<Sha256>();
+      nonfinite = std::make_unique<NonfiniteCounter>(chunks_[index].dtype);
+    }
+    scan_.chunk_sha256[index] = chunk_hash->finish_hex();
+    scan_.chunk_nonfinite[index] = nonfinite->count();
+    chunk_hash.reset();
+    nonfinite.reset();
+    ++next;
+  };
+
+  std::vector<uint8_t> block(
+      static_cast<size_t>(std::min<uint64_t>(block_bytes, std::max<uint64_t>(1, unit.end - unit.begin))));
+  for (uint64_t pos = unit.begin; pos < unit.end;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), unit.end - pos));
+    CKPT_RETURN_IF_ERROR(source->read_at(pos, block.data(), n));
+    const uint8_t* data = block.data();
+    if (whole_file) file_hash.update(data, n);
+    const uint64_t block_end = pos + n;
+    // Every byte of the block is header, payload or gap, in file order.
+    for (uint64_t at = pos; at < block_end;) {
+      if (!whole_file && at < header_end_) {
+        const uint64_t hi = std::min(header_end_, block_end);
+        header_hash.update(data + (at - pos), static_cast<size_t>(hi - at));
+        at = hi;
+        continue;
+      }
+      if (next < unit.last && chunks_[order_[next]].data_offset <= at) {
+        const size_t index = order_[next];
+        const ChunkInfo& c = chunks_[index];
+        const uint64_t hi = std::min(c.data_offset + c.data_bytes, block_end);
+        if (!chunk_hash) {
+          chunk_hash = std::make_unique<Sha256>();
+          nonfinite = std::make_unique<NonfiniteCounter>(c.dtype);
+        }
+        if (hi > at) {
+          chunk_hash->update(data + (at - pos), static_cast<size_t>(hi - at));
+          nonfinite->feed(data + (at - pos), static_cast<size_t>(hi - at));
+        }
+        if (hi == c.data_offset + c.data_bytes) finish_chunk(index);
+        at = hi;
+        continue;
+      }
+      const uint64_t gap_end =
+          next < unit.last ? std::min<uint64_t>(chunks_[order_[next]].data_offset, block_end) : block_end;
+      if (!whole_file && stray < 0) {
+        const size_t nz = first_nonzero(data + (at - pos), static_cast<size_t>(gap_end - at));
+        if (nz < gap_end - at) stray = static_cast<int64_t>(at + nz);
+      }
+      at = gap_end;
+    }
+    advance(bytes_done, n);
+    pos = block_end;
+  }
+  // Only zero-byte chunks at the very end can remain (payloads were checked to lie in the file).
+  while (next < unit.last) {
+    const ChunkInfo& c = chunks_[order_[next]];
+    if (c.data_bytes != 0)
+      return Status::truncated(path_ + ": payload of " + c.label() + " lies past the end of the file");
+    finish_chunk(order_[next]);
+  }
+  if (whole_file) {
+    scan_.file_sha256 = file_hash.finish_hex();
+  } else if (unit.begin == 0) {
+    if (unit.end < header_end_) return Status::truncated(path_ + ": header runs past the first unit");
+    scan_.file_sha256 = header_hash.finish_hex();
+  }
+  return Status::ok();
+}
+
+Status ShardScanner::scan_in_two_passes(std::atomic<uint64_t>* bytes_done, size_t block_bytes) {
+  CKPT_ASSIGN_OR_RETURN(scan_.file_sha256, sha256_hex_of_file(path_, &scan_.file_bytes));
+  advance(bytes_done, scan_.file_bytes);
+  std::vector<uint8_t> block;
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    block.resize(static_cast<size_t>(std::min<uint64_t>(chunks_[i].data_bytes, block_bytes)));
+    Sha256 hash;
+    NonfiniteCounter nonfinite(chunks_[i].dtype);
+    for (uint64_t done = 0; done < chunks_[i].data_bytes;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunks_[i].data_bytes - done, block.size()));
+      CKPT_RETURN_IF_ERROR(file_->read_chunk(i, done, block.data(), n));
+      hash.update(block.data(), n);
+      nonfinite.feed(block.data(), n);
+      done += n;
+    }
+    scan_.chunk_sha256[i] = hash.finish_hex();
+    scan_.chunk_nonfinite[i] = nonfinite.count();
+  }
+  return Status::ok();
+}
+
 Result<ShardScan> scan_shard(const std::string& path, const TensorFile& file,
                              std::atomic<uint64_t>* bytes_done, size_t block_bytes, ShardDigest digest) {
-  if (digest == ShardDigest::kNativeHeader && std::string_view(file.format_name()) != "native") {
-    return Status::invalid_argument(path + ": a header digest is defined only for native shards");
-  }
-  if (std::string_view(file.format_name()) == "native")
-    return scan_in_one_pass(path, file, bytes_done, block_bytes, digest);
-  return scan_in_two_passes(path, file, bytes_done, block_bytes);
+  CKPT_ASSIGN_OR_RETURN(ShardScanner scanner, ShardScanner::plan(path, file, digest));
+  for (size_t u = 0; u < scanner.unit_count(); ++u) scanner.scan_unit(u, bytes_done, block_bytes);
+  return scanner.finish();
 }
 
 }  // namespace ckpt

@@ -1,10 +1,17 @@
 // One sequential pass over a shard file that computes everything `verify` needs from its data:
-// the whole-file SHA-256, each chunk's payload SHA-256 and each floating chunk's NaN/Inf counts.
+// the shard's digest (whole file, or header), each chunk's payload SHA-256 and each floating chunk's
+// NaN/Inf counts.
 //
 // Why one pass: the file is read in kScanBlockBytes blocks with pread and every block feeds the
-// file hasher and the hasher of the chunk whose payload it holds, so the data is read once
-// (`sha256sum` plus a per-chunk check would read it twice). Memory is one block per shard being
-// scanned, whatever the checkpoint's size.
+// file (or header) hasher and the hasher of the chunk whose payload it holds, so the data is read
+// once (`sha256sum` plus a per-chunk check would read it twice). Blocks are small enough to stay in
+// L2 between the kernel's copy, SHA-256 and the NaN count, so only the copy touches DRAM.
+//
+// Why units: with a header digest (native and our safetensors shards) no hash spans the whole file,
+// so a shard is cut at payload starts into units (scan_unit_bytes) that workers scan
+// independently; a shard much larger than the others then keeps every core busy. A single payload
+// is never split (its SHA-256 is sequential). A whole-file digest is one unit.
+// Memory is one block per unit being scanned, whatever the checkpoint's size.
 #pragma once
 
 #include <atomic>
@@ -18,26 +25,90 @@
 
 namespace ckpt {
 
-constexpr size_t kScanBlockBytes = 4 << 20;
+constexpr size_t kScanBlockBytes = 256 << 10;
+constexpr uint64_t kScanUnitBytes = 64ull << 20;    // the largest unit a plan aims for
+constexpr uint64_t kMinScanUnitBytes = 1ull << 20;  // a unit's fixed cost (an open, a few reads): ~20 us
+constexpr uint64_t kScanUnitsPerWorker = 32;
+
+// The unit length for a checkpoint of `total_bytes` scanned by `threads` workers: about
+// kScanUnitsPerWorker units per worker, so that the last ones to finish (units run largest first)
+// are short and no core idles long at the end; within [kMinScanUnitBytes, kScanUnitBytes].
+uint64_t scan_unit_bytes(uint64_t total_bytes, size_t threads);
 
 // What the shard's manifest digest covers (ManifestShard::sha256_of).
-enum class ShardDigest { kWholeFile, kNativeHeader };
+enum class ShardDigest { kWholeFile, kHeader };
 
 struct ShardScan {
-  // The shard's digest in the requested scope: the whole file, or (native) preamble + header.
+  // The shard's digest in the requested scope: the whole file, or the format's header (native:
+  // preamble + header; safetensors: length field + JSON header).
   std::string file_sha256;
-  // kNativeHeader only: the first byte outside the header and every payload that is not zero
-  // padding, or -1. Such a byte is covered by no hash, so the verifier must reject it.
+  // kHeader only: the first byte outside the header and every payload that is not zero padding,
+  // or -1. Such a byte is covered by no hash, so the verifier must reject it.
   int64_t stray_byte_offset = -1;
   uint64_t file_bytes = 0;
   std::vector<std::string> chunk_sha256;        // by index in file.chunks()
   std::vector<NonfiniteCount> chunk_nonfinite;  // by index in file.chunks()
 };
 
-// Scans `path`, whose chunks `file` describes. For the native format (payloads stored raw at
-// data_offset, non-overlapping: its reader checks this) it is the single pass; other formats fall
-// back to a file pass plus a read_chunk pass per chunk. `bytes_done` (may be null) is advanced as
-// bytes are hashed, for progress.
+// A byte range of a shard scanned by one worker: [begin, end) of the file, holding the payloads
+// of the chunks at positions [first, last) of the plan's offset order, whole.
+struct ScanUnit {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  size_t first = 0;
+  size_t last = 0;
+};
+
+// Cuts [0, file_bytes) into units at payload starts, each at least `unit_bytes` long (but the
+// last), for a header-digest scan; `order` lists chunk indices by data_offset. A whole-file digest
+// or unit_bytes == 0 gives one unit. Pure: the work split, testable without files.
+std::vector<ScanUnit> plan_scan_units(const std::vector<ChunkInfo>& chunks, const std::vector<size_t>& order,
+                                      uint64_t file_bytes, ShardDigest digest, uint64_t unit_bytes);
+
+// The scan of one shard, split into units that may run on different threads (each unit writes only
+// its own chunks' results), then finished once all units ran.
+class ShardScanner {
+ public:
+  // Reads the header length (kHeader) and plans the units. The scanner keeps a copy of the chunk
+  // table, not the file: each unit opens its own descriptor, so thousands of planned shards do not
+  // hold thousands of open files.
+  static Result<ShardScanner> plan(const std::string& path, const TensorFile& file, ShardDigest digest,
+                                   uint64_t unit_bytes = kScanUnitBytes);
+
+  size_t unit_count() const { return units_.size(); }
+  // Whether the scan reads through the TensorFile (payloads that are not plain disjoint ranges):
+  // then the file passed to plan() must stay open until finish().
+  bool needs_file() const { return !one_pass_; }
+  uint64_t unit_size(size_t unit) const { return units_[unit].end - units_[unit].begin; }
+  // Scans one unit; distinct units may run concurrently. `bytes_done` (may be null) grows as bytes
+  // are read, for progress.
+  void scan_unit(size_t unit, std::atomic<uint64_t>* bytes_done, size_t block_bytes = kScanBlockBytes);
+  // The result, once every unit was scanned: the first unit's error, if any.
+  Result<ShardScan> finish();
+
+ private:
+  ShardScanner() = default;
+  Status scan_range(const ScanUnit& unit, size_t unit_index, std::atomic<uint64_t>* bytes_done,
+                    size_t block_bytes);
+  Status scan_in_two_passes(std::atomic<uint64_t>* bytes_done, size_t block_bytes);
+
+  std::string path_;
+  const TensorFile* file_ = nullptr;  // two-pass fallback only; the caller keeps it open until finish
+  std::vector<ChunkInfo> chunks_;
+  std::vector<size_t> order_;  // chunk indices by data_offset
+  ShardDigest digest_ = ShardDigest::kWholeFile;
+  bool one_pass_ = true;  // payloads are plain, non-overlapping byte ranges of the file
+  uint64_t header_end_ = 0;
+  std::vector<ScanUnit> units_;
+  std::vector<Status> unit_status_;
+  std::vector<int64_t> unit_stray_;
+  ShardScan scan_;
+};
+
+// Scans `path`, whose chunks `file` describes, unit after unit on the calling thread. Payloads
+// stored as plain non-overlapping byte ranges (native, safetensors, ...) take the single pass;
+// others fall back to a file pass plus a read_chunk pass per chunk. `bytes_done` (may be null) is
+// advanced as bytes are hashed, for progress.
 Result<ShardScan> scan_shard(const std::string& path, const TensorFile& file,
                              std::atomic<uint64_t>* bytes_done, size_t block_bytes = kScanBlockBytes,
                              ShardDigest digest = ShardDigest::kWholeFile);

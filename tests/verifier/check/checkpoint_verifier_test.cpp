@@ -473,5 +473,56 @@ TEST_F(VerifierTest, DeeplyNestedConfigIsRefusedNotACrash) {
   EXPECT_NE(codes_of(r.errors).find("nests deeper than"), std::string::npos) << codes_of(r.errors);
 }
 
+// safetensors shards record their header's digest (length field + JSON, which holds every payload's
+// SHA-256): damage to the header padding and to a payload are both caught, and a shard recorded
+// with a whole-file digest by an older writer still verifies.
+TEST(VerifierSafetensors, ShardsAreCoveredByTheirHeaderDigest) {
+  TempDir root;
+  std::vector<TensorView> views;
+  const auto state = full_training_state();
+  for (const auto& t : state) views.push_back(t.view());
+  CheckpointMetadata meta;
+  meta.step = kFixtureStep;
+  CheckpointWriteOptions options;
+  options.num_shards = 2;
+  options.split_min_bytes = 1024;
+  options.format = "safetensors";
+  auto committed = write_checkpoint(root.path(), views, meta, options);
+  ASSERT_TRUE(committed.is_ok()) << committed.status().to_string();
+  const std::string dir = committed->dir;
+  EXPECT_EQ(committed->manifest.shards[0].sha256_of, "header");
+  const VerifyReport clean = verify(dir);
+  EXPECT_TRUE(clean.ok()) << codes_of(clean.errors);
+
+  const std::string shard = fixture_shard_path(dir, 0);
+  const auto original = read_file_bytes(shard);
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, original.data(), 8);  // little-endian host
+  ASSERT_EQ(original[8 + header_len - 1], ' ');  // padded up to the page-aligned data section
+  auto bytes = original;
+  bytes[8 + header_len - 1] = '\t';  // still valid JSON whitespace: only the digest can tell
+  write_file_bytes(shard, bytes);
+  expect_error(verify(dir), verify_code::kShardSha256Mismatch);
+
+  write_file_bytes(shard, original);
+  const ManifestChunk c = read_fixture_manifest(dir).tensors[0].chunks[0];
+  const std::string chunk_shard = fixture_shard_path(dir, c.shard);
+  auto payload = read_file_bytes(chunk_shard);
+  const auto payload_original = payload;
+  payload[c.data_offset] ^= 0x01;
+  write_file_bytes(chunk_shard, payload);
+  expect_error(verify(dir), verify_code::kChunkSha256Mismatch);
+  write_file_bytes(chunk_shard, payload_original);
+
+  edit_manifest(dir, [&](Manifest& m) {
+    for (auto& s : m.shards) {
+      s.sha256_of = "file";
+      s.sha256 = *sha256_hex_of_file(dir + "/" + s.path);
+    }
+  });
+  const VerifyReport old = verify(dir);
+  EXPECT_TRUE(old.ok()) << codes_of(old.errors);
+}
+
 }  // namespace
 }  // namespace ckpt

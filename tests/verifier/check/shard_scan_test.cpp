@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "base/sha256.h"
 #include "formats/native_shard.h"
 #include "tests/support/training_state_fixture.h"
@@ -56,7 +58,7 @@ TEST(ShardScan, HeaderDigestScopeReportsNonZeroPadding) {
     if (end % 64 != 0 && end < file_size && padding_at == 0) padding_at = end;
   }
   ASSERT_GT(padding_at, 0u);
-  auto clean = scan_shard(path, **file, nullptr, 4096, ShardDigest::kNativeHeader);
+  auto clean = scan_shard(path, **file, nullptr, 4096, ShardDigest::kHeader);
   ASSERT_TRUE(clean.is_ok());
   EXPECT_EQ(clean->stray_byte_offset, -1);
   auto source = FileByteSource::open(path);
@@ -65,9 +67,102 @@ TEST(ShardScan, HeaderDigestScopeReportsNonZeroPadding) {
   auto bytes = read_file_bytes(path);
   bytes[padding_at] = 0x5a;
   write_file_bytes(path, bytes);
-  auto dirty = scan_shard(path, **file, nullptr, 4096, ShardDigest::kNativeHeader);
+  auto dirty = scan_shard(path, **file, nullptr, 4096, ShardDigest::kHeader);
   ASSERT_TRUE(dirty.is_ok());
   EXPECT_EQ(dirty->stray_byte_offset, static_cast<int64_t>(padding_at));
+}
+
+ChunkInfo payload_at(uint64_t offset, uint64_t bytes) {
+  ChunkInfo c;
+  c.data_offset = offset;
+  c.data_bytes = bytes;
+  return c;
+}
+
+// Units start at payload starts, each at least unit_bytes long but the last, the first holds the
+// header, together they tile the file and list every chunk once in file order.
+TEST(ShardScan, PlanCutsAtPayloadStartsAndTilesTheFile) {
+  // Offsets out of order on purpose: the plan follows `order`.
+  const std::vector<ChunkInfo> chunks = {payload_at(1000, 100), payload_at(100, 500), payload_at(600, 0),
+                                         payload_at(640, 300), payload_at(1100, 4000)};
+  const std::vector<size_t> order = {1, 2, 3, 0, 4};
+  const auto units = plan_scan_units(chunks, order, 5200, ShardDigest::kHeader, 600);
+  ASSERT_EQ(units.size(), 2u);
+  EXPECT_EQ(units[0].begin, 0u);
+  EXPECT_EQ(units[0].end, 600u);  // 600 bytes reached where the zero-byte chunk starts
+  EXPECT_EQ(units[0].first, 0u);
+  EXPECT_EQ(units[0].last, 1u);
+  EXPECT_EQ(units[1].begin, 600u);  // 40, 400, 500 bytes in at the next starts: no cut before the end
+  EXPECT_EQ(units[1].end, 5200u);
+  EXPECT_EQ(units[1].first, 1u);
+  EXPECT_EQ(units[1].last, 5u);
+
+  const auto each = plan_scan_units(chunks, order, 5200, ShardDigest::kHeader, 1);
+  ASSERT_EQ(each.size(), 5u);
+  for (size_t u = 0; u < each.size(); ++u) {
+    EXPECT_EQ(each[u].first, u);
+    EXPECT_EQ(each[u].last, u + 1);
+    if (u) {
+      EXPECT_EQ(each[u].begin, each[u - 1].end);
+    }
+  }
+  EXPECT_EQ(each.back().end, 5200u);
+
+  // A whole-file digest is one sequential hash: never split.
+  const auto whole = plan_scan_units(chunks, order, 5200, ShardDigest::kWholeFile, 1);
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].end, 5200u);
+  EXPECT_EQ(whole[0].last, 5u);
+  EXPECT_EQ(plan_scan_units({}, {}, 77, ShardDigest::kHeader, 1).size(), 1u);
+}
+
+TEST(ShardScan, UnitLengthAimsAtManyUnitsPerWorkerWithinBounds) {
+  EXPECT_EQ(scan_unit_bytes(8192ull << 20, 2), kScanUnitBytes);  // 128 MiB each: capped
+  EXPECT_EQ(scan_unit_bytes(2048ull << 20, 2), (2048ull << 20) / kScanUnitsPerWorker / 2);
+  EXPECT_EQ(scan_unit_bytes(1ull << 20, 8), kMinScanUnitBytes);                       // tiny: floored
+  EXPECT_EQ(scan_unit_bytes(256ull << 20, 0), (256ull << 20) / kScanUnitsPerWorker);  // 0 threads: 1
+}
+
+// Split into one unit per payload and scanned out of order (as parallel workers may), the scan
+// equals the single-unit one, and padding damage is still found, at its lowest offset.
+TEST(ShardScan, UnitsScannedInAnyOrderAgreeWithOneUnit) {
+  TempDir root;
+  const std::string dir = save_training_state(root.path(), full_training_state(), kFixtureStep, 1);
+  const std::string path = fixture_shard_path(dir, 0);
+  auto file = open_native_shard_file(path);
+  ASSERT_TRUE(file.is_ok());
+  auto whole = scan_shard(path, **file, nullptr, 4096, ShardDigest::kHeader);
+  ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+  auto scan_split = [&]() {
+    auto scanner = ShardScanner::plan(path, **file, ShardDigest::kHeader, /*unit_bytes=*/1);
+    EXPECT_TRUE(scanner.is_ok());
+    EXPECT_GT(scanner->unit_count(), 2u);
+    std::atomic<uint64_t> done{0};
+    for (size_t u = scanner->unit_count(); u-- > 0;) scanner->scan_unit(u, &done, 100);
+    EXPECT_EQ(done.load(), read_file_bytes(path).size());
+    return scanner->finish();
+  };
+  auto split = scan_split();
+  ASSERT_TRUE(split.is_ok()) << split.status().to_string();
+  EXPECT_EQ(split->file_sha256, whole->file_sha256);
+  EXPECT_EQ(split->chunk_sha256, whole->chunk_sha256);
+  EXPECT_EQ(split->stray_byte_offset, -1);
+
+  std::vector<uint64_t> padding;  // every byte after an unaligned payload end, before the next
+  const uint64_t file_size = read_file_bytes(path).size();
+  for (const auto& c : (*file)->chunks()) {
+    const uint64_t end = c.data_offset + c.data_bytes;
+    if (end % 64 != 0 && end < file_size) padding.push_back(end);
+  }
+  ASSERT_GE(padding.size(), 2u);
+  std::sort(padding.begin(), padding.end());
+  auto bytes = read_file_bytes(path);
+  bytes[padding[padding.size() - 1]] = 1;
+  bytes[padding[padding.size() - 2]] = 2;
+  write_file_bytes(path, bytes);
+  auto dirty = scan_split();
+  ASSERT_TRUE(dirty.is_ok());
+  EXPECT_EQ(dirty->stray_byte_offset, static_cast<int64_t>(padding[padding.size() - 2]));
 }
 
 }  // namespace

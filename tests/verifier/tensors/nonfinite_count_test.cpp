@@ -79,5 +79,38 @@ TEST(NonfiniteCounter, IntegersAreNeverCounted) {
   EXPECT_FALSE(c.counts_anything());
 }
 
+// Long runs take the lane-wise path: counts must stay exact past the lanes' fold interval (255
+// vectors) for every width, wherever the specials sit, including the scalar tail.
+TEST(NonfiniteCounter, LongRunsCountExactlyInEveryWidth) {
+  struct Case {
+    DType dtype;
+    size_t width;
+    uint64_t nan_bits, inf_bits;
+  };
+  for (const Case& c : {Case{DType::kF32, 4, 0x7fc00000u, 0x7f800000u}, Case{DType::kF16, 2, 0x7e00, 0x7c00},
+                        Case{DType::kBF16, 2, 0x7fc0, 0x7f80}, Case{DType::kF8E5M2, 1, 0x7e, 0x7c},
+                        Case{DType::kF64, 8, 0x7ff8000000000000ull, 0x7ff0000000000000ull}}) {
+    const size_t elements = 255 * 16 * 3 + 7;  // several folds of the widest lane count, odd tail
+    std::vector<uint8_t> bytes(elements * c.width, 0);
+    uint64_t nans = 0, infs = 0;
+    for (size_t i = 0; i < elements; i += 97) {
+      const uint64_t bits = (i / 97) % 3 == 0 ? c.inf_bits : c.nan_bits;
+      std::memcpy(bytes.data() + i * c.width, &bits, c.width);  // little-endian host
+      ((i / 97) % 3 == 0 ? infs : nans) += 1;
+    }
+    std::memcpy(bytes.data() + (elements - 1) * c.width, &c.nan_bits, c.width);  // in the tail
+    ++nans;
+    NonfiniteCounter counter(c.dtype);
+    counter.feed(bytes.data(), bytes.size());
+    EXPECT_EQ(counter.count().nan, nans) << dtype_name(c.dtype);
+    EXPECT_EQ(counter.count().inf, infs) << dtype_name(c.dtype);
+    // Every element an Inf: no lane counter may wrap.
+    for (size_t i = 0; i < elements; ++i) std::memcpy(bytes.data() + i * c.width, &c.inf_bits, c.width);
+    NonfiniteCounter all(c.dtype);
+    all.feed(bytes.data(), bytes.size());
+    EXPECT_EQ(all.count().inf, elements) << dtype_name(c.dtype);
+  }
+}
+
 }  // namespace
 }  // namespace ckpt
