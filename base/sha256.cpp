@@ -83,6 +83,29 @@ Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offse
   return h.finish_hex();
 }
 
+Result<PiecewiseSha256> sha256_hex_of_pieces(const ByteSource& source, uint64_t length, uint64_t piece_bytes,
+                                             std::atomic<uint64_t>* hashed) {
+  if (piece_bytes == 0) return Status::invalid_argument("sha256_hex_of_pieces: piece size 0");
+  Sha256 whole;
+  PiecewiseSha256 out;
+  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(length, kHashBufferBytes)));
+  for (uint64_t start = 0; start < length; start += piece_bytes) {
+    const uint64_t end = start + std::min(piece_bytes, length - start);
+    Sha256 piece;
+    for (uint64_t at = start; at < end;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(end - at, buffer.size()));
+      CKPT_RETURN_IF_ERROR(source.read_at(at, buffer.data(), n));
+      whole.update(buffer.data(), n);
+      piece.update(buffer.data(), n);
+      at += n;
+      if (hashed) hashed->fetch_add(n, std::memory_order_relaxed);
+    }
+    out.pieces.push_back(piece.finish_hex());
+  }
+  out.whole = whole.finish_hex();
+  return out;
+}
+
 Result<std::string> sha256_hex_of_file(const std::string& path, uint64_t* size_out) {
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
   if (size_out) *size_out = source->size();

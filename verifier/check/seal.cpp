@@ -101,13 +101,21 @@ ItemRanges dcp_item_ranges(const std::string& dir) {
 }
 
 Result<SealedFile> seal_file(const std::string& dir, const std::string& relative, const ItemRanges& dcp_items,
-                             std::atomic<uint64_t>* hashed) {
+                             uint64_t piece_bytes, std::atomic<uint64_t>* hashed) {
   CKPT_ASSIGN_OR_RETURN(std::string path, resolve_shard_path(dir, relative));
   SealedFile f;
   f.path = relative;
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
   f.bytes = source->size();
-  CKPT_ASSIGN_OR_RETURN(f.sha256, sha256_hex_of_range(*source, 0, f.bytes, hashed));
+  if (piece_bytes > 0 && f.bytes > piece_bytes) {
+    CKPT_ASSIGN_OR_RETURN(PiecewiseSha256 digest,
+                          sha256_hex_of_pieces(*source, f.bytes, piece_bytes, hashed));
+    f.sha256 = std::move(digest.whole);
+    f.piece_bytes = piece_bytes;
+    f.pieces = std::move(digest.pieces);
+  } else {
+    CKPT_ASSIGN_OR_RETURN(f.sha256, sha256_hex_of_range(*source, 0, f.bytes, hashed));
+  }
   if (!dcp_items.empty() && relative == kDcpMetadataFileName) {
     f.format = "dcp";  // the item index itself: sealed whole, nothing to list
     return f;
@@ -168,6 +176,10 @@ nlohmann::json sealed_file_to_json(const SealedFile& f) {
                        {"sha256", t.sha256}});
   }
   nlohmann::json j = {{"path", f.path}, {"bytes", f.bytes}, {"sha256", f.sha256}, {"tensors", tensors}};
+  if (!f.pieces.empty()) {
+    j["piece_bytes"] = f.piece_bytes;
+    j["pieces"] = f.pieces;
+  }
   if (!f.format.empty()) j["format"] = f.format;
   if (!f.tensors_unread.empty()) j["tensors_unread"] = f.tensors_unread;
   return j;
@@ -206,6 +218,25 @@ Result<SealedFile> parse_sealed_file(const nlohmann::json& j, const std::string&
   }
   CKPT_ASSIGN_OR_RETURN(f.bytes, json_uint(j, "bytes", where));
   CKPT_ASSIGN_OR_RETURN(f.sha256, sha256_field(j, "sha256", where));
+  if (j.contains("pieces") || j.contains("piece_bytes")) {
+    CKPT_ASSIGN_OR_RETURN(f.piece_bytes, json_uint(j, "piece_bytes", where));
+    CKPT_ASSIGN_OR_RETURN(const nlohmann::json* pieces, json_array(j, "pieces", where));
+    if (f.piece_bytes == 0) return Status::corruption(where + ": piece_bytes: expected > 0, got 0");
+    const uint64_t expected = f.bytes / f.piece_bytes + (f.bytes % f.piece_bytes ? 1 : 0);
+    if (pieces->size() != expected) {
+      return Status::corruption(where + ": pieces: expected " + std::to_string(expected) + " digests for " +
+                                std::to_string(f.bytes) + " bytes in pieces of " +
+                                std::to_string(f.piece_bytes) + ", got " + std::to_string(pieces->size()));
+    }
+    for (size_t i = 0; i < pieces->size(); ++i) {
+      const nlohmann::json& d = (*pieces)[i];
+      if (!d.is_string() || !is_sha256_hex(d.get<std::string>())) {
+        return Status::corruption(where + ": pieces[" + std::to_string(i) +
+                                  "]: expected 64 lowercase hex digits");
+      }
+      f.pieces.push_back(d.get<std::string>());
+    }
+  }
   if (j.contains("format")) {
     CKPT_ASSIGN_OR_RETURN(f.format, json_string(j, "format", where));
   }
@@ -279,42 +310,103 @@ void locate_change(const std::string& path, const ByteSource& source, const Seal
   }
 }
 
-FileFinding check_sealed_file(const std::string& dir, const SealedFile& sealed,
-                              std::atomic<uint64_t>* hashed) {
-  FileFinding out;
+// What to hash of one sealed file: the whole file, or its pieces (each a parallel unit) when the
+// seal has them and the size still matches.
+struct FilePlan {
+  std::string path;  // resolved; empty when the file cannot be opened (the error is in `finding`)
+  std::shared_ptr<const ByteSource> source;
+  bool by_pieces = false;
+  std::vector<std::string> pieces_now;  // filled by the units
+  FileFinding finding;
+};
+
+FilePlan plan_sealed_file(const std::string& dir, const SealedFile& sealed) {
+  FilePlan plan;
   auto add = [&](const char* code, std::string message) {
-    out.errors.push_back({code, sealed.path, "", std::move(message)});
+    plan.finding.errors.push_back({code, sealed.path, "", std::move(message)});
   };
   auto path = resolve_shard_path(dir, sealed.path);
   if (!path.is_ok()) {
     add(verify_code::kSealFileMissing, path.status().message());
-    return out;
+    return plan;
   }
   auto source = FileByteSource::open(*path);
   if (!source.is_ok()) {
     add(verify_code::kSealFileMissing, source.status().message());
-    return out;
+    return plan;
   }
-  const uint64_t size = (*source)->size();
+  plan.path = *path;
+  plan.source = std::move(*source);
+  const uint64_t size = plan.source->size();
   if (size != sealed.bytes) {
     add(verify_code::kSealFileSizeMismatch, *path + ": " + std::to_string(size) + " bytes, sealed with " +
                                                 std::to_string(sealed.bytes) +
                                                 (size < sealed.bytes ? " (truncated)" : " (grown)"));
   }
-  auto digest = sha256_hex_of_range(**source, 0, size, hashed);
-  out.bytes_hashed += size;
-  if (!digest.is_ok()) {
-    add(verify_code::kSealFileMissing, digest.status().message());
-    return out;
+  plan.by_pieces = !sealed.pieces.empty() && size == sealed.bytes;
+  if (plan.by_pieces) plan.pieces_now.assign(sealed.pieces.size(), "");
+  return plan;
+}
+
+// One unit of parallel work: a whole file (piece == SIZE_MAX) or one piece of it.
+struct HashUnit {
+  size_t file = 0;
+  size_t piece = SIZE_MAX;
+};
+
+void run_unit(const HashUnit& unit, const SealedFile& sealed, FilePlan& plan, std::atomic<uint64_t>* hashed) {
+  if (unit.piece == SIZE_MAX) {
+    const uint64_t size = plan.source->size();
+    auto digest = sha256_hex_of_range(*plan.source, 0, size, hashed);
+    plan.finding.bytes_hashed += size;
+    if (!digest.is_ok()) {
+      plan.finding.errors.push_back(
+          {verify_code::kSealFileMissing, sealed.path, "", digest.status().message()});
+      return;
+    }
+    plan.finding.sha256 = *digest;
+    return;
   }
-  out.sha256 = *digest;
-  if (*digest == sealed.sha256) return out;
-  if (size == sealed.bytes) {
-    add(verify_code::kSealFileSha256Mismatch,
-        *path + ": sha256 mismatch: sealed " + sealed.sha256 + ", now " + *digest);
+  const uint64_t start = unit.piece * sealed.piece_bytes;
+  const uint64_t length = std::min(sealed.piece_bytes, sealed.bytes - start);
+  auto digest = sha256_hex_of_range(*plan.source, start, length, hashed);
+  // Each piece writes only its own slot; the file's totals are summed after the parallel run.
+  plan.pieces_now[unit.piece] = digest.is_ok() ? *digest : "unreadable: " + digest.status().message();
+}
+
+// After the units ran: the file's verdict, and where inside it a change is.
+void conclude_sealed_file(const SealedFile& sealed, FilePlan& plan) {
+  FileFinding& out = plan.finding;
+  if (!plan.source) return;
+  if (plan.by_pieces) {
+    out.bytes_hashed += sealed.bytes;
+    std::string changed;
+    size_t count = 0;
+    for (size_t i = 0; i < sealed.pieces.size(); ++i) {
+      if (plan.pieces_now[i] == sealed.pieces[i]) continue;
+      const uint64_t start = i * sealed.piece_bytes;
+      const uint64_t end = std::min(start + sealed.piece_bytes, sealed.bytes);
+      if (count++ < 4)
+        changed += (changed.empty() ? "" : ", ") + std::to_string(start) + ".." + std::to_string(end);
+    }
+    // Every piece matches: the bytes are the sealed ones, so the whole-file digest is too.
+    if (count == 0) {
+      out.sha256 = sealed.sha256;
+      return;
+    }
+    out.errors.push_back({verify_code::kSealFileSha256Mismatch, sealed.path, "",
+                          plan.path + ": " + std::to_string(count) + " of " +
+                              std::to_string(sealed.pieces.size()) + " sealed pieces differ (bytes " +
+                              changed + (count > 4 ? ", ..." : "") + ")"});
+    locate_change(plan.path, *plan.source, sealed, out);
+    return;
   }
-  locate_change(*path, **source, sealed, out);
-  return out;
+  if (out.sha256.empty() || out.sha256 == sealed.sha256) return;
+  if (plan.source->size() == sealed.bytes) {
+    out.errors.push_back({verify_code::kSealFileSha256Mismatch, sealed.path, "",
+                          plan.path + ": sha256 mismatch: sealed " + sealed.sha256 + ", now " + out.sha256});
+  }
+  locate_change(plan.path, *plan.source, sealed, out);
 }
 
 void check_seal_signature(const std::string& seal_path, const std::string& text, const std::string& pubkey,
@@ -397,7 +489,10 @@ Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& 
   if (options.on_progress) report = [&] { options.on_progress(hashed.load(), total); };
   run_parallel_reporting(
       count, resolve_jobs(options.jobs, count),
-      [&](size_t i) { sealed[i] = seal_file(target.dir, target.files[i], dcp_items, &hashed); }, report);
+      [&](size_t i) {
+        sealed[i] = seal_file(target.dir, target.files[i], dcp_items, options.piece_bytes, &hashed);
+      },
+      report);
 
   Seal seal;
   for (auto& r : sealed) {
@@ -456,15 +551,31 @@ Result<VerifyReport> verify_sealed(const std::string& raw, size_t jobs, const st
   }
 
   const size_t count = seal.files.size();
-  std::vector<FileFinding> findings(count);
-  std::atomic<uint64_t> hashed{0};
+  std::vector<FilePlan> plans;
+  std::vector<HashUnit> units;
   uint64_t total = 0;
-  for (const auto& f : seal.files) total += f.bytes;
+  for (size_t i = 0; i < count; ++i) {
+    plans.push_back(plan_sealed_file(target.dir, seal.files[i]));
+    if (!plans.back().source) continue;
+    total += plans.back().source->size();
+    if (plans.back().by_pieces) {
+      for (size_t p = 0; p < seal.files[i].pieces.size(); ++p) units.push_back({i, p});
+    } else {
+      units.push_back({i, SIZE_MAX});
+    }
+  }
+  std::atomic<uint64_t> hashed{0};
   std::function<void()> progress;
   if (on_progress) progress = [&] { on_progress(hashed.load(), total); };
   run_parallel_reporting(
-      count, resolve_jobs(jobs, count),
-      [&](size_t i) { findings[i] = check_sealed_file(target.dir, seal.files[i], &hashed); }, progress);
+      units.size(), resolve_jobs(jobs, units.size()),
+      [&](size_t u) { run_unit(units[u], seal.files[units[u].file], plans[units[u].file], &hashed); },
+      progress);
+  std::vector<FileFinding> findings;
+  for (size_t i = 0; i < count; ++i) {
+    conclude_sealed_file(seal.files[i], plans[i]);
+    findings.push_back(std::move(plans[i].finding));
+  }
   std::map<std::string, std::string> hashed_now;
   for (size_t i = 0; i < count; ++i) {
     for (auto& e : findings[i].errors) report.errors.push_back(std::move(e));

@@ -7,7 +7,9 @@
 // every tensor's name, dtype, shape, byte range in the file and the SHA-256 of that range. In a DCP
 // directory each storage item of a `.distcp` file (a tensor chunk or a bytes entry) is one range. Verify
 // hashes each file once; only a file whose hash differs is examined range by range, straight from
-// the recorded offsets, so a file whose header the damage made unreadable is still localised.
+// the recorded offsets, so a file whose header the damage made unreadable is still localised. A
+// large file's pieces are hashed in parallel; matching pieces prove the file without a second,
+// single-threaded pass over it.
 //
 // Where it lives: `DIR/ckptcheck.seal.json` for a directory, `FILE.ckptcheck.seal.json` for one
 // file. It carries its own digest ("seal_sha256", base/embedded_digest.h) and can be signed with
@@ -69,17 +71,25 @@ struct SealedFile {
   std::string format;  // the tensor format our reader recognised; empty for other files
   uint64_t bytes = 0;
   std::string sha256;
+  // A file larger than one piece also records the SHA-256 of each consecutive `piece_bytes` piece,
+  // so verify hashes it on every core instead of one; absent in seals written before pieces.
+  uint64_t piece_bytes = 0;
+  std::vector<std::string> pieces;
   std::vector<SealedTensor> tensors;
   std::string tensors_unread;  // why the tensors are not listed, when a reader refused the file
 };
+
+// Files larger than this are sealed piece by piece too (64 MiB: a 1 GiB file gives 16 pieces).
+constexpr uint64_t kSealPieceBytes = 64ull << 20;
 
 struct Seal {
   std::vector<SealedFile> files;
 };
 
 struct SealOptions {
-  size_t jobs = 0;               // files hashed in parallel; 0 = one per core
-  bool write_integrity = false;  // also write Megatron-Core's integrity.json (directories only)
+  size_t jobs = 0;                         // files hashed in parallel; 0 = one per core
+  bool write_integrity = false;            // also write Megatron-Core's integrity.json (directories only)
+  uint64_t piece_bytes = kSealPieceBytes;  // files larger than this are also sealed by pieces
   // Called on the calling thread a few times a second: (bytes hashed, bytes total).
   std::function<void(uint64_t, uint64_t)> on_progress;
 };

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "base/file_io.h"
 #include "base/sha256.h"
@@ -117,6 +118,57 @@ TEST_F(SealTest, FlippedTensorByteNamesFileTensorAndRange) {
         << e.message;
   }
   EXPECT_EQ(tensor_errors, 1u) << codes_of(r.errors);
+}
+
+TEST_F(SealTest, LargeFilesAreSealedByPiecesAndAFlipNamesThePieceAndTensor) {
+  // Pieces of 1 KiB so the fixture files (a few KiB) have several; the real size is 64 MiB.
+  SealOptions options;
+  options.piece_bytes = 1024;
+  const SealSummary s = seal(dir_, options);
+  auto text = read_small_file(s.seal_path, 1 << 20);
+  ASSERT_TRUE(text.is_ok());
+  auto parsed = parse_seal(*text, s.seal_path);
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+  const SealedFile& model = parsed->files[2];
+  ASSERT_EQ(model.path, "pytorch_model.bin");
+  ASSERT_GT(model.bytes, 2048u);
+  EXPECT_EQ(model.piece_bytes, 1024u);
+  EXPECT_EQ(model.pieces.size(), (model.bytes + 1023) / 1024);
+  // Each piece digest is the SHA-256 of its bytes; the whole digest is still sha256sum's.
+  const auto bytes = read_file_bytes(dir_ + "/pytorch_model.bin");
+  EXPECT_EQ(model.pieces[1], sha256_hex(bytes.data() + 1024, 1024));
+  EXPECT_EQ(model.sha256, sha256_hex(bytes.data(), bytes.size()));
+  EXPECT_TRUE(parsed->files[0].pieces.empty());  // trainer_state.json: smaller than a piece
+  EXPECT_TRUE(verify(dir_).ok());
+
+  const ChunkInfo t = first_tensor(dir_ + "/pytorch_model.bin");
+  flip_byte(dir_ + "/pytorch_model.bin", t.data_offset + 1);
+  const VerifyReport r = verify(dir_);
+  ASSERT_FALSE(r.ok());
+  ASSERT_TRUE(r.has_error(verify_code::kSealTensorSha256Mismatch)) << codes_of(r.errors);
+  const uint64_t piece = (t.data_offset + 1) / 1024;
+  const std::string range = std::to_string(piece * 1024) + ".." +
+                            std::to_string(std::min<uint64_t>((piece + 1) * 1024, model.bytes));
+  bool named = false;
+  for (const auto& e : r.errors)
+    named = named || (e.code == verify_code::kSealFileSha256Mismatch &&
+                      e.message.find("1 of " + std::to_string(model.pieces.size()) +
+                                     " sealed pieces differ (bytes " + range + ")") != std::string::npos);
+  EXPECT_TRUE(named) << codes_of(r.errors);
+}
+
+TEST_F(SealTest, APieceListThatDoesNotFitTheFileIsRefused) {
+  SealOptions options;
+  options.piece_bytes = 1024;
+  const SealSummary s = seal(dir_, options);
+  auto text = read_small_file(s.seal_path, 1 << 20);
+  ASSERT_TRUE(text.is_ok());
+  nlohmann::json j = nlohmann::json::parse(*text);
+  j["files"][2]["pieces"].erase(j["files"][2]["pieces"].size() - 1);
+  auto parsed = parse_seal(j.dump(), "seal.json");
+  ASSERT_FALSE(parsed.is_ok());
+  EXPECT_NE(parsed.status().message().find("seal.json: files[2]: pieces: expected"), std::string::npos)
+      << parsed.status().message();
 }
 
 TEST_F(SealTest, ChangeOutsideEveryTensorIsSaidSo) {
