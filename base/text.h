@@ -1,4 +1,5 @@
-// Prefix and suffix tests on text (C++17 has neither on std::string).
+// Small text helpers: prefix and suffix tests (C++17 has neither on std::string), and escaping
+// for HTML and SVG reports.
 #pragma once
 
 #include <string>
@@ -12,5 +13,9 @@ inline bool starts_with(const std::string& s, const std::string& prefix) {
 inline bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
+
+// Text safe in HTML/SVG character data and attribute values (& < > " ' escaped): report strings
+// come from files on disk (tensor names, error messages) and are never markup.
+std::string html_escape(const std::string& text);
 
 }  // namespace ckpt

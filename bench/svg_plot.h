@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/text.h"
+
 namespace ckpt::bench {
 
 struct PlotSeries {
@@ -30,21 +32,6 @@ struct LinePlot {
   std::vector<PlotSeries> series;
   std::vector<PlotReference> references;
 };
-
-// Text for SVG character data and attribute values.
-inline std::string svg_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // A "nice" upper bound for a linear axis starting at 0: 1, 2 or 5 times a power of ten, >= top.
 inline double nice_axis_max(double top) {
@@ -97,7 +84,7 @@ inline std::string render_svg(const LinePlot& plot) {
                     "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   svg += "<text x=\"" + num(kWidth / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">" +
-         svg_escape(plot.title) + "</text>\n";
+         html_escape(plot.title) + "</text>\n";
   // Axes, y grid and ticks.
   for (int i = 0; i <= 5; ++i) {
     const double v = y_max * i / 5, y = py(v);
@@ -121,9 +108,9 @@ inline std::string render_svg(const LinePlot& plot) {
   svg += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(kLeft) + "\" y2=\"" +
          num(kTop + plot_h) + "\" stroke=\"black\"/>\n";
   svg += "<text x=\"" + num(kLeft + plot_w / 2) + "\" y=\"" + num(kHeight - 10) +
-         "\" text-anchor=\"middle\">" + svg_escape(plot.x_label) + "</text>\n";
+         "\" text-anchor=\"middle\">" + html_escape(plot.x_label) + "</text>\n";
   svg += "<text transform=\"translate(16 " + num(kTop + plot_h / 2) +
-         ") rotate(-90)\" text-anchor=\"middle\">" + svg_escape(plot.y_label) + "</text>\n";
+         ") rotate(-90)\" text-anchor=\"middle\">" + html_escape(plot.y_label) + "</text>\n";
   // Reference lines, then the series, then the legend.
   for (const auto& r : plot.references) {
     const double y = py(r.y);
@@ -131,7 +118,7 @@ inline std::string render_svg(const LinePlot& plot) {
            num(y) + "\" stroke=\"#555\" stroke-dasharray=\"6 4\"/>\n";
     // Labelled inside the plot, just above its line, so it never collides with the legend.
     svg += "<text x=\"" + num(kLeft + 6) + "\" y=\"" + num(y - 5) + "\" fill=\"#555\">" +
-           svg_escape(r.label) + "</text>\n";
+           html_escape(r.label) + "</text>\n";
   }
   for (size_t i = 0; i < plot.series.size(); ++i) {
     const auto& s = plot.series[i];
@@ -150,7 +137,7 @@ inline std::string render_svg(const LinePlot& plot) {
     svg += "<line x1=\"" + num(kLeft + plot_w + 6) + "\" y1=\"" + num(ly) + "\" x2=\"" +
            num(kLeft + plot_w + 26) + "\" y2=\"" + num(ly) + "\" stroke=\"" + color +
            "\" stroke-width=\"2\"/>\n";
-    svg += "<text x=\"" + num(kLeft + plot_w + 30) + "\" y=\"" + num(ly + 4) + "\">" + svg_escape(s.label) +
+    svg += "<text x=\"" + num(kLeft + plot_w + 30) + "\" y=\"" + num(ly + 4) + "\">" + html_escape(s.label) +
            "</text>\n";
   }
   svg += "</svg>\n";

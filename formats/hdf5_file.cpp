@@ -359,6 +359,28 @@ class ReportReader {
   std::string error_;
 };
 
+// The parent's side of what describe_dataset() found: rank (-1: unreadable), dims, stored bytes and
+// the contiguous address, as the child wrote them; a rank beyond kMaxRank fails the reader.
+struct ReportedExtent {
+  int32_t rank = -1;
+  std::vector<uint64_t> dims;
+  uint64_t storage = 0;
+  bool has_offset = false;
+  uint64_t addr = 0;
+};
+
+ReportedExtent read_extent(ReportReader& r) {
+  ReportedExtent e;
+  e.rank = r.i32();
+  if (r.ok() && (e.rank < -1 || e.rank > static_cast<int32_t>(kMaxRank)))
+    r.fail("rank " + std::to_string(e.rank));
+  for (int32_t d = 0; r.ok() && d < e.rank; ++d) e.dims.push_back(r.u64());
+  e.storage = r.u64();
+  e.has_offset = r.u8() != 0;
+  e.addr = r.u64();
+  return e;
+}
+
 // In the child: everything libhdf5 says about one dataset, unjudged (the parent judges).
 // What both dataset reports start from: which of `candidates` its HDF5 type matches (a bit per
 // DType), its layout and filter count from the creation property list, its rank and dimensions
@@ -410,6 +432,16 @@ DatasetLayout describe_dataset(hid_t ds, const DType (&candidates)[N]) {
   return d;
 }
 
+// The child's half of read_extent(): rank, dims, stored bytes and the contiguous address (moved by
+// `shift` in the fault-injection tests that prove the parent re-checks it).
+void write_extent(const DatasetLayout& info, uint64_t shift, ReportWriter* w) {
+  w->i32(info.rank);
+  for (hsize_t d : info.dims) w->u64(d);
+  w->u64(info.storage);
+  w->u8(info.addr != HADDR_UNDEF);
+  w->u64(info.addr == HADDR_UNDEF ? 0 : info.addr + shift);
+}
+
 Status report_dataset(hid_t file, const std::string& ds_name, const std::string& path, bool shift_offsets,
                       ReportWriter* w) {
   const std::string where = path + ": dataset '/" + ds_name + "'";
@@ -423,10 +455,7 @@ Status report_dataset(hid_t file, const std::string& ds_name, const std::string&
   CKPT_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, read_dims_attr(ds.get(), "offsets", where));
   const DatasetLayout info = describe_dataset(ds.get(), kAllDTypes);
   const uint32_t type_mask = info.type_mask;
-  const int32_t layout = info.layout, filters = info.filters, rank = info.rank;
-  const std::vector<hsize_t>& dims = info.dims;
-  const uint64_t storage = info.storage;
-  const haddr_t addr = info.addr;
+  const int32_t layout = info.layout, filters = info.filters;
   w->str(ds_name);
   w->str(name);
   w->str(component);
@@ -437,11 +466,7 @@ Status report_dataset(hid_t file, const std::string& ds_name, const std::string&
   w->u32(type_mask);
   w->i32(layout);
   w->i32(filters);
-  w->i32(rank);
-  for (hsize_t d : dims) w->u64(d);
-  w->u64(storage);
-  w->u8(addr != HADDR_UNDEF);
-  w->u64(addr == HADDR_UNDEF ? 0 : addr + (shift_offsets ? kTestFaultOffsetShift : 0));
+  write_extent(info, shift_offsets ? kTestFaultOffsetShift : 0, w);
   return Status::ok();
 }
 
@@ -503,20 +528,13 @@ Status report_generic_dataset(hid_t file, const std::string& ds_name, const std:
                                                     : "filter " + std::to_string(id));
   }
   const int32_t rank = info.rank;
-  const std::vector<hsize_t>& dims = info.dims;
-  const uint64_t storage = info.storage;
-  const haddr_t addr = info.addr;
   w->str(ds_name);
   w->u32(type_mask);
   w->str(describe_type(type.get()));
   w->i32(layout);
   w->i32(filters);
   w->str(filter_names);
-  w->i32(rank);
-  for (hsize_t d : dims) w->u64(d);
-  w->u64(storage);
-  w->u8(addr != HADDR_UNDEF);
-  w->u64(addr == HADDR_UNDEF ? 0 : addr + shift);
+  write_extent(info, shift, w);
   // Chunk addresses only for what the parent can read: chunked, unfiltered, a known type.
   hsize_t nchunks = 0;
   if (layout != H5D_CHUNKED || filters != 0 || type_mask == 0 || rank <= 0 ||
@@ -633,13 +651,12 @@ Result<ChunkInfo> chunk_from_report(ReportReader& r, uint64_t file_size, const s
   const uint32_t type_mask = r.u32();
   const int32_t layout = r.i32();
   const int32_t filters = r.i32();
-  const int32_t rank = r.i32();
-  if (r.ok() && (rank < -1 || rank > static_cast<int32_t>(kMaxRank))) r.fail("rank " + std::to_string(rank));
-  std::vector<uint64_t> dims;
-  for (int32_t d = 0; r.ok() && d < rank; ++d) dims.push_back(r.u64());
-  const uint64_t storage = r.u64();
-  const bool has_offset = r.u8() != 0;
-  const uint64_t addr = r.u64();
+  const ReportedExtent extent = read_extent(r);
+  const int32_t rank = extent.rank;
+  const std::vector<uint64_t>& dims = extent.dims;
+  const uint64_t storage = extent.storage;
+  const bool has_offset = extent.has_offset;
+  const uint64_t addr = extent.addr;
   if (!r.ok()) return Status::corruption(path + ": hdf5 parser child sent a malformed report: " + r.error());
 
   const std::string where = path + ": dataset '/" + ds_name + "'";
@@ -699,13 +716,12 @@ Status generic_from_report(ReportReader& r, uint64_t file_size, const std::strin
   const int32_t layout = r.i32();
   const int32_t filters = r.i32();
   const std::string filter_names = r.str(4096, "filter names");
-  const int32_t rank = r.i32();
-  if (r.ok() && (rank < -1 || rank > static_cast<int32_t>(kMaxRank))) r.fail("rank " + std::to_string(rank));
-  std::vector<uint64_t> dims;
-  for (int32_t d = 0; r.ok() && d < rank; ++d) dims.push_back(r.u64());
-  const uint64_t storage = r.u64();
-  const bool has_offset = r.u8() != 0;
-  const uint64_t addr = r.u64();
+  const ReportedExtent extent = read_extent(r);
+  const int32_t rank = extent.rank;
+  const std::vector<uint64_t>& dims = extent.dims;
+  const uint64_t storage = extent.storage;
+  const bool has_offset = extent.has_offset;
+  const uint64_t addr = extent.addr;
   const uint8_t chunk_state = r.u8();
   if (r.ok() && chunk_state > kChunksTooMany) r.fail("chunk state " + std::to_string(chunk_state));
   std::vector<uint64_t> chunk_dims;

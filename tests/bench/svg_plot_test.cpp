@@ -14,7 +14,7 @@ size_t count_of(const std::string& text, const std::string& what) {
 }
 
 TEST(SvgPlot, EscapesMarkup) {
-  EXPECT_EQ(svg_escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
+  EXPECT_EQ(html_escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
 }
 
 TEST(SvgPlot, AxisMaxIsOneTwoOrFiveTimesAPowerOfTen) {

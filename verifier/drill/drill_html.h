@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace ckpt {
+#include "base/text.h"  // html_escape, which the report renderers share
 
-std::string html_escape(const std::string& text);
+namespace ckpt {
 
 // Renders a report built by drill_report_json(); tolerates missing keys (renders what is there).
 std::string render_drill_html(const nlohmann::json& report);
