@@ -316,7 +316,7 @@ struct FilePlan {
   std::string path;  // resolved; empty when the file cannot be opened (the error is in `finding`)
   std::shared_ptr<const ByteSource> source;
   bool by_pieces = false;
-  std::vector<std::string> pieces_now;  // filled by the units
+  std::vector<Result<std::string>> pieces_now;  // filled by the units, one slot each
   FileFinding finding;
 };
 
@@ -344,7 +344,7 @@ FilePlan plan_sealed_file(const std::string& dir, const SealedFile& sealed) {
                                                 (size < sealed.bytes ? " (truncated)" : " (grown)"));
   }
   plan.by_pieces = !sealed.pieces.empty() && size == sealed.bytes;
-  if (plan.by_pieces) plan.pieces_now.assign(sealed.pieces.size(), "");
+  if (plan.by_pieces) plan.pieces_now.assign(sealed.pieces.size(), Status::io_error("piece not hashed"));
   return plan;
 }
 
@@ -369,9 +369,8 @@ void run_unit(const HashUnit& unit, const SealedFile& sealed, FilePlan& plan, st
   }
   const uint64_t start = unit.piece * sealed.piece_bytes;
   const uint64_t length = std::min(sealed.piece_bytes, sealed.bytes - start);
-  auto digest = sha256_hex_of_range(*plan.source, start, length, hashed);
   // Each piece writes only its own slot; the file's totals are summed after the parallel run.
-  plan.pieces_now[unit.piece] = digest.is_ok() ? *digest : "unreadable: " + digest.status().message();
+  plan.pieces_now[unit.piece] = sha256_hex_of_range(*plan.source, start, length, hashed);
 }
 
 // After the units ran: the file's verdict, and where inside it a change is.
@@ -380,10 +379,17 @@ void conclude_sealed_file(const SealedFile& sealed, FilePlan& plan) {
   if (!plan.source) return;
   if (plan.by_pieces) {
     out.bytes_hashed += sealed.bytes;
+    // A piece that could not be read is reported as the whole file's read failure is.
+    for (const Result<std::string>& piece : plan.pieces_now) {
+      if (!piece.is_ok()) {
+        out.errors.push_back({verify_code::kSealFileMissing, sealed.path, "", piece.status().message()});
+        return;
+      }
+    }
     std::string changed;
     size_t count = 0;
     for (size_t i = 0; i < sealed.pieces.size(); ++i) {
-      if (plan.pieces_now[i] == sealed.pieces[i]) continue;
+      if (*plan.pieces_now[i] == sealed.pieces[i]) continue;
       const uint64_t start = i * sealed.piece_bytes;
       const uint64_t end = std::min(start + sealed.piece_bytes, sealed.bytes);
       if (count++ < 4)

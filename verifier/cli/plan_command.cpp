@@ -74,10 +74,7 @@ class PlanCommand : public Command {
       auto pilot = read_json_file(scaling_path_, kMaxReportBytes);
       if (!pilot.is_ok()) return fail(pilot.status());
       auto scaling = scaling_from_pilot_report(*pilot, scaling_path_);
-      if (!scaling.is_ok()) {
-        const Status& s = scaling.status();
-        return fail(is_damage(s) ? Status::invalid_argument(s.message()) : s);
-      }
+      if (!scaling.is_ok()) return fail(scaling.status());
       settings_.scaling = std::move(scaling).value();
       settings_.scaling->min_efficiency = min_efficiency_;
     }

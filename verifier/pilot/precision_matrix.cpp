@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "verifier/tensors/state_compare.h"
+
 namespace ckpt {
 
 namespace {
@@ -44,8 +46,8 @@ LossDiff compare_losses(const std::vector<double>& got, const std::vector<double
   const size_t n = std::min(got.size(), reference.size());
   double sum = 0;
   for (size_t i = 0; i < n; ++i) {
-    const double r = relative_difference(got[i], reference[i]);
-    d.max_relative = std::max(d.max_relative, r);
+    const double r = relative_difference(reference[i], got[i]);
+    raise_to(&d.max_relative, r);  // a NaN loss must not vanish in a max
     sum += r;
     if (got[i] != reference[i]) d.identical = false;
   }
@@ -63,12 +65,6 @@ std::string VariantMeasurement::name() const {
 
 std::vector<std::pair<std::string, std::string>> matrix_variants() {
   return {{"fp32", "none"}, {"fp32", "blocks"}, {"bf16", "none"}, {"bf16", "blocks"}};
-}
-
-double relative_difference(double a, double b) {
-  if (a == b) return 0;
-  const double scale = std::fabs(b);
-  return scale > 0 ? std::fabs(a - b) / scale : std::fabs(a - b);
 }
 
 Result<nlohmann::json> analyze_matrix(const std::vector<VariantMeasurement>& variants,
@@ -103,7 +99,7 @@ Result<nlohmann::json> analyze_matrix(const std::vector<VariantMeasurement>& var
           {{"loss_max_relative_difference", d.max_relative},
            {"loss_mean_relative_difference", d.mean_relative},
            {"steps_compared", d.steps},
-           {"eval_loss_relative_difference", relative_difference(v.eval_loss, fp32.eval_loss)},
+           {"eval_loss_relative_difference", relative_difference(fp32.eval_loss, v.eval_loss)},
            {"bit_identical", d.identical && v.eval_logits_sha256 == fp32.eval_logits_sha256}}}});
   }
 
@@ -139,7 +135,7 @@ Result<nlohmann::json> analyze_matrix(const std::vector<VariantMeasurement>& var
     const VariantMeasurement& bf16 = *find(variants, "bf16", ac);
     const VariantMeasurement& base = *find(variants, "fp32", ac);
     const LossDiff d = compare_losses(bf16.losses, base.losses);
-    const double eval_diff = relative_difference(bf16.eval_loss, base.eval_loss);
+    const double eval_diff = relative_difference(base.eval_loss, bf16.eval_loss);
     const bool within = d.max_relative <= options.loss_rtol && eval_diff <= options.loss_rtol;
     add_check(std::string("bf16 numerics") + (ac == "blocks" ? " (with activation checkpointing)" : ""),
               within,

@@ -38,9 +38,6 @@ struct MatrixOptions {
 // The four variants in table order: fp32, fp32+ac, bf16, bf16+ac.
 std::vector<std::pair<std::string, std::string>> matrix_variants();
 
-// Relative difference |a - b| / |b| (0 when both are 0).
-double relative_difference(double a, double b);
-
 // The report's "matrix" object: variants with their numbers and numerics against fp32, the
 // recompute cost per precision, the checks (activation checkpointing must not change one bit;
 // bf16 within loss_rtol) and the plain-words summary. kInvalidArgument unless all four variants

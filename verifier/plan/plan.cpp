@@ -163,7 +163,9 @@ ReservationChoice choose_reservation(const PipelineBudget& budget, const std::ve
   return choice;
 }
 
-Result<ScalingSettings> scaling_from_pilot_report(const nlohmann::json& report, const std::string& where) {
+namespace {
+
+Result<ScalingSettings> read_scaling(const nlohmann::json& report, const std::string& where) {
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* scaling, json_object(report, "scaling", where));
   const std::string at = where + ": scaling";
   CKPT_ASSIGN_OR_RETURN(const double gradient_bytes, json_number(*scaling, "gradient_bytes", at));
@@ -173,14 +175,24 @@ Result<ScalingSettings> scaling_from_pilot_report(const nlohmann::json& report, 
   std::vector<ScalingPoint> points;
   const nlohmann::json& runs = (*scaling)["runs"];
   for (size_t i = 0; i < runs.size(); ++i) {
-    auto point = scaling_point_from_json(runs[i], at + ".runs[" + std::to_string(i) + "]");
-    if (!point.is_ok()) return Status::invalid_argument(point.status().message());
-    points.push_back(*point);
+    CKPT_ASSIGN_OR_RETURN(ScalingPoint point,
+                          scaling_point_from_json(runs[i], at + ".runs[" + std::to_string(i) + "]"));
+    points.push_back(point);
   }
   ScalingSettings settings;
   std::vector<int> calibrated_on;
   CKPT_ASSIGN_OR_RETURN(settings.model, calibrate_scaling_model(points, gradient_bytes, &calibrated_on));
   settings.validation = validate_scaling_model(settings.model, points, calibrated_on);
+  return settings;
+}
+
+}  // namespace
+
+Result<ScalingSettings> scaling_from_pilot_report(const nlohmann::json& report, const std::string& where) {
+  auto settings = read_scaling(report, where);
+  // As for the drill report: a missing field is a bad argument to `plan`, not a damaged checkpoint.
+  if (!settings.is_ok() && is_damage(settings.status()))
+    return Status::invalid_argument(settings.status().message());
   return settings;
 }
 

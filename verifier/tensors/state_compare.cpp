@@ -9,6 +9,7 @@
 #include <set>
 
 #include "base/json_fields.h"
+#include "base/text.h"
 #include "formats/dtype.h"
 
 namespace ckpt {
@@ -27,23 +28,8 @@ double abs_diff(double reference, double resumed) {
   return std::fabs(resumed - reference);  // inf or nan when one side is not finite
 }
 
-double rel_diff(double reference, double resumed) {
-  const double d = abs_diff(reference, resumed);
-  if (d == 0) return 0;
-  return reference == 0 ? std::numeric_limits<double>::infinity() : d / std::fabs(reference);
-}
-
-// max() that lets a NaN difference dominate: a NaN where the reference had a number is the worst.
-void raise_to(double* current, double value) {
-  if (std::isnan(value) || (!std::isnan(*current) && value > *current)) *current = value;
-}
-
 bool is_timing_field(const std::string& name) {
-  auto ends_with = [&](const char* suffix) {
-    const size_t n = std::strlen(suffix);
-    return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
-  };
-  return ends_with("_ms") || ends_with("_seconds");
+  return ends_with(name, "_ms") || ends_with(name, "_seconds");
 }
 
 enum class LineKind { kStep, kCheckpoint, kOtherEvent, kMalformed };
@@ -122,6 +108,16 @@ LineKind parse_metric_line(const std::string& line, StepRecord* step, Checkpoint
 
 }  // namespace
 
+double relative_difference(double reference, double value) {
+  const double d = abs_diff(reference, value);
+  if (d == 0) return 0;
+  return reference == 0 ? std::numeric_limits<double>::infinity() : d / std::fabs(reference);
+}
+
+void raise_to(double* current, double value) {
+  if (std::isnan(value) || (!std::isnan(*current) && value > *current)) *current = value;
+}
+
 Result<MetricsLog> read_metrics_log(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Status::io_error(path + ": cannot open metrics file");
@@ -190,7 +186,7 @@ std::vector<SeriesDiff> compare_step_metrics(const std::vector<StepRecord>& refe
       ++d.steps_compared;
       if (std::memcmp(&*want, &*have, sizeof(double)) != 0) d.bit_identical = false;
       raise_to(&d.max_abs, abs_diff(*want, *have));
-      raise_to(&d.max_rel, rel_diff(*want, *have));
+      raise_to(&d.max_rel, relative_difference(*want, *have));
       if (!within_tolerance(*want, *have, tolerance) && d.first_diverging_step < 0) {
         d.first_diverging_step = got.step;
         d.reference_at_first = *want;
@@ -255,7 +251,7 @@ TensorDiff compare_tensor(const TensorView& reference, const TensorView& resumed
       d.max_abs = diff;
       worst = i;
     }
-    raise_to(&d.max_rel, rel_diff(want, have));
+    raise_to(&d.max_rel, relative_difference(want, have));
   }
   if (worst >= 0) d.max_abs_index = unravel_index(worst, reference.shape);
   return d;

@@ -25,6 +25,12 @@ struct Tolerance {
 };
 
 bool within_tolerance(double reference, double resumed, const Tolerance& tolerance);
+// |value - reference| / |reference|: 0 when equal (NaN and NaN included), infinite when the
+// reference is 0 and the value is not, NaN when one side is NaN.
+double relative_difference(double reference, double value);
+// *current = max(*current, value), except that a NaN wins: a NaN difference is the worst there is,
+// and std::max would silently drop it.
+void raise_to(double* current, double value);
 
 // One step of a metrics log: the drill contract's `{"step": int, "loss": number, ...}` line. Every
 // further numeric field is compared too, except timings (names ending in "_ms" or "_seconds"),

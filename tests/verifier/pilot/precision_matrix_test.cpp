@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "verifier/pilot/pilot_html.h"
 
 namespace ckpt {
@@ -83,6 +85,17 @@ TEST(PrecisionMatrix, Bf16OutsideTheToleranceFails) {
   EXPECT_FALSE((*m)["passed"].get<bool>());
   EXPECT_FALSE((*m)["checks"][2]["passed"].get<bool>());
   EXPECT_TRUE((*m)["checks"][0]["passed"].get<bool>());
+}
+
+TEST(PrecisionMatrix, ANanBf16LossFailsItsCheck) {
+  // A diverged bf16 step must not vanish inside a max over the steps.
+  std::vector<VariantMeasurement> v = four();
+  v[2].losses[0] = std::nan("");
+  Result<nlohmann::json> m = analyze_matrix(v, MatrixOptions{});
+  ASSERT_TRUE(m.is_ok());
+  EXPECT_FALSE((*m)["passed"].get<bool>());
+  EXPECT_FALSE((*m)["checks"][2]["passed"].get<bool>()) << (*m)["checks"][2].dump();
+  EXPECT_TRUE((*m)["checks"][3]["passed"].get<bool>());  // bf16+ac still has finite losses
 }
 
 TEST(PrecisionMatrix, AMissingVariantIsAnError) {
