@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -11,6 +12,13 @@ namespace ckpt {
 
 bool range_within(uint64_t offset, uint64_t length, uint64_t size) {
   return offset <= size && length <= size - offset;
+}
+
+Status check_range(const ByteSource& source, uint64_t offset, uint64_t length) {
+  if (range_within(offset, length, source.size())) return Status::ok();
+  return Status::truncated(source.name() + ": read of " + std::to_string(length) + " bytes at offset " +
+                           std::to_string(offset) + " past end (" + std::to_string(source.size()) +
+                           " bytes)");
 }
 
 Result<std::unique_ptr<FileByteSource>> FileByteSource::open(const std::string& path) {
@@ -34,11 +42,7 @@ FileByteSource::~FileByteSource() {
 }
 
 Status FileByteSource::read_at(uint64_t offset, void* out, size_t length) const {
-  if (!range_within(offset, length, size_)) {
-    return Status::truncated(path_ + ": read of " + std::to_string(length) + " bytes at offset " +
-                             std::to_string(offset) + " past end of file (" + std::to_string(size_) +
-                             " bytes)");
-  }
+  CKPT_RETURN_IF_ERROR(check_range(*this, offset, length));
   auto* dst = static_cast<uint8_t*>(out);
   size_t done = 0;
   while (done < length) {
@@ -58,12 +62,34 @@ Status FileByteSource::read_at(uint64_t offset, void* out, size_t length) const 
 }
 
 Status MemoryByteSource::read_at(uint64_t offset, void* out, size_t length) const {
-  if (!range_within(offset, length, bytes_.size())) {
-    return Status::truncated(name_ + ": read of " + std::to_string(length) + " bytes at offset " +
-                             std::to_string(offset) + " past end (" + std::to_string(bytes_.size()) +
-                             " bytes)");
-  }
+  CKPT_RETURN_IF_ERROR(check_range(*this, offset, length));
   if (length) std::memcpy(out, bytes_.data() + offset, length);
+  return Status::ok();
+}
+
+Status MemoryByteSource::scan(uint64_t offset, uint64_t length, size_t block_bytes,
+                              const BlockVisitor& visit) const {
+  CKPT_RETURN_IF_ERROR(check_range(*this, offset, length));
+  block_bytes = std::max<size_t>(1, block_bytes);
+  for (uint64_t at = offset; at < offset + length;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(block_bytes, offset + length - at));
+    visit(at, bytes_.data() + at, n);
+    at += n;
+  }
+  return Status::ok();
+}
+
+Status ByteSource::scan(uint64_t offset, uint64_t length, size_t block_bytes,
+                        const BlockVisitor& visit) const {
+  CKPT_RETURN_IF_ERROR(check_range(*this, offset, length));
+  std::vector<uint8_t> block(
+      static_cast<size_t>(std::min<uint64_t>(std::max<size_t>(1, block_bytes), length)));
+  for (uint64_t at = offset; at < offset + length;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), offset + length - at));
+    CKPT_RETURN_IF_ERROR(read_at(at, block.data(), n));
+    visit(at, block.data(), n);
+    at += n;
+  }
   return Status::ok();
 }
 

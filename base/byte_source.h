@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,9 @@
 #include "base/status.h"
 
 namespace ckpt {
+
+// Called with consecutive blocks of a range, in order; `data` is valid only during the call.
+using BlockVisitor = std::function<void(uint64_t offset, const uint8_t* data, size_t size)>;
 
 class ByteSource {
  public:
@@ -19,6 +23,12 @@ class ByteSource {
   virtual Status read_at(uint64_t offset, void* out, size_t length) const = 0;
   // A name for messages: the file path, or "<memory>".
   virtual const std::string& name() const = 0;
+  // Hands [offset, offset + length) to `visit` in consecutive blocks of at most `block_bytes`: how
+  // hashing and verify's scan stream bytes. This default reads each block into one buffer that
+  // stays in L2 for whatever the visitor runs over it (a hash, then a NaN count); memory hands
+  // out its own bytes. Mapping page-cached files instead was measured and not kept: ckptcheck
+  // issue 19's note in bench/README.md says why.
+  virtual Status scan(uint64_t offset, uint64_t length, size_t block_bytes, const BlockVisitor& visit) const;
 };
 
 // pread(2)-based: thread-safe, no shared file position, so shards hash in parallel.
@@ -45,6 +55,7 @@ class MemoryByteSource final : public ByteSource {
   uint64_t size() const override { return bytes_.size(); }
   Status read_at(uint64_t offset, void* out, size_t length) const override;
   const std::string& name() const override { return name_; }
+  Status scan(uint64_t offset, uint64_t length, size_t block_bytes, const BlockVisitor& visit) const override;
   const std::vector<uint8_t>& bytes() const { return bytes_; }
 
  private:
@@ -54,5 +65,7 @@ class MemoryByteSource final : public ByteSource {
 
 // Checks that [offset, offset+length) lies inside [0, size) without overflow.
 bool range_within(uint64_t offset, uint64_t length, uint64_t size);
+// OK, or the kTruncated error naming the source when [offset, offset+length) runs past its end.
+Status check_range(const ByteSource& source, uint64_t offset, uint64_t length);
 
 }  // namespace ckpt

@@ -2,15 +2,15 @@
 
 #include <openssl/evp.h>
 
-#include <vector>
+#include <algorithm>
 
 #include "base/byte_source.h"
 
 namespace ckpt {
 
 namespace {
-// 1 MiB keeps memory flat while amortising the per-read syscall cost.
-constexpr size_t kHashBufferBytes = 1 << 20;
+// Blocks small enough to stay in L2 between the read and the hash.
+constexpr size_t kHashBlockBytes = 256 << 10;
 }  // namespace
 
 Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
@@ -71,15 +71,11 @@ bool is_sha256_hex(const std::string& s) {
 Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offset, uint64_t length,
                                         std::atomic<uint64_t>* hashed) {
   Sha256 h;
-  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(length, kHashBufferBytes)));
-  uint64_t done = 0;
-  while (done < length) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(length - done, buffer.size()));
-    CKPT_RETURN_IF_ERROR(source.read_at(offset + done, buffer.data(), n));
-    h.update(buffer.data(), n);
-    done += n;
-    if (hashed) hashed->fetch_add(n, std::memory_order_relaxed);
-  }
+  CKPT_RETURN_IF_ERROR(
+      source.scan(offset, length, kHashBlockBytes, [&](uint64_t, const uint8_t* data, size_t n) {
+        h.update(data, n);
+        if (hashed) hashed->fetch_add(n, std::memory_order_relaxed);
+      }));
   return h.finish_hex();
 }
 
@@ -88,18 +84,14 @@ Result<PiecewiseSha256> sha256_hex_of_pieces(const ByteSource& source, uint64_t 
   if (piece_bytes == 0) return Status::invalid_argument("sha256_hex_of_pieces: piece size 0");
   Sha256 whole;
   PiecewiseSha256 out;
-  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(length, kHashBufferBytes)));
   for (uint64_t start = 0; start < length; start += piece_bytes) {
-    const uint64_t end = start + std::min(piece_bytes, length - start);
     Sha256 piece;
-    for (uint64_t at = start; at < end;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(end - at, buffer.size()));
-      CKPT_RETURN_IF_ERROR(source.read_at(at, buffer.data(), n));
-      whole.update(buffer.data(), n);
-      piece.update(buffer.data(), n);
-      at += n;
-      if (hashed) hashed->fetch_add(n, std::memory_order_relaxed);
-    }
+    CKPT_RETURN_IF_ERROR(source.scan(start, std::min(piece_bytes, length - start), kHashBlockBytes,
+                                     [&](uint64_t, const uint8_t* data, size_t n) {
+                                       whole.update(data, n);
+                                       piece.update(data, n);
+                                       if (hashed) hashed->fetch_add(n, std::memory_order_relaxed);
+                                     }));
     out.pieces.push_back(piece.finish_hex());
   }
   out.whole = whole.finish_hex();

@@ -358,6 +358,13 @@ Status SliceByteSource::read_at(uint64_t offset, void* out, size_t length) const
   return parent_->read_at(offset_ + offset, out, length);
 }
 
+Status SliceByteSource::scan(uint64_t offset, uint64_t length, size_t block_bytes,
+                             const BlockVisitor& visit) const {
+  CKPT_RETURN_IF_ERROR(check_range(*this, offset, length));
+  return parent_->scan(offset_ + offset, length, block_bytes,
+                       [&](uint64_t at, const uint8_t* data, size_t n) { visit(at - offset_, data, n); });
+}
+
 Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const std::string& where) {
   CKPT_ASSIGN_OR_RETURN(PickledStateDict dict, read_tensor_pickle(data, size, where));
   if (!dict.tensors.empty()) return Status::corruption(where + ": holds tensors; a DCP .metadata holds none");

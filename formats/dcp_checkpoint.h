@@ -132,6 +132,7 @@ class SliceByteSource final : public ByteSource {
   uint64_t size() const override { return length_; }
   Status read_at(uint64_t offset, void* out, size_t length) const override;
   const std::string& name() const override { return name_; }
+  Status scan(uint64_t offset, uint64_t length, size_t block_bytes, const BlockVisitor& visit) const override;
 
  private:
   std::shared_ptr<const ByteSource> parent_;

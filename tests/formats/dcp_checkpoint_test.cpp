@@ -36,6 +36,28 @@ void copy_sample(const std::string& from, const TempDir& to) {
     testing::write_file_bytes(to / f, testing::read_file_bytes(from + "/" + f));
 }
 
+// An item's slice streams its own bytes with offsets relative to the item, and stops at its end.
+TEST(SliceByteSource, ScansItsRangeOfTheParentWithItemOffsets) {
+  std::vector<uint8_t> bytes(1000);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 13);
+  auto parent = std::make_shared<MemoryByteSource>(bytes);
+  SliceByteSource slice(parent, 100, 500, "item x");
+  std::vector<uint8_t> seen;
+  std::vector<uint64_t> offsets;
+  ASSERT_TRUE(slice
+                  .scan(50, 300, 128,
+                        [&](uint64_t at, const uint8_t* data, size_t n) {
+                          offsets.push_back(at);
+                          seen.insert(seen.end(), data, data + n);
+                        })
+                  .is_ok());
+  EXPECT_EQ(seen, std::vector<uint8_t>(bytes.begin() + 150, bytes.begin() + 450));
+  EXPECT_EQ(offsets, (std::vector<uint64_t>{50, 178, 306}));
+  const Status past = slice.scan(400, 101, 128, [](uint64_t, const uint8_t*, size_t) {});
+  EXPECT_EQ(past.code(), StatusCode::kTruncated);
+  EXPECT_NE(past.message().find("item x"), std::string::npos) << past.message();
+}
+
 TEST(DcpCheckpoint, ReadsTheRealTorch20Sample) {
   REQUIRE_SAMPLE(dir);
   auto dcp = DcpCheckpoint::open(dir);

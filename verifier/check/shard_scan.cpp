@@ -182,15 +182,10 @@ Status ShardScanner::scan_range(const ScanUnit& unit, size_t unit_index, std::at
     ++next;
   };
 
-  std::vector<uint8_t> block(
-      static_cast<size_t>(std::min<uint64_t>(block_bytes, std::max<uint64_t>(1, unit.end - unit.begin))));
-  for (uint64_t pos = unit.begin; pos < unit.end;) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), unit.end - pos));
-    CKPT_RETURN_IF_ERROR(source->read_at(pos, block.data(), n));
-    const uint8_t* data = block.data();
+  // Every byte of a block is header, payload or gap, in file order.
+  auto visit = [&](uint64_t pos, const uint8_t* data, size_t n) {
     if (whole_file) file_hash.update(data, n);
     const uint64_t block_end = pos + n;
-    // Every byte of the block is header, payload or gap, in file order.
     for (uint64_t at = pos; at < block_end;) {
       if (!whole_file && at < header_end_) {
         const uint64_t hi = std::min(header_end_, block_end);
@@ -223,8 +218,8 @@ Status ShardScanner::scan_range(const ScanUnit& unit, size_t unit_index, std::at
       at = gap_end;
     }
     advance(bytes_done, n);
-    pos = block_end;
-  }
+  };
+  CKPT_RETURN_IF_ERROR(source->scan(unit.begin, unit.end - unit.begin, block_bytes, visit));
   // Only zero-byte chunks at the very end can remain (payloads were checked to lie in the file).
   while (next < unit.last) {
     const ChunkInfo& c = chunks_[order_[next]];

@@ -2,10 +2,10 @@
 // the shard's digest (whole file, or header), each chunk's payload SHA-256 and each floating chunk's
 // NaN/Inf counts.
 //
-// Why one pass: the file is read in kScanBlockBytes blocks with pread and every block feeds the
-// file (or header) hasher and the hasher of the chunk whose payload it holds, so the data is read
-// once (`sha256sum` plus a per-chunk check would read it twice). Blocks are small enough to stay in
-// L2 between the kernel's copy, SHA-256 and the NaN count, so only the copy touches DRAM.
+// Why one pass: the file is streamed in kScanBlockBytes blocks (ByteSource::scan, pread) and every
+// block feeds the file (or header) hasher and the hasher of the chunk whose payload it holds, so the
+// data is read once (`sha256sum` plus a per-chunk check would read it twice). Blocks are small enough
+// to stay in L2 between the kernel's copy, SHA-256 and the NaN count, so only the copy touches DRAM.
 //
 // Why units: with a header digest (native and our safetensors shards) no hash spans the whole file,
 // so a shard is cut at payload starts into units (scan_unit_bytes) that workers scan
