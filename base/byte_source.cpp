@@ -67,16 +67,30 @@ Status MemoryByteSource::read_at(uint64_t offset, void* out, size_t length) cons
   return Status::ok();
 }
 
-Status MemoryByteSource::scan(uint64_t offset, uint64_t length, size_t block_bytes,
-                              const BlockVisitor& visit) const {
-  CKPT_RETURN_IF_ERROR(check_range(*this, offset, length));
+namespace {
+
+// Calls visit_block(at, n) for consecutive blocks of at most `block_bytes` covering the range,
+// stopping at the first error.
+template <typename VisitBlock>
+Status for_each_block(uint64_t offset, uint64_t length, size_t block_bytes, VisitBlock&& visit_block) {
   block_bytes = std::max<size_t>(1, block_bytes);
   for (uint64_t at = offset; at < offset + length;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(block_bytes, offset + length - at));
-    visit(at, bytes_.data() + at, n);
+    CKPT_RETURN_IF_ERROR(visit_block(at, n));
     at += n;
   }
   return Status::ok();
+}
+
+}  // namespace
+
+Status MemoryByteSource::scan(uint64_t offset, uint64_t length, size_t block_bytes,
+                              const BlockVisitor& visit) const {
+  CKPT_RETURN_IF_ERROR(check_range(*this, offset, length));
+  return for_each_block(offset, length, block_bytes, [&](uint64_t at, size_t n) {
+    visit(at, bytes_.data() + at, n);
+    return Status::ok();
+  });
 }
 
 Status ByteSource::scan(uint64_t offset, uint64_t length, size_t block_bytes,
@@ -84,13 +98,11 @@ Status ByteSource::scan(uint64_t offset, uint64_t length, size_t block_bytes,
   CKPT_RETURN_IF_ERROR(check_range(*this, offset, length));
   std::vector<uint8_t> block(
       static_cast<size_t>(std::min<uint64_t>(std::max<size_t>(1, block_bytes), length)));
-  for (uint64_t at = offset; at < offset + length;) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), offset + length - at));
+  return for_each_block(offset, length, block.size(), [&](uint64_t at, size_t n) {
     CKPT_RETURN_IF_ERROR(read_at(at, block.data(), n));
     visit(at, block.data(), n);
-    at += n;
-  }
-  return Status::ok();
+    return Status::ok();
+  });
 }
 
 }  // namespace ckpt

@@ -12,6 +12,10 @@
 
 namespace ckpt {
 
+// The block size for streaming: small enough to stay in L2 between the read and whatever runs over
+// the block (a hash, then a NaN count), large enough to amortise the read's system call.
+constexpr size_t kStreamBlockBytes = 256 << 10;
+
 // Called with consecutive blocks of a range, in order; `data` is valid only during the call.
 using BlockVisitor = std::function<void(uint64_t offset, const uint8_t* data, size_t size)>;
 

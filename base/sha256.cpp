@@ -8,11 +8,6 @@
 
 namespace ckpt {
 
-namespace {
-// Blocks small enough to stay in L2 between the read and the hash.
-constexpr size_t kHashBlockBytes = 256 << 10;
-}  // namespace
-
 Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
   EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
 }
@@ -72,7 +67,7 @@ Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offse
                                         std::atomic<uint64_t>* hashed) {
   Sha256 h;
   CKPT_RETURN_IF_ERROR(
-      source.scan(offset, length, kHashBlockBytes, [&](uint64_t, const uint8_t* data, size_t n) {
+      source.scan(offset, length, kStreamBlockBytes, [&](uint64_t, const uint8_t* data, size_t n) {
         h.update(data, n);
         if (hashed) hashed->fetch_add(n, std::memory_order_relaxed);
       }));
@@ -86,7 +81,7 @@ Result<PiecewiseSha256> sha256_hex_of_pieces(const ByteSource& source, uint64_t 
   PiecewiseSha256 out;
   for (uint64_t start = 0; start < length; start += piece_bytes) {
     Sha256 piece;
-    CKPT_RETURN_IF_ERROR(source.scan(start, std::min(piece_bytes, length - start), kHashBlockBytes,
+    CKPT_RETURN_IF_ERROR(source.scan(start, std::min(piece_bytes, length - start), kStreamBlockBytes,
                                      [&](uint64_t, const uint8_t* data, size_t n) {
                                        whole.update(data, n);
                                        piece.update(data, n);

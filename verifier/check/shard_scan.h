@@ -19,13 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "base/byte_source.h"
 #include "base/status.h"
 #include "formats/tensor_file.h"
 #include "verifier/tensors/nonfinite_count.h"
 
 namespace ckpt {
 
-constexpr size_t kScanBlockBytes = 256 << 10;
+constexpr size_t kScanBlockBytes = kStreamBlockBytes;
 constexpr uint64_t kScanUnitBytes = 64ull << 20;    // the largest unit a plan aims for
 constexpr uint64_t kMinScanUnitBytes = 1ull << 20;  // a unit's fixed cost (an open, a few reads): ~20 us
 constexpr uint64_t kScanUnitsPerWorker = 32;

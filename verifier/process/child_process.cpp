@@ -99,11 +99,9 @@ void close_all(std::initializer_list<int> fds) {
     if (fd >= 0) ::close(fd);
 }
 
-}  // namespace
-
 // The child's environment: this process's, less `unset`, with `set` ("NAME=value") on top.
-static std::vector<std::string> child_environment(const std::vector<std::string>& set,
-                                                  const std::vector<std::string>& unset) {
+std::vector<std::string> child_environment(const std::vector<std::string>& set,
+                                           const std::vector<std::string>& unset) {
   auto name_of = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
   std::vector<std::string> names = unset;
   for (const std::string& kv : set) names.push_back(name_of(kv));
@@ -115,6 +113,8 @@ static std::vector<std::string> child_environment(const std::vector<std::string>
   env.insert(env.end(), set.begin(), set.end());
   return env;
 }
+
+}  // namespace
 
 Result<ChildProcess> ChildProcess::spawn(const SpawnOptions& o) {
   if (o.argv.empty()) return Status::invalid_argument("spawn: empty argv");
@@ -333,7 +333,8 @@ ChildExit ChildProcess::wait(double timeout_seconds, const std::function<void()>
       // Wakes the moment the child exits (or writes), so a timed child is not charged a poll interval.
       pollfd fds[2] = {{exit_fd.fd, POLLIN, 0}, {stdout_fd_, POLLIN, 0}};
       const int ready = ::poll(fds, stdout_fd_ >= 0 ? 2 : 1, wait_ms);
-      if (ready > 0 && stdout_fd_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP))) pump_stdout(0);
+      // Data, end of file or an error on stdout: pump_stdout reads it, or closes the pipe.
+      if (ready > 0 && stdout_fd_ >= 0 && fds[1].revents != 0) pump_stdout(0);
     } else if (stdout_fd_ >= 0) {
       pump_stdout(wait_ms);
     } else {

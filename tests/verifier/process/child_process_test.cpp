@@ -70,5 +70,33 @@ TEST(ChildProcess, AMissingProgramExits127) {
   EXPECT_EQ(e.exit_code, 127);
 }
 
+// The child's environment is this process's, less what is unset, with what is set on top (a value
+// may itself hold '='); and it starts with this thread's signal mask, not the one blocked around
+// the spawn, so it can be signalled.
+TEST(ChildProcess, GetsTheEnvironmentAndSignalMaskItWasGiven) {
+  testing::TempDir tmp;
+  ::setenv("CKPT_TEST_KEPT", "kept", 1);
+  ::setenv("CKPT_TEST_REPLACED", "old", 1);
+  ::setenv("CKPT_TEST_REMOVED", "here", 1);
+  SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", "echo \"$CKPT_TEST_KEPT|$CKPT_TEST_REPLACED|${CKPT_TEST_REMOVED-unset}\""};
+  o.env = {"CKPT_TEST_REPLACED=new=2"};
+  o.unset_env = {"CKPT_TEST_REMOVED"};
+  o.pipe_stdout = true;
+  auto child = ChildProcess::spawn(o);
+  ::unsetenv("CKPT_TEST_KEPT");
+  ::unsetenv("CKPT_TEST_REPLACED");
+  ::unsetenv("CKPT_TEST_REMOVED");
+  ASSERT_TRUE(child.is_ok()) << child.status().to_string();
+  const ChildExit e = child->wait(10);
+  EXPECT_TRUE(e.exited && e.exit_code == 0) << e.describe();
+  EXPECT_EQ(child->captured_stdout(), "kept|new=2|unset\n");
+
+  auto signalled = shell(tmp, "kill -TERM $$; exit 0", false);
+  ASSERT_TRUE(signalled.is_ok());
+  const ChildExit t = signalled->wait(10);
+  EXPECT_TRUE(t.killed_by(SIGTERM)) << t.describe();
+}
+
 }  // namespace
 }  // namespace ckpt
