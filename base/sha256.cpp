@@ -1,29 +1,81 @@
 #include "base/sha256.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
+#include <cstring>
 
 #include "base/byte_source.h"
+#include "base/sha256_blocks.h"
 
 namespace ckpt {
 
-Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
-  EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
+namespace {
+
+constexpr uint32_t kInitialState[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                       0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+
+}  // namespace
+
+Sha256::Sha256() {
+  std::memcpy(state_, kInitialState, sizeof(state_));
 }
 
-Sha256::~Sha256() {
-  EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_));
+Sha256::Split Sha256::begin_update(const uint8_t* data, size_t size) {
+  total_bytes_ += size;
+  if (partial_size_) {
+    const size_t take = std::min(size, sizeof(partial_) - partial_size_);
+    std::memcpy(partial_ + partial_size_, data, take);
+    partial_size_ += take;
+    data += take;
+    size -= take;
+    if (partial_size_ < sizeof(partial_)) return {data, 0, data, 0};  // all of it went into the partial block
+    sha256_blocks(state_, partial_, 1);
+    partial_size_ = 0;
+  }
+  const size_t blocks = size / 64;
+  return {data, blocks, data + 64 * blocks, size - 64 * blocks};
+}
+
+void Sha256::end_update(const Split& split) {
+  if (split.tail_size) {
+    std::memcpy(partial_, split.tail, split.tail_size);
+    partial_size_ = split.tail_size;
+  }
 }
 
 void Sha256::update(const void* data, size_t size) {
-  if (size) EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, size);
+  const Split split = begin_update(static_cast<const uint8_t*>(data), size);
+  if (split.block_count) sha256_blocks(state_, split.blocks, split.block_count);
+  end_update(split);
+}
+
+void sha256_update_two(Sha256& a, const void* a_data, size_t a_size, Sha256& b, const void* b_data,
+                       size_t b_size) {
+  if (&a == &b) {
+    a.update(a_data, a_size);
+    a.update(b_data, b_size);
+    return;
+  }
+  const Sha256::Split sa = a.begin_update(static_cast<const uint8_t*>(a_data), a_size);
+  const Sha256::Split sb = b.begin_update(static_cast<const uint8_t*>(b_data), b_size);
+  const size_t both = std::min(sa.block_count, sb.block_count);
+  if (both) sha256_blocks_two(a.state_, sa.blocks, b.state_, sb.blocks, both);
+  if (sa.block_count > both) sha256_blocks(a.state_, sa.blocks + 64 * both, sa.block_count - both);
+  if (sb.block_count > both) sha256_blocks(b.state_, sb.blocks + 64 * both, sb.block_count - both);
+  a.end_update(sa);
+  b.end_update(sb);
 }
 
 Sha256Digest Sha256::finish() {
+  // FIPS 180-4 padding: a 1 bit, zeros up to 56 bytes into a block, the length in bits big-endian.
+  const uint64_t bits = total_bytes_ * 8;
+  uint8_t pad[128] = {0x80};
+  const size_t pad_size = (partial_size_ < 56 ? 56 : 120) - partial_size_;
+  for (int i = 0; i < 8; ++i) pad[pad_size + i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+  update(pad, pad_size + 8);
   Sha256Digest digest{};
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), digest.data(), &len);
+  for (int i = 0; i < 8; ++i) {
+    for (int j = 0; j < 4; ++j) digest[4 * i + j] = static_cast<uint8_t>(state_[i] >> (24 - 8 * j));
+  }
   return digest;
 }
 
@@ -83,8 +135,7 @@ Result<PiecewiseSha256> sha256_hex_of_pieces(const ByteSource& source, uint64_t 
     Sha256 piece;
     CKPT_RETURN_IF_ERROR(source.scan(start, std::min(piece_bytes, length - start), kStreamBlockBytes,
                                      [&](uint64_t, const uint8_t* data, size_t n) {
-                                       whole.update(data, n);
-                                       piece.update(data, n);
+                                       sha256_update_two(whole, data, n, piece, data, n);
                                        if (hashed) hashed->fetch_add(n, std::memory_order_relaxed);
                                      }));
     out.pieces.push_back(piece.finish_hex());

@@ -1,4 +1,6 @@
-// Streaming SHA-256 over OpenSSL's EVP interface (which picks the SHA-NI / AVX2 code paths).
+// Streaming SHA-256. The block function is base/sha256_blocks (SHA-NI on CPUs that have it, else
+// OpenSSL's); the state is held here so that two hashers can be stepped together
+// (sha256_update_two), which is how verify hashes two units at once on one core.
 #pragma once
 
 #include <array>
@@ -19,7 +21,6 @@ using Sha256Digest = std::array<uint8_t, 32>;
 class Sha256 {
  public:
   Sha256();
-  ~Sha256();
   Sha256(const Sha256&) = delete;
   Sha256& operator=(const Sha256&) = delete;
 
@@ -27,8 +28,26 @@ class Sha256 {
   Sha256Digest finish();  // the hasher may not be updated afterwards
   std::string finish_hex();
 
+  // a.update(a_data, a_size) and b.update(b_data, b_size), with the whole blocks both have in
+  // common compressed two streams at a time. `a` and `b` may be the same hasher (then in order).
+  friend void sha256_update_two(Sha256& a, const void* a_data, size_t a_size, Sha256& b, const void* b_data,
+                                size_t b_size);
+
  private:
-  void* ctx_;  // EVP_MD_CTX*, kept opaque so OpenSSL's headers stay out of every includer
+  // An update's bytes once the partial block is topped up: whole blocks, then a tail to keep.
+  struct Split {
+    const uint8_t* blocks;
+    size_t block_count;
+    const uint8_t* tail;
+    size_t tail_size;
+  };
+  Split begin_update(const uint8_t* data, size_t size);
+  void end_update(const Split& split);
+
+  uint32_t state_[8];
+  uint8_t partial_[64];
+  size_t partial_size_ = 0;
+  uint64_t total_bytes_ = 0;
 };
 
 std::string to_hex(const uint8_t* data, size_t size);

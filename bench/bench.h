@@ -123,6 +123,9 @@ struct HashingLimit {
   double bytes_per_second = kNotMeasured;                // all threads together, best repetition
   double single_thread_bytes_per_second = kNotMeasured;  // one thread alone, best repetition
   std::vector<double> all_bytes_per_second;
+  // ckptcheck's own hashing, two streams per thread (what verify runs), all threads together.
+  double two_stream_bytes_per_second = kNotMeasured;
+  std::string kernel;  // sha256_kernel_name of the kernel verify used
 };
 HashingLimit measure_hashing_limit(const BenchSettings& settings);
 // The same threads hashing page-cached files instead (pread into a 256 KiB buffer, then SHA-256,

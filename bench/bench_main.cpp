@@ -88,8 +88,11 @@ std::vector<BenchRow> run_all(const BenchSettings& s) {
   if (wanted("verify") || wanted("scaling")) {
     // Measured first, in the same run, on an idle bench: what every verify row is compared with.
     limit = measure_hashing_limit(s);
-    std::fprintf(stderr, "hashing limit: %zu threads, %.2f GB/s together (%.2f GB/s one alone)\n",
-                 limit.threads, limit.bytes_per_second / 1e9, limit.single_thread_bytes_per_second / 1e9);
+    std::fprintf(stderr,
+                 "hashing limit (OpenSSL): %zu threads, %.2f GB/s together (%.2f GB/s one alone); ours, two "
+                 "streams per thread (%s): %.2f GB/s together\n",
+                 limit.threads, limit.bytes_per_second / 1e9, limit.single_thread_bytes_per_second / 1e9,
+                 limit.kernel.c_str(), limit.two_stream_bytes_per_second / 1e9);
   }
   if (wanted("verify")) {
     // The verify rows need 8 x 256 MiB shards of a real checkpoint; the memory row reuses it.

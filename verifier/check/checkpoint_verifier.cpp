@@ -319,9 +319,20 @@ void check_shards(const std::string& dir, const Manifest& manifest, const Verify
   std::atomic<uint64_t> hashed{0};
   std::function<void()> report_progress;
   if (options.on_progress) report_progress = [&] { options.on_progress(hashed.load(), total); };
-  run_parallel_reporting(
-      jobs.size(), resolve_jobs(options.jobs, jobs.size()),
-      [&](size_t j) { jobs[j].scanner->scan_unit(jobs[j].unit, &hashed); }, report_progress);
+  // Each worker scans two units at once (their blocks hash side by side) and takes the next
+  // whenever one ends.
+  run_queue_workers(
+      jobs.size(), options.jobs, 2,
+      [&](const NextJob& next) {
+        scan_units_two_at_a_time(
+            [&]() -> std::optional<ScanTask> {
+              const std::optional<size_t> j = next();
+              if (!j) return std::nullopt;
+              return ScanTask{jobs[*j].scanner, jobs[*j].unit};
+            },
+            &hashed);
+      },
+      report_progress);
   std::vector<ShardOutcome> outcomes(count);
   for (size_t i = 0; i < count; ++i) outcomes[i] = checks[i]->finish();
 

@@ -15,6 +15,7 @@
 #include "base/parallel_jobs.h"
 #include "base/seconds_since.h"
 #include "base/sha256.h"
+#include "base/sha256_ranges.h"
 #include "base/text.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/dtype.h"
@@ -316,7 +317,8 @@ struct FilePlan {
   std::string path;  // resolved; empty when the file cannot be opened (the error is in `finding`)
   std::shared_ptr<const ByteSource> source;
   bool by_pieces = false;
-  std::vector<Result<std::string>> pieces_now;  // filled by the units, one slot each
+  std::vector<Result<std::string>> pieces_now;                          // filled by the units, one slot each
+  Result<std::string> whole_now = Status::io_error("file not hashed");  // when not by pieces
   FileFinding finding;
 };
 
@@ -354,29 +356,27 @@ struct HashUnit {
   size_t piece = SIZE_MAX;
 };
 
-void run_unit(const HashUnit& unit, const SealedFile& sealed, FilePlan& plan, std::atomic<uint64_t>* hashed) {
-  if (unit.piece == SIZE_MAX) {
-    const uint64_t size = plan.source->size();
-    auto digest = sha256_hex_of_range(*plan.source, 0, size, hashed);
-    plan.finding.bytes_hashed += size;
-    if (!digest.is_ok()) {
-      plan.finding.errors.push_back(
-          {verify_code::kSealFileMissing, sealed.path, "", digest.status().message()});
-      return;
-    }
-    plan.finding.sha256 = *digest;
-    return;
-  }
+// The bytes a unit hashes and the slot its digest goes to: each unit writes only its own slot.
+RangeToHash range_of_unit(const HashUnit& unit, const SealedFile& sealed, FilePlan& plan) {
+  if (unit.piece == SIZE_MAX) return {plan.source.get(), 0, plan.source->size(), &plan.whole_now};
   const uint64_t start = unit.piece * sealed.piece_bytes;
   const uint64_t length = std::min(sealed.piece_bytes, sealed.bytes - start);
-  // Each piece writes only its own slot; the file's totals are summed after the parallel run.
-  plan.pieces_now[unit.piece] = sha256_hex_of_range(*plan.source, start, length, hashed);
+  return {plan.source.get(), start, length, &plan.pieces_now[unit.piece]};
 }
 
 // After the units ran: the file's verdict, and where inside it a change is.
 void conclude_sealed_file(const SealedFile& sealed, FilePlan& plan) {
   FileFinding& out = plan.finding;
   if (!plan.source) return;
+  if (!plan.by_pieces) {
+    out.bytes_hashed += plan.source->size();
+    if (!plan.whole_now.is_ok()) {
+      out.errors.push_back(
+          {verify_code::kSealFileMissing, sealed.path, "", plan.whole_now.status().message()});
+      return;
+    }
+    out.sha256 = *plan.whole_now;
+  }
   if (plan.by_pieces) {
     out.bytes_hashed += sealed.bytes;
     // A piece that could not be read is reported as the whole file's read failure is.
@@ -573,9 +573,18 @@ Result<VerifyReport> verify_sealed(const std::string& raw, size_t jobs, const st
   std::atomic<uint64_t> hashed{0};
   std::function<void()> progress;
   if (on_progress) progress = [&] { on_progress(hashed.load(), total); };
-  run_parallel_reporting(
-      units.size(), resolve_jobs(jobs, units.size()),
-      [&](size_t u) { run_unit(units[u], seal.files[units[u].file], plans[units[u].file], &hashed); },
+  // Each worker hashes two units at once and takes the next whenever one ends.
+  run_queue_workers(
+      units.size(), jobs, 2,
+      [&](const NextJob& next) {
+        sha256_ranges_two_at_a_time(
+            [&]() -> std::optional<RangeToHash> {
+              const std::optional<size_t> u = next();
+              if (!u) return std::nullopt;
+              return range_of_unit(units[*u], seal.files[units[*u].file], plans[units[*u].file]);
+            },
+            &hashed);
+      },
       progress);
   std::vector<FileFinding> findings;
   for (size_t i = 0; i < count; ++i) {

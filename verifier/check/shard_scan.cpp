@@ -9,6 +9,7 @@
 #include "base/byte_coding.h"
 #include "base/byte_source.h"
 #include "base/sha256.h"
+#include "base/sha256_batch.h"
 #include "formats/native_shard_format.h"
 
 namespace ckpt {
@@ -138,8 +139,13 @@ Result<ShardScanner> ShardScanner::plan(const std::string& path, const TensorFil
 }
 
 void ShardScanner::scan_unit(size_t unit, std::atomic<uint64_t>* bytes_done, size_t block_bytes) {
-  unit_status_[unit] = one_pass_ ? scan_range(units_[unit], unit, bytes_done, block_bytes)
-                                 : scan_in_two_passes(bytes_done, block_bytes);
+  size_t taken = 0;
+  scan_units_two_at_a_time(
+      [&]() -> std::optional<ScanTask> {
+        if (taken++) return std::nullopt;
+        return ScanTask{this, unit};
+      },
+      bytes_done, block_bytes);
 }
 
 Result<ShardScan> ShardScanner::finish() {
@@ -153,88 +159,138 @@ Result<ShardScan> ShardScanner::finish() {
   return std::move(scan_);
 }
 
-Status ShardScanner::scan_range(const ScanUnit& unit, size_t unit_index, std::atomic<uint64_t>* bytes_done,
-                                size_t block_bytes) {
-  CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path_));
-  if (source->size() != scan_.file_bytes) {
-    return Status::truncated(path_ + ": file changed size while being verified (" +
-                             std::to_string(scan_.file_bytes) + " -> " + std::to_string(source->size()) +
-                             " bytes)");
-  }
-  const bool whole_file = digest_ == ShardDigest::kWholeFile;
-  Sha256 file_hash;    // whole file: this unit is the whole file
-  Sha256 header_hash;  // header scope: the unit that starts at 0 holds the header
-  int64_t& stray = unit_stray_[unit_index];
+// One unit's scan in progress, a block at a time: read() reads the next block, counts its NaNs,
+// checks its gaps and queues its hashing in a batch; after the batch ran, settle() records the
+// chunks that ended in it. Pulling blocks (instead of ByteSource::scan's callback) lets one thread
+// step two units together and hash their blocks side by side.
+class ShardScanner::UnitStream {
+ public:
+  UnitStream(ShardScanner& scanner, size_t unit, size_t block_bytes, std::atomic<uint64_t>* bytes_done)
+      : s_(scanner),
+        unit_(scanner.units_[unit]),
+        index_(unit),
+        buffer_(std::max<size_t>(1, block_bytes)),
+        bytes_done_(bytes_done),
+        at_(unit_.begin),
+        next_(unit_.first) {}
 
-  // The chunk payload currently streaming past.
-  size_t next = unit.first;  // position in order_ of the next chunk not yet finished
-  std::unique_ptr<Sha256> chunk_hash;
-  std::unique_ptr<NonfiniteCounter> nonfinite;
-  auto finish_chunk = [&](size_t index) {
-    if (!chunk_hash) {
-      chunk_hash = std::make_unique<Sha256>();
-      nonfinite = std::make_unique<NonfiniteCounter>(chunks_[index].dtype);
+  Status open() {
+    CKPT_ASSIGN_OR_RETURN(source_, FileByteSource::open(s_.path_));
+    if (source_->size() != s_.scan_.file_bytes) {
+      return Status::truncated(s_.path_ + ": file changed size while being verified (" +
+                               std::to_string(s_.scan_.file_bytes) + " -> " +
+                               std::to_string(source_->size()) + " bytes)");
     }
-    scan_.chunk_sha256[index] = chunk_hash->finish_hex();
-    scan_.chunk_nonfinite[index] = nonfinite->count();
-    chunk_hash.reset();
-    nonfinite.reset();
-    ++next;
-  };
+    return Status::ok();
+  }
+
+  bool at_end() const { return at_ == unit_.end; }
+
+  Status read(Sha256Batch& batch) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer_.size(), unit_.end - at_));
+    CKPT_RETURN_IF_ERROR(source_->read_at(at_, buffer_.data(), n));
+    classify(batch, at_, buffer_.data(), n);
+    at_ += n;
+    advance(bytes_done_, n);
+    return Status::ok();
+  }
+
+  // Once the batch holding the last read block ran: the digests of the chunks that ended in it.
+  void settle() {
+    for (auto& [index, hash] : ended_) s_.scan_.chunk_sha256[index] = hash->finish_hex();
+    ended_.clear();
+  }
+
+  // After the last block was read and settled.
+  Status finish() {
+    // Only zero-byte chunks at the very end can remain (payloads were checked to lie in the file).
+    while (next_ < unit_.last) {
+      const ChunkInfo& c = s_.chunks_[s_.order_[next_]];
+      if (c.data_bytes != 0)
+        return Status::truncated(s_.path_ + ": payload of " + c.label() + " lies past the end of the file");
+      end_chunk(s_.order_[next_]);
+    }
+    settle();
+    if (whole_file()) {
+      s_.scan_.file_sha256 = file_hash_.finish_hex();
+    } else if (unit_.begin == 0) {
+      if (unit_.end < s_.header_end_)
+        return Status::truncated(s_.path_ + ": header runs past the first unit");
+      s_.scan_.file_sha256 = header_hash_.finish_hex();
+    }
+    return Status::ok();
+  }
+
+  // The unit's result, read by ShardScanner::finish.
+  void conclude(Status status) { s_.unit_status_[index_] = std::move(status); }
+
+ private:
+  bool whole_file() const { return s_.digest_ == ShardDigest::kWholeFile; }
+
+  void start_chunk(const ChunkInfo& c) {
+    chunk_hash_ = std::make_unique<Sha256>();
+    nonfinite_ = std::make_unique<NonfiniteCounter>(c.dtype);
+  }
+
+  void end_chunk(size_t index) {
+    if (!chunk_hash_) start_chunk(s_.chunks_[index]);
+    s_.scan_.chunk_nonfinite[index] = nonfinite_->count();
+    ended_.emplace_back(index, std::move(chunk_hash_));  // its bytes may still be queued
+    nonfinite_.reset();
+    ++next_;
+  }
 
   // Every byte of a block is header, payload or gap, in file order.
-  auto visit = [&](uint64_t pos, const uint8_t* data, size_t n) {
-    if (whole_file) file_hash.update(data, n);
+  void classify(Sha256Batch& batch, uint64_t pos, const uint8_t* data, size_t n) {
+    if (whole_file()) batch.add(file_hash_, data, n);
     const uint64_t block_end = pos + n;
     for (uint64_t at = pos; at < block_end;) {
-      if (!whole_file && at < header_end_) {
-        const uint64_t hi = std::min(header_end_, block_end);
-        header_hash.update(data + (at - pos), static_cast<size_t>(hi - at));
+      if (!whole_file() && at < s_.header_end_) {
+        const uint64_t hi = std::min(s_.header_end_, block_end);
+        batch.add(header_hash_, data + (at - pos), static_cast<size_t>(hi - at));
         at = hi;
         continue;
       }
-      if (next < unit.last && chunks_[order_[next]].data_offset <= at) {
-        const size_t index = order_[next];
-        const ChunkInfo& c = chunks_[index];
+      if (next_ < unit_.last && s_.chunks_[s_.order_[next_]].data_offset <= at) {
+        const size_t index = s_.order_[next_];
+        const ChunkInfo& c = s_.chunks_[index];
         const uint64_t hi = std::min(c.data_offset + c.data_bytes, block_end);
-        if (!chunk_hash) {
-          chunk_hash = std::make_unique<Sha256>();
-          nonfinite = std::make_unique<NonfiniteCounter>(c.dtype);
-        }
+        if (!chunk_hash_) start_chunk(c);
         if (hi > at) {
-          chunk_hash->update(data + (at - pos), static_cast<size_t>(hi - at));
-          nonfinite->feed(data + (at - pos), static_cast<size_t>(hi - at));
+          batch.add(*chunk_hash_, data + (at - pos), static_cast<size_t>(hi - at));
+          nonfinite_->feed(data + (at - pos), static_cast<size_t>(hi - at));
         }
-        if (hi == c.data_offset + c.data_bytes) finish_chunk(index);
+        if (hi == c.data_offset + c.data_bytes) end_chunk(index);
         at = hi;
         continue;
       }
-      const uint64_t gap_end =
-          next < unit.last ? std::min<uint64_t>(chunks_[order_[next]].data_offset, block_end) : block_end;
-      if (!whole_file && stray < 0) {
+      const uint64_t gap_end = next_ < unit_.last
+                                   ? std::min<uint64_t>(s_.chunks_[s_.order_[next_]].data_offset, block_end)
+                                   : block_end;
+      int64_t& stray = s_.unit_stray_[index_];
+      if (!whole_file() && stray < 0) {
         const size_t nz = first_nonzero(data + (at - pos), static_cast<size_t>(gap_end - at));
         if (nz < gap_end - at) stray = static_cast<int64_t>(at + nz);
       }
       at = gap_end;
     }
-    advance(bytes_done, n);
-  };
-  CKPT_RETURN_IF_ERROR(source->scan(unit.begin, unit.end - unit.begin, block_bytes, visit));
-  // Only zero-byte chunks at the very end can remain (payloads were checked to lie in the file).
-  while (next < unit.last) {
-    const ChunkInfo& c = chunks_[order_[next]];
-    if (c.data_bytes != 0)
-      return Status::truncated(path_ + ": payload of " + c.label() + " lies past the end of the file");
-    finish_chunk(order_[next]);
   }
-  if (whole_file) {
-    scan_.file_sha256 = file_hash.finish_hex();
-  } else if (unit.begin == 0) {
-    if (unit.end < header_end_) return Status::truncated(path_ + ": header runs past the first unit");
-    scan_.file_sha256 = header_hash.finish_hex();
-  }
-  return Status::ok();
-}
+
+  ShardScanner& s_;
+  const ScanUnit& unit_;
+  size_t index_;
+  std::vector<uint8_t> buffer_;
+  std::atomic<uint64_t>* bytes_done_;
+  std::unique_ptr<FileByteSource> source_;
+  uint64_t at_;         // the next byte to read
+  size_t next_;         // position in order_ of the next chunk not yet finished
+  Sha256 file_hash_;    // whole file: this unit is the whole file
+  Sha256 header_hash_;  // header scope: the unit that starts at 0 holds the header
+  // The chunk payload streaming past.
+  std::unique_ptr<Sha256> chunk_hash_;
+  std::unique_ptr<NonfiniteCounter> nonfinite_;
+  std::vector<std::pair<size_t, std::unique_ptr<Sha256>>> ended_;  // chunk index, its hasher
+};
 
 Status ShardScanner::scan_in_two_passes(std::atomic<uint64_t>* bytes_done, size_t block_bytes) {
   CKPT_ASSIGN_OR_RETURN(scan_.file_sha256, sha256_hex_of_file(path_, &scan_.file_bytes));
@@ -255,6 +311,25 @@ Status ShardScanner::scan_in_two_passes(std::atomic<uint64_t>* bytes_done, size_
     scan_.chunk_nonfinite[i] = nonfinite.count();
   }
   return Status::ok();
+}
+
+void scan_units_two_at_a_time(const std::function<std::optional<ScanTask>()>& next,
+                              std::atomic<uint64_t>* bytes_done, size_t block_bytes) {
+  using Stream = ShardScanner::UnitStream;
+  run_two_streams_at_a_time<Stream>([&]() -> std::unique_ptr<Stream> {
+    for (std::optional<ScanTask> task; (task = next());) {
+      ShardScanner& scanner = *task->scanner;
+      if (!scanner.one_pass_) {  // read through the TensorFile: no blocks to interleave
+        scanner.unit_status_[task->unit] = scanner.scan_in_two_passes(bytes_done, block_bytes);
+        continue;
+      }
+      auto stream = std::make_unique<Stream>(scanner, task->unit, block_bytes, bytes_done);
+      Status opened = stream->open();
+      if (opened.is_ok()) return stream;
+      stream->conclude(std::move(opened));
+    }
+    return nullptr;
+  });
 }
 
 Result<ShardScan> scan_shard(const std::string& path, const TensorFile& file,

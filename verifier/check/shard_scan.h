@@ -16,6 +16,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,8 @@ struct ScanUnit {
 std::vector<ScanUnit> plan_scan_units(const std::vector<ChunkInfo>& chunks, const std::vector<size_t>& order,
                                       uint64_t file_bytes, ShardDigest digest, uint64_t unit_bytes);
 
+struct ScanTask;
+
 // The scan of one shard, split into units that may run on different threads (each unit writes only
 // its own chunks' results), then finished once all units ran.
 class ShardScanner {
@@ -88,9 +92,11 @@ class ShardScanner {
   Result<ShardScan> finish();
 
  private:
+  class UnitStream;
+  friend void scan_units_two_at_a_time(const std::function<std::optional<ScanTask>()>& next,
+                                       std::atomic<uint64_t>* bytes_done, size_t block_bytes);
+
   ShardScanner() = default;
-  Status scan_range(const ScanUnit& unit, size_t unit_index, std::atomic<uint64_t>* bytes_done,
-                    size_t block_bytes);
   Status scan_in_two_passes(std::atomic<uint64_t>* bytes_done, size_t block_bytes);
 
   std::string path_;
@@ -105,6 +111,19 @@ class ShardScanner {
   std::vector<int64_t> unit_stray_;
   ShardScan scan_;
 };
+
+// One unit of one planned shard.
+struct ScanTask {
+  ShardScanner* scanner;
+  size_t unit;
+};
+
+// Scans the units `next` hands out (nullopt: none left) on the calling thread, two at a time: a
+// block of each is read, then both blocks are hashed together (Sha256Batch), which on a CPU with
+// SHA extensions runs ~1.5x faster than one stream. What each of verify's workers runs; distinct
+// workers may scan distinct units of one scanner.
+void scan_units_two_at_a_time(const std::function<std::optional<ScanTask>()>& next,
+                              std::atomic<uint64_t>* bytes_done, size_t block_bytes = kScanBlockBytes);
 
 // Scans `path`, whose chunks `file` describes, unit after unit on the calling thread. Payloads
 // stored as plain non-overlapping byte ranges (native, safetensors, ...) take the single pass;

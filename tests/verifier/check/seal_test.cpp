@@ -196,9 +196,12 @@ TEST_F(SealTest, TruncatedMissingAndAddedFilesAreNamed) {
   EXPECT_TRUE(r.has_error(verify_code::kSealFileMissing)) << codes_of(r.errors);
   EXPECT_TRUE(r.has_warning(verify_code::kSealUnlistedFile)) << codes_of(r.warnings);
   for (const auto& e : r.errors) {
-    if (e.code == verify_code::kSealFileSizeMismatch)
+    if (e.code == verify_code::kSealFileSizeMismatch) {
       EXPECT_NE(e.message.find("(truncated)"), std::string::npos);
-    if (e.code == verify_code::kSealFileMissing) EXPECT_EQ(e.shard, "extra/trainer_state.json");
+    }
+    if (e.code == verify_code::kSealFileMissing) {
+      EXPECT_EQ(e.shard, "extra/trainer_state.json");
+    }
   }
 }
 

@@ -1,0 +1,196 @@
+// Our SHA-256 (state, padding, the SHA-NI kernels, two streams at a time) against OpenSSL's EVP
+// digest as the reference, for every kernel this CPU can run.
+#include "base/sha256.h"
+
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/sha256_batch.h"
+#include "base/sha256_blocks.h"
+#include "base/sha256_ranges.h"
+
+namespace ckpt {
+namespace {
+
+std::string reference_hex(const uint8_t* data, size_t size) {
+  uint8_t digest[32];
+  unsigned int len = 0;
+  EVP_Digest(data, size, digest, &len, EVP_sha256(), nullptr);
+  return to_hex(digest, len);
+}
+
+std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> bytes(n);
+  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  return bytes;
+}
+
+class Sha256Kernels : public ::testing::TestWithParam<Sha256Kernel> {
+ protected:
+  void SetUp() override {
+    if (!use_sha256_kernel(GetParam()))
+      GTEST_SKIP() << "this CPU has no SHA extensions; " << sha256_kernel_name(GetParam()) << " not run";
+  }
+  void TearDown() override { use_sha256_kernel(default_kernel_); }
+  const Sha256Kernel default_kernel_ =
+      cpu_has_sha_extensions() ? Sha256Kernel::kShaExtensions : Sha256Kernel::kOpenSsl;
+};
+
+TEST_P(Sha256Kernels, KnownAnswers) {
+  EXPECT_EQ(sha256_hex(std::string()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex(std::string("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  // 56 bytes: the length no longer fits the first block, so padding takes a second one.
+  EXPECT_EQ(sha256_hex(std::string("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  Sha256 million;
+  const std::string thousand(1000, 'a');
+  for (int i = 0; i < 1000; ++i) million.update(thousand.data(), thousand.size());
+  EXPECT_EQ(million.finish_hex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST_P(Sha256Kernels, EveryLengthAndSplitMatchesOpenSsl) {
+  const std::vector<uint8_t> bytes = random_bytes(1000, 1);
+  std::mt19937 rng(2);
+  for (size_t n = 0; n <= bytes.size(); n += (n < 200 ? 1 : 37)) {
+    const std::string want = reference_hex(bytes.data(), n);
+    ASSERT_EQ(sha256_hex(bytes.data(), n), want) << n << " bytes in one update";
+    Sha256 pieces;
+    for (size_t at = 0; at < n;) {
+      const size_t take = std::min<size_t>(n - at, rng() % 150);
+      pieces.update(bytes.data() + at, take);
+      at += take;
+    }
+    ASSERT_EQ(pieces.finish_hex(), want) << n << " bytes in random pieces";
+  }
+}
+
+TEST_P(Sha256Kernels, TwoStreamsAtOnceMatchOneAtATime) {
+  const std::vector<uint8_t> a = random_bytes(64 * 300 + 17, 3);
+  const std::vector<uint8_t> b = random_bytes(64 * 200 + 41, 4);
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    // Different buffered partial blocks, lengths and block counts on each side.
+    Sha256 ha;
+    Sha256 hb;
+    size_t at_a = 0;
+    size_t at_b = 0;
+    while (at_a < a.size() || at_b < b.size()) {
+      const size_t na = std::min<size_t>(a.size() - at_a, rng() % (trial % 2 ? 3000 : 200));
+      const size_t nb = std::min<size_t>(b.size() - at_b, rng() % (trial % 3 ? 3000 : 70));
+      sha256_update_two(ha, a.data() + at_a, na, hb, b.data() + at_b, nb);
+      at_a += na;
+      at_b += nb;
+    }
+    ASSERT_EQ(ha.finish_hex(), reference_hex(a.data(), a.size())) << "trial " << trial;
+    ASSERT_EQ(hb.finish_hex(), reference_hex(b.data(), b.size())) << "trial " << trial;
+  }
+  // The same bytes into two hashers (a payload's hash beside the whole file's), and one hasher
+  // passed as both (then in order).
+  Sha256 left;
+  Sha256 right;
+  sha256_update_two(left, a.data(), a.size(), right, a.data(), a.size());
+  EXPECT_EQ(left.finish_hex(), reference_hex(a.data(), a.size()));
+  EXPECT_EQ(right.finish_hex(), reference_hex(a.data(), a.size()));
+  Sha256 both;
+  sha256_update_two(both, a.data(), 100, both, a.data() + 100, a.size() - 100);
+  EXPECT_EQ(both.finish_hex(), reference_hex(a.data(), a.size()));
+}
+
+TEST_P(Sha256Kernels, BatchKeepsEachHashersOrderAcrossPairs) {
+  const std::vector<uint8_t> bytes = random_bytes(1 << 20, 6);
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 20; ++trial) {
+    // Up to five hashers, each over its own range cut into pieces that are queued interleaved
+    // with the others' and with runs in between.
+    const size_t hashers = 1 + trial % 5;
+    std::vector<std::unique_ptr<Sha256>> h;
+    std::vector<size_t> begin(hashers);
+    std::vector<size_t> end(hashers);
+    std::vector<size_t> at(hashers);
+    for (size_t i = 0; i < hashers; ++i) {
+      h.push_back(std::make_unique<Sha256>());
+      begin[i] = at[i] = rng() % (bytes.size() / 2);
+      end[i] = begin[i] + rng() % (bytes.size() / 2);
+    }
+    Sha256Batch batch;
+    for (bool left = true; left;) {
+      left = false;
+      for (int round = 0; round < 7; ++round) {
+        const size_t i = rng() % hashers;
+        const size_t n = std::min<size_t>(end[i] - at[i], rng() % (trial % 2 ? 300000 : 500));
+        batch.add(*h[i], bytes.data() + at[i], n);
+        at[i] += n;
+      }
+      batch.run();
+      for (size_t i = 0; i < hashers; ++i) left |= at[i] < end[i];
+    }
+    for (size_t i = 0; i < hashers; ++i) {
+      ASSERT_EQ(h[i]->finish_hex(), reference_hex(bytes.data() + begin[i], end[i] - begin[i]))
+          << "trial " << trial << ", hasher " << i << " of " << hashers;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryKernel, Sha256Kernels,
+                         ::testing::Values(Sha256Kernel::kShaExtensions, Sha256Kernel::kOpenSsl),
+                         [](const ::testing::TestParamInfo<Sha256Kernel>& info) {
+                           return std::string(info.param == Sha256Kernel::kShaExtensions ? "ShaExtensions"
+                                                                                         : "OpenSsl");
+                         });
+
+TEST(Sha256KernelChoice, ShaExtensionsAreUsedExactlyWhenTheCpuHasThem) {
+  EXPECT_EQ(active_sha256_kernel() == Sha256Kernel::kShaExtensions, cpu_has_sha_extensions());
+  EXPECT_EQ(use_sha256_kernel(Sha256Kernel::kShaExtensions), cpu_has_sha_extensions());
+  EXPECT_TRUE(use_sha256_kernel(Sha256Kernel::kOpenSsl));
+  EXPECT_EQ(active_sha256_kernel(), Sha256Kernel::kOpenSsl);
+  use_sha256_kernel(cpu_has_sha_extensions() ? Sha256Kernel::kShaExtensions : Sha256Kernel::kOpenSsl);
+}
+
+// Ranges of different lengths (empty, under a block, many blocks) handed out two at a time each
+// get their own digest; a range past the end gets the read error naming the source, and the
+// ranges hashed beside it are unaffected.
+TEST(Sha256Ranges, EachRangeGetsItsOwnDigestOrError) {
+  const std::vector<uint8_t> bytes = random_bytes(3 * kStreamBlockBytes + 123, 8);
+  MemoryByteSource source(bytes, "shard.bin");
+  struct Want {
+    uint64_t offset;
+    uint64_t length;
+  };
+  const std::vector<Want> wants = {{0, bytes.size()},       {7, 0}, {5, 100}, {64, 2 * kStreamBlockBytes + 1},
+                                   {bytes.size() - 10, 20}, {1, 63}};
+  std::vector<Result<std::string>> digests(wants.size(), Status::io_error("not hashed"));
+  size_t next = 0;
+  std::atomic<uint64_t> hashed{0};
+  sha256_ranges_two_at_a_time(
+      [&]() -> std::optional<RangeToHash> {
+        if (next == wants.size()) return std::nullopt;
+        const size_t i = next++;
+        return RangeToHash{&source, wants[i].offset, wants[i].length, &digests[i]};
+      },
+      &hashed);
+  uint64_t in_range = 0;
+  for (size_t i = 0; i < wants.size(); ++i) {
+    if (wants[i].offset + wants[i].length > bytes.size()) {
+      ASSERT_FALSE(digests[i].is_ok()) << "range " << i;
+      EXPECT_NE(digests[i].status().message().find("shard.bin"), std::string::npos)
+          << digests[i].status().to_string();
+      continue;
+    }
+    ASSERT_TRUE(digests[i].is_ok()) << "range " << i << ": " << digests[i].status().to_string();
+    EXPECT_EQ(*digests[i], reference_hex(bytes.data() + wants[i].offset, wants[i].length)) << "range " << i;
+    in_range += wants[i].length;
+  }
+  EXPECT_EQ(hashed.load(), in_range);
+}
+
+}  // namespace
+}  // namespace ckpt
