@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "base/file_io.h"
@@ -189,7 +190,9 @@ std::vector<BenchRow> run_save_load_bench(const BenchSettings& s) {
   std::vector<BenchRow> rows;
   auto native = measure_shard_format(s, "native", views);
   auto torch_io = measure_torch_serialize(s, state);
+  std::optional<size_t> torch_save_row;
   if (native && torch_io) {
+    torch_save_row = rows.size();
     rows.push_back(compare_row("save " + size + ": native (" + shards + ") vs torch::save+fsync",
                                native->save, torch_io->save, bytes, ">= 2x", 2.0));
     rows.push_back(compare_row("load " + size + ": native, zero-copy, no re-hash vs torch::load",
@@ -209,6 +212,16 @@ std::vector<BenchRow> run_save_load_bench(const BenchSettings& s) {
   const std::string raw_name = "save " + size + ": native vs raw write (" + shards + ", fsync, no hashing)";
   if (native && raw) {
     rows.push_back(compare_row(raw_name, native->save, *raw, bytes, ">= 0.7x", 0.7));
+    // Issue 19: when our save takes no longer than writing the same bytes with no hashing, header
+    // or manifest (within 10%), the disk sets the pace of the torch::save row: say so instead of NO.
+    const double vs_raw = rows.back().ratio;
+    if (torch_save_row && rows[*torch_save_row].met == "NO" && vs_raw >= 0.9) {
+      BenchRow& row = rows[*torch_save_row];
+      row.met = "disk-bound";
+      row.ours += "; a raw write of the same bytes, no hashing, takes " + format_ratio(vs_raw) + " our time";
+      row.numbers["disk_bound"] = true;
+      row.numbers["ratio_to_raw_write"] = vs_raw;
+    }
   } else {
     rows.push_back(
         unavailable_row(raw_name, ">= 0.7x", "error", (native ? raw.status() : native.status()).message()));

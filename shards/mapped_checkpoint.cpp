@@ -4,10 +4,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <optional>
 
 #include "base/mapped_file.h"
 #include "base/parallel_jobs.h"
 #include "base/sha256.h"
+#include "base/sha256_batch.h"
 
 namespace ckpt {
 
@@ -30,6 +33,53 @@ struct ChunkJob {
   const uint8_t* source = nullptr;  // where the bytes are hashed (what the view will read)
   uint8_t* destination = nullptr;   // assembled tensors only: the tensor's buffer
   bool scatter = false;             // an N-d chunk, copied run by run after hashing
+};
+
+// OK when a chunk's bytes hash to what the manifest says, else the error naming shard, offset and chunk.
+Status check_chunk_hash(const ChunkJob& job, const std::string& actual) {
+  const ChunkInfo& fc = *job.chunk.file;
+  const ManifestChunk& mc = *job.chunk.manifest;
+  if (actual == mc.sha256) return Status::ok();
+  return Status::corruption(*job.chunk.shard_name + " @" + std::to_string(fc.data_offset) +
+                            ": sha256 mismatch for " + fc.label() + ": expected " + mc.sha256 + " got " +
+                            actual);
+}
+
+// A chunk copied (into its tensor's buffer, or a scratch piece for a view) and hashed a piece at a
+// time, as one of the two streams a load worker hashes side by side (run_two_streams_at_a_time).
+// Each piece is hashed from the copy while it is in L2: SHA-256 fed from DRAM runs a third slower
+// than memcpy + SHA-256 from cache on the bench machine.
+class HashedChunkCopy {
+ public:
+  static constexpr uint64_t kPieceBytes = 256 << 10;
+  HashedChunkCopy(const ChunkJob& job, Status& result)
+      : job_(job),
+        result_(result),
+        size_(job.chunk.file->data_bytes),
+        scratch_(job.destination ? 0 : static_cast<size_t>(std::min(kPieceBytes, size_))) {}
+
+  // Every read of a shard's mapping is guarded: a shard truncated by another process while mapped
+  // is an I/O error naming it (base/mapped_file.h), not a SIGBUS that kills the load.
+  Status read(Sha256Batch& batch) {
+    const size_t n = static_cast<size_t>(std::min(kPieceBytes, size_ - done_));
+    uint8_t* copy = job_.destination ? job_.destination + done_ : scratch_.data();
+    CKPT_RETURN_IF_ERROR(guarded_copy(copy, job_.source + done_, n, *job_.chunk.shard_name));
+    batch.add(sha_, copy, n);
+    done_ += n;
+    return Status::ok();
+  }
+  bool at_end() const { return done_ == size_; }
+  void settle() {}
+  Status finish() { return check_chunk_hash(job_, sha_.finish_hex()); }
+  void conclude(Status status) { result_ = std::move(status); }
+
+ private:
+  const ChunkJob& job_;
+  Status& result_;
+  uint64_t size_;
+  uint64_t done_ = 0;
+  std::vector<uint8_t> scratch_;
+  Sha256 sha_;
 };
 
 bool is_row_range(const ManifestChunk& c, const std::vector<int64_t>& global_shape) {
@@ -193,19 +243,11 @@ class CheckpointMapper {
     return Status::ok();
   }
 
-  // Every read of a shard's mapping below is guarded: a shard truncated by another process while
-  // mapped is an I/O error naming it (base/mapped_file.h), not a SIGBUS that kills the load.
+  // Every job but a hashed plain copy (HashedChunkCopy). Reads of a shard's mapping are guarded,
+  // as there.
   Status run_job(const ChunkJob& job) const {
-    const ChunkInfo& fc = *job.chunk.file;
-    const ManifestChunk& mc = *job.chunk.manifest;
-    const uint64_t size = fc.data_bytes;
+    const uint64_t size = job.chunk.file->data_bytes;
     const std::string& shard_name = *job.chunk.shard_name;
-    auto check_hash = [&](const std::string& actual) {
-      if (actual == mc.sha256) return Status::ok();
-      return Status::corruption(shard_name + " @" + std::to_string(fc.data_offset) +
-                                ": sha256 mismatch for " + fc.label() + ": expected " + mc.sha256 + " got " +
-                                actual);
-    };
     if (job.scatter) {
       // Staged in a copy first: scatter_chunk owns vectors, which a jump out of a SIGBUS would skip.
       std::vector<uint8_t> staged;
@@ -215,25 +257,10 @@ class CheckpointMapper {
         CKPT_RETURN_IF_ERROR(guarded_copy(staged.data(), job.source, staged.size(), shard_name));
         from = staged.data();
       }
-      if (options_.verify_hashes) CKPT_RETURN_IF_ERROR(check_hash(sha256_hex(from, size)));
-      scatter_chunk(job.tensor->shape, dtype_size(job.tensor->dtype), mc.offsets, mc.shape, from,
-                    job.destination);
+      if (options_.verify_hashes) CKPT_RETURN_IF_ERROR(check_chunk_hash(job, sha256_hex(from, size)));
+      scatter_chunk(job.tensor->shape, dtype_size(job.tensor->dtype), job.chunk.manifest->offsets,
+                    job.chunk.manifest->shape, from, job.destination);
       return Status::ok();
-    }
-    if (options_.verify_hashes) {
-      // Copy a piece, then hash the copy while it is in L2: SHA-256 fed from DRAM runs a third
-      // slower than memcpy + SHA-256 from cache on the bench machine. Views hash a scratch copy.
-      constexpr uint64_t kPiece = 256 << 10;
-      std::vector<uint8_t> scratch(job.destination ? 0 : static_cast<size_t>(std::min(kPiece, size)));
-      Sha256 sha;
-      for (uint64_t done = 0; done < size;) {
-        const size_t n = static_cast<size_t>(std::min(kPiece, size - done));
-        uint8_t* copy = job.destination ? job.destination + done : scratch.data();
-        CKPT_RETURN_IF_ERROR(guarded_copy(copy, job.source + done, n, shard_name));
-        sha.update(copy, n);
-        done += n;
-      }
-      return check_hash(sha.finish_hex());
     }
     if (job.destination)
       return guarded_copy(job.destination, job.source, static_cast<size_t>(size), shard_name);
@@ -244,10 +271,23 @@ class CheckpointMapper {
     return Status::ok();
   }
 
+  // With hashes checked, each worker copies and hashes two chunks at once (their pieces hash side
+  // by side) and takes the next job whenever one ends.
   Status run_jobs() {
     std::vector<Status> results(jobs_.size(), Status::ok());
-    run_parallel(jobs_.size(), resolve_jobs(options_.jobs, jobs_.size()),
-                 [&](size_t i) { results[i] = run_job(jobs_[i]); });
+    run_queue_workers(jobs_.size(), options_.jobs,
+                      [&](const NextJob& next) {
+                        run_two_streams_at_a_time<HashedChunkCopy>([&]() -> std::unique_ptr<HashedChunkCopy> {
+                          for (std::optional<size_t> i; (i = next());) {
+                            const ChunkJob& job = jobs_[*i];
+                            if (options_.verify_hashes && !job.scatter)
+                              return std::make_unique<HashedChunkCopy>(job, results[*i]);
+                            results[*i] = run_job(job);
+                          }
+                          return nullptr;
+                        });
+                      },
+                      {});
     for (const Status& s : results) CKPT_RETURN_IF_ERROR(s);
     return Status::ok();
   }

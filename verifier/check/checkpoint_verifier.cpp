@@ -322,7 +322,7 @@ void check_shards(const std::string& dir, const Manifest& manifest, const Verify
   // Each worker scans two units at once (their blocks hash side by side) and takes the next
   // whenever one ends.
   run_queue_workers(
-      jobs.size(), options.jobs, 2,
+      jobs.size(), options.jobs,
       [&](const NextJob& next) {
         scan_units_two_at_a_time(
             [&]() -> std::optional<ScanTask> {

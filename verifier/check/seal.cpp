@@ -575,7 +575,7 @@ Result<VerifyReport> verify_sealed(const std::string& raw, size_t jobs, const st
   if (on_progress) progress = [&] { on_progress(hashed.load(), total); };
   // Each worker hashes two units at once and takes the next whenever one ends.
   run_queue_workers(
-      units.size(), jobs, 2,
+      units.size(), jobs,
       [&](const NextJob& next) {
         sha256_ranges_two_at_a_time(
             [&]() -> std::optional<RangeToHash> {
