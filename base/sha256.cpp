@@ -20,6 +20,7 @@ Sha256::Sha256() {
 }
 
 Sha256::Split Sha256::begin_update(const uint8_t* data, size_t size) {
+  if (size == 0) return {data, 0, data, 0};  // data may be null: nothing to copy
   total_bytes_ += size;
   if (partial_size_) {
     const size_t take = std::min(size, sizeof(partial_) - partial_size_);

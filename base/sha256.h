@@ -48,6 +48,9 @@ class Sha256 {
   uint8_t partial_[64];
   size_t partial_size_ = 0;
   uint64_t total_bytes_ = 0;
+  // Where a Sha256Batch last queued this hasher's pieces (its own bookkeeping; checked there).
+  friend class Sha256Batch;
+  uint32_t batch_lane_ = UINT32_MAX;
 };
 
 std::string to_hex(const uint8_t* data, size_t size);

@@ -25,22 +25,36 @@ class Sha256Batch {
   void run();
 
  private:
+  static constexpr uint32_t kNoPiece = UINT32_MAX;
+  // Queued bytes; `next` links the pieces of one hasher in the order they were added.
   struct Piece {
     const uint8_t* data;
     size_t size;
+    uint32_t next;
   };
-  // One hasher's queued pieces, in order, and how far run() got through them.
+  // One hasher's pieces: the one being hashed (kNoPiece: none left), how far into it, the last.
   struct Lane {
     Sha256* hasher;
-    std::vector<Piece> pieces;
-    size_t next = 0;  // the piece being hashed
-    size_t done = 0;  // bytes of it already hashed
-    bool empty() const { return next == pieces.size(); }
-    Piece rest() const { return {pieces[next].data + done, pieces[next].size - done}; }
-    void consume(size_t n);
+    uint32_t current;
+    uint32_t last;
+    size_t done;
   };
+  Piece rest(const Lane& lane) const;
+  void consume(Lane& lane, size_t n);
+
+  // Flat and reused across rounds: a block holding thousands of small payloads costs no allocation
+  // per payload, and finding a hasher's lane is one lookup (Sha256::batch_lane_).
+  std::vector<Piece> pieces_;
   std::vector<Lane> lanes_;
 };
+
+// Whether a job of `bytes` should hash alone on its core. Paired, each of two streams runs at
+// ~0.75 of one stream alone (1.5x the core's throughput, shared), so a job larger than ~2/3 of a
+// worker's fair share, which sets the end of the whole run (one huge payload on many cores), is
+// faster alone while the other workers pair the rest.
+inline bool hashes_alone(uint64_t bytes, uint64_t total_bytes, size_t workers) {
+  return static_cast<double>(bytes) * 1.5 * static_cast<double>(workers) > static_cast<double>(total_bytes);
+}
 
 // Runs hashing streams on the calling thread two at a time: each round, each live stream reads one
 // block and queues its hashing in one batch, the batch runs (the two streams' blocks side by
@@ -51,6 +65,7 @@ class Sha256Batch {
 //   void settle()              after the batch ran: digests of whatever ended in the block
 //   Status finish()            once at_end and settled: the stream's own final checks
 //   void conclude(Status)      its outcome: a read error, or what finish() returned
+//   bool alone() const         no second stream is taken while it runs (hashes_alone)
 template <typename Stream>
 void run_two_streams_at_a_time(const std::function<std::unique_ptr<Stream>()>& next) {
   struct Slot {
@@ -62,7 +77,9 @@ void run_two_streams_at_a_time(const std::function<std::unique_ptr<Stream>()>& n
   Sha256Batch batch;
   for (;;) {
     for (Slot& slot : slots) {
-      if (more && !slot.stream) more = (slot.stream = next()) != nullptr;
+      const Slot& other = &slot == &slots[0] ? slots[1] : slots[0];
+      if (more && !slot.stream && !(other.stream && other.stream->alone()))
+        more = (slot.stream = next()) != nullptr;
     }
     if (!slots[0].stream && !slots[1].stream) return;
     for (Slot& slot : slots) {

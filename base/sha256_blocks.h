@@ -2,9 +2,9 @@
 //
 // Why two: with the CPU's SHA extensions one stream is bound by the latency of sha256rnds2, whose
 // every step waits for the one before; a second, independent stream fills those waits. Measured
-// on the 2-core AMD EPYC that runs make bench: one stream 1.7-1.8 GB/s (OpenSSL's own code: the
-// same), two streams together 2.4-2.8 GB/s. Without the extensions both entry points use OpenSSL's
-// block function, one stream after the other.
+// on the 2-core AMD EPYC that runs make bench: one stream 1.7-1.9 GB/s (OpenSSL's own SHA-NI code:
+// the same), two streams together 2.5-2.9 GB/s. Without the extensions both entry points use
+// OpenSSL's block function, one stream after the other.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +15,7 @@ namespace ckpt {
 // Which code compresses blocks: picked once from the CPU, overridable for tests.
 enum class Sha256Kernel {
   kShaExtensions,  // x86 SHA-NI, two streams interleaved
-  kOpenSsl,        // OpenSSL's block function (its AVX2 / SSSE3 / scalar code), one stream at a time
+  kOpenSsl,        // OpenSSL's block function (whatever it picks for this CPU), one stream at a time
 };
 
 bool cpu_has_sha_extensions();

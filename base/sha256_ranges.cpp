@@ -27,6 +27,7 @@ class RangeStream {
     return Status::ok();
   }
   bool at_end() const { return at_ == range_.offset + range_.length; }
+  bool alone() const { return range_.alone; }
   void settle() {}
   Status finish() { return Status::ok(); }
   void conclude(Status status) {

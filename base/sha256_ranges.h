@@ -20,6 +20,7 @@ struct RangeToHash {
   uint64_t offset;
   uint64_t length;
   Result<std::string>* digest;
+  bool alone = false;  // hashed with no second range beside it (hashes_alone)
 };
 
 // Hashes the ranges `next` hands out (nullopt: none left) on the calling thread, two at a time.

@@ -36,7 +36,7 @@ struct BenchRow {
   std::string baseline;  // human text
   double ratio = kNotMeasured;
   std::string goal;  // ">= 3x", "< 32 MiB", "reported"
-  std::string met;   // "yes", "NO", "reported", "not available", "not built", "error"
+  std::string met;   // "yes", "NO", "disk-bound", "reported", "not available", "not built", "error"
   nlohmann::json numbers = nlohmann::json::object();  // every number behind the row, for --out
 };
 
@@ -125,6 +125,7 @@ struct HashingLimit {
   std::vector<double> all_bytes_per_second;
   // ckptcheck's own hashing, two streams per thread (what verify runs), all threads together.
   double two_stream_bytes_per_second = kNotMeasured;
+  double two_stream_single_thread_bytes_per_second = kNotMeasured;  // the same, one thread alone
   std::string kernel;  // sha256_kernel_name of the kernel verify used
 };
 HashingLimit measure_hashing_limit(const BenchSettings& settings);

@@ -52,8 +52,9 @@ Status check_chunk_hash(const ChunkJob& job, const std::string& actual) {
 class HashedChunkCopy {
  public:
   static constexpr uint64_t kPieceBytes = 256 << 10;
-  HashedChunkCopy(const ChunkJob& job, Status& result)
+  HashedChunkCopy(const ChunkJob& job, bool alone, Status& result)
       : job_(job),
+        alone_(alone),
         result_(result),
         size_(job.chunk.file->data_bytes),
         scratch_(job.destination ? 0 : static_cast<size_t>(std::min(kPieceBytes, size_))) {}
@@ -69,12 +70,14 @@ class HashedChunkCopy {
     return Status::ok();
   }
   bool at_end() const { return done_ == size_; }
+  bool alone() const { return alone_; }
   void settle() {}
   Status finish() { return check_chunk_hash(job_, sha_.finish_hex()); }
   void conclude(Status status) { result_ = std::move(status); }
 
  private:
   const ChunkJob& job_;
+  bool alone_;
   Status& result_;
   uint64_t size_;
   uint64_t done_ = 0;
@@ -272,17 +275,31 @@ class CheckpointMapper {
   }
 
   // With hashes checked, each worker copies and hashes two chunks at once (their pieces hash side
-  // by side) and takes the next job whenever one ends.
+  // by side) and takes the next job whenever one ends; largest first, the largest alone if it
+  // would otherwise set the end (hashes_alone).
   Status run_jobs() {
     std::vector<Status> results(jobs_.size(), Status::ok());
-    run_queue_workers(jobs_.size(), options_.jobs,
+    std::vector<size_t> order(jobs_.size());
+    uint64_t total = 0;
+    for (size_t i = 0; i < jobs_.size(); ++i) {
+      order[i] = i;
+      total += jobs_[i].chunk.file->data_bytes;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return jobs_[a].chunk.file->data_bytes > jobs_[b].chunk.file->data_bytes;
+    });
+    const size_t workers = resolve_jobs(options_.jobs, jobs_.size());
+    run_queue_workers(jobs_.size(), workers,
                       [&](const NextJob& next) {
                         run_two_streams_at_a_time<HashedChunkCopy>([&]() -> std::unique_ptr<HashedChunkCopy> {
-                          for (std::optional<size_t> i; (i = next());) {
-                            const ChunkJob& job = jobs_[*i];
-                            if (options_.verify_hashes && !job.scatter)
-                              return std::make_unique<HashedChunkCopy>(job, results[*i]);
-                            results[*i] = run_job(job);
+                          for (std::optional<size_t> n; (n = next());) {
+                            const size_t i = order[*n];
+                            const ChunkJob& job = jobs_[i];
+                            if (options_.verify_hashes && !job.scatter) {
+                              const bool alone = hashes_alone(job.chunk.file->data_bytes, total, workers);
+                              return std::make_unique<HashedChunkCopy>(job, alone, results[i]);
+                            }
+                            results[i] = run_job(job);
                           }
                           return nullptr;
                         });

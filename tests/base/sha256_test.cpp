@@ -192,5 +192,87 @@ TEST(Sha256Ranges, EachRangeGetsItsOwnDigestOrError) {
   EXPECT_EQ(hashed.load(), in_range);
 }
 
+// A block of a checkpoint with thousands of small payloads gives a batch thousands of hashers,
+// each with a piece or two; hashers also move between rounds and between two batches (a stale
+// lane index must not send a piece to another hasher's lane).
+TEST_P(Sha256Kernels, BatchOfThousandsOfSmallHashersAndStaleLanes) {
+  const std::vector<uint8_t> bytes = random_bytes(1 << 16, 9);
+  std::mt19937 rng(10);
+  const size_t count = 3000;
+  std::vector<std::unique_ptr<Sha256>> h;
+  std::vector<std::string> fed(count);
+  for (size_t i = 0; i < count; ++i) h.push_back(std::make_unique<Sha256>());
+  Sha256Batch batches[2];
+  for (int round = 0; round < 4; ++round) {
+    Sha256Batch& batch = batches[round % 2];
+    for (int k = 0; k < 5000; ++k) {
+      const size_t i = (round % 2 ? count - 1 - k % count : rng() % count);  // reversed order, then random
+      const size_t at = rng() % (bytes.size() - 200);
+      const size_t n = rng() % 130;
+      batch.add(*h[i], bytes.data() + at, n);
+      fed[i].append(reinterpret_cast<const char*>(bytes.data() + at), n);
+    }
+    batch.run();
+  }
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(h[i]->finish_hex(),
+              reference_hex(reinterpret_cast<const uint8_t*>(fed[i].data()), fed[i].size()))
+        << "hasher " << i;
+  }
+}
+
+TEST(Sha256Streams, AJobRunsAloneOnlyWhenItWouldSetTheEnd) {
+  EXPECT_TRUE(hashes_alone(100, 1000, 8));   // 100 x 1.5 x 8 workers > 1000: alone
+  EXPECT_FALSE(hashes_alone(50, 1000, 8));   // a small share: paired
+  EXPECT_TRUE(hashes_alone(1000, 1000, 1));  // the only job
+  EXPECT_FALSE(hashes_alone(32, 2048, 2));   // the bench's 32 MiB units of 2 GiB on 2 cores
+}
+
+// A stream of `blocks` blocks that records how many streams were live while it read.
+struct ProbeStream {
+  ProbeStream(int blocks, bool alone, int& live, std::vector<int>& most_live)
+      : blocks_(blocks), alone_(alone), live_(live), most_live_(most_live) {
+    ++live_;
+  }
+  Status read(Sha256Batch& batch) {
+    most_ = std::max(most_, live_);
+    batch.add(hash_, "block", 5);
+    ++read_;
+    return Status::ok();
+  }
+  bool at_end() const { return read_ == blocks_; }
+  bool alone() const { return alone_; }
+  void settle() {}
+  Status finish() { return Status::ok(); }
+  void conclude(Status) {
+    --live_;
+    most_live_.push_back(alone_ ? -most_ : most_);
+  }
+  int blocks_;
+  bool alone_;
+  int& live_;
+  std::vector<int>& most_live_;
+  int read_ = 0;
+  int most_ = 0;
+  Sha256 hash_;
+};
+
+TEST(Sha256Streams, TwoAtATimeExceptAStreamThatRunsAlone) {
+  int live = 0;
+  std::vector<int> most_live;  // per stream in end order; negative: an alone stream
+  // After the alone one: 3 and 5 together, then 4 beside the rest of 5, then 2 beside the rest of 4.
+  const std::vector<std::pair<int, bool>> jobs = {{9, true}, {3, false}, {5, false}, {4, false}, {2, false}};
+  size_t next = 0;
+  run_two_streams_at_a_time<ProbeStream>([&]() -> std::unique_ptr<ProbeStream> {
+    if (next == jobs.size()) return nullptr;
+    const auto [blocks, alone] = jobs[next++];
+    return std::make_unique<ProbeStream>(blocks, alone, live, most_live);
+  });
+  EXPECT_EQ(live, 0);
+  ASSERT_EQ(most_live.size(), jobs.size());
+  EXPECT_EQ(most_live.front(), -1);  // the alone stream ran by itself, and ended first
+  for (size_t i = 1; i < most_live.size(); ++i) EXPECT_EQ(most_live[i], 2) << "stream " << i;
+}
+
 }  // namespace
 }  // namespace ckpt

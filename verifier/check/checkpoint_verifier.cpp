@@ -17,6 +17,7 @@
 #include "base/json_fields.h"
 #include "base/parallel_jobs.h"
 #include "base/seconds_since.h"
+#include "base/sha256_batch.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_dir.h"
@@ -283,7 +284,8 @@ struct ScanJob {
   uint64_t bytes;
 };
 
-// Longest first (LPT): with jobs handed out in order, the makespan is within 4/3 of the best.
+// Longest first (LPT), so the units that set the end start first: a worker holds two at once, and
+// the largest, if it is much more than a fair share, alone (hashes_alone).
 void order_scan_jobs(std::vector<ScanJob>& jobs) {
   std::stable_sort(jobs.begin(), jobs.end(),
                    [](const ScanJob& a, const ScanJob& b) { return a.bytes > b.bytes; });
@@ -321,14 +323,15 @@ void check_shards(const std::string& dir, const Manifest& manifest, const Verify
   if (options.on_progress) report_progress = [&] { options.on_progress(hashed.load(), total); };
   // Each worker scans two units at once (their blocks hash side by side) and takes the next
   // whenever one ends.
+  const size_t workers = resolve_jobs(options.jobs, jobs.size());
   run_queue_workers(
-      jobs.size(), options.jobs,
+      jobs.size(), workers,
       [&](const NextJob& next) {
         scan_units_two_at_a_time(
             [&]() -> std::optional<ScanTask> {
               const std::optional<size_t> j = next();
               if (!j) return std::nullopt;
-              return ScanTask{jobs[*j].scanner, jobs[*j].unit};
+              return ScanTask{jobs[*j].scanner, jobs[*j].unit, hashes_alone(jobs[*j].bytes, total, workers)};
             },
             &hashed);
       },

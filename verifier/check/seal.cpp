@@ -15,6 +15,7 @@
 #include "base/parallel_jobs.h"
 #include "base/seconds_since.h"
 #include "base/sha256.h"
+#include "base/sha256_batch.h"
 #include "base/sha256_ranges.h"
 #include "base/text.h"
 #include "formats/dcp_checkpoint.h"
@@ -570,18 +571,27 @@ Result<VerifyReport> verify_sealed(const std::string& raw, size_t jobs, const st
       units.push_back({i, SIZE_MAX});
     }
   }
+  // Longest first, so the ranges that set the end start first (a file sealed whole is at most a
+  // piece long, so this mostly puts whole files of a piece's size ahead of a file's short last piece).
+  std::stable_sort(units.begin(), units.end(), [&](const HashUnit& a, const HashUnit& b) {
+    return range_of_unit(a, seal.files[a.file], plans[a.file]).length >
+           range_of_unit(b, seal.files[b.file], plans[b.file]).length;
+  });
   std::atomic<uint64_t> hashed{0};
   std::function<void()> progress;
   if (on_progress) progress = [&] { on_progress(hashed.load(), total); };
   // Each worker hashes two units at once and takes the next whenever one ends.
+  const size_t workers = resolve_jobs(jobs, units.size());
   run_queue_workers(
-      units.size(), jobs,
+      units.size(), workers,
       [&](const NextJob& next) {
         sha256_ranges_two_at_a_time(
             [&]() -> std::optional<RangeToHash> {
               const std::optional<size_t> u = next();
               if (!u) return std::nullopt;
-              return range_of_unit(units[*u], seal.files[units[*u].file], plans[units[*u].file]);
+              RangeToHash range = range_of_unit(units[*u], seal.files[units[*u].file], plans[units[*u].file]);
+              range.alone = hashes_alone(range.length, total, workers);
+              return range;
             },
             &hashed);
       },

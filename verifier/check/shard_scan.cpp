@@ -165,10 +165,12 @@ Result<ShardScan> ShardScanner::finish() {
 // step two units together and hash their blocks side by side.
 class ShardScanner::UnitStream {
  public:
-  UnitStream(ShardScanner& scanner, size_t unit, size_t block_bytes, std::atomic<uint64_t>* bytes_done)
+  UnitStream(ShardScanner& scanner, const ScanTask& task, size_t block_bytes,
+             std::atomic<uint64_t>* bytes_done)
       : s_(scanner),
-        unit_(scanner.units_[unit]),
-        index_(unit),
+        unit_(scanner.units_[task.unit]),
+        index_(task.unit),
+        alone_(task.alone),
         buffer_(std::max<size_t>(1, block_bytes)),
         bytes_done_(bytes_done),
         at_(unit_.begin),
@@ -185,6 +187,7 @@ class ShardScanner::UnitStream {
   }
 
   bool at_end() const { return at_ == unit_.end; }
+  bool alone() const { return alone_; }
 
   Status read(Sha256Batch& batch) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer_.size(), unit_.end - at_));
@@ -279,6 +282,7 @@ class ShardScanner::UnitStream {
   ShardScanner& s_;
   const ScanUnit& unit_;
   size_t index_;
+  bool alone_;
   std::vector<uint8_t> buffer_;
   std::atomic<uint64_t>* bytes_done_;
   std::unique_ptr<FileByteSource> source_;
@@ -323,7 +327,7 @@ void scan_units_two_at_a_time(const std::function<std::optional<ScanTask>()>& ne
         scanner.unit_status_[task->unit] = scanner.scan_in_two_passes(bytes_done, block_bytes);
         continue;
       }
-      auto stream = std::make_unique<Stream>(scanner, task->unit, block_bytes, bytes_done);
+      auto stream = std::make_unique<Stream>(scanner, *task, block_bytes, bytes_done);
       Status opened = stream->open();
       if (opened.is_ok()) return stream;
       stream->conclude(std::move(opened));

@@ -2,7 +2,7 @@
 // the shard's digest (whole file, or header), each chunk's payload SHA-256 and each floating chunk's
 // NaN/Inf counts.
 //
-// Why one pass: the file is streamed in kScanBlockBytes blocks (ByteSource::scan, pread) and every
+// Why one pass: the file is streamed in kScanBlockBytes blocks (pread into the unit's buffer) and every
 // block feeds the file (or header) hasher and the hasher of the chunk whose payload it holds, so the
 // data is read once (`sha256sum` plus a per-chunk check would read it twice). Blocks are small enough
 // to stay in L2 between the kernel's copy, SHA-256 and the NaN count, so only the copy touches DRAM.
@@ -116,6 +116,7 @@ class ShardScanner {
 struct ScanTask {
   ShardScanner* scanner;
   size_t unit;
+  bool alone = false;  // scanned with no second unit beside it (hashes_alone)
 };
 
 // Scans the units `next` hands out (nullopt: none left) on the calling thread, two at a time: a
