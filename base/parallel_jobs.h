@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
-#include <optional>
 #include <thread>
 #include <vector>
 
@@ -58,24 +57,6 @@ void run_parallel_reporting(size_t count, size_t threads, const Job& job, const 
   }
   workers.join();
   report();
-}
-
-// Jobs [0, count) drained by workers that may each hold several at a time (verify's workers hash
-// two units at once): each worker runs `work(next)`, where next() hands out the next job index or
-// nullopt when none is left. One worker per core (or `threads`), never more than there are jobs:
-// a worker holding two jobs while a core idles would be slower than one job on each core.
-using NextJob = std::function<std::optional<size_t>()>;
-template <typename Work>
-void run_queue_workers(size_t count, size_t threads, const Work& work, const std::function<void()>& report) {
-  std::atomic<size_t> next{0};
-  const NextJob next_job = [&]() -> std::optional<size_t> {
-    const size_t i = next.fetch_add(1);
-    if (i >= count) return std::nullopt;
-    return i;
-  };
-  const size_t workers = resolve_jobs(threads, count);
-  run_parallel_reporting(
-      workers, workers, [&](size_t) { work(next_job); }, report);
 }
 
 }  // namespace ckpt

@@ -61,8 +61,12 @@ void Sha256Batch::run() {
     }
   }
   if (first < lanes_.size()) {
-    for (Lane& lane = lanes_[first]; lane.current != kNoPiece; consume(lane, rest(lane).size))
-      lane.hasher->update(rest(lane).data, rest(lane).size);
+    Lane& lane = lanes_[first];
+    while (lane.current != kNoPiece) {
+      const Piece piece = rest(lane);
+      lane.hasher->update(piece.data, piece.size);
+      consume(lane, piece.size);
+    }
   }
   lanes_.clear();
   pieces_.clear();

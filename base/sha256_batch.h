@@ -6,12 +6,17 @@
 // together (sha256_update_two), so the CPU's SHA units overlap the two streams' latencies.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <numeric>
+#include <optional>
 #include <vector>
 
+#include "base/parallel_jobs.h"
 #include "base/sha256.h"
 #include "base/status.h"
 
@@ -99,6 +104,35 @@ void run_two_streams_at_a_time(const std::function<std::unique_ptr<Stream>()>& n
       slot.failed = Status::ok();
     }
   }
+}
+
+// A job as run_hashing_workers hands it out: its index, and whether it hashes alone.
+struct QueuedJob {
+  size_t index;
+  bool alone;
+};
+using NextQueuedJob = std::function<std::optional<QueuedJob>()>;
+
+// Jobs of `sizes` bytes drained by one worker per core (or `threads`, never more than there are
+// jobs), each running work(next) with two streams at a time (run_two_streams_at_a_time). next()
+// hands out the largest first, so the jobs that set the end start first, each marked alone when
+// hashes_alone says so; nullopt when none is left. `report` as in run_parallel_reporting.
+template <typename Work>
+void run_hashing_workers(const std::vector<uint64_t>& sizes, size_t threads, const Work& work,
+                         const std::function<void()>& report) {
+  std::vector<size_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  const uint64_t total = std::accumulate(sizes.begin(), sizes.end(), uint64_t{0});
+  const size_t workers = resolve_jobs(threads, sizes.size());
+  std::atomic<size_t> next{0};
+  const NextQueuedJob next_job = [&]() -> std::optional<QueuedJob> {
+    const size_t n = next.fetch_add(1);
+    if (n >= order.size()) return std::nullopt;
+    return QueuedJob{order[n], hashes_alone(sizes[order[n]], total, workers)};
+  };
+  run_parallel_reporting(
+      workers, workers, [&](size_t) { work(next_job); }, report);
 }
 
 }  // namespace ckpt

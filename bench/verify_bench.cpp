@@ -55,10 +55,11 @@ BenchRow limit_row(const std::string& name, const Result<ChildTiming>& ours, uin
   row.numbers["ours_max_rss_bytes"] = ours->max_rss_bytes;
   row.numbers["ratio"] = row.ratio;
   // Against ckptcheck's own hashing rate (two streams per core): what is left to gain in reading.
-  row.numbers["ratio_to_two_stream_rate"] = rate / limit.two_stream_bytes_per_second;
+  const double of_own_rate = rate / limit.two_stream_bytes_per_second;
+  row.numbers["ratio_to_two_stream_rate"] = of_own_rate;
   char own[96];
-  std::snprintf(own, sizeof(own), "; %.2f of our %s rate %.2f GB/s", rate / limit.two_stream_bytes_per_second,
-                limit.kernel.c_str(), limit.two_stream_bytes_per_second / 1e9);
+  std::snprintf(own, sizeof(own), "; %.2f of our %s rate %.2f GB/s", of_own_rate, limit.kernel.c_str(),
+                limit.two_stream_bytes_per_second / 1e9);
   row.ours += own;
   // What the machine's load cannot skew much: the CPU time hashing alone would need (one thread
   // alone, in cache, with the two streams verify runs) over the CPU time verify used.

@@ -276,35 +276,25 @@ class CheckpointMapper {
 
   // With hashes checked, each worker copies and hashes two chunks at once (their pieces hash side
   // by side) and takes the next job whenever one ends; largest first, the largest alone if it
-  // would otherwise set the end (hashes_alone).
+  // would otherwise set the end (run_hashing_workers).
   Status run_jobs() {
     std::vector<Status> results(jobs_.size(), Status::ok());
-    std::vector<size_t> order(jobs_.size());
-    uint64_t total = 0;
-    for (size_t i = 0; i < jobs_.size(); ++i) {
-      order[i] = i;
-      total += jobs_[i].chunk.file->data_bytes;
-    }
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return jobs_[a].chunk.file->data_bytes > jobs_[b].chunk.file->data_bytes;
-    });
-    const size_t workers = resolve_jobs(options_.jobs, jobs_.size());
-    run_queue_workers(jobs_.size(), workers,
-                      [&](const NextJob& next) {
-                        run_two_streams_at_a_time<HashedChunkCopy>([&]() -> std::unique_ptr<HashedChunkCopy> {
-                          for (std::optional<size_t> n; (n = next());) {
-                            const size_t i = order[*n];
-                            const ChunkJob& job = jobs_[i];
-                            if (options_.verify_hashes && !job.scatter) {
-                              const bool alone = hashes_alone(job.chunk.file->data_bytes, total, workers);
-                              return std::make_unique<HashedChunkCopy>(job, alone, results[i]);
-                            }
-                            results[i] = run_job(job);
-                          }
-                          return nullptr;
-                        });
-                      },
-                      {});
+    std::vector<uint64_t> sizes;
+    for (const ChunkJob& job : jobs_) sizes.push_back(job.chunk.file->data_bytes);
+    run_hashing_workers(
+        sizes, options_.jobs,
+        [&](const NextQueuedJob& next) {
+          run_two_streams_at_a_time<HashedChunkCopy>([&]() -> std::unique_ptr<HashedChunkCopy> {
+            for (std::optional<QueuedJob> queued; (queued = next());) {
+              const ChunkJob& job = jobs_[queued->index];
+              if (options_.verify_hashes && !job.scatter)
+                return std::make_unique<HashedChunkCopy>(job, queued->alone, results[queued->index]);
+              results[queued->index] = run_job(job);
+            }
+            return nullptr;
+          });
+        },
+        {});
     for (const Status& s : results) CKPT_RETURN_IF_ERROR(s);
     return Status::ok();
   }

@@ -274,5 +274,23 @@ TEST(Sha256Streams, TwoAtATimeExceptAStreamThatRunsAlone) {
   for (size_t i = 1; i < most_live.size(); ++i) EXPECT_EQ(most_live[i], 2) << "stream " << i;
 }
 
+// The queue behind verify, seal verify and the loader: every job once, largest first (on one
+// worker the order is exact), the one that would set the end marked alone.
+TEST(Sha256Streams, HashingWorkersHandOutLargestFirstAndMarkWhatRunsAlone) {
+  const std::vector<uint64_t> sizes = {5, 100, 7, 30, 7};
+  std::vector<QueuedJob> handed;
+  run_hashing_workers(sizes, 1,
+                      [&](const NextQueuedJob& next) {
+                        for (std::optional<QueuedJob> job; (job = next());) handed.push_back(*job);
+                      },
+                      {});
+  ASSERT_EQ(handed.size(), sizes.size());
+  const std::vector<size_t> want_order = {1, 3, 2, 4, 0};  // ties keep their order
+  for (size_t i = 0; i < handed.size(); ++i) {
+    EXPECT_EQ(handed[i].index, want_order[i]) << "position " << i;
+    EXPECT_EQ(handed[i].alone, i == 0) << "position " << i;  // 100 x 1.5 > 149; 30 x 1.5 is not
+  }
+}
+
 }  // namespace
 }  // namespace ckpt

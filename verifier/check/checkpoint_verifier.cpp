@@ -284,13 +284,6 @@ struct ScanJob {
   uint64_t bytes;
 };
 
-// Longest first (LPT), so the units that set the end start first: a worker holds two at once, and
-// the largest, if it is much more than a fair share, alone (hashes_alone).
-void order_scan_jobs(std::vector<ScanJob>& jobs) {
-  std::stable_sort(jobs.begin(), jobs.end(),
-                   [](const ScanJob& a, const ScanJob& b) { return a.bytes > b.bytes; });
-}
-
 void check_shards(const std::string& dir, const Manifest& manifest, const VerifyOptions& options,
                   VerifyReport& report) {
   const size_t count = manifest.shards.size();
@@ -317,21 +310,21 @@ void check_shards(const std::string& dir, const Manifest& manifest, const Verify
       for (size_t u = 0; u < scanner->unit_count(); ++u) jobs.push_back({scanner, u, scanner->unit_size(u)});
     }
   }
-  order_scan_jobs(jobs);
   std::atomic<uint64_t> hashed{0};
   std::function<void()> report_progress;
   if (options.on_progress) report_progress = [&] { options.on_progress(hashed.load(), total); };
-  // Each worker scans two units at once (their blocks hash side by side) and takes the next
-  // whenever one ends.
-  const size_t workers = resolve_jobs(options.jobs, jobs.size());
-  run_queue_workers(
-      jobs.size(), workers,
-      [&](const NextJob& next) {
+  // Each worker scans two units at once (their blocks hash side by side), largest first, and
+  // takes the next whenever one ends.
+  std::vector<uint64_t> sizes;
+  for (const ScanJob& job : jobs) sizes.push_back(job.bytes);
+  run_hashing_workers(
+      sizes, options.jobs,
+      [&](const NextQueuedJob& next) {
         scan_units_two_at_a_time(
             [&]() -> std::optional<ScanTask> {
-              const std::optional<size_t> j = next();
-              if (!j) return std::nullopt;
-              return ScanTask{jobs[*j].scanner, jobs[*j].unit, hashes_alone(jobs[*j].bytes, total, workers)};
+              const std::optional<QueuedJob> job = next();
+              if (!job) return std::nullopt;
+              return ScanTask{jobs[job->index].scanner, jobs[job->index].unit, job->alone};
             },
             &hashed);
       },

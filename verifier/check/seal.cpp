@@ -369,15 +369,6 @@ RangeToHash range_of_unit(const HashUnit& unit, const SealedFile& sealed, FilePl
 void conclude_sealed_file(const SealedFile& sealed, FilePlan& plan) {
   FileFinding& out = plan.finding;
   if (!plan.source) return;
-  if (!plan.by_pieces) {
-    out.bytes_hashed += plan.source->size();
-    if (!plan.whole_now.is_ok()) {
-      out.errors.push_back(
-          {verify_code::kSealFileMissing, sealed.path, "", plan.whole_now.status().message()});
-      return;
-    }
-    out.sha256 = *plan.whole_now;
-  }
   if (plan.by_pieces) {
     out.bytes_hashed += sealed.bytes;
     // A piece that could not be read is reported as the whole file's read failure is.
@@ -408,7 +399,13 @@ void conclude_sealed_file(const SealedFile& sealed, FilePlan& plan) {
     locate_change(plan.path, *plan.source, sealed, out);
     return;
   }
-  if (out.sha256.empty() || out.sha256 == sealed.sha256) return;
+  out.bytes_hashed += plan.source->size();
+  if (!plan.whole_now.is_ok()) {
+    out.errors.push_back({verify_code::kSealFileMissing, sealed.path, "", plan.whole_now.status().message()});
+    return;
+  }
+  out.sha256 = *plan.whole_now;
+  if (out.sha256 == sealed.sha256) return;
   if (plan.source->size() == sealed.bytes) {
     out.errors.push_back({verify_code::kSealFileSha256Mismatch, sealed.path, "",
                           plan.path + ": sha256 mismatch: sealed " + sealed.sha256 + ", now " + out.sha256});
@@ -571,26 +568,24 @@ Result<VerifyReport> verify_sealed(const std::string& raw, size_t jobs, const st
       units.push_back({i, SIZE_MAX});
     }
   }
-  // Longest first, so the ranges that set the end start first (a file sealed whole is at most a
-  // piece long, so this mostly puts whole files of a piece's size ahead of a file's short last piece).
-  std::stable_sort(units.begin(), units.end(), [&](const HashUnit& a, const HashUnit& b) {
-    return range_of_unit(a, seal.files[a.file], plans[a.file]).length >
-           range_of_unit(b, seal.files[b.file], plans[b.file]).length;
-  });
   std::atomic<uint64_t> hashed{0};
   std::function<void()> progress;
   if (on_progress) progress = [&] { on_progress(hashed.load(), total); };
-  // Each worker hashes two units at once and takes the next whenever one ends.
-  const size_t workers = resolve_jobs(jobs, units.size());
-  run_queue_workers(
-      units.size(), workers,
-      [&](const NextJob& next) {
+  // Each worker hashes two units at once, largest first, and takes the next whenever one ends.
+  std::vector<RangeToHash> ranges;
+  for (const HashUnit& unit : units)
+    ranges.push_back(range_of_unit(unit, seal.files[unit.file], plans[unit.file]));
+  std::vector<uint64_t> sizes;
+  for (const RangeToHash& range : ranges) sizes.push_back(range.length);
+  run_hashing_workers(
+      sizes, jobs,
+      [&](const NextQueuedJob& next) {
         sha256_ranges_two_at_a_time(
             [&]() -> std::optional<RangeToHash> {
-              const std::optional<size_t> u = next();
-              if (!u) return std::nullopt;
-              RangeToHash range = range_of_unit(units[*u], seal.files[units[*u].file], plans[units[*u].file]);
-              range.alone = hashes_alone(range.length, total, workers);
+              const std::optional<QueuedJob> job = next();
+              if (!job) return std::nullopt;
+              RangeToHash range = ranges[job->index];
+              range.alone = job->alone;
               return range;
             },
             &hashed);
