@@ -40,6 +40,8 @@ Result<VerifyResult> verify(const std::string& path, const VerifyOptions& option
   internal.jobs = options.jobs;
   internal.quick = options.quick;
   internal.pubkey_path = options.pubkey_path;
+  internal.weights_only = options.weights_only;
+  internal.allowed_globals = options.allowed_globals;
   auto report = ckpt::verify_path(path, internal);
   if (!report.is_ok()) return public_status(report.status());
   VerifyResult result;

@@ -69,10 +69,14 @@ class Result {
 
 // ---- verify ---------------------------------------------------------------------------------
 
+// The options of `ckptcheck verify`, for every kind of checkpoint (docs/verify-guarantees.md); an
+// option a kind cannot honour is refused (a Status with exit code 2), never ignored.
 struct VerifyOptions {
-  size_t jobs = 0;          // shards hashed in parallel; 0 = one per core
-  bool quick = false;       // manifest and headers only: no payload is hashed
-  std::string pubkey_path;  // when set, manifest.json.sig must verify under this Ed25519 key
+  size_t jobs = 0;            // shards, tensors or sealed pieces read in parallel; 0 = one per core
+  bool quick = false;         // structure, headers, pickles and sizes only: no payload is read
+  std::string pubkey_path;    // when set, manifest.json.sig (or the seal's .sig) must verify under this key
+  bool weights_only = false;  // a foreign checkpoint may hold model weights only
+  std::vector<std::string> allowed_globals;  // pickle globals ("module.name") reviewed and accepted
 };
 
 // One finding; `code` is one of the stable codes `ckptcheck verify` prints (README, "Verify").

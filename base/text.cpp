@@ -1,6 +1,14 @@
 #include "base/text.h"
 
+#include <cstdio>
+
 namespace ckpt {
+
+std::string hex_offset(uint64_t offset) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(offset));
+  return buf;
+}
 
 std::string html_escape(const std::string& text) {
   std::string out;

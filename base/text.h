@@ -2,6 +2,7 @@
 // for HTML and SVG reports.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace ckpt {
@@ -13,6 +14,9 @@ inline bool starts_with(const std::string& s, const std::string& prefix) {
 inline bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
+
+// "0x1a2b": how messages name a byte offset in a file.
+std::string hex_offset(uint64_t offset);
 
 // Text safe in HTML/SVG character data and attribute values (& < > " ' escaped): report strings
 // come from files on disk (tensor names, error messages) and are never markup.

@@ -20,12 +20,6 @@ namespace {
 
 constexpr size_t kMaxRank = 64;
 
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 // "torch.distributed.checkpoint.metadata.TensorStorageMetadata" -> "TensorStorageMetadata".
 std::string class_of(const nlohmann::json& j) {
   if (!j.is_object()) return "";
@@ -376,6 +370,7 @@ Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const s
   }
   DcpMetadata out;
   out.globals = std::move(dict.globals);
+  for (PickleGlobal& g : out.globals) g.pickle = kDcpMetadataFileName;
   const std::string mclass = class_of(root);
   out.layout = mclass.find("._shard.checkpoint.") != std::string::npos ? "torch-1.13" : "torch-2.0";
   if (root.contains("storage_meta") || root.contains("version")) out.layout = "torch-2.4";
@@ -602,7 +597,7 @@ void DcpCheckpoint::resolve_safetensors_items() {
     SafetensorsBlob& b = blobs_[f];
     b.present = true;
     b.base = base;
-    const std::string name = dir_ + "/" + files_[f] + "@" + hex(base);
+    const std::string name = dir_ + "/" + files_[f] + "@" + hex_offset(base);
     if (base >= size) {
       b.status = Status::truncated(name + ": the safetensors blob starts at or past the file's end (" +
                                    std::to_string(size) + " bytes)");
@@ -631,8 +626,8 @@ void DcpCheckpoint::resolve_safetensors_items() {
       it.container_offset = base;
       const std::string at = name + ": item " + it.label();
       if (it.offset != base) {
-        item_problems_[i] = at + " is recorded at " + hex(it.offset) +
-                            ", but the file's safetensors blob starts at " + hex(base);
+        item_problems_[i] = at + " is recorded at " + hex_offset(it.offset) +
+                            ", but the file's safetensors blob starts at " + hex_offset(base);
         continue;
       }
       const size_t k = chunk_named(*b.file, it.fqn);
@@ -676,14 +671,14 @@ std::string DcpCheckpoint::item_bounds_problem(size_t i) const {
     return blobs_[it.file].status.message() + " (item " + it.label() + ")";
   if (range_within(it.offset, it.length, size)) return "";
   return dir_ + "/" + it.relative_path + ": item " + it.label() + " spans " + std::to_string(it.length) +
-         " bytes at " + hex(it.offset) + ", past the file's end (" + std::to_string(size) + " bytes)";
+         " bytes at " + hex_offset(it.offset) + ", past the file's end (" + std::to_string(size) + " bytes)";
 }
 
 Result<std::unique_ptr<TensorFile>> DcpCheckpoint::open_item(size_t i) const {
   const DcpItem& it = metadata_.items[i];
   const std::string problem = item_bounds_problem(i);
   if (!problem.empty()) return Status::truncated(problem);
-  const std::string name = dir_ + "/" + it.relative_path + "@" + hex(it.offset);
+  const std::string name = dir_ + "/" + it.relative_path + "@" + hex_offset(it.offset);
   if (!it.transforms.empty()) {
     std::string t;
     for (const auto& d : it.transforms) t += (t.empty() ? "" : ", ") + d;
@@ -710,7 +705,7 @@ Result<std::pair<std::unique_ptr<TensorFile>, size_t>> DcpCheckpoint::open_tenso
   }
   CKPT_ASSIGN_OR_RETURN(auto file, open_item(c.item));
   const DcpItem& it = metadata_.items[c.item];
-  const std::string at = dir_ + "/" + it.relative_path + "@" + hex(it.offset) + ": item " + it.label();
+  const std::string at = dir_ + "/" + it.relative_path + "@" + hex_offset(it.offset) + ": item " + it.label();
   size_t index = 0;
   if (it.safetensors) {
     index = chunk_named(*file, t.fqn);

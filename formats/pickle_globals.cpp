@@ -66,8 +66,8 @@ PickleGlobalRisk classify_pickle_global(const std::string& module, const std::st
   }
   // What a tensor state dict and plain Python data are made of.
   if (module == "collections" && in(name, {"OrderedDict", "defaultdict"})) return PickleGlobalRisk::kSafe;
-  if (module == "torch._utils" &&
-      in(name, {"_rebuild_tensor_v2", "_rebuild_parameter", "_rebuild_parameter_with_state"})) {
+  if (module == "torch._utils" && in(name, {"_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_parameter",
+                                            "_rebuild_parameter_with_state"})) {
     return PickleGlobalRisk::kSafe;
   }
   if ((module == "torch._tensor" && name == "_rebuild_from_type_v2") ||
@@ -100,6 +100,119 @@ PickleGlobalRisk classify_pickle_global(const std::string& module, const std::st
     return PickleGlobalRisk::kSafe;
   }
   return PickleGlobalRisk::kExecutes;
+}
+
+namespace {
+
+// torch.Tensor classes and legacy storage classes: torch.FloatTensor, torch.cuda.HalfStorage, ...
+bool is_torch_type_class(const std::string& module, const std::string& name) {
+  static const char* kElements[] = {"Float", "Double", "Half",   "BFloat16", "Byte",         "Char",
+                                    "Short", "Int",    "Long",   "Bool",     "ComplexFloat", "ComplexDouble",
+                                    "QInt8", "QUInt8", "QInt32", "QUInt4x2", "QUInt2x4"};
+  const auto with_suffix = [&](const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    if (name.size() <= n || name.compare(name.size() - n, n, suffix) != 0) return false;
+    const std::string element = name.substr(0, name.size() - n);
+    for (const char* e : kElements) {
+      if (element == e) return true;
+    }
+    return false;
+  };
+  const bool torch_module = module == "torch" || module == "torch.cuda";
+  if (torch_module && (with_suffix("Storage") || with_suffix("Tensor"))) return true;
+  if ((module == "torch.sparse" || module == "torch.cuda.sparse") && with_suffix("Tensor")) return true;
+  return module == "torch.storage" && in(name, {"TypedStorage", "UntypedStorage"});
+}
+
+bool is_torch_dtype_or_qscheme(const std::string& name) {
+  static const char* kNames[] = {"float64",
+                                 "float32",
+                                 "float16",
+                                 "bfloat16",
+                                 "complex32",
+                                 "complex64",
+                                 "complex128",
+                                 "int64",
+                                 "int32",
+                                 "int16",
+                                 "int8",
+                                 "uint8",
+                                 "bool",
+                                 "qint8",
+                                 "quint8",
+                                 "qint32",
+                                 "quint4x2",
+                                 "quint2x4",
+                                 "uint16",
+                                 "uint32",
+                                 "uint64",
+                                 "float8_e5m2",
+                                 "float8_e4m3fn",
+                                 "float8_e5m2fnuz",
+                                 "float8_e4m3fnuz",
+                                 "uint1",
+                                 "uint2",
+                                 "uint3",
+                                 "uint4",
+                                 "uint5",
+                                 "uint6",
+                                 "uint7",
+                                 "int1",
+                                 "int2",
+                                 "int3",
+                                 "int4",
+                                 "int5",
+                                 "int6",
+                                 "int7",
+                                 "bits8",
+                                 "bits16",
+                                 "bits1x8",
+                                 "bits2x4",
+                                 "bits4x2",
+                                 "per_tensor_affine",
+                                 "per_tensor_symmetric",
+                                 "per_channel_affine",
+                                 "per_channel_symmetric",
+                                 "per_channel_affine_float_qparams"};
+  for (const char* n : kNames) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool torch_weights_only_allows(const std::string& raw_module, const std::string& name) {
+  const std::string module = raw_module == "__builtin__" ? "builtins" : raw_module;
+  if (module == "collections") return in(name, {"OrderedDict", "Counter"});
+  if (module == "builtins") return in(name, {"set", "bytearray", "complex"});
+  if (module == "_codecs") return name == "encode";
+  if (module == "torch.nn.parameter") return name == "Parameter";
+  if (module == "torch.serialization") return name == "_get_layout";
+  if (module == "torch._tensor") return name == "_rebuild_from_type_v2";
+  if (module == "torch._utils") {
+    return in(name,
+              {"_rebuild_parameter", "_rebuild_parameter_with_state", "_rebuild_qtensor", "_rebuild_tensor",
+               "_rebuild_tensor_v2", "_rebuild_tensor_v3", "_rebuild_sparse_tensor",
+               "_rebuild_sparse_csr_tensor", "_rebuild_meta_tensor_no_storage", "_rebuild_wrapper_subclass",
+               "_rebuild_device_tensor_from_numpy", "_rebuild_device_tensor_from_cpu_tensor"});
+  }
+  if (module == "torch" && (in(name, {"Size", "Tensor", "device"}) || is_torch_dtype_or_qscheme(name)))
+    return true;
+  return is_torch_type_class(module, name);
+}
+
+std::string pickle_global_effect(const std::string& full_name, PickleGlobalRisk risk) {
+  const size_t dot = full_name.rfind('.');
+  const std::string module = dot == std::string::npos ? full_name : full_name.substr(0, dot);
+  const std::string name = dot == std::string::npos ? "" : full_name.substr(dot + 1);
+  std::string out = "import " + module + " and call " + name;
+  switch (risk) {
+    case PickleGlobalRisk::kDangerous: return out + ": runs commands, evaluates code or opens files";
+    case PickleGlobalRisk::kExecutes: return out + ", running whatever that code does";
+    case PickleGlobalRisk::kSafe: return out + " (data only as PyTorch or numpy ship it)";
+  }
+  return out;
 }
 
 }  // namespace ckpt

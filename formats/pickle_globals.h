@@ -18,11 +18,33 @@ enum class PickleGlobalRisk : uint8_t {
 const char* pickle_global_risk_name(PickleGlobalRisk risk);  // "safe" | "executes" | "dangerous"
 PickleGlobalRisk classify_pickle_global(const std::string& module, const std::string& name);
 
+// Whether torch.load(weights_only=True) resolves `module.name`: the union of the default allowlists
+// of PyTorch 1.13 (the LibTorch Debian ships, which our pins name) and PyTorch 2.x
+// (torch/_weights_only_unpickler.py, _get_allowed_globals and _tensor_rebuild_functions): tensor and
+// storage classes, dtypes, the tensor rebuild functions, torch.Size / device, OrderedDict, Counter,
+// and the data-only builtins protocol 2 needs (_codecs.encode, set, bytearray, complex). Protocol 2's
+// Python 2 names (__builtin__) are mapped as the unpickler maps them. numpy's globals are not in it:
+// PyTorch refuses them too unless the user adds them. `verify` refuses every global outside this set
+// (verifier/check/pickle_gate.h); `inspect` lists them.
+bool torch_weights_only_allows(const std::string& module, const std::string& name);
+// What torch.load(weights_only=False) would do with the global, for messages: "import posix and
+// call system: runs commands, evaluates code or opens files".
+std::string pickle_global_effect(const std::string& full_name, PickleGlobalRisk risk);
+
 struct PickleGlobal {
   std::string name;  // "module.qualname", as the pickle spells it (protocol 2 writes __builtin__)
   PickleGlobalRisk risk = PickleGlobalRisk::kExecutes;
   uint64_t first_offset = 0;  // of the first opcode naming it, in the pickle's bytes
   uint64_t count = 0;         // how many opcodes name it
+  // Which pickle names it, for messages: "archive/data.pkl" (a zip member), "object pickle at file
+  // offset 0x3b" (legacy torch.save), ".metadata"; set by the file's reader. `first_offset` is
+  // counted from that pickle's first byte.
+  std::string pickle;
+  // For builtins.getattr only: what each call looked up, "module.Class.ATTR", when the call was
+  // getattr(<a global>, <a string>) (how Python 3.11+ pickles an enum member), and how many calls
+  // were anything else. A loader may accept such a lookup on a class it accepts; nothing else.
+  std::vector<std::string> attribute_lookups;
+  uint64_t other_calls = 0;
 };
 
 }  // namespace ckpt

@@ -9,6 +9,7 @@
 
 #include "base/byte_coding.h"
 #include "base/sha256.h"
+#include "base/text.h"
 
 namespace ckpt {
 
@@ -84,12 +85,6 @@ constexpr StorageType kStorageTypes[] = {
     {"ShortStorage", DType::kI16},  {"CharStorage", DType::kI8},  {"ByteStorage", DType::kU8},
     {"BoolStorage", DType::kBool},
 };
-
-std::string hex_offset(size_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%zx", v);
-  return buf;
-}
 
 class Machine {
  public:
@@ -252,7 +247,7 @@ Status Machine::push_global(const std::string& module, const std::string& name) 
     v.callable = Callable::kOrderedDict;
   else if (full == "collections.defaultdict")
     v.callable = Callable::kDefaultDict;
-  else if (full == "torch._utils._rebuild_tensor_v2")
+  else if (full == "torch._utils._rebuild_tensor_v2" || full == "torch._utils._rebuild_tensor")
     v.callable = Callable::kRebuildTensor;
   else if (full == "torch._utils._rebuild_parameter" || full == "torch._utils._rebuild_parameter_with_state")
     v.callable = Callable::kRebuildParameter;
@@ -404,6 +399,16 @@ Status Machine::reduce(Ref callable, Ref args_ref) {
   const std::vector<Ref> a = values_[args_ref].items;
   const std::string name = fn.s;
   auto kind_of = [&](size_t k) { return k < a.size() ? values_[a[k]].kind : Kind::kNone; };
+  if (name == "builtins.getattr" || name == "__builtin__.getattr") {
+    // Recorded for the gate (PickleGlobal::attribute_lookups); the call itself stays a placeholder.
+    PickleGlobal& g = globals_[global_index_.at(name)];
+    if (a.size() == 2 && kind_of(0) == Kind::kGlobal && kind_of(1) == Kind::kString &&
+        g.attribute_lookups.size() < 1024) {
+      g.attribute_lookups.push_back(utf8_clean(values_[a[0]].s + "." + values_[a[1]].s));
+    } else {
+      ++g.other_calls;
+    }
+  }
   switch (fn.callable) {
     case Callable::kOrderedDict:
     case Callable::kDefaultDict: {
@@ -421,9 +426,13 @@ Status Machine::reduce(Ref callable, Ref args_ref) {
       return push_new(std::move(d));
     }
     case Callable::kRebuildTensor: {
-      // (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
-      if (a.size() < 6 || a.size() > 7)
-        return fail("_rebuild_tensor_v2 expects 6 or 7 arguments, got " + std::to_string(a.size()));
+      // _rebuild_tensor_v2: (storage, storage_offset, size, stride, requires_grad, backward_hooks[,
+      // metadata]); _rebuild_tensor, how torch < 0.4 pickled a tensor: (storage, storage_offset, size,
+      // stride). torch.load(weights_only=True) accepts both.
+      const bool v1 = name == "torch._utils._rebuild_tensor";
+      if (v1 ? a.size() != 4 : (a.size() < 6 || a.size() > 7))
+        return fail(std::string(v1 ? "_rebuild_tensor expects 4" : "_rebuild_tensor_v2 expects 6 or 7") +
+                    " arguments, got " + std::to_string(a.size()));
       if (kind_of(0) != Kind::kStorage) return fail("_rebuild_tensor_v2: first argument is not a storage");
       if (kind_of(1) != Kind::kInt) return fail("_rebuild_tensor_v2: storage_offset is not an int");
       Value t;
@@ -964,6 +973,7 @@ class Flattener {
   std::vector<bool> has_tensor_;
   std::vector<State> state_;  // measure() uses it as DFS colours, flatten() as expansion state
   std::unordered_map<Ref, std::string> first_path_;
+  std::unordered_map<Ref, size_t> first_tensor_;  // index in the output of a tensor's first listing
 };
 
 std::vector<std::pair<std::string, Ref>> Flattener::parts(Ref r) const {
@@ -1048,6 +1058,14 @@ Status Flattener::flatten(Ref r, const std::string& prefix, size_t depth, Pickle
     // The first expansion passed the depth bound at its own depth; this path may be deeper.
     if (depth + height_[r] > kPickleMaxNesting) return too_deep(prefix, "");
     const std::string& first = first_path_[r];
+    if (v.kind == Kind::kTensor) {  // one tensor object under a second name: listed, marked
+      PickledTensor alias = out->tensors[first_tensor_[r]];
+      CKPT_RETURN_IF_ERROR(spend(kValueCost * (2 + alias.shape.size()) + alias.inline_bytes.size(), prefix));
+      alias.name = prefix.empty() ? "tensor" : utf8_clean(prefix);
+      alias.alias_of = first;
+      out->tensors.push_back(std::move(alias));
+      return Status::ok();
+    }
     CKPT_RETURN_IF_ERROR(spend(kValueCost + first.size(), prefix));
     out->metadata[utf8_clean(prefix)] = "ref:" + first;
     return Status::ok();
@@ -1077,6 +1095,7 @@ Status Flattener::flatten(Ref r, const std::string& prefix, size_t depth, Pickle
     }
     out->tensors.push_back(std::move(t));
     first_path_[r] = out->tensors.back().name;
+    first_tensor_[r] = out->tensors.size() - 1;
     state_[r] = State::kDone;
     return Status::ok();
   }

@@ -56,6 +56,9 @@ struct PickledTensor {
   std::vector<int64_t> stride;  // in elements, as torch records it (any layout; never negative)
   bool inline_payload = false;  // a numpy array: storage_key is empty, the bytes are below
   std::string inline_bytes;     // row-major or as `stride` says, storage_numel elements
+  // Non-empty when this name is a later path to a tensor object listed before under `alias_of`
+  // (tied weights: lm_head.weight and embed.weight are one tensor; torch.load gives both names).
+  std::string alias_of;
 };
 
 // A storage a persistent id names: ('storage', <Type>Storage, key, location, numel[, view]).
@@ -67,9 +70,10 @@ struct PickledStorage {
 
 // The pickle's values form a graph: a memo GET refers to an earlier value again. Flattening
 // follows the paths of that graph, with these rules for a value reached by more than one path:
-//  - A tensor, or a container that holds one, is expanded at its first path (in pickle order)
-//    only. Each later path becomes a metadata entry "<path>": "ref:<first path>", so a tensor
-//    shared by two keys is listed once and the second key is still visible.
+//  - A tensor reached again is listed again under the later path, with `alias_of` naming its first
+//    path (torch.load gives every name; readers hash the bytes once).
+//  - A container that holds a tensor is expanded at its first path (in pickle order) only. Each
+//    later path becomes a metadata entry "<path>": "ref:<first path>".
 //  - A value without tensors is written out in full at every path, as Python would see it
 //    (optimizers share one betas tuple among param groups); the output limit above bounds it.
 //  - A container that contains itself is an error: it nests deeper than kPickleMaxNesting.

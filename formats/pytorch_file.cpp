@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "base/byte_coding.h"
+#include "base/text.h"
 #include "formats/pickle_reader.h"
 #include "formats/zip_archive.h"
 
@@ -248,6 +249,7 @@ Result<std::unique_ptr<TensorFile>> make_file(std::unique_ptr<ByteSource> source
       CKPT_ASSIGN_OR_RETURN(storage, storage_of(t));
     }
     CKPT_RETURN_IF_ERROR(locate_tensor(t, storage ? &*storage : nullptr, file, &chunks[i], &layouts[i]));
+    chunks[i].alias_of = t.alias_of;
   }
   return std::unique_ptr<TensorFile>(new PytorchTensorFile(std::move(source), std::move(chunks),
                                                            std::move(layouts), std::move(dict.metadata),
@@ -270,6 +272,7 @@ Result<std::unique_ptr<TensorFile>> open_pytorch(std::unique_ptr<ByteSource> sou
   CKPT_ASSIGN_OR_RETURN(PickledStateDict dict,
                         read_tensor_pickle(reinterpret_cast<const uint8_t*>(pkl.data()), pkl.size(),
                                            file + ": " + prefix + "/data.pkl"));
+  for (PickleGlobal& g : dict.globals) g.pickle = prefix + "/data.pkl";
   auto storage_of = [&](const PickledTensor& t) -> Result<StorageBytes> {
     const std::string where = file + ": tensor '" + t.name + "'";
     const std::string entry_name = prefix + "/data/" + t.storage_key;
@@ -299,10 +302,17 @@ struct LegacyPickles {
 Result<LegacyPickles> read_legacy_pickles(const uint8_t* head, size_t n, const std::string& file) {
   LegacyPickles out;
   size_t pos = sizeof kPytorchLegacyMagic;
+  // torch.load runs all four pickles through its unpickler, so the globals of each are the file's.
+  std::vector<PickleGlobal> globals;
   auto next = [&](const char* what) -> Result<PickledStateDict> {
     CKPT_ASSIGN_OR_RETURN(
         PickledStateDict d,
         read_tensor_pickle(head + pos, n - pos, file + ": " + what + " pickle at " + std::to_string(pos)));
+    for (PickleGlobal g : d.globals) {
+      g.pickle = std::string(what) + " pickle at file offset " + hex_offset(pos);
+      g.first_offset += pos;  // a legacy file is one stream: name the file offset
+      globals.push_back(std::move(g));
+    }
     pos += d.end_offset;
     return d;
   };
@@ -325,6 +335,7 @@ Result<LegacyPickles> read_legacy_pickles(const uint8_t* head, size_t n, const s
     out.keys.push_back(k.get<std::string>());
   }
   out.storages_offset = pos;
+  out.object.globals = std::move(globals);
   return out;
 }
 

@@ -27,6 +27,10 @@ struct ChunkInfo {
   uint64_t data_offset = 0;      // byte offset of the payload in the file (row-major, little-endian)
   uint64_t data_bytes = 0;
   std::string sha256;  // hex SHA-256 of the payload; empty if the format stores none
+  // A second name for the chunk named here (a torch.save pickle that references one tensor object
+  // twice: tied weights). Its bytes are that chunk's; checks that read bytes read them once.
+  // Never written to a native header.
+  std::string alias_of;
 
   // "model.w[0:128, 0:64]" — how chunks are named in messages.
   std::string label() const;

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "base/byte_coding.h"
+#include "base/text.h"
 
 namespace ckpt {
 
@@ -16,12 +17,6 @@ constexpr uint32_t kZip64EndSig = 0x06064b50, kZip64LocatorSig = 0x07064b50;
 constexpr size_t kEndBytes = 22, kZip64LocatorBytes = 20, kZip64EndBytes = 56;
 constexpr size_t kCentralBytes = 46, kLocalBytes = 30;
 constexpr size_t kMaxComment = 0xffff;
-
-std::string hex_offset(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 struct Directory {
   uint64_t entries, offset, size;

@@ -15,6 +15,8 @@ packages=(
   nlohmann-json3-dev libyaml-cpp-dev
   python3-h5py python3-torch python3-numpy
   chromium
+  slurmctld slurmd slurm-client munge  # real Slurm for the multi-node drill and verify tests
+  openmpi-bin libopenmpi-dev  # verify --distributed gathers through MPI
 )
 
 missing=()

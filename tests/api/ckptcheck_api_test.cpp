@@ -36,7 +36,9 @@ TEST(PublicApi, SealThenVerifyCatchesAFlippedTensorByte) {
   ASSERT_TRUE(sealed.ok()) << sealed.status().message();
   EXPECT_EQ(sealed.value().files, 1u);
   EXPECT_GT(sealed.value().tensors, 0u);
-  auto clean = ckptcheck::verify(file);
+  ckptcheck::VerifyOptions weights;
+  weights.weights_only = true;  // model_state.pt holds model weights alone
+  auto clean = ckptcheck::verify(file, weights);
   ASSERT_TRUE(clean.ok()) << clean.status().message();
   EXPECT_TRUE(clean.value().ok) << clean.value().json;
 

@@ -19,7 +19,8 @@ using namespace ckpt::testing;
 class ConvertCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access(CKPTCHECK_BIN, X_OK) != 0) GTEST_SKIP() << CKPTCHECK_BIN << " is not built";
+    ASSERT_EQ(::access(CKPTCHECK_BIN, X_OK), 0)
+        << CKPTCHECK_BIN << " is not built (make build): these tests run it";
   }
   // Converts `src` into a fresh root and returns the committed checkpoint dir.
   std::string convert(const std::string& src, const std::string& root, const std::string& format,

@@ -183,8 +183,17 @@ TEST(DcpCommand, InspectJsonOfAGlobalWithInvalidUtf8) {
 }
 
 TEST(DcpCommand, VerifyOfUnsealedTorchSaveFiles) {
-  // A training checkpoint with optimizer state passes; plain weights need --weights-only.
+  // A training checkpoint with optimizer state passes once the globals torch.load(weights_only=True)
+  // refuses (its hparams Namespace, a loss function, numpy arrays) are reviewed; plain weights need
+  // --weights-only.
   auto r = run_ckptcheck("verify --json '" + kPytorchData + "/lightning_like.ckpt'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(has_code(json_of(r), "pickle_global_refused")) << r.output;
+  r = run_ckptcheck(
+      "verify --json --allow-global argparse.Namespace --allow-global torch.nn.functional.cross_entropy "
+      "--allow-global numpy.core.multiarray.scalar --allow-global numpy.dtype --allow-global "
+      "numpy.core.multiarray._reconstruct --allow-global numpy.ndarray '" +
+      kPytorchData + "/lightning_like.ckpt'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   r = run_ckptcheck("verify --json '" + kPytorchData + "/model_state.pt'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -253,7 +262,11 @@ TEST(DcpCommand, InspectMegatronTorchDistListsTensorsBytesCommonAndConfig) {
 }
 
 TEST(DcpCommand, VerifyPassesAMegatronTorchDistDirectory) {
-  const auto r = run_ckptcheck("verify --json '" + kMegatron + "'");
+  // common.pt pickles Megatron's argparse.Namespace, which torch.load(weights_only=True) refuses.
+  const auto refused = run_ckptcheck("verify --json '" + kMegatron + "'");
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_TRUE(has_code(json_of(refused), "pickle_global_refused")) << refused.output;
+  const auto r = run_ckptcheck("verify --json --allow-global argparse.Namespace '" + kMegatron + "'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const auto j = json_of(r);
   EXPECT_EQ(j["ok"], true) << r.output;

@@ -19,7 +19,8 @@ const std::string kPytorchDir = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data
 class SealCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access(CKPTCHECK_BIN, X_OK) != 0) GTEST_SKIP() << CKPTCHECK_BIN << " is not built";
+    ASSERT_EQ(::access(CKPTCHECK_BIN, X_OK), 0)
+        << CKPTCHECK_BIN << " is not built (make build): these tests run it";
     dir_ = root_ / "checkpoint-7";
     std::filesystem::create_directories(dir_);
     std::filesystem::copy_file(kPytorchDir + "model_state.pt", dir_ + "/pytorch_model.bin");
@@ -35,7 +36,7 @@ TEST_F(SealCommandTest, SealThenVerifyPassesAndASecondSealIsAUsageError) {
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["files"], 2);
   EXPECT_GT(j["tensors"].get<int>(), 2);
-  r = run_ckptcheck("verify '" + dir_ + "'");
+  r = run_ckptcheck("verify --weights-only '" + dir_ + "'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("PASS ", 0), 0u) << r.output;
   r = run_ckptcheck("seal '" + dir_ + "'");
@@ -57,7 +58,7 @@ TEST_F(SealCommandTest, FlippedByteExitsOneNamingFileTensorAndOffset) {
   bytes[offset] ^= 0x01;
   write_file_bytes(dir_ + "/pytorch_model.bin", bytes);
 
-  CommandResult r = run_ckptcheck("verify '" + dir_ + "'");
+  CommandResult r = run_ckptcheck("verify --weights-only '" + dir_ + "'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   const std::string name = target["name"];
   EXPECT_NE(r.output.find("[seal_tensor_sha256_mismatch] pytorch_model.bin " + name + ": "),
@@ -65,7 +66,7 @@ TEST_F(SealCommandTest, FlippedByteExitsOneNamingFileTensorAndOffset) {
       << r.output;
   EXPECT_NE(r.output.find("@" + std::to_string(target["offset"].get<uint64_t>()) + ".."), std::string::npos)
       << r.output;
-  r = run_ckptcheck("verify --json '" + dir_ + "'");
+  r = run_ckptcheck("verify --json --weights-only '" + dir_ + "'");
   EXPECT_EQ(r.exit_code, 1);
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["ok"], false);
@@ -78,11 +79,12 @@ TEST_F(SealCommandTest, FlippedByteExitsOneNamingFileTensorAndOffset) {
 TEST_F(SealCommandTest, SignedSealNeedsItsSignatureUnderPubkey) {
   ASSERT_TRUE(write_ed25519_key_pair(root_ / "k.pem", root_ / "k.pub").is_ok());
   ASSERT_EQ(run_ckptcheck("seal '" + dir_ + "'").exit_code, 0);
-  EXPECT_EQ(run_ckptcheck("verify --pubkey '" + root_ / "k.pub" + "' '" + dir_ + "'").exit_code, 1);
+  EXPECT_EQ(
+      run_ckptcheck("verify --weights-only --pubkey '" + root_ / "k.pub" + "' '" + dir_ + "'").exit_code, 1);
   CommandResult r = run_ckptcheck("sign '" + dir_ + "' --key '" + root_ / "k.pem" + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("ckptcheck.seal.json.sig"), std::string::npos) << r.output;
-  r = run_ckptcheck("verify --pubkey '" + root_ / "k.pub" + "' '" + dir_ + "'");
+  r = run_ckptcheck("verify --weights-only --pubkey '" + root_ / "k.pub" + "' '" + dir_ + "'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 

@@ -353,12 +353,27 @@ TEST(PickleReader, FuzzFoundMemoChainIsRefusedByTheOutputLimit) {
   EXPECT_LT(pickle_output_limit(p.size()), size_t{32} << 20);
 }
 
-TEST(PickleReader, SharedTensorIsListedOnceAndAliased) {
+TEST(PickleReader, SharedTensorIsListedUnderEveryNameAndAliased) {
+  // torch.load gives both names one tensor (tied weights): both are listed, the second marked.
   auto r = run(proto() + empty_dict() + mark() + str("a") + weight() + binput(1) + str("b") + binget(1) +
                setitems() + stop());
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-  ASSERT_EQ(r->tensors.size(), 1u);
+  ASSERT_EQ(r->tensors.size(), 2u);
   EXPECT_EQ(r->tensors[0].name, "a");
+  EXPECT_TRUE(r->tensors[0].alias_of.empty());
+  EXPECT_EQ(r->tensors[1].name, "b");
+  EXPECT_EQ(r->tensors[1].alias_of, "a");
+  EXPECT_EQ(r->tensors[1].storage_key, r->tensors[0].storage_key);
+  EXPECT_EQ(r->tensors[1].shape, r->tensors[0].shape);
+  EXPECT_TRUE(r->metadata.empty()) << r->metadata.dump();
+}
+
+TEST(PickleReader, SharedContainerOfTensorsIsAReference) {
+  // A dict holding a tensor, reached twice: expanded once, the second path refers to the first.
+  auto r = run(proto() + empty_dict() + mark() + str("a") + empty_dict() + binput(1) + mark() + str("w") +
+               weight() + setitems() + str("b") + binget(1) + setitems() + stop());
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ(r->tensors.size(), 1u);
   EXPECT_EQ(r->metadata, nlohmann::json({{"b", "ref:a"}}));
 }
 

@@ -23,6 +23,7 @@
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
 #include "shards/manifest.h"
+#include "verifier/check/checkpoint_kind.h"
 #include "verifier/check/chunk_coverage.h"
 #include "verifier/check/foreign_verifier.h"
 #include "verifier/check/resumability.h"
@@ -411,6 +412,7 @@ Result<VerifyReport> verify_one(const std::string& raw_dir, const VerifyOptions&
   const std::string dir = strip_trailing_slashes(raw_dir);
   VerifyReport report;
   report.path = dir;
+  report.kind = checkpoint_kind_name(CheckpointKind::kCkptcheck);
   if (list_leftovers) report_uncommitted(dir, report);
   const std::string manifest_path = dir + "/" + kManifestFileName;
   if (!path_exists(manifest_path)) {
@@ -463,33 +465,64 @@ Result<VerifyReport> verify_checkpoint(const std::string& checkpoint_dir, const 
   return verify_one(checkpoint_dir, options, /*list_leftovers=*/true);
 }
 
+namespace {
+
+// The checks of a kind other than ckptcheck's own, with the seal's beside them when one covers the
+// checkpoint. The seal hashes every byte, so the kind's checks then skip the payload (as --quick).
+Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind kind,
+                                         const VerifyOptions& options) {
+  const bool sealed = has_seal(path);
+  VerifyOptions kind_options = options;
+  kind_options.quick = options.quick || sealed;
+  VerifyReport report;
+  switch (kind) {
+    case CheckpointKind::kDcp:
+    case CheckpointKind::kMegatronTorchDist: report = verify_dcp_dir(path, kind_options); break;
+    case CheckpointKind::kModelFolder: report = verify_foreign_dir(path, kind_options); break;
+    case CheckpointKind::kSealedDirectory: report.path = path; break;  // only its seal describes it
+    default: report = verify_foreign_file(path, kind_options); break;
+  }
+  if (sealed) {
+    CKPT_ASSIGN_OR_RETURN(VerifyReport seal, verify_sealed(path, options));
+    report.shards = std::max(report.shards, seal.shards);
+    report.tensors = std::max(report.tensors, seal.tensors);
+    report.seconds += seal.seconds;
+    merge_report(std::move(seal), report);
+  } else {
+    if (!options.pubkey_path.empty()) {
+      report.add_error(verify_code::kSignatureMissing, "", "",
+                       path + ": --pubkey needs a signed seal and this " + checkpoint_kind_name(kind) +
+                           " checkpoint has none (run `ckptcheck seal " + path + "`, then `ckptcheck sign`)");
+    }
+    report.add_warning(verify_code::kNotSealed, "", "",
+                       path + ": no seal: only structural checks ran; run `ckptcheck seal " + path +
+                           "` after saving to record hashes that verify can check");
+  }
+  report.sealed = sealed;
+  return report;
+}
+
+}  // namespace
+
 Result<VerifyReport> verify_path(const std::string& raw_path, const VerifyOptions& options) {
-  const std::string path = strip_trailing_slashes(raw_path);
-  if (base_name(path) == kLatestFileName && !is_directory(path)) {
-    CKPT_ASSIGN_OR_RETURN(std::string dir, resolve_latest_checkpoint(parent_dir(path)));
-    return verify_checkpoint(dir, options);
+  CKPT_ASSIGN_OR_RETURN(VerifyTarget target, resolve_verify_target(raw_path));
+  // An unreadable key is a usage error whatever the checkpoint turns out to be.
+  if (!options.pubkey_path.empty()) CKPT_RETURN_IF_ERROR(check_public_key(options.pubkey_path));
+  CKPT_RETURN_IF_ERROR(refuse_unhonoured_options(target.kind, options));
+  VerifyReport report;
+  if (target.kind == CheckpointKind::kCkptcheck) {
+    CKPT_ASSIGN_OR_RETURN(report, verify_checkpoint(target.path, options));
+  } else {
+    CKPT_ASSIGN_OR_RETURN(report, verify_foreign_kind(target.path, target.kind, options));
   }
-  if (!path_exists(path)) return Status::io_error(path + ": no such file or directory");
-  const auto verify_seal = [&] {
-    return verify_sealed(path, options.jobs, options.pubkey_path, options.on_progress);
-  };
-  if (!is_directory(path)) {
-    if (has_seal(path)) return verify_seal();
-    return verify_foreign_file(path, options.weights_only);
-  }
-  if (path_exists(path + "/" + kManifestFileName) || step_from_dir_name(base_name(path)) >= 0) {
-    return verify_checkpoint(path, options);
-  }
-  if (has_seal(path)) return verify_seal();
-  if (is_dcp_directory(path)) return verify_dcp_dir(path, options.weights_only);
-  if (is_foreign_checkpoint_dir(path)) return verify_foreign_dir(path, options.weights_only);
-  CKPT_ASSIGN_OR_RETURN(std::string dir, resolve_latest_checkpoint(path));
-  return verify_checkpoint(dir, options);
+  report.kind = checkpoint_kind_name(target.kind);
+  return report;
 }
 
 Result<RootVerifyReport> verify_root(const std::string& raw_root, const VerifyOptions& options) {
   const std::string root = strip_trailing_slashes(raw_root);
   if (!is_directory(root)) return Status::io_error(root + ": no such directory");
+  CKPT_RETURN_IF_ERROR(refuse_unhonoured_options(CheckpointKind::kCkptcheck, options));
   if (path_exists(root + "/" + kManifestFileName)) {
     return Status::invalid_argument(
         root + ": is a checkpoint; --all takes the checkpoint root that holds step_* dirs");

@@ -57,6 +57,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "formats/dtype.h"
@@ -114,7 +115,10 @@ struct VerifyOptions {
   size_t jobs = 0;            // shards hashed in parallel; 0 = hardware_concurrency
   bool quick = false;         // manifest + header checks only: no data is hashed
   bool weights_only = false;  // foreign checkpoints: model weights alone pass (no resume-state checks)
-  std::string pubkey_path;    // when set, manifest.json.sig must verify under this Ed25519 key
+  std::string pubkey_path;    // when set, the manifest's or the seal's signature must verify under this key
+  // --allow-global: pickle globals ("module.name") the user reviewed and accepts beyond the loader's
+  // weights-only allowlist (verifier/check/pickle_gate.h).
+  std::vector<std::string> allowed_globals;
   // Pins of the current environment for the drift check (wired by `--against-env`; null = skip).
   nlohmann::json current_pins;
   // Called on the calling thread, a few times a second while hashing: (bytes hashed, bytes total).

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/file_io.h"
+#include "base/parallel_jobs.h"
 #include "base/seconds_since.h"
 #include "base/text.h"
 #include "formats/dcp_checkpoint.h"
@@ -14,17 +15,12 @@
 #include "shards/manifest.h"
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/chunk_coverage.h"
+#include "verifier/check/pickle_gate.h"
 #include "verifier/tensors/nonfinite_count.h"
 
 namespace ckpt {
 
 namespace {
-
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 // The code for a failed TensorFile::check_container(): a member's CRC-32, or its local header.
 const char* container_code(const Status& st) {
@@ -43,54 +39,63 @@ Result<uint64_t> count_nonfinite(const TensorFile& file, size_t index, Nonfinite
   return c.data_bytes;
 }
 
-// Checks one opened tensor file: CRC-32 of its members, every chunk readable, NaN/Inf counts. A
-// dataset the reader listed but cannot read (a compressed HDF5 dataset, ...) is a warning naming it.
-void check_tensor_file(const TensorFile& file, const std::string& shard, VerifyReport& report) {
+// Warns of each dataset of a generic HDF5 file the reader listed but cannot read (compressed, ...).
+void warn_unsupported_datasets(const TensorFile& file, const std::string& shard, VerifyReport& report) {
+  const auto unsupported = file.metadata().find("unsupported_datasets");
+  if (std::strcmp(file.format_name(), "hdf5") != 0 || unsupported == file.metadata().end() ||
+      !unsupported->is_array())
+    return;
+  const auto text = [](const nlohmann::json& u, const char* key) {
+    const auto it = u.find(key);
+    if (it == u.end()) return std::string();
+    return it->is_string() ? it->get<std::string>()
+                           : it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  for (const auto& u : *unsupported) {
+    if (!u.is_object()) continue;
+    const std::string path = text(u, "path");
+    report.add_warning(verify_code::kDatasetUnsupported, shard, path,
+                       file.path() + ": dataset '" + path + "' (" + text(u, "type") + " " + text(u, "shape") +
+                           ") not checked: " + text(u, "reason"));
+  }
+}
+
+// Checks one opened tensor file: its pickle globals (the gate), then, unless --quick, the CRC-32 of
+// its members and every chunk readable with its NaN/Inf counts, chunks spread over `jobs` threads
+// (each writes its own report; they are merged in chunk order, so any job count reports the same).
+void check_tensor_file(const TensorFile& file, const std::string& shard, const VerifyOptions& options,
+                       VerifyReport& report) {
+  check_pickle_globals(file.pickle_globals(), PickleLoader::kTorchLoad, options.allowed_globals, file.path(),
+                       shard, "", report);
+  warn_unsupported_datasets(file, shard, report);
+  if (options.quick) return;
   const Status crc = file.check_container();
   if (!crc.is_ok()) report.add_error(container_code(crc), shard, "", crc.message());
-  const auto unsupported = file.metadata().find("unsupported_datasets");
-  if (std::strcmp(file.format_name(), "hdf5") == 0 && unsupported != file.metadata().end() &&
-      unsupported->is_array()) {
-    const auto text = [](const nlohmann::json& u, const char* key) {
-      const auto it = u.find(key);
-      if (it == u.end()) return std::string();
-      return it->is_string() ? it->get<std::string>()
-                             : it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    };
-    for (const auto& u : *unsupported) {
-      if (!u.is_object()) continue;
-      const std::string path = text(u, "path");
-      report.add_warning(verify_code::kDatasetUnsupported, shard, path,
-                         file.path() + ": dataset '" + path + "' (" + text(u, "type") + " " +
-                             text(u, "shape") + ") not checked: " + text(u, "reason"));
-    }
-  }
-  for (size_t i = 0; i < file.chunks().size(); ++i) {
+  const size_t count = file.chunks().size();
+  std::vector<VerifyReport> per_chunk(count);
+  run_parallel(count, resolve_jobs(options.jobs, count), [&](size_t i) {
     const ChunkInfo& c = file.chunks()[i];
+    if (!c.alias_of.empty()) return;  // the same bytes as the chunk it names, read there
+    VerifyReport& out = per_chunk[i];
     NonfiniteCount n;
     auto read = count_nonfinite(file, i, &n);
     if (!read.is_ok()) {
-      report.add_error(is_damage(read.status()) && read.status().code() == StatusCode::kTruncated
-                           ? verify_code::kShardTruncated
-                           : verify_code::kShardUnreadable,
-                       shard, c.name, read.status().message());
-      continue;
+      out.add_error(is_damage(read.status()) && read.status().code() == StatusCode::kTruncated
+                        ? verify_code::kShardTruncated
+                        : verify_code::kShardUnreadable,
+                    shard, c.name, read.status().message());
+      return;
     }
-    report.bytes_hashed += *read;
-    add_nonfinite_error(report, shard, c.label(), c.dtype, c.shape, n);
-  }
+    out.bytes_hashed += *read;
+    add_nonfinite_error(out, shard, c.label(), c.dtype, c.shape, n);
+  });
+  for (VerifyReport& r : per_chunk) merge_report(std::move(r), report);
 }
 
 void require_weights_only_note(VerifyReport& report, const char* code, const std::string& shard,
                                const std::string& what) {
   report.add_error(code, shard, "",
                    what + "; a resume would lack it (pass --weights-only if this holds only model weights)");
-}
-
-void warn_not_sealed(const std::string& path, VerifyReport& report) {
-  report.add_warning(verify_code::kNotSealed, "", "",
-                     path + ": no seal: only structural checks ran; run `ckptcheck seal " + path +
-                         "` after saving to record hashes that verify can check");
 }
 
 bool has_key(const TensorFile& file, const std::string& key) {
@@ -145,7 +150,7 @@ void check_file_resumability(const TensorFile& file, const std::string& shard, V
 }
 
 // metadata.json's problems, then common.pt: present, readable, its CRC-32s and NaN/Inf counts.
-void check_megatron_parts(const MegatronParts& megatron, VerifyReport& report) {
+void check_megatron_parts(const MegatronParts& megatron, const VerifyOptions& options, VerifyReport& report) {
   for (const std::string& p : megatron.config_problems)
     report.add_error(verify_code::kMegatronConfigInvalid, kMegatronConfigFileName, "", p);
   if (!megatron.has_common) {
@@ -162,7 +167,7 @@ void check_megatron_parts(const MegatronParts& megatron, VerifyReport& report) {
   }
   ++report.shards;
   report.tensors += megatron.common->chunks().size();
-  check_tensor_file(*megatron.common, kMegatronCommonFileName, report);
+  check_tensor_file(*megatron.common, kMegatronCommonFileName, options, report);
 }
 
 }  // namespace
@@ -181,7 +186,7 @@ bool is_foreign_checkpoint_dir(const std::string& dir) {
   return false;
 }
 
-VerifyReport verify_dcp_dir(const std::string& raw_dir, bool weights_only) {
+VerifyReport verify_dcp_dir(const std::string& raw_dir, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const std::string dir = strip_trailing_slashes(raw_dir);
   VerifyReport report;
@@ -200,6 +205,8 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, bool weights_only) {
   const DcpMetadata& md = dcp.metadata();
   report.shards = dcp.files().size();
   report.tensors = md.tensors.size();
+  check_pickle_globals(md.globals, PickleLoader::kDcpMetadata, options.allowed_globals,
+                       dir + "/" + kDcpMetadataFileName, kDcpMetadataFileName, "", report);
 
   // Items inside their files, not overlapping, and accounting for every byte of each file.
   std::vector<bool> in_bounds(md.items.size(), false);
@@ -239,12 +246,12 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, bool weights_only) {
     for (const Extent& e : extents) {
       if (prev && e.begin < end) {
         report.add_error(verify_code::kItemOverlap, dcp.files()[f], e.fqn,
-                         path + ": " + e.label + " at " + hex(e.begin) + " overlaps " + prev->label + " (" +
-                             hex(prev->begin) + ".." + hex(end) + ")");
+                         path + ": " + e.label + " at " + hex_offset(e.begin) + " overlaps " + prev->label +
+                             " (" + hex_offset(prev->begin) + ".." + hex_offset(end) + ")");
       } else if (e.begin > end) {
-        report.add_error(
-            verify_code::kUnreferencedBytes, dcp.files()[f], "",
-            path + ": " + std::to_string(e.begin - end) + " bytes at " + hex(end) + " belong to no item");
+        report.add_error(verify_code::kUnreferencedBytes, dcp.files()[f], "",
+                         path + ": " + std::to_string(e.begin - end) + " bytes at " + hex_offset(end) +
+                             " belong to no item");
       }
       if (e.end > end) {
         end = e.end;
@@ -254,14 +261,17 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, bool weights_only) {
     const uint64_t size = dcp.file_source(f).size();
     if (end < size && !extents.empty() && !truncated[f]) {
       report.add_error(verify_code::kUnreferencedBytes, dcp.files()[f], "",
-                       path + ": " + std::to_string(size - end) + " bytes at " + hex(end) +
+                       path + ": " + std::to_string(size - end) + " bytes at " + hex_offset(end) +
                            " after the last item belong to no item (trailing garbage)");
     }
   }
 
-  // Coverage, then every item: parses, CRC-32, NaN/Inf.
-  for (size_t ti = 0; ti < md.tensors.size(); ++ti) {
+  // Coverage, then every item: parses, passes the pickle gate and, unless --quick, its CRC-32 and
+  // NaN/Inf counts. Tensors are spread over `jobs` threads and their findings merged in order.
+  std::vector<VerifyReport> per_tensor(md.tensors.size());
+  run_parallel(md.tensors.size(), resolve_jobs(options.jobs, md.tensors.size()), [&](size_t ti) {
     const DcpTensor& t = md.tensors[ti];
+    VerifyReport& out = per_tensor[ti];
     ManifestTensor mt;
     mt.name = t.fqn;
     mt.dtype = t.dtype;
@@ -273,38 +283,43 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, bool weights_only) {
       mc.shape = c.sizes;
       mt.chunks.push_back(std::move(mc));
     }
-    check_chunk_coverage(mt, report);
+    check_chunk_coverage(mt, out);
     NonfiniteCount n;
     for (size_t ci = 0; ci < t.chunks.size(); ++ci) {
       const DcpChunk& c = t.chunks[ci];
       if (c.item == SIZE_MAX) {
-        report.add_error(verify_code::kItemMissing, "", t.fqn,
-                         dir + "/.metadata: chunk of " + t.fqn + " at " + shape_to_string(c.offsets) +
-                             " has no storage item");
+        out.add_error(verify_code::kItemMissing, "", t.fqn,
+                      dir + "/.metadata: chunk of " + t.fqn + " at " + shape_to_string(c.offsets) +
+                          " has no storage item");
         continue;
       }
       if (!in_bounds[c.item]) continue;  // already reported
       const DcpItem& it = md.items[c.item];
       auto item = dcp.open_tensor_item(ti, ci);
       if (!item.is_ok()) {
-        report.add_error(verify_code::kItemUnreadable, it.relative_path, t.fqn, item.status().message());
+        out.add_error(verify_code::kItemUnreadable, it.relative_path, t.fqn, item.status().message());
         continue;
       }
       const TensorFile& file = *item->first;
+      check_pickle_globals(file.pickle_globals(), PickleLoader::kTorchLoad, options.allowed_globals,
+                           dir + "/" + it.relative_path + " item " + it.label(), it.relative_path, t.fqn,
+                           out);
+      if (options.quick) continue;
       const Status crc = file.check_container();
       if (!crc.is_ok())
-        report.add_error(container_code(crc), it.relative_path, t.fqn,
-                         "item " + it.label() + ": " + crc.message());
+        out.add_error(container_code(crc), it.relative_path, t.fqn,
+                      "item " + it.label() + ": " + crc.message());
       auto read = count_nonfinite(file, item->second, &n);
       if (!read.is_ok()) {
-        report.add_error(verify_code::kItemUnreadable, it.relative_path, t.fqn,
-                         "item " + it.label() + ": " + read.status().message());
+        out.add_error(verify_code::kItemUnreadable, it.relative_path, t.fqn,
+                      "item " + it.label() + ": " + read.status().message());
       } else {
-        report.bytes_hashed += *read;
+        out.bytes_hashed += *read;
       }
     }
-    add_nonfinite_error(report, "", t.fqn, t.dtype, t.shape, n);
-  }
+    add_nonfinite_error(out, "", t.fqn, t.dtype, t.shape, n);
+  });
+  for (VerifyReport& r : per_tensor) merge_report(std::move(r), report);
   for (const DcpBytesEntry& b : md.bytes) {
     if (b.item == SIZE_MAX) {
       report.add_error(verify_code::kItemMissing, "", b.fqn,
@@ -319,7 +334,7 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, bool weights_only) {
       continue;
     }
     VerifyReport inner;
-    check_tensor_file(**file, it.relative_path, inner);
+    check_tensor_file(**file, it.relative_path, options, inner);
     for (auto& e : inner.errors) {
       e.tensor = e.tensor.empty() ? b.fqn : b.fqn + "." + e.tensor;
       e.message = "item " + it.label() + ": " + e.message;
@@ -329,9 +344,9 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, bool weights_only) {
   }
 
   const MegatronParts& megatron = dcp.megatron();
-  if (megatron.present) check_megatron_parts(megatron, report);
+  if (megatron.present) check_megatron_parts(megatron, options, report);
 
-  if (!weights_only) {
+  if (!options.weights_only) {
     bool optimizer = false;
     for (const auto& t : md.tensors) optimizer = optimizer || starts_with(t.fqn, "optim");
     for (const auto& b : md.bytes) optimizer = optimizer || starts_with(b.fqn, "optim");
@@ -349,12 +364,11 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, bool weights_only) {
                                   megatron.common->path() + ": no 'iteration'");
     }
   }
-  warn_not_sealed(report.path, report);
   report.seconds = seconds_since(start);
   return report;
 }
 
-VerifyReport verify_foreign_file(const std::string& path, bool weights_only) {
+VerifyReport verify_foreign_file(const std::string& path, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report;
   report.path = path;
@@ -368,14 +382,13 @@ VerifyReport verify_foreign_file(const std::string& path, bool weights_only) {
   }
   report.shards = 1;
   report.tensors = (*file)->chunks().size();
-  check_tensor_file(**file, base_name(path), report);
-  if (!weights_only) check_file_resumability(**file, base_name(path), report);
-  warn_not_sealed(report.path, report);
+  check_tensor_file(**file, base_name(path), options, report);
+  if (!options.weights_only) check_file_resumability(**file, base_name(path), report);
   report.seconds = seconds_since(start);
   return report;
 }
 
-VerifyReport verify_foreign_dir(const std::string& raw_dir, bool weights_only) {
+VerifyReport verify_foreign_dir(const std::string& raw_dir, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const std::string dir = strip_trailing_slashes(raw_dir);
   VerifyReport report;
@@ -397,9 +410,9 @@ VerifyReport verify_foreign_dir(const std::string& raw_dir, bool weights_only) {
     }
     ++report.shards;
     report.tensors += (*file)->chunks().size();
-    check_tensor_file(**file, name, report);
+    check_tensor_file(**file, name, options, report);
   }
-  if (!weights_only) {
+  if (!options.weights_only) {
     const auto need = [&](const char* file, const char* code) {
       if (!is_regular_file(dir + "/" + file))
         require_weights_only_note(report, code, "", dir + "/" + file + ": missing");
@@ -413,7 +426,6 @@ VerifyReport verify_foreign_dir(const std::string& raw_dir, bool weights_only) {
     if (!rng)
       require_weights_only_note(report, verify_code::kRngStateMissing, "", dir + "/rng_state*.pth: missing");
   }
-  warn_not_sealed(report.path, report);
   report.seconds = seconds_since(start);
   return report;
 }

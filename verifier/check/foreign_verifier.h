@@ -25,13 +25,15 @@
 //    "opt_param_scheduler" and "iteration".
 // Warning: dataset_unsupported (a dataset of a generic HDF5 file the reader lists but cannot read:
 // compressed, sparse, a string type, ...; named with its type, shape and why).
-// Warning: not_sealed (always: no hashes were recorded, so a flipped byte outside a zip member's
-// CRC, or in a safetensors payload, goes unseen; `ckptcheck seal PATH` after each save fixes that).
+// Warning: not_sealed (added by verify_path when no seal covers the checkpoint: no hashes were recorded, so a
+// flipped byte outside a zip member's CRC, or in a safetensors payload, goes unseen; `ckptcheck seal PATH`
+// after each save fixes that).
 #pragma once
 
 #include <string>
 
 #include "base/status.h"
+#include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/verify_report.h"
 
 namespace ckpt {
@@ -51,8 +53,12 @@ constexpr const char* kMegatronCommonUnreadable = "megatron_common_unreadable";
 // optimizer.pt, model.safetensors, pytorch_model.bin, their index files, training_args.bin).
 bool is_foreign_checkpoint_dir(const std::string& dir);
 
-VerifyReport verify_dcp_dir(const std::string& dir, bool weights_only);
-VerifyReport verify_foreign_file(const std::string& path, bool weights_only);
-VerifyReport verify_foreign_dir(const std::string& dir, bool weights_only);
+// Each honours every option of VerifyOptions but current_pins (foreign checkpoints carry no pins;
+// verifier/check/checkpoint_kind.h refuses it) and pubkey_path (a signature covers a seal, checked
+// by verify_sealed). `quick` skips what needs the payload bytes (CRC-32s, NaN/Inf counts); `jobs`
+// reads tensors in parallel, and the report is the same for any number of jobs.
+VerifyReport verify_dcp_dir(const std::string& dir, const VerifyOptions& options);
+VerifyReport verify_foreign_file(const std::string& path, const VerifyOptions& options);
+VerifyReport verify_foreign_dir(const std::string& dir, const VerifyOptions& options);
 
 }  // namespace ckpt

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/verify_report.h"
 
 namespace ckpt {
@@ -119,9 +120,10 @@ std::string seal_to_json_text(const Seal& seal);
 bool has_seal(const std::string& path);
 
 // Checks `path` against its seal (and integrity.json, where present). Findings go in the report; a
-// Status only when the verification cannot run (an unreadable --pubkey). `pubkey_path`, when set,
-// requires `<seal>.sig` to verify.
-Result<VerifyReport> verify_sealed(const std::string& path, size_t jobs, const std::string& pubkey_path,
-                                   const std::function<void(uint64_t, uint64_t)>& on_progress);
+// Status only when the verification cannot run (an unreadable --pubkey). Of the options: `jobs`
+// (files and pieces hashed at once), `quick` (the seal's own digest and signature, every file present
+// with its sealed size; nothing is hashed), `pubkey_path` (`<seal>.sig` must verify under it) and
+// `on_progress`. The checks of the checkpoint's own kind run beside it (verify_path).
+Result<VerifyReport> verify_sealed(const std::string& path, const VerifyOptions& options);
 
 }  // namespace ckpt

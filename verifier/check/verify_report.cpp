@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "base/sha256_blocks.h"
+
 namespace ckpt {
 
 namespace {
@@ -64,9 +66,17 @@ bool RootVerifyReport::ok() const {
   return true;
 }
 
+void merge_report(VerifyReport&& from, VerifyReport& into) {
+  for (auto& e : from.errors) into.errors.push_back(std::move(e));
+  for (auto& w : from.warnings) into.warnings.push_back(std::move(w));
+  into.bytes_hashed += from.bytes_hashed;
+}
+
 nlohmann::json report_to_json(const VerifyReport& r) {
   return {{"ok", r.ok()},
           {"path", r.path},
+          {"kind", r.kind},
+          {"sealed", r.sealed},
           {"step", r.step},
           {"errors", issues_to_json(r.errors)},
           {"warnings", issues_to_json(r.warnings)},
@@ -74,6 +84,9 @@ nlohmann::json report_to_json(const VerifyReport& r) {
           {"shards", r.shards},
           {"tensors", r.tensors},
           {"bytes_hashed", r.bytes_hashed},
+          // The SHA-256 code that produced every digest checked (base/sha256_blocks.h): it is on the
+          // trust path, so a report says which one ran.
+          {"sha256_kernel", sha256_kernel_name(active_sha256_kernel())},
           {"seconds", r.seconds}};
 }
 

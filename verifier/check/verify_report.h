@@ -20,6 +20,10 @@ struct VerifyIssue {
 
 struct VerifyReport {
   std::string path;
+  // What was verified ("ckptcheck", "dcp", "torch_save", ...: verifier/check/checkpoint_kind.h) and
+  // whether a seal covered it; empty for a report of a path that names no checkpoint.
+  std::string kind;
+  bool sealed = false;
   int64_t step = -1;  // -1 when the manifest could not be read
   std::vector<VerifyIssue> errors;
   std::vector<VerifyIssue> warnings;
@@ -36,6 +40,10 @@ struct VerifyReport {
   bool has_error(const std::string& code) const;
   bool has_warning(const std::string& code) const;
 };
+
+// Moves `from`'s errors, warnings and hashed bytes to the end of `into`: how a check split over
+// threads, or a seal's report, joins the one report in a fixed order.
+void merge_report(VerifyReport&& from, VerifyReport& into);
 
 // `verify --all`: every committed checkpoint of a root, plus the root's uncommitted leftovers.
 struct RootVerifyReport {

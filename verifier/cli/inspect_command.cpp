@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 
 #include "base/parallel_jobs.h"
 #include "verifier/cli/commands.h"
@@ -89,10 +90,23 @@ class InspectCommand : public Command {
       const Status st = f->check_container();
       if (!st.is_ok()) container_errors.push_back(st.message());
     }
-    // Tensors are independent: each streams its own chunks (pread, thread-safe) on its own core.
+    // Tensors are independent: each streams its own chunks (pread, thread-safe) on its own core. An
+    // alias (a second name of one tensor object) reuses its target's hashes when the target is read
+    // too, so tied weights are hashed once.
     std::vector<Result<TensorReport>> results(selected.size(), Status::io_error("not inspected"));
-    run_parallel(selected.size(), resolve_jobs(0, selected.size()),
-                 [&](size_t i) { results[i] = inspect_tensor(*source, *selected[i]); });
+    std::map<std::string, size_t> index_of;
+    for (size_t i = 0; i < selected.size(); ++i) index_of[selected[i]->name] = i;
+    const auto reads_target = [&](size_t i) {
+      return !selected[i]->alias_of.empty() && index_of.count(selected[i]->alias_of) != 0;
+    };
+    run_parallel(selected.size(), resolve_jobs(0, selected.size()), [&](size_t i) {
+      if (!reads_target(i)) results[i] = inspect_tensor(*source, *selected[i]);
+    });
+    for (size_t i = 0; i < selected.size(); ++i) {
+      if (!reads_target(i)) continue;
+      results[i] = results[index_of[selected[i]->alias_of]];
+      if (results[i].is_ok()) results[i]->tensor = selected[i];
+    }
     for (auto& report : results) {
       if (!report.is_ok()) return fail(report.status());
       for (const auto& c : report->chunks) {
@@ -188,6 +202,7 @@ class InspectCommand : public Command {
                           {"shape", r.tensor->shape},
                           {"bytes", r.tensor->bytes},
                           {"chunks", chunks}};
+      if (!r.tensor->alias_of.empty()) t["alias_of"] = r.tensor->alias_of;
       if (r.chunks.size() == 1) t["sha256"] = r.chunks[0].computed;
       if (stats_) t["stats"] = to_json(r.stats);
       tensors.push_back(std::move(t));
@@ -223,6 +238,7 @@ class InspectCommand : public Command {
                     t.component.c_str(), dtype_name(t.dtype), shape_to_string(t.shape).c_str(),
                     static_cast<unsigned long long>(t.bytes), hash.c_str());
       out += line;
+      if (!t.alias_of.empty()) out += "    alias of " + t.alias_of + " (one tensor object: same bytes)\n";
       if (stats_) out += stats_line(r.stats);
     }
     for (const auto& e : container_errors) out += "  [container_corrupt] " + e + "\n";

@@ -10,6 +10,7 @@
 #include "fixtures/pilot_config.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/manifest.h"
+#include "verifier/check/checkpoint_kind.h"
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/cli/commands.h"
 #include "verifier/pins/container_fingerprint.h"
@@ -30,13 +31,18 @@ class VerifyCommand : public Command {
     sub->add_flag("--json", json_, "print one JSON object instead of the summary");
     sub->add_option("--jobs", options_.jobs, "shards hashed in parallel (default: all cores)")
         ->check(CLI::Range(1, 1024));
-    sub->add_flag("--quick", options_.quick, "manifest and header checks only; no data hashing");
+    sub->add_flag("--quick", options_.quick,
+                  "structure, headers, pickles, resume state and sizes only; no payload byte is read");
     sub->add_flag("--weights-only", options_.weights_only,
                   "a foreign checkpoint (DCP dir, torch.save file, HF folder) may hold model weights only");
     sub->add_flag("--all", all_,
                   "verify every committed checkpoint of the root and list uncommitted leftovers");
     sub->add_option("--pubkey", options_.pubkey_path,
-                    "require manifest.json.sig to verify under this Ed25519 key");
+                    "require a signature that verifies under this Ed25519 key (manifest.json.sig, or the "
+                    "seal's .sig for other kinds); a checkpoint without one fails");
+    sub->add_option("--allow-global", options_.allowed_globals,
+                    "accept this pickle global (MODULE.NAME, repeatable) after reviewing it; every other "
+                    "global outside torch.load(weights_only=True)'s allowlist fails verify");
     sub->add_flag("--against-env", against_env_,
                   "compare the checkpoint's pins with this environment (dependencies, container)");
     sub->add_option("--config", config_path_,
@@ -82,8 +88,13 @@ class VerifyCommand : public Command {
       CKPT_ASSIGN_OR_RETURN(PilotConfig config, load_pilot_config(config_path_));
       return compute_pins(config);
     }
+    // Only ckptcheck's own checkpoints record pins: any other kind is refused before reading it.
+    CKPT_ASSIGN_OR_RETURN(VerifyTarget target, resolve_verify_target(path_));
+    VerifyOptions wants_pins;
+    wants_pins.current_pins = nlohmann::json::object();
+    CKPT_RETURN_IF_ERROR(refuse_unhonoured_options(target.kind, wants_pins));
     // Environment only: the thread count is the checkpoint's own (a run setting, not the machine's).
-    CKPT_ASSIGN_OR_RETURN(std::string dir, resolve_checkpoint_path(path_));
+    const std::string& dir = target.path;
     CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(dir));
     const int threads = manifest.config.value("threads", 1);
     return nlohmann::json{{"dependencies", dependency_versions(current_torch_facts())},

@@ -581,7 +581,7 @@ class ResumeDrill {
     const nlohmann::json j = parse_verify_output(child.captured_stdout());
     if (!j.is_object() || !j.contains("ok") || !j["ok"].is_boolean())
       return Status::io_error("verify " + checkpoint + " gave no JSON result (" + e.describe() +
-                              "; is `verify` registered in this build?): " + log_tail(child.stderr_log()));
+                              "): " + log_tail(child.stderr_log()));
     m->verify_seconds +=
         j.contains("seconds") && j["seconds"].is_number() ? j["seconds"].get<double>() : wall;
     const bool ok = j["ok"].get<bool>() && e.exited && e.exit_code == 0;

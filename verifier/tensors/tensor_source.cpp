@@ -48,7 +48,7 @@ Status TensorSource::add_file_chunks(size_t file_index) {
       auto nbytes = checked_nbytes(c.global_shape, c.dtype);
       if (!nbytes)
         return Status::corruption(files_[file_index]->path() + ": " + c.name + ": shape overflows");
-      tensors_.push_back({c.name, c.component, c.dtype, c.global_shape, *nbytes, {}});
+      tensors_.push_back({c.name, c.component, c.dtype, c.global_shape, *nbytes, {}, c.alias_of});
       it = tensors_.end() - 1;
     } else if (it->dtype != c.dtype || it->shape != c.global_shape) {
       return Status::corruption(files_[file_index]->path() + ": chunk " + c.label() + " is " +

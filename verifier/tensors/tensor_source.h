@@ -36,6 +36,7 @@ struct SourceTensor {
   std::vector<int64_t> shape;
   uint64_t bytes = 0;  // of the whole global tensor
   std::vector<SourceChunk> chunks;
+  std::string alias_of;  // another name of the same tensor object (formats/tensor_file.h ChunkInfo)
 };
 
 // The outcome of streaming one chunk: its recomputed hash and the first recorded hash it contradicts.

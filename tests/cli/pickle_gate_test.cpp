@@ -1,0 +1,176 @@
+// verify's pickle gate and the options it refuses, through the built binary, on files Debian's
+// PyTorch wrote (scripts/make_gate_fixtures.py, scripts/make_pytorch_fixtures.py): a pickle that
+// names a code-running callable fails verify in both modes, naming the callable, the file, the
+// zip member and the offset; --allow-global accepts a reviewed one; nothing is imported or called.
+// Also what torch.load(weights_only=True) reads is read: pre-0.4 tensors and tied weights.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_support.h"
+#include "tests/support/training_state_fixture.h"
+
+namespace ckpt {
+namespace {
+
+using namespace ckpt::testing;
+
+const std::string kGate = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/gate/";
+const std::string kPytorch = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/";
+// What the fixtures would create if anything ever ran them.
+const char* kSentinels[] = {"/tmp/ckptcheck_gate_fixture_was_executed", "/tmp/ckptcheck_fixture_was_executed"};
+
+nlohmann::json load_json(const std::string& path) {
+  const auto bytes = read_file_bytes(path);
+  return nlohmann::json::parse(bytes.begin(), bytes.end());
+}
+
+class PickleGateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(::access(CKPTCHECK_BIN, X_OK), 0) << CKPTCHECK_BIN << " is not built";
+    for (const char* s : kSentinels) std::filesystem::remove(s);
+  }
+  void TearDown() override {
+    for (const char* s : kSentinels) EXPECT_FALSE(std::filesystem::exists(s)) << s << ": a pickle ran";
+  }
+  // Every code-running fixture with the global torch.load(weights_only=True) refuses in it.
+  static std::vector<std::pair<std::string, std::string>> code_fixtures() {
+    std::vector<std::pair<std::string, std::string>> out;
+    const nlohmann::json gate = load_json(kGate + "expected.json"), pytorch = load_json(kPytorch + "expected.json");
+    for (const auto& [file, global] : gate["code"].items()) out.emplace_back(kGate + file, global.get<std::string>());
+    for (const auto& [file, global] : pytorch["malicious"].items())
+      out.emplace_back(kPytorch + file, global.get<std::string>());
+    return out;
+  }
+};
+
+TEST_F(PickleGateTest, EveryCodeRunningGlobalFailsVerifyInBothModes) {
+  const auto fixtures = code_fixtures();
+  ASSERT_GE(fixtures.size(), 12u);
+  for (const auto& [file, global] : fixtures) {
+    for (const std::string mode : {"", "--weights-only "}) {
+      const CommandResult r = run_ckptcheck("verify " + mode + "'" + file + "'");
+      EXPECT_EQ(r.exit_code, 1) << mode << file << ": " << r.output;
+      const std::string line = "[pickle_global_refused]";
+      const size_t at = r.output.find(line);
+      ASSERT_NE(at, std::string::npos) << file << ": " << r.output;
+      const std::string message = r.output.substr(at, r.output.find('\n', at) - at);
+      EXPECT_NE(message.find("'" + global + "'"), std::string::npos) << message;
+      EXPECT_NE(message.find(file + ": "), std::string::npos) << "names the file: " << message;
+      EXPECT_NE(message.find("/data.pkl @0x"), std::string::npos) << "names member and offset: " << message;
+      EXPECT_NE(message.find("torch.load(weights_only=False) would import"), std::string::npos) << message;
+      EXPECT_NE(message.find("--allow-global " + global), std::string::npos) << message;
+    }
+  }
+}
+
+TEST_F(PickleGateTest, JsonNamesTheCodeAndTheRefusedGlobal) {
+  const CommandResult r = run_ckptcheck("verify --json --weights-only '" + kPytorch + "malicious_os_system.pt'");
+  ASSERT_EQ(r.exit_code, 1) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  ASSERT_FALSE(j["errors"].empty());
+  bool found = false;
+  for (const auto& e : j["errors"])
+    found = found || (e["code"] == "pickle_global_refused" &&
+                      e["message"].get<std::string>().find("'posix.system'") != std::string::npos);
+  EXPECT_TRUE(found) << r.output;
+  EXPECT_EQ(j["kind"], "torch_save");
+}
+
+TEST_F(PickleGateTest, AllowGlobalAcceptsOnlyTheReviewedGlobal) {
+  const std::string file = kPytorch + "malicious_os_system.pt";
+  CommandResult r = run_ckptcheck("verify --weights-only --allow-global posix.system '" + file + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_ckptcheck("verify --weights-only --allow-global os.system '" + file + "'");
+  EXPECT_EQ(r.exit_code, 1) << "another spelling is another global: " << r.output;
+  // Allowing the danger does not switch off the other checks: still no optimizer state.
+  r = run_ckptcheck("verify --allow-global posix.system '" + file + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("optimizer_state_missing"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("pickle_global_refused"), std::string::npos) << r.output;
+}
+
+TEST_F(PickleGateTest, InspectKeepsExitZeroAndNamesTheDanger) {
+  const CommandResult r = run_ckptcheck("inspect '" + kPytorch + "malicious_os_system.pt'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("WARNING"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("posix.system"), std::string::npos) << r.output;
+}
+
+TEST_F(PickleGateTest, OptionsAKindCannotHonourAreRefusedNamingOptionAndKind) {
+  TempDir root;
+  const std::string native = save_training_state(root.path(), full_training_state());
+  const std::string safetensors =
+      std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/hf_sharded_safetensors/shard-00001-model-00001-of-00001.safetensors";
+  struct Case {
+    std::string args, option, kind;
+  };
+  for (const Case& c : {Case{"--allow-global posix.system '" + safetensors + "'", "--allow-global", "safetensors"},
+                        Case{"--allow-global posix.system '" + native + "'", "--allow-global", "ckptcheck"},
+                        Case{"--weights-only '" + native + "'", "--weights-only", "ckptcheck"},
+                        Case{"--against-env '" + kPytorch + "adamw_state.pt'", "--against-env", "torch_save"},
+                        Case{"--allow-global 'os.*' '" + kPytorch + "adamw_state.pt'", "--allow-global", ""}}) {
+    const CommandResult r = run_ckptcheck("verify " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.output;
+    EXPECT_NE(r.output.find(c.option), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(c.kind), std::string::npos) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << "one line: " << r.output;
+  }
+}
+
+// What torch.load(weights_only=True) returns, by name, against what inspect lists.
+void expect_reads_as_torch_does(const std::string& file) {
+  const auto expected = load_json(kGate + "expected.json")["read"][file];
+  const CommandResult r = run_ckptcheck("inspect --json '" + kGate + file + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  std::map<std::string, nlohmann::json> listed;
+  for (const auto& t : j["tensors"]) listed[t["name"]] = t;
+  EXPECT_EQ(listed.size(), expected["tensors"].size()) << r.output;
+  for (const auto& want : expected["tensors"]) {
+    const std::string name = want["name"];
+    ASSERT_TRUE(listed.count(name)) << file << ": no tensor " << name << " in " << r.output;
+    EXPECT_EQ(listed[name]["dtype"], want["dtype"]) << name;
+    EXPECT_EQ(listed[name]["shape"], want["shape"]) << name;
+    EXPECT_EQ(listed[name]["sha256"], want["sha256"]) << name;
+    const auto alias = expected["aliases"].find(name);
+    if (alias != expected["aliases"].end()) {
+      EXPECT_EQ(listed[name]["alias_of"], *alias) << name;
+    } else {
+      EXPECT_FALSE(listed[name].contains("alias_of")) << name;
+    }
+  }
+  for (const auto& g : j["pickle_globals"]) EXPECT_NE(g["risk"], "executes") << g.dump();
+}
+
+TEST_F(PickleGateTest, Pre04RebuildTensorIsReadAndPassesTheGate) {
+  expect_reads_as_torch_does("pre04_tensors.pt");
+  const CommandResult r = run_ckptcheck("verify --weights-only '" + kGate + "pre04_tensors.pt'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST_F(PickleGateTest, TiedWeightsAreListedUnderEveryNameAndHashedOnce) {
+  expect_reads_as_torch_does("tied_weights.bin");
+  expect_reads_as_torch_does("lightning_scores.ckpt");
+  CommandResult r = run_ckptcheck("inspect '" + kGate + "tied_weights.bin'");
+  EXPECT_NE(r.output.find("alias of embed.weight"), std::string::npos) << r.output;
+  r = run_ckptcheck("verify --json --weights-only '" + kGate + "tied_weights.bin'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // 8x4 + 4 floats: the shared tensor's bytes are read once.
+  EXPECT_EQ(nlohmann::json::parse(r.output)["bytes_hashed"], (8 * 4 + 4) * 4);
+  r = run_ckptcheck("verify '" + kGate + "lightning_scores.ckpt'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // diff compares by name: both names are compared.
+  r = run_ckptcheck("diff --json '" + kGate + "tied_weights.bin' '" + kGate + "tied_weights.bin'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  size_t compared = 0;
+  const nlohmann::json diff = nlohmann::json::parse(r.output);
+  for (const auto& [name, c] : diff["components"].items()) compared += c["tensors"].get<size_t>();
+  EXPECT_EQ(compared, 3u) << r.output;
+}
+
+}  // namespace
+}  // namespace ckpt

@@ -1,0 +1,279 @@
+// One conformance suite for `verify`: every checkpoint kind goes through the same cases, as a user
+// runs them (the built binary, exit codes, --json). A kind is a directory or file written by
+// ckptcheck, by Debian's PyTorch (tests/data, scripts/make_pytorch_fixtures.py) or by other people's
+// software (../shared/realworld-samples). The cases:
+//   clean passes; a truncated payload file fails; a flipped payload byte fails when a seal covers the
+//   checkpoint (and, unsealed, exactly when the kind records a checksum of its own); --pubkey fails
+//   without a seal, with an unsigned seal and with another key's signature, and passes signed;
+//   --json has one schema; --jobs 1 and --jobs 4 report the same; --quick reads no payload byte.
+// The binary under test must exist: a missing or broken binary fails these tests, never skips them.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_support.h"
+#include "tests/support/training_state_fixture.h"
+#include "verifier/check/signature.h"
+
+namespace ckpt {
+namespace {
+
+using namespace ckpt::testing;
+namespace fs = std::filesystem;
+
+const std::string kData = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/";
+const std::string kRealWorld = std::string(CKPTCHECK_SOURCE_DIR) + "/../shared/realworld-samples/";
+
+// Where a kind's payload lives: the file (relative to the checkpoint, "" for a lone file) and a
+// byte inside a tensor's payload.
+struct PayloadByte {
+  std::string file;
+  uint64_t offset = 0;
+};
+
+struct Kind {
+  std::string name;      // as `verify --json` reports it
+  std::string fixture;   // a path to copy, or "" when make() writes it
+  std::string args;      // what a clean copy needs to pass (--weights-only for weights-only files)
+  bool own_checksums;    // an unsealed copy catches a flipped payload byte (CRC-32, manifest hashes)
+  bool signs_manifest;   // ckptcheck's own: `sign` signs manifest.json, no seal is needed
+  std::function<std::string(const std::string&)> make;  // writes the checkpoint under a root
+};
+
+void PrintTo(const Kind& k, std::ostream* os) { *os << k.name << " (" << (k.fixture.empty() ? "written by the test" : k.fixture) << ")"; }
+
+std::string copy_fixture(const std::string& from, const std::string& root) {
+  const std::string to = root + "/" + fs::path(from).filename().string();
+  fs::copy(from, to, fs::copy_options::recursive);
+  // ../shared is read-only: the copies are damaged on purpose, so they must be writable.
+  fs::permissions(to, fs::perms::owner_all, fs::perm_options::add);
+  if (fs::is_directory(to)) {
+    for (const auto& e : fs::recursive_directory_iterator(to))
+      fs::permissions(e.path(), fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+  }
+  return to;
+}
+
+std::string model_folder(const std::string& root) {
+  const std::string dir = root + "/checkpoint-7";
+  fs::create_directories(dir);
+  fs::copy_file(kData + "pytorch/model_state.pt", dir + "/pytorch_model.bin");
+  fs::copy_file(kData + "pytorch/adamw_state.pt", dir + "/optimizer.pt");
+  return dir;
+}
+
+std::vector<Kind> kinds() {
+  return {
+      {"ckptcheck", "", "", true, true,
+       [](const std::string& root) { return save_training_state(root, full_training_state()); }},
+      {"dcp", kData + "dcp/torch113", "--weights-only", true, false, nullptr},
+      {"dcp", kRealWorld + "dcp-lightning-2rank", "", true, false, nullptr},
+      // Megatron's common.pt pickles its argparse.Namespace: torch.load(weights_only=True) refuses it.
+      {"megatron_torch_dist", kData + "dcp/megatron_torch_dist", "--allow-global argparse.Namespace", true, false,
+       nullptr},
+      {"torch_save", kData + "pytorch/adamw_state.pt", "", true, false, nullptr},
+      {"torch_save", kData + "gate/lightning_scores.ckpt", "", true, false, nullptr},
+      {"torch_save_legacy", kData + "pytorch/legacy_model_state.pt", "--weights-only", false, false, nullptr},
+      {"torch_save_legacy", kRealWorld + "torch-legacy/pytorch_model.bin", "--weights-only", false, false,
+       nullptr},
+      {"safetensors", kData + "dcp/hf_sharded_safetensors/shard-00001-model-00001-of-00001.safetensors",
+       "--weights-only", false, false, nullptr},
+      {"hdf5", kData + "gate/clean_weights.h5", "--weights-only", false, false, nullptr},
+      {"model_folder", "", "--weights-only", true, false, model_folder},
+  };
+}
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(::access(CKPTCHECK_BIN, X_OK), 0) << CKPTCHECK_BIN << " is not built: the suite needs it";
+    ASSERT_TRUE(write_ed25519_key_pair(keys_ / "k.pem", keys_ / "k.pub").is_ok());
+    ASSERT_TRUE(write_ed25519_key_pair(keys_ / "other.pem", keys_ / "other.pub").is_ok());
+  }
+
+  std::string fresh_copy() {
+    const Kind& k = GetParam();
+    const std::string root = roots_.path() + "/" + std::to_string(copies_++);
+    fs::create_directories(root);
+    return k.make ? k.make(root) : copy_fixture(k.fixture, root);
+  }
+
+  CommandResult verify(const std::string& path, const std::string& extra = "") {
+    return run_ckptcheck("verify " + GetParam().args + " " + extra + " " + q(path));
+  }
+  nlohmann::json verify_json(const std::string& path, const std::string& extra, int expect_exit) {
+    const CommandResult r = verify(path, "--json " + extra);
+    EXPECT_EQ(r.exit_code, expect_exit) << r.output;
+    auto j = nlohmann::json::parse(r.output, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.output;
+    return j;
+  }
+
+  // Seals a checkpoint (ckptcheck's own needs none: its manifest holds the hashes).
+  void seal(const std::string& path) {
+    if (GetParam().signs_manifest) return;
+    const CommandResult r = run_ckptcheck("seal " + q(path));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  void sign(const std::string& path, const std::string& key) {
+    const CommandResult r = run_ckptcheck("sign " + q(path) + " --key " + q(keys_ / key));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+
+  // The largest tensor payload of the checkpoint, located through the records that name byte ranges:
+  // the manifest for ckptcheck's own, a seal of a scratch copy for every other kind.
+  PayloadByte payload_byte(const std::string& path) {
+    PayloadByte out;
+    uint64_t best = 0;
+    if (GetParam().signs_manifest) {
+      const Manifest m = read_fixture_manifest(path);
+      for (const auto& t : m.tensors) {
+        for (const auto& c : t.chunks) {
+          if (c.data_bytes <= best) continue;
+          best = c.data_bytes;
+          out = {m.shards[c.shard].path, c.data_offset + c.data_bytes / 2};
+        }
+      }
+      return out;
+    }
+    const std::string scratch = fresh_copy();
+    seal(scratch);
+    const std::string seal_path = fs::is_directory(scratch) ? scratch + "/ckptcheck.seal.json"
+                                                            : scratch + ".ckptcheck.seal.json";
+    const auto bytes = read_file_bytes(seal_path);
+    const auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
+    for (const auto& f : j["files"]) {
+      for (const auto& t : f["tensors"]) {
+        const uint64_t n = t["bytes"];
+        if (n <= best) continue;
+        best = n;
+        out = {fs::is_directory(scratch) ? f["path"].get<std::string>() : "", t["offset"].get<uint64_t>() + n / 2};
+      }
+    }
+    EXPECT_GT(best, 0u) << "no tensor payload found for " << path;
+    return out;
+  }
+
+  static std::string file_of(const std::string& path, const PayloadByte& b) {
+    return b.file.empty() ? path : path + "/" + b.file;
+  }
+  void flip(const std::string& path, const PayloadByte& b) {
+    auto bytes = read_file_bytes(file_of(path, b));
+    ASSERT_LT(b.offset, bytes.size());
+    bytes[b.offset] ^= 0x20;
+    write_file_bytes(file_of(path, b), bytes);
+  }
+  void truncate_payload_file(const std::string& path, const PayloadByte& b) {
+    const std::string f = file_of(path, b);
+    fs::resize_file(f, b.offset);
+  }
+
+  TempDir roots_;
+  TempDir keys_;
+  int copies_ = 0;
+};
+
+TEST_P(VerifyConformanceTest, CleanCopyPassesAndNamesItsKind) {
+  const std::string path = fresh_copy();
+  const auto j = verify_json(path, "", 0);
+  EXPECT_EQ(j["kind"], GetParam().name);
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_GT(j["tensors"].get<size_t>(), 0u);
+}
+
+TEST_P(VerifyConformanceTest, TruncatedPayloadFileFails) {
+  const std::string path = fresh_copy();
+  truncate_payload_file(path, payload_byte(path));
+  const CommandResult r = verify(path);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.output.rfind("FAIL ", 0), 0u) << r.output;
+}
+
+TEST_P(VerifyConformanceTest, FlippedPayloadByteFailsWhenSealedAndWhereTheKindHasChecksums) {
+  const std::string unsealed = fresh_copy();
+  flip(unsealed, payload_byte(unsealed));
+  const auto j = verify_json(unsealed, "", GetParam().own_checksums ? 1 : 0);
+  if (!GetParam().own_checksums) {
+    // Nothing recorded a hash: the report must say so rather than look like a clean bill.
+    bool not_sealed = false;
+    for (const auto& w : j["warnings"]) not_sealed = not_sealed || w["code"] == "not_sealed";
+    EXPECT_TRUE(not_sealed) << j.dump();
+  }
+  const std::string sealed = fresh_copy();
+  const PayloadByte b = payload_byte(sealed);
+  seal(sealed);
+  flip(sealed, b);
+  EXPECT_EQ(verify(sealed).exit_code, 1);
+}
+
+TEST_P(VerifyConformanceTest, PubkeyNeedsAValidSignatureOfThisKey) {
+  const std::string pub = q(keys_ / "k.pub");
+  const std::string path = fresh_copy();
+  CommandResult r = verify(path, "--pubkey " + pub);
+  EXPECT_EQ(r.exit_code, 1) << "--pubkey without a seal or signature: " << r.output;
+  EXPECT_NE(r.output.find("signature_missing"), std::string::npos) << r.output;
+  seal(path);
+  r = verify(path, "--pubkey " + pub);
+  EXPECT_EQ(r.exit_code, 1) << "sealed but unsigned: " << r.output;
+  sign(path, "other.pem");
+  r = verify(path, "--pubkey " + pub);
+  EXPECT_EQ(r.exit_code, 1) << "signed with another key: " << r.output;
+  const std::string signed_copy = fresh_copy();
+  seal(signed_copy);
+  sign(signed_copy, "k.pem");
+  r = verify(signed_copy, "--pubkey " + pub);
+  EXPECT_EQ(r.exit_code, 0) << "signed: " << r.output;
+  EXPECT_EQ(verify(signed_copy, "--pubkey " + q(keys_ / "absent.pub")).exit_code, 2);
+}
+
+TEST_P(VerifyConformanceTest, JsonHasTheSameSchemaForEveryKind) {
+  static const std::set<std::string> kKeys = {"ok",      "path",   "kind",    "sealed",        "step",
+                                               "errors",  "warnings", "uncommitted", "shards", "tensors",
+                                               "bytes_hashed", "sha256_kernel", "seconds"};
+  const std::string path = fresh_copy();
+  const auto j = verify_json(path, "", 0);
+  std::set<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.insert(it.key());
+  EXPECT_EQ(keys, kKeys) << j.dump();
+  for (const auto& e : j["warnings"]) {
+    EXPECT_TRUE(e.contains("code") && e.contains("shard") && e.contains("tensor") && e.contains("message"))
+        << e.dump();
+  }
+}
+
+TEST_P(VerifyConformanceTest, JobsOneAndFourReportTheSame) {
+  const std::string path = fresh_copy();
+  flip(path, payload_byte(path));  // a report with findings, not only a clean one
+  const CommandResult one = verify(path, "--json --jobs 1");
+  const CommandResult four = verify(path, "--json --jobs 4");
+  EXPECT_EQ(one.exit_code, four.exit_code);
+  auto a = nlohmann::json::parse(one.output), b = nlohmann::json::parse(four.output);
+  a.erase("seconds");
+  b.erase("seconds");
+  EXPECT_EQ(a, b);
+}
+
+TEST_P(VerifyConformanceTest, QuickReadsNoPayloadByte) {
+  const std::string path = fresh_copy();
+  const PayloadByte b = payload_byte(path);
+  seal(path);
+  EXPECT_EQ(verify_json(path, "--quick", 0)["bytes_hashed"], 0);
+  flip(path, b);
+  EXPECT_EQ(verify(path, "--quick").exit_code, 0) << "--quick reads no payload, so a flipped payload byte passes";
+  EXPECT_EQ(verify(path).exit_code, 1);
+  truncate_payload_file(path, b);
+  EXPECT_EQ(verify(path, "--quick").exit_code, 1) << "sizes are checked even with --quick";
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryKind, VerifyConformanceTest, ::testing::ValuesIn(kinds()),
+                         [](const ::testing::TestParamInfo<Kind>& info) {
+                           return info.param.name + "_" + std::to_string(info.index);
+                         });
+
+}  // namespace
+}  // namespace ckpt

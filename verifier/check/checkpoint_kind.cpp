@@ -1,0 +1,122 @@
+#include "verifier/check/checkpoint_kind.h"
+
+#include <cstring>
+#include <fstream>
+
+#include "base/byte_coding.h"
+#include "base/file_io.h"
+#include "formats/dcp_checkpoint.h"
+#include "formats/megatron_dist_checkpoint.h"
+#include "formats/pytorch_file.h"
+#include "shards/checkpoint_dir.h"
+#include "shards/manifest.h"
+#include "verifier/check/foreign_verifier.h"
+#include "verifier/check/seal.h"
+
+namespace ckpt {
+
+namespace {
+
+CheckpointKind kind_of_file(const std::string& path) {
+  uint8_t head[16] = {};
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  const size_t n = static_cast<size_t>(in.gcount());
+  const auto starts = [&](const void* magic, size_t m) { return n >= m && std::memcmp(head, magic, m) == 0; };
+  if (starts(kPytorchLegacyMagic, sizeof kPytorchLegacyMagic)) return CheckpointKind::kTorchSaveLegacy;
+  if (starts("PK\x03\x04", 4)) return CheckpointKind::kTorchSave;
+  if (starts("\x89HDF\r\n\x1a\n", 8)) return CheckpointKind::kHdf5;
+  if (starts("CKPTSHD\0", 8)) return CheckpointKind::kCkptcheckShard;
+  // safetensors: a little-endian u64 header length, then the JSON header.
+  if (n >= 9 && head[8] == '{' && decode_le64(head) > 1) return CheckpointKind::kSafetensors;
+  return CheckpointKind::kUnknownFile;
+}
+
+}  // namespace
+
+const char* checkpoint_kind_name(CheckpointKind kind) {
+  switch (kind) {
+    case CheckpointKind::kCkptcheck: return "ckptcheck";
+    case CheckpointKind::kCkptcheckShard: return "ckptcheck_shard";
+    case CheckpointKind::kDcp: return "dcp";
+    case CheckpointKind::kMegatronTorchDist: return "megatron_torch_dist";
+    case CheckpointKind::kTorchSave: return "torch_save";
+    case CheckpointKind::kTorchSaveLegacy: return "torch_save_legacy";
+    case CheckpointKind::kSafetensors: return "safetensors";
+    case CheckpointKind::kHdf5: return "hdf5";
+    case CheckpointKind::kModelFolder: return "model_folder";
+    case CheckpointKind::kSealedDirectory: return "sealed_directory";
+    case CheckpointKind::kUnknownFile: return "unknown_file";
+  }
+  return "unknown_file";
+}
+
+bool kind_holds_pickles(CheckpointKind kind) {
+  switch (kind) {
+    case CheckpointKind::kDcp:
+    case CheckpointKind::kMegatronTorchDist:
+    case CheckpointKind::kTorchSave:
+    case CheckpointKind::kTorchSaveLegacy:
+    case CheckpointKind::kModelFolder:
+    case CheckpointKind::kSealedDirectory:
+    case CheckpointKind::kUnknownFile: return true;
+    default: return false;
+  }
+}
+
+CheckpointKind detect_checkpoint_kind(const std::string& path) {
+  if (!is_directory(path)) return kind_of_file(path);
+  if (path_exists(path + "/" + kManifestFileName) || step_from_dir_name(base_name(path)) >= 0)
+    return CheckpointKind::kCkptcheck;
+  if (is_dcp_directory(path)) {
+    return path_exists(path + "/" + kMegatronConfigFileName) ? CheckpointKind::kMegatronTorchDist
+                                                             : CheckpointKind::kDcp;
+  }
+  if (is_foreign_checkpoint_dir(path)) return CheckpointKind::kModelFolder;
+  return CheckpointKind::kSealedDirectory;
+}
+
+Result<VerifyTarget> resolve_verify_target(const std::string& raw_path) {
+  VerifyTarget target;
+  target.path = strip_trailing_slashes(raw_path);
+  if (base_name(target.path) == kLatestFileName && !is_directory(target.path)) {
+    CKPT_ASSIGN_OR_RETURN(target.path, resolve_latest_checkpoint(parent_dir(target.path)));
+  }
+  if (!path_exists(target.path)) return Status::io_error(target.path + ": no such file or directory");
+  target.kind = detect_checkpoint_kind(target.path);
+  if (target.kind == CheckpointKind::kSealedDirectory && !has_seal(target.path)) {
+    // Neither a checkpoint nor sealed: a root, whose latest committed checkpoint is verified.
+    CKPT_ASSIGN_OR_RETURN(target.path, resolve_latest_checkpoint(target.path));
+    target.kind = CheckpointKind::kCkptcheck;
+  }
+  return target;
+}
+
+Status refuse_unhonoured_options(CheckpointKind kind, const VerifyOptions& options) {
+  const std::string name = checkpoint_kind_name(kind);
+  if (!options.current_pins.is_null() && kind != CheckpointKind::kCkptcheck) {
+    return Status::invalid_argument("--against-env: a " + name +
+                                    " checkpoint records no pins to compare; only ckptcheck's own "
+                                    "checkpoints do");
+  }
+  if (options.weights_only && kind == CheckpointKind::kCkptcheck) {
+    return Status::invalid_argument(
+        "--weights-only: a ckptcheck checkpoint's manifest always lists the whole training state, so "
+        "there is no weights-only check to run; it is for foreign checkpoints");
+  }
+  if (!options.allowed_globals.empty() && !kind_holds_pickles(kind)) {
+    return Status::invalid_argument("--allow-global: a " + name +
+                                    " checkpoint holds no pickle, so no global can be allowed");
+  }
+  for (const std::string& g : options.allowed_globals) {
+    if (g.find('.') == std::string::npos || g.front() == '.' || g.back() == '.' ||
+        g.find_first_of(" \t\n*") != std::string::npos) {
+      return Status::invalid_argument("--allow-global '" + g +
+                                      "': expected one MODULE.NAME as torch names it (posix.system, "
+                                      "argparse.Namespace), no wildcard");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace ckpt

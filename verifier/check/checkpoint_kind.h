@@ -1,0 +1,62 @@
+// One verify interface for every kind of checkpoint. `verify PATH` first says what PATH is, then
+// refuses any option that kind cannot honour (exit 2, naming the option and the kind: a gate that
+// silently drops `--pubkey` or `--against-env` could be walked past), then runs the kind's checks and,
+// where a seal covers the checkpoint, the seal's hashes and signature beside them.
+//
+// What each option means for every kind:
+//   --jobs N         tensors (foreign kinds), shards or sealed pieces read on N threads; the report
+//                    is the same for any N.
+//   --quick          no payload byte is read: structure, headers, pickles and the pickle gate, resume
+//                    state, sizes; a seal's own digest and signature, every sealed file's size.
+//   --pubkey K       a signature must verify under K: manifest.json.sig for ckptcheck's own
+//                    checkpoints, <seal>.sig for every other kind. A kind without a seal fails
+//                    (signature_missing), never passes with a warning.
+//   --weights-only   foreign kinds may hold model weights alone; refused for ckptcheck's own
+//                    checkpoints, whose manifest always lists the whole training state.
+//   --allow-global   pickle globals the user reviewed; refused for kinds that hold no pickle.
+//   --against-env    only ckptcheck's own checkpoints carry pins; refused for every other kind.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "verifier/check/checkpoint_verifier.h"
+
+namespace ckpt {
+
+enum class CheckpointKind {
+  kCkptcheck,          // a step dir with manifest.json (or a root / `latest` naming one)
+  kCkptcheckShard,     // one native shard file on its own
+  kDcp,                // a PyTorch Distributed Checkpoint directory (.metadata + .distcp)
+  kMegatronTorchDist,  // Megatron-Core torch_dist: DCP plus metadata.json and common.pt
+  kTorchSave,          // a torch.save zip (.pt, .bin, Lightning .ckpt)
+  kTorchSaveLegacy,    // a pre-1.6 torch.save stream
+  kSafetensors,        // one .safetensors file
+  kHdf5,               // an HDF5 file (our shards, Keras weights)
+  kModelFolder,        // a Hugging Face Trainer checkpoint or model folder (incl. sharded index)
+  kSealedDirectory,    // a directory of other files that only its seal describes
+  kUnknownFile,        // a file no reader recognises (verify reports it unreadable)
+};
+
+const char* checkpoint_kind_name(CheckpointKind kind);  // "ckptcheck", "dcp", "torch_save", ...
+
+// Whether checkpoints of this kind can hold a pickle (torch.save files, DCP, folders holding them).
+bool kind_holds_pickles(CheckpointKind kind);
+
+// What `path` (a checkpoint dir already resolved from a root or `latest`, a sealed or foreign dir, or
+// a file) is. Files are told apart by their first bytes, not their names.
+CheckpointKind detect_checkpoint_kind(const std::string& path);
+
+// What `verify PATH` checks: `latest` and a root resolved to the committed checkpoint they name,
+// with its kind. kNotFound / kIoError when PATH names no checkpoint.
+struct VerifyTarget {
+  std::string path;
+  CheckpointKind kind = CheckpointKind::kUnknownFile;
+};
+Result<VerifyTarget> resolve_verify_target(const std::string& path);
+
+// kInvalidArgument naming the option and the kind when `options` asks for something `kind` cannot
+// do (the table above).
+Status refuse_unhonoured_options(CheckpointKind kind, const VerifyOptions& options);
+
+}  // namespace ckpt
