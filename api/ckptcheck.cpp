@@ -10,6 +10,8 @@
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/seal.h"
 #include "verifier/drill/program_contract.h"
+#include "verifier/tensors/checkpoint_diff.h"
+#include "verifier/tensors/inspect_report.h"
 #include "verifier/tensors/tensor_source.h"
 
 #ifndef CKPTCHECK_VERSION
@@ -66,6 +68,26 @@ Result<std::vector<TensorInfo>> list_tensors(const std::string& path) {
     out.push_back({t.name, t.component, ckpt::dtype_name(t.dtype), t.shape, t.bytes, t.chunks.size()});
   }
   return out;
+}
+
+Result<InspectResult> inspect(const std::string& path, const InspectOptions& options) {
+  ckpt::InspectOptions internal;
+  internal.stats = options.stats;
+  internal.tensor = options.tensor;
+  auto report = ckpt::inspect_checkpoint(path, internal);
+  if (!report.is_ok()) return public_status(report.status());
+  return InspectResult{report->ok(), ckpt::inspect_report_to_json(*report).dump(),
+                       ckpt::inspect_report_to_text(*report)};
+}
+
+Result<DiffResult> diff(const std::string& a, const std::string& b, const DiffOptions& options) {
+  ckpt::Tolerance tolerance;
+  tolerance.rtol = options.rtol;
+  tolerance.atol = options.atol;
+  auto d = ckpt::diff_checkpoints(a, b, tolerance);
+  if (!d.is_ok()) return public_status(d.status());
+  return DiffResult{d->identical, ckpt::checkpoint_diff_to_json(*d).dump(),
+                    ckpt::checkpoint_diff_to_text(*d)};
 }
 
 Result<SealResult> seal(const std::string& path) {

@@ -123,6 +123,36 @@ struct TensorInfo {
 // file is executed. Sorted by name.
 Result<std::vector<TensorInfo>> list_tensors(const std::string& path);
 
+struct InspectOptions {
+  bool stats = false;  // min, max, mean, L2 norm and NaN/Inf counts per tensor
+  std::string tensor;  // only this tensor ("" = all)
+};
+
+struct InspectResult {
+  bool ok = false;   // every recorded hash and CRC-32 agrees with the bytes
+  std::string json;  // the object `ckptcheck inspect --json` prints
+  std::string text;  // the table `ckptcheck inspect` prints
+};
+
+// What `ckptcheck inspect PATH` does: every tensor re-hashed against what was recorded for it, the
+// pickle globals a file names with their risk (never imported or called). The Status fails when the
+// path cannot be read or `tensor` is not in it (exit code 2).
+Result<InspectResult> inspect(const std::string& path, const InspectOptions& options = {});
+
+struct DiffOptions {
+  double rtol = 0;  // relative tolerance (floating tensors)
+  double atol = 0;  // absolute tolerance
+};
+
+struct DiffResult {
+  bool identical = false;  // every tensor on both sides, within tolerance
+  std::string json;        // the object `ckptcheck diff --json` prints
+  std::string text;
+};
+
+// What `ckptcheck diff A B` does: tensor by tensor by name, whatever the formats and shardings.
+Result<DiffResult> diff(const std::string& a, const std::string& b, const DiffOptions& options = {});
+
 struct SealResult {
   std::string seal_path;  // DIR/ckptcheck.seal.json, or FILE.ckptcheck.seal.json
   size_t files = 0;

@@ -9,7 +9,7 @@
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_writer.h"
 #include "shards/mapped_checkpoint.h"
-#include "shards/state_codec.h"
+#include "shards/state_codec_torch.h"
 
 namespace ckptcheck {
 

@@ -1,9 +1,9 @@
 // The checkpoint the verify and memory rows read: written by the tool itself (write_checkpoint),
 // not hand-made, so the bench measures the files users actually verify.
 #include "bench/bench.h"
-#include "bench/synthetic_state.h"
+#include "bench/synthetic_state_torch.h"
 #include "shards/checkpoint_writer.h"
-#include "shards/state_codec.h"
+#include "shards/state_codec_torch.h"
 
 namespace ckpt::bench {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bench/bench.h"
-#include "bench/synthetic_state.h"
+#include "bench/synthetic_state_torch.h"
 
 namespace ckpt::bench {
 

@@ -13,12 +13,12 @@
 #include "base/file_io.h"
 #include "base/streaming_file_writer.h"
 #include "bench/bench.h"
-#include "bench/synthetic_state.h"
+#include "bench/synthetic_state_torch.h"
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_writer.h"
 #include "shards/manifest.h"
 #include "shards/mapped_checkpoint.h"
-#include "shards/state_codec.h"
+#include "shards/state_codec_torch.h"
 
 namespace ckpt::bench {
 

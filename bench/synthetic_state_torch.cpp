@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/synthetic_state.h"
+#include "bench/synthetic_state_torch.h"
 
 namespace ckpt::bench {
 

@@ -205,6 +205,26 @@ class Machine {
   }
   Status push_global(const std::string& module, const std::string& name);
   Status reduce(Ref callable, Ref args);
+  // REDUCE of a callable the reader knows: the handler builds its value, or returns nullopt when the
+  // arguments are not the shape it knows (the call then stays a placeholder, as for any global).
+  struct ReduceCall {
+    Ref callable;
+    Ref args_ref;
+    const std::vector<Ref>& args;
+    const std::string& name;
+  };
+  using Reducer = std::optional<Status> (Machine::*)(const ReduceCall& call);
+  static Reducer reducer_for(Callable c);
+  std::optional<Status> reduce_dict(const ReduceCall& call);
+  std::optional<Status> reduce_rebuild_tensor(const ReduceCall& call);
+  std::optional<Status> reduce_rebuild_parameter(const ReduceCall& call);
+  std::optional<Status> reduce_rebuild_from_type(const ReduceCall& call);
+  std::optional<Status> reduce_size(const ReduceCall& call);
+  std::optional<Status> reduce_set(const ReduceCall& call);
+  std::optional<Status> reduce_codecs_encode(const ReduceCall& call);
+  std::optional<Status> reduce_numpy_scalar(const ReduceCall& call);
+  std::optional<Status> reduce_reconstructor(const ReduceCall& call);
+  std::optional<Status> reduce_numpy_object(const ReduceCall& call);
   Status new_object(Ref cls, Ref args);
   Status build(Ref obj, Ref state);
   Result<Ref> make_object(const std::string& name, Callable made_by, Ref args, bool called);
@@ -409,145 +429,202 @@ Status Machine::reduce(Ref callable, Ref args_ref) {
       ++g.other_calls;
     }
   }
-  switch (fn.callable) {
-    case Callable::kOrderedDict:
-    case Callable::kDefaultDict: {
-      // OrderedDict(), OrderedDict([(k, v), ...]), defaultdict(factory): the factory is never called.
-      Value d;
-      d.kind = Kind::kDict;
-      if (fn.callable == Callable::kOrderedDict && !a.empty()) {
-        if (a.size() != 1 || (kind_of(0) != Kind::kList && kind_of(0) != Kind::kTuple)) break;
-        for (Ref pair : values_[a[0]].items) {
-          const Value& p = values_[pair];
-          if (p.kind != Kind::kTuple || p.items.size() != 2) return fail("OrderedDict item is not a pair");
-          d.dict.emplace_back(p.items[0], p.items[1]);
-        }
-      }
-      return push_new(std::move(d));
-    }
-    case Callable::kRebuildTensor: {
-      // _rebuild_tensor_v2: (storage, storage_offset, size, stride, requires_grad, backward_hooks[,
-      // metadata]); _rebuild_tensor, how torch < 0.4 pickled a tensor: (storage, storage_offset, size,
-      // stride). torch.load(weights_only=True) accepts both.
-      const bool v1 = name == "torch._utils._rebuild_tensor";
-      if (v1 ? a.size() != 4 : (a.size() < 6 || a.size() > 7))
-        return fail(std::string(v1 ? "_rebuild_tensor expects 4" : "_rebuild_tensor_v2 expects 6 or 7") +
-                    " arguments, got " + std::to_string(a.size()));
-      if (kind_of(0) != Kind::kStorage) return fail("_rebuild_tensor_v2: first argument is not a storage");
-      if (kind_of(1) != Kind::kInt) return fail("_rebuild_tensor_v2: storage_offset is not an int");
-      Value t;
-      t.kind = Kind::kTensor;
-      t.items = {a[0]};
-      t.dtype = values_[a[0]].dtype;
-      t.i = values_[a[1]].i;
-      CKPT_ASSIGN_OR_RETURN(t.shape, int_tuple(a[2], "_rebuild_tensor_v2 size"));
-      CKPT_ASSIGN_OR_RETURN(t.stride, int_tuple(a[3], "_rebuild_tensor_v2 stride"));
-      if (t.shape.size() != t.stride.size()) return fail("_rebuild_tensor_v2: size and stride ranks differ");
-      return push_new(std::move(t));
-    }
-    case Callable::kRebuildParameter: {
-      if ((a.size() != 3 && a.size() != 4) || kind_of(0) != Kind::kTensor)
-        return fail(name + " expects (tensor, requires_grad, hooks[, state])");
-      return push(a[0]);
-    }
-    case Callable::kRebuildFromType: {
-      // (func, type, args, state): a tensor subclass; the tensor is func(*args).
-      if (a.size() == 4 && kind_of(0) == Kind::kGlobal &&
-          values_[a[0]].callable == Callable::kRebuildTensor && kind_of(2) == Kind::kTuple) {
-        return reduce(a[0], a[2]);
-      }
-      break;
-    }
-    case Callable::kSize:
-      if (a.size() == 1 && (kind_of(0) == Kind::kTuple || kind_of(0) == Kind::kList)) {
-        Value t;
-        t.kind = Kind::kTuple;
-        t.items = values_[a[0]].items;
-        return push_new(std::move(t));
-      }
-      break;
-    case Callable::kSet:
-      if (a.empty() || (a.size() == 1 && (kind_of(0) == Kind::kTuple || kind_of(0) == Kind::kList))) {
-        Value l;
-        l.kind = Kind::kList;
-        if (!a.empty()) l.items = values_[a[0]].items;
-        return push_new(std::move(l));
-      }
-      break;
-    case Callable::kCodecsEncode: {
-      // How protocol 2 writes bytes on Python 3: _codecs.encode(<latin-1 text>, 'latin1').
-      if (a.size() != 2 || kind_of(0) != Kind::kString || kind_of(1) != Kind::kString) break;
-      const std::string& enc = values_[a[1]].s;
-      const std::string& text = values_[a[0]].s;
-      Value b;
-      b.kind = Kind::kBytes;
-      if (enc == "utf-8" || enc == "utf8") {
-        b.s = text;
-      } else if (enc == "latin1" || enc == "latin-1" || enc == "iso-8859-1") {
-        b.s.reserve(text.size());
-        for (size_t k = 0; k < text.size(); ++k) {
-          const auto c = static_cast<uint8_t>(text[k]);
-          if (c < 0x80) {
-            b.s += static_cast<char>(c);
-          } else if ((c == 0xc2 || c == 0xc3) && k + 1 < text.size() &&
-                     (static_cast<uint8_t>(text[k + 1]) & 0xc0) == 0x80) {
-            b.s += static_cast<char>(((c & 0x03) << 6) | (static_cast<uint8_t>(text[k + 1]) & 0x3f));
-            ++k;
-          } else {
-            return fail("_codecs.encode: text is not latin-1");
-          }
-        }
-      } else {
-        break;
-      }
-      return push_new(std::move(b));
-    }
-    case Callable::kNumpyScalar: {
-      // scalar(dtype, raw bytes): a numpy number becomes a plain number.
-      const auto dtype = a.size() == 2 ? numpy_dtype(a[0]) : std::nullopt;
-      if (!dtype || kind_of(1) != Kind::kBytes || values_[a[1]].s.size() != dtype_size(*dtype)) break;
-      const auto* raw = reinterpret_cast<const uint8_t*>(values_[a[1]].s.data());
-      Value v;
-      if (*dtype == DType::kBool) {
-        v.kind = Kind::kBool;
-        v.i = raw[0] != 0;
-      } else if (dtype_is_floating(*dtype)) {
-        v.kind = Kind::kFloat;
-        v.f = element_as_double(raw, *dtype);
-      } else {
-        const size_t width = dtype_size(*dtype);
-        uint64_t bits = decode_le(raw, width);
-        const bool is_signed =
-            *dtype == DType::kI8 || *dtype == DType::kI16 || *dtype == DType::kI32 || *dtype == DType::kI64;
-        if (is_signed && width < 8 && (bits >> (8 * width - 1)) & 1) bits |= ~uint64_t{0} << (8 * width);
-        if (!is_signed && bits > static_cast<uint64_t>(INT64_MAX)) {
-          v.kind = Kind::kFloat;  // a uint64 beyond int64: the nearest double
-          v.f = static_cast<double>(bits);
-        } else {
-          v.kind = Kind::kInt;
-          v.i = static_cast<int64_t>(bits);
-        }
-      }
-      return push_new(std::move(v));
-    }
-    case Callable::kReconstructor: {
-      // copyreg._reconstructor(cls, base, state): cls.__new__ via base; BUILD sets the attributes.
-      if (a.size() != 3) break;
-      CKPT_ASSIGN_OR_RETURN(Ref o, make_object(describe(a[0]), Callable::kNone, kNoneRef, false));
-      if (values_[a[2]].kind != Kind::kNone) values_[o].items[kObjectArgs] = a[2];
-      return push(o);
-    }
-    case Callable::kNumpyReconstruct:
-    case Callable::kNumpyDtype: {
-      CKPT_ASSIGN_OR_RETURN(
-          Ref o, make_object(fn.callable == Callable::kNumpyDtype ? "numpy.dtype" : "numpy.ndarray",
-                             fn.callable, args_ref, false));
-      return push(o);
-    }
-    case Callable::kStorageType:
-    case Callable::kNone: break;
+  const ReduceCall call{callable, args_ref, a, name};
+  const auto handler = reducer_for(fn.callable);
+  if (handler) {
+    std::optional<Status> done = (this->*handler)(call);
+    if (done) return *done;
   }
+  // Any other global, or a known one called with arguments of another shape: an inert placeholder.
   CKPT_ASSIGN_OR_RETURN(Ref o, make_object(name, Callable::kNone, args_ref, true));
+  return push(o);
+}
+
+// The callables the reader interprets, one handler each; every other global stays a placeholder.
+Machine::Reducer Machine::reducer_for(Callable c) {
+  switch (c) {
+    case Callable::kOrderedDict: return &Machine::reduce_dict;
+    case Callable::kDefaultDict: return &Machine::reduce_dict;
+    case Callable::kRebuildTensor: return &Machine::reduce_rebuild_tensor;
+    case Callable::kRebuildParameter: return &Machine::reduce_rebuild_parameter;
+    case Callable::kRebuildFromType: return &Machine::reduce_rebuild_from_type;
+    case Callable::kSize: return &Machine::reduce_size;
+    case Callable::kSet: return &Machine::reduce_set;
+    case Callable::kCodecsEncode: return &Machine::reduce_codecs_encode;
+    case Callable::kNumpyScalar: return &Machine::reduce_numpy_scalar;
+    case Callable::kReconstructor: return &Machine::reduce_reconstructor;
+    case Callable::kNumpyReconstruct: return &Machine::reduce_numpy_object;
+    case Callable::kNumpyDtype: return &Machine::reduce_numpy_object;
+    case Callable::kStorageType:
+    case Callable::kNone: return nullptr;
+  }
+  return nullptr;
+}
+
+std::optional<Status> Machine::reduce_dict(const ReduceCall& call) {
+  const std::vector<Ref>& a = call.args;
+  const Value& fn = values_[call.callable];
+  auto kind_of = [&](size_t k) { return k < a.size() ? values_[a[k]].kind : Kind::kNone; };
+  // OrderedDict(), OrderedDict([(k, v), ...]), defaultdict(factory): the factory is never called.
+  Value d;
+  d.kind = Kind::kDict;
+  if (fn.callable == Callable::kOrderedDict && !a.empty()) {
+    if (a.size() != 1 || (kind_of(0) != Kind::kList && kind_of(0) != Kind::kTuple)) return std::nullopt;
+    for (Ref pair : values_[a[0]].items) {
+      const Value& p = values_[pair];
+      if (p.kind != Kind::kTuple || p.items.size() != 2) return fail("OrderedDict item is not a pair");
+      d.dict.emplace_back(p.items[0], p.items[1]);
+    }
+  }
+  return push_new(std::move(d));
+}
+
+std::optional<Status> Machine::reduce_rebuild_tensor(const ReduceCall& call) {
+  const std::vector<Ref>& a = call.args;
+  const std::string& name = call.name;
+  auto kind_of = [&](size_t k) { return k < a.size() ? values_[a[k]].kind : Kind::kNone; };
+  // _rebuild_tensor_v2: (storage, storage_offset, size, stride, requires_grad, backward_hooks[,
+  // metadata]); _rebuild_tensor, how torch < 0.4 pickled a tensor: (storage, storage_offset, size,
+  // stride). torch.load(weights_only=True) accepts both.
+  const bool v1 = name == "torch._utils._rebuild_tensor";
+  if (v1 ? a.size() != 4 : (a.size() < 6 || a.size() > 7))
+    return fail(std::string(v1 ? "_rebuild_tensor expects 4" : "_rebuild_tensor_v2 expects 6 or 7") +
+                " arguments, got " + std::to_string(a.size()));
+  if (kind_of(0) != Kind::kStorage) return fail("_rebuild_tensor_v2: first argument is not a storage");
+  if (kind_of(1) != Kind::kInt) return fail("_rebuild_tensor_v2: storage_offset is not an int");
+  Value t;
+  t.kind = Kind::kTensor;
+  t.items = {a[0]};
+  t.dtype = values_[a[0]].dtype;
+  t.i = values_[a[1]].i;
+  CKPT_ASSIGN_OR_RETURN(t.shape, int_tuple(a[2], "_rebuild_tensor_v2 size"));
+  CKPT_ASSIGN_OR_RETURN(t.stride, int_tuple(a[3], "_rebuild_tensor_v2 stride"));
+  if (t.shape.size() != t.stride.size()) return fail("_rebuild_tensor_v2: size and stride ranks differ");
+  return push_new(std::move(t));
+}
+
+std::optional<Status> Machine::reduce_rebuild_parameter(const ReduceCall& call) {
+  const std::vector<Ref>& a = call.args;
+  const std::string& name = call.name;
+  auto kind_of = [&](size_t k) { return k < a.size() ? values_[a[k]].kind : Kind::kNone; };
+  if ((a.size() != 3 && a.size() != 4) || kind_of(0) != Kind::kTensor)
+    return fail(name + " expects (tensor, requires_grad, hooks[, state])");
+  return push(a[0]);
+}
+
+std::optional<Status> Machine::reduce_rebuild_from_type(const ReduceCall& call) {
+  const std::vector<Ref>& a = call.args;
+  auto kind_of = [&](size_t k) { return k < a.size() ? values_[a[k]].kind : Kind::kNone; };
+  // (func, type, args, state): a tensor subclass; the tensor is func(*args).
+  if (a.size() == 4 && kind_of(0) == Kind::kGlobal && values_[a[0]].callable == Callable::kRebuildTensor &&
+      kind_of(2) == Kind::kTuple) {
+    return reduce(a[0], a[2]);
+  }
+  return std::nullopt;
+}
+
+std::optional<Status> Machine::reduce_size(const ReduceCall& call) {
+  const std::vector<Ref>& a = call.args;
+  auto kind_of = [&](size_t k) { return k < a.size() ? values_[a[k]].kind : Kind::kNone; };
+  if (a.size() == 1 && (kind_of(0) == Kind::kTuple || kind_of(0) == Kind::kList)) {
+    Value t;
+    t.kind = Kind::kTuple;
+    t.items = values_[a[0]].items;
+    return push_new(std::move(t));
+  }
+  return std::nullopt;
+}
+
+std::optional<Status> Machine::reduce_set(const ReduceCall& call) {
+  const std::vector<Ref>& a = call.args;
+  auto kind_of = [&](size_t k) { return k < a.size() ? values_[a[k]].kind : Kind::kNone; };
+  if (a.empty() || (a.size() == 1 && (kind_of(0) == Kind::kTuple || kind_of(0) == Kind::kList))) {
+    Value l;
+    l.kind = Kind::kList;
+    if (!a.empty()) l.items = values_[a[0]].items;
+    return push_new(std::move(l));
+  }
+  return std::nullopt;
+}
+
+std::optional<Status> Machine::reduce_codecs_encode(const ReduceCall& call) {
+  const std::vector<Ref>& a = call.args;
+  auto kind_of = [&](size_t k) { return k < a.size() ? values_[a[k]].kind : Kind::kNone; };
+  // How protocol 2 writes bytes on Python 3: _codecs.encode(<latin-1 text>, 'latin1').
+  if (a.size() != 2 || kind_of(0) != Kind::kString || kind_of(1) != Kind::kString) return std::nullopt;
+  const std::string& enc = values_[a[1]].s;
+  const std::string& text = values_[a[0]].s;
+  Value b;
+  b.kind = Kind::kBytes;
+  if (enc == "utf-8" || enc == "utf8") {
+    b.s = text;
+  } else if (enc == "latin1" || enc == "latin-1" || enc == "iso-8859-1") {
+    b.s.reserve(text.size());
+    for (size_t k = 0; k < text.size(); ++k) {
+      const auto c = static_cast<uint8_t>(text[k]);
+      if (c < 0x80) {
+        b.s += static_cast<char>(c);
+      } else if ((c == 0xc2 || c == 0xc3) && k + 1 < text.size() &&
+                 (static_cast<uint8_t>(text[k + 1]) & 0xc0) == 0x80) {
+        b.s += static_cast<char>(((c & 0x03) << 6) | (static_cast<uint8_t>(text[k + 1]) & 0x3f));
+        ++k;
+      } else {
+        return fail("_codecs.encode: text is not latin-1");
+      }
+    }
+  } else {
+    return std::nullopt;
+  }
+  return push_new(std::move(b));
+}
+
+std::optional<Status> Machine::reduce_numpy_scalar(const ReduceCall& call) {
+  const std::vector<Ref>& a = call.args;
+  auto kind_of = [&](size_t k) { return k < a.size() ? values_[a[k]].kind : Kind::kNone; };
+  // scalar(dtype, raw bytes): a numpy number becomes a plain number.
+  const auto dtype = a.size() == 2 ? numpy_dtype(a[0]) : std::nullopt;
+  if (!dtype || kind_of(1) != Kind::kBytes || values_[a[1]].s.size() != dtype_size(*dtype))
+    return std::nullopt;
+  const auto* raw = reinterpret_cast<const uint8_t*>(values_[a[1]].s.data());
+  Value v;
+  if (*dtype == DType::kBool) {
+    v.kind = Kind::kBool;
+    v.i = raw[0] != 0;
+  } else if (dtype_is_floating(*dtype)) {
+    v.kind = Kind::kFloat;
+    v.f = element_as_double(raw, *dtype);
+  } else {
+    const size_t width = dtype_size(*dtype);
+    uint64_t bits = decode_le(raw, width);
+    const bool is_signed =
+        *dtype == DType::kI8 || *dtype == DType::kI16 || *dtype == DType::kI32 || *dtype == DType::kI64;
+    if (is_signed && width < 8 && (bits >> (8 * width - 1)) & 1) bits |= ~uint64_t{0} << (8 * width);
+    if (!is_signed && bits > static_cast<uint64_t>(INT64_MAX)) {
+      v.kind = Kind::kFloat;  // a uint64 beyond int64: the nearest double
+      v.f = static_cast<double>(bits);
+    } else {
+      v.kind = Kind::kInt;
+      v.i = static_cast<int64_t>(bits);
+    }
+  }
+  return push_new(std::move(v));
+}
+
+std::optional<Status> Machine::reduce_reconstructor(const ReduceCall& call) {
+  const std::vector<Ref>& a = call.args;
+  // copyreg._reconstructor(cls, base, state): cls.__new__ via base; BUILD sets the attributes.
+  if (a.size() != 3) return std::nullopt;
+  CKPT_ASSIGN_OR_RETURN(Ref o, make_object(describe(a[0]), Callable::kNone, kNoneRef, false));
+  if (values_[a[2]].kind != Kind::kNone) values_[o].items[kObjectArgs] = a[2];
+  return push(o);
+}
+
+std::optional<Status> Machine::reduce_numpy_object(const ReduceCall& call) {
+  const Value& fn = values_[call.callable];
+  const Ref args_ref = call.args_ref;
+  CKPT_ASSIGN_OR_RETURN(
+      Ref o, make_object(fn.callable == Callable::kNumpyDtype ? "numpy.dtype" : "numpy.ndarray", fn.callable,
+                         args_ref, false));
   return push(o);
 }
 

@@ -8,7 +8,10 @@ header-only upward include.
 
 Second rule: LibTorch stays out of torch-free code. A header that includes ATen, c10 or torch
 (directly or through another project header) may only be included by *_torch.cpp files and
-other such headers.
+other such headers, and its name ends in _torch.h (and only such a header's does).
+
+Third rule: the torch-free verifier (verifier/check, pins, tensors, plan, process) never includes
+the built-in workload (fixtures/): pins take an already-resolved config.
 
 Usage: check_layers.py [ROOT]   exit 0 clean, 1 with one line per violation.
 """
@@ -37,6 +40,8 @@ LAYERS = [
     "examples",
     "tests",
 ]
+# Layers of the torch-free verifier that take what the workload resolved and never the workload.
+WORKLOAD_FREE = {"verifier/check", "verifier/pins", "verifier/tensors", "verifier/plan", "verifier/process"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+([<"])([^">]+)[">]', re.M)
 TORCH = re.compile(r"^(ATen|c10|torch)/")
 
@@ -91,6 +96,25 @@ def main():
             if (kind == "<" and TORCH.match(target)) or (kind == '"' and target in torch_headers):
                 problems.append(f"{path}: includes {target}, which needs LibTorch: only *_torch.cpp "
                                 f"files may (keep torch out of torch-free code)")
+    # A header that pulls in LibTorch says so in its name, so a reader (and a reviewer of an include
+    # line) knows the cost without running this check; and a *_torch.h name that needs no torch lies.
+    for path in sorted(sources):
+        if not path.endswith(".h"):
+            continue
+        if path in torch_headers and not path.endswith("_torch.h"):
+            problems.append(f"{path}: includes LibTorch (directly or through a project header) but its "
+                            f"name does not end in _torch.h")
+        elif path.endswith("_torch.h") and path not in torch_headers:
+            problems.append(f"{path}: named *_torch.h but includes no LibTorch header")
+    # The torch-free verifier (check, pins, tensors) takes configs already resolved: it never sees
+    # the built-in workload (fixtures/), so it does not link the workload's config and yaml-cpp.
+    for path, includes in sorted(sources.items()):
+        if layer_of(path) is None or LAYERS[layer_of(path)] not in WORKLOAD_FREE:
+            continue
+        for kind, target in includes:
+            if kind == '"' and target.startswith("fixtures/"):
+                problems.append(f"{path}: includes \"{target}\": {LAYERS[layer_of(path)]}/ is part of the "
+                                f"torch-free verifier and may not depend on the workload (fixtures/)")
     for p in problems:
         print("layer check: " + p)
     if problems:

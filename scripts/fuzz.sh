@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of every torch-free parser (fuzz/README.md).
 #   fuzz.sh --seconds N [--build-dir D] [--targets "pickle zip ..."]
-#   fuzz.sh --ci        the same with 20 seconds per target (ctest's fuzz_short)
+#   fuzz.sh --ci        the same with 6 seconds per target (ctest's fuzz_short, in `make test`)
 # Configures D (default build-fuzz) with clang and -DCKPTCHECK_FUZZ=ON, builds the fuzz targets,
 # runs each for N seconds on a scratch copy of fuzz/corpus/<target> (the checked-in corpus is never
 # written) with fuzz/<target>.dict, and prints one line per target: executions, exec/s, edge
@@ -16,7 +16,7 @@ targets="pickle zip native_shard safetensors pytorch dcp manifest"
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
-    --ci) seconds=20; shift ;;
+    --ci) seconds=6; shift ;;
     --build-dir) build="$2"; shift 2 ;;
     --targets) targets="$2"; shift 2 ;;
     *) echo "usage: fuzz.sh --seconds N | --ci [--build-dir D] [--targets \"T ...\"]" >&2; exit 2 ;;

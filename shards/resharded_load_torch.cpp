@@ -1,8 +1,8 @@
 #include "base/sha256.h"
 #include "shards/checkpoint_reader.h"
 #include "shards/reshard_plan.h"
-#include "shards/resharded_load.h"
-#include "shards/state_codec.h"
+#include "shards/resharded_load_torch.h"
+#include "shards/state_codec_torch.h"
 
 namespace ckpt {
 

@@ -1,5 +1,5 @@
 #include "base/mapped_file.h"
-#include "shards/state_codec.h"
+#include "shards/state_codec_torch.h"
 
 namespace ckpt {
 

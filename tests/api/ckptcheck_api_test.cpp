@@ -64,3 +64,34 @@ TEST(PublicApi, SealThenVerifyCatchesAFlippedTensorByte) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(PublicApi, InspectAndDiffAreTheCommandsEngines) {
+  const std::string tied = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/gate/tied_weights.bin";
+  auto inspected = ckptcheck::inspect(tied);
+  ASSERT_TRUE(inspected.ok()) << inspected.status().message();
+  EXPECT_TRUE(inspected.value().ok);
+  EXPECT_NE(inspected.value().json.find("\"alias_of\":\"embed.weight\""), std::string::npos)
+      << inspected.value().json;
+  EXPECT_NE(inspected.value().text.find("alias of embed.weight"), std::string::npos)
+      << inspected.value().text;
+  ckptcheck::InspectOptions one;
+  one.tensor = "lm_head.weigth";
+  auto unknown = ckptcheck::inspect(tied, one);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().exit_code(), 2);
+  EXPECT_NE(unknown.status().message().find("did you mean: lm_head.weight"), std::string::npos)
+      << unknown.status().message();
+
+  auto same = ckptcheck::diff(tied, tied);
+  ASSERT_TRUE(same.ok()) << same.status().message();
+  EXPECT_TRUE(same.value().identical);
+  const std::string other = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/gate/pre04_tensors.pt";
+  auto different = ckptcheck::diff(tied, other);
+  ASSERT_TRUE(different.ok()) << different.status().message();
+  EXPECT_FALSE(different.value().identical);
+  EXPECT_NE(different.value().text.find("only in A"), std::string::npos) << different.value().text;
+}
+
+}  // namespace

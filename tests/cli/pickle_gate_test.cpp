@@ -20,7 +20,8 @@ using namespace ckpt::testing;
 const std::string kGate = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/gate/";
 const std::string kPytorch = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/";
 // What the fixtures would create if anything ever ran them.
-const char* kSentinels[] = {"/tmp/ckptcheck_gate_fixture_was_executed", "/tmp/ckptcheck_fixture_was_executed"};
+const char* kSentinels[] = {"/tmp/ckptcheck_gate_fixture_was_executed",
+                            "/tmp/ckptcheck_fixture_was_executed"};
 
 nlohmann::json load_json(const std::string& path) {
   const auto bytes = read_file_bytes(path);
@@ -39,8 +40,10 @@ class PickleGateTest : public ::testing::Test {
   // Every code-running fixture with the global torch.load(weights_only=True) refuses in it.
   static std::vector<std::pair<std::string, std::string>> code_fixtures() {
     std::vector<std::pair<std::string, std::string>> out;
-    const nlohmann::json gate = load_json(kGate + "expected.json"), pytorch = load_json(kPytorch + "expected.json");
-    for (const auto& [file, global] : gate["code"].items()) out.emplace_back(kGate + file, global.get<std::string>());
+    const nlohmann::json gate = load_json(kGate + "expected.json"),
+                         pytorch = load_json(kPytorch + "expected.json");
+    for (const auto& [file, global] : gate["code"].items())
+      out.emplace_back(kGate + file, global.get<std::string>());
     for (const auto& [file, global] : pytorch["malicious"].items())
       out.emplace_back(kPytorch + file, global.get<std::string>());
     return out;
@@ -68,7 +71,8 @@ TEST_F(PickleGateTest, EveryCodeRunningGlobalFailsVerifyInBothModes) {
 }
 
 TEST_F(PickleGateTest, JsonNamesTheCodeAndTheRefusedGlobal) {
-  const CommandResult r = run_ckptcheck("verify --json --weights-only '" + kPytorch + "malicious_os_system.pt'");
+  const CommandResult r =
+      run_ckptcheck("verify --json --weights-only '" + kPytorch + "malicious_os_system.pt'");
   ASSERT_EQ(r.exit_code, 1) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   ASSERT_FALSE(j["errors"].empty());
@@ -104,15 +108,17 @@ TEST_F(PickleGateTest, OptionsAKindCannotHonourAreRefusedNamingOptionAndKind) {
   TempDir root;
   const std::string native = save_training_state(root.path(), full_training_state());
   const std::string safetensors =
-      std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/hf_sharded_safetensors/shard-00001-model-00001-of-00001.safetensors";
+      std::string(CKPTCHECK_SOURCE_DIR) +
+      "/tests/data/dcp/hf_sharded_safetensors/shard-00001-model-00001-of-00001.safetensors";
   struct Case {
     std::string args, option, kind;
   };
-  for (const Case& c : {Case{"--allow-global posix.system '" + safetensors + "'", "--allow-global", "safetensors"},
-                        Case{"--allow-global posix.system '" + native + "'", "--allow-global", "ckptcheck"},
-                        Case{"--weights-only '" + native + "'", "--weights-only", "ckptcheck"},
-                        Case{"--against-env '" + kPytorch + "adamw_state.pt'", "--against-env", "torch_save"},
-                        Case{"--allow-global 'os.*' '" + kPytorch + "adamw_state.pt'", "--allow-global", ""}}) {
+  for (const Case& c :
+       {Case{"--allow-global posix.system '" + safetensors + "'", "--allow-global", "safetensors"},
+        Case{"--allow-global posix.system '" + native + "'", "--allow-global", "ckptcheck"},
+        Case{"--weights-only '" + native + "'", "--weights-only", "ckptcheck"},
+        Case{"--against-env '" + kPytorch + "adamw_state.pt'", "--against-env", "torch_save"},
+        Case{"--allow-global 'os.*' '" + kPytorch + "adamw_state.pt'", "--allow-global", ""}}) {
     const CommandResult r = run_ckptcheck("verify " + c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.output;
     EXPECT_NE(r.output.find(c.option), std::string::npos) << r.output;

@@ -35,15 +35,17 @@ struct PayloadByte {
 };
 
 struct Kind {
-  std::string name;      // as `verify --json` reports it
-  std::string fixture;   // a path to copy, or "" when make() writes it
-  std::string args;      // what a clean copy needs to pass (--weights-only for weights-only files)
-  bool own_checksums;    // an unsealed copy catches a flipped payload byte (CRC-32, manifest hashes)
-  bool signs_manifest;   // ckptcheck's own: `sign` signs manifest.json, no seal is needed
+  std::string name;     // as `verify --json` reports it
+  std::string fixture;  // a path to copy, or "" when make() writes it
+  std::string args;     // what a clean copy needs to pass (--weights-only for weights-only files)
+  bool own_checksums;   // an unsealed copy catches a flipped payload byte (CRC-32, manifest hashes)
+  bool signs_manifest;  // ckptcheck's own: `sign` signs manifest.json, no seal is needed
   std::function<std::string(const std::string&)> make;  // writes the checkpoint under a root
 };
 
-void PrintTo(const Kind& k, std::ostream* os) { *os << k.name << " (" << (k.fixture.empty() ? "written by the test" : k.fixture) << ")"; }
+void PrintTo(const Kind& k, std::ostream* os) {
+  *os << k.name << " (" << (k.fixture.empty() ? "written by the test" : k.fixture) << ")";
+}
 
 std::string copy_fixture(const std::string& from, const std::string& root) {
   const std::string to = root + "/" + fs::path(from).filename().string();
@@ -72,8 +74,8 @@ std::vector<Kind> kinds() {
       {"dcp", kData + "dcp/torch113", "--weights-only", true, false, nullptr},
       {"dcp", kRealWorld + "dcp-lightning-2rank", "", true, false, nullptr},
       // Megatron's common.pt pickles its argparse.Namespace: torch.load(weights_only=True) refuses it.
-      {"megatron_torch_dist", kData + "dcp/megatron_torch_dist", "--allow-global argparse.Namespace", true, false,
-       nullptr},
+      {"megatron_torch_dist", kData + "dcp/megatron_torch_dist", "--allow-global argparse.Namespace", true,
+       false, nullptr},
       {"torch_save", kData + "pytorch/adamw_state.pt", "", true, false, nullptr},
       {"torch_save", kData + "gate/lightning_scores.ckpt", "", true, false, nullptr},
       {"torch_save_legacy", kData + "pytorch/legacy_model_state.pt", "--weights-only", false, false, nullptr},
@@ -86,7 +88,9 @@ std::vector<Kind> kinds() {
   };
 }
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
+std::string q(const std::string& s) {
+  return "'" + s + "'";
+}
 
 class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
  protected:
@@ -143,8 +147,8 @@ class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
     }
     const std::string scratch = fresh_copy();
     seal(scratch);
-    const std::string seal_path = fs::is_directory(scratch) ? scratch + "/ckptcheck.seal.json"
-                                                            : scratch + ".ckptcheck.seal.json";
+    const std::string seal_path =
+        fs::is_directory(scratch) ? scratch + "/ckptcheck.seal.json" : scratch + ".ckptcheck.seal.json";
     const auto bytes = read_file_bytes(seal_path);
     const auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
     for (const auto& f : j["files"]) {
@@ -152,7 +156,8 @@ class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
         const uint64_t n = t["bytes"];
         if (n <= best) continue;
         best = n;
-        out = {fs::is_directory(scratch) ? f["path"].get<std::string>() : "", t["offset"].get<uint64_t>() + n / 2};
+        out = {fs::is_directory(scratch) ? f["path"].get<std::string>() : "",
+               t["offset"].get<uint64_t>() + n / 2};
       }
     }
     EXPECT_GT(best, 0u) << "no tensor payload found for " << path;
@@ -232,9 +237,9 @@ TEST_P(VerifyConformanceTest, PubkeyNeedsAValidSignatureOfThisKey) {
 }
 
 TEST_P(VerifyConformanceTest, JsonHasTheSameSchemaForEveryKind) {
-  static const std::set<std::string> kKeys = {"ok",      "path",   "kind",    "sealed",        "step",
-                                               "errors",  "warnings", "uncommitted", "shards", "tensors",
-                                               "bytes_hashed", "sha256_kernel", "seconds"};
+  static const std::set<std::string> kKeys = {
+      "ok",          "path",   "kind",    "sealed",       "step",          "errors", "warnings",
+      "uncommitted", "shards", "tensors", "bytes_hashed", "sha256_kernel", "seconds"};
   const std::string path = fresh_copy();
   const auto j = verify_json(path, "", 0);
   std::set<std::string> keys;
@@ -264,7 +269,8 @@ TEST_P(VerifyConformanceTest, QuickReadsNoPayloadByte) {
   seal(path);
   EXPECT_EQ(verify_json(path, "--quick", 0)["bytes_hashed"], 0);
   flip(path, b);
-  EXPECT_EQ(verify(path, "--quick").exit_code, 0) << "--quick reads no payload, so a flipped payload byte passes";
+  EXPECT_EQ(verify(path, "--quick").exit_code, 0)
+      << "--quick reads no payload, so a flipped payload byte passes";
   EXPECT_EQ(verify(path).exit_code, 1);
   truncate_payload_file(path, b);
   EXPECT_EQ(verify(path, "--quick").exit_code, 1) << "sizes are checked even with --quick";

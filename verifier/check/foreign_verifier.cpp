@@ -170,45 +170,10 @@ void check_megatron_parts(const MegatronParts& megatron, const VerifyOptions& op
   check_tensor_file(*megatron.common, kMegatronCommonFileName, options, report);
 }
 
-}  // namespace
-
-bool is_foreign_checkpoint_dir(const std::string& dir) {
-  static const char* kMarkers[] = {"trainer_state.json",
-                                   "optimizer.pt",
-                                   "model.safetensors",
-                                   "pytorch_model.bin",
-                                   "model.safetensors.index.json",
-                                   "pytorch_model.bin.index.json",
-                                   "training_args.bin"};
-  for (const char* m : kMarkers) {
-    if (is_regular_file(dir + "/" + m)) return true;
-  }
-  return false;
-}
-
-VerifyReport verify_dcp_dir(const std::string& raw_dir, const VerifyOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  const std::string dir = strip_trailing_slashes(raw_dir);
-  VerifyReport report;
-  report.path = dir;
-  auto opened = DcpCheckpoint::open(dir);
-  if (!opened.is_ok()) {
-    const Status& st = opened.status();
-    const char* code = st.code() == StatusCode::kNotFound          ? verify_code::kShardMissing
-                       : st.code() == StatusCode::kInvalidArgument ? verify_code::kShardPathUnsafe
-                                                                   : verify_code::kDcpMetadataInvalid;
-    report.add_error(code, "", "", st.message());
-    report.seconds = seconds_since(start);
-    return report;
-  }
-  const DcpCheckpoint& dcp = *opened;
+// Phase 1: every storage item inside its file, no two overlapping, and every byte of each file
+// accounted for. Returns which items lie inside their files (the later phases read only those).
+std::vector<bool> check_item_extents(const DcpCheckpoint& dcp, const std::string& dir, VerifyReport& report) {
   const DcpMetadata& md = dcp.metadata();
-  report.shards = dcp.files().size();
-  report.tensors = md.tensors.size();
-  check_pickle_globals(md.globals, PickleLoader::kDcpMetadata, options.allowed_globals,
-                       dir + "/" + kDcpMetadataFileName, kDcpMetadataFileName, "", report);
-
-  // Items inside their files, not overlapping, and accounting for every byte of each file.
   std::vector<bool> in_bounds(md.items.size(), false);
   std::vector<std::vector<size_t>> by_file(dcp.files().size());
   std::vector<bool> truncated(dcp.files().size(), false);  // its tail belongs to an item cut short
@@ -266,8 +231,15 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, const VerifyOptions& opt
     }
   }
 
-  // Coverage, then every item: parses, passes the pickle gate and, unless --quick, its CRC-32 and
-  // NaN/Inf counts. Tensors are spread over `jobs` threads and their findings merged in order.
+  return in_bounds;
+}
+
+// Phase 2: each tensor's chunks cover it exactly once; every item parses, passes the pickle gate
+// and, unless --quick, its CRC-32 and NaN/Inf counts. Tensors are spread over `jobs` threads and
+// their findings merged in order, so any job count reports the same.
+void check_tensor_items(const DcpCheckpoint& dcp, const std::string& dir, const std::vector<bool>& in_bounds,
+                        const VerifyOptions& options, VerifyReport& report) {
+  const DcpMetadata& md = dcp.metadata();
   std::vector<VerifyReport> per_tensor(md.tensors.size());
   run_parallel(md.tensors.size(), resolve_jobs(options.jobs, md.tensors.size()), [&](size_t ti) {
     const DcpTensor& t = md.tensors[ti];
@@ -320,6 +292,12 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, const VerifyOptions& opt
     add_nonfinite_error(out, "", t.fqn, t.dtype, t.shape, n);
   });
   for (VerifyReport& r : per_tensor) merge_report(std::move(r), report);
+}
+
+// Phase 3: every bytes entry (optimizer state saved with torch.save) read as a torch.save file.
+void check_bytes_items(const DcpCheckpoint& dcp, const std::string& dir, const std::vector<bool>& in_bounds,
+                       const VerifyOptions& options, VerifyReport& report) {
+  const DcpMetadata& md = dcp.metadata();
   for (const DcpBytesEntry& b : md.bytes) {
     if (b.item == SIZE_MAX) {
       report.add_error(verify_code::kItemMissing, "", b.fqn,
@@ -342,28 +320,75 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, const VerifyOptions& opt
     }
     report.bytes_hashed += inner.bytes_hashed;
   }
+}
 
+// Phase 4: what a resume would lack, by convention (DCP "optim*" keys; Megatron's common.pt).
+void check_dcp_resumability(const DcpCheckpoint& dcp, const std::string& dir, VerifyReport& report) {
+  const DcpMetadata& md = dcp.metadata();
+  const MegatronParts& megatron = dcp.megatron();
+  bool optimizer = false;
+  for (const auto& t : md.tensors) optimizer = optimizer || starts_with(t.fqn, "optim");
+  for (const auto& b : md.bytes) optimizer = optimizer || starts_with(b.fqn, "optim");
+  if (megatron.common) optimizer = optimizer || has_key(*megatron.common, "optimizer");
+  if (!optimizer)
+    require_weights_only_note(report, verify_code::kOptimizerStateMissing, "",
+                              dir + ": no optimizer state (no .metadata key starting with 'optim')");
+  if (megatron.common) {
+    const std::string common = base_name(megatron.common->path());
+    if (!has_key(*megatron.common, "opt_param_scheduler"))
+      require_weights_only_note(report, verify_code::kSchedulerStateMissing, common,
+                                megatron.common->path() + ": no 'opt_param_scheduler'");
+    if (!has_key(*megatron.common, "iteration"))
+      require_weights_only_note(report, verify_code::kStepStateMissing, common,
+                                megatron.common->path() + ": no 'iteration'");
+  }
+}
+
+}  // namespace
+
+bool is_foreign_checkpoint_dir(const std::string& dir) {
+  static const char* kMarkers[] = {"trainer_state.json",
+                                   "optimizer.pt",
+                                   "model.safetensors",
+                                   "pytorch_model.bin",
+                                   "model.safetensors.index.json",
+                                   "pytorch_model.bin.index.json",
+                                   "training_args.bin"};
+  for (const char* m : kMarkers) {
+    if (is_regular_file(dir + "/" + m)) return true;
+  }
+  return false;
+}
+
+VerifyReport verify_dcp_dir(const std::string& raw_dir, const VerifyOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string dir = strip_trailing_slashes(raw_dir);
+  VerifyReport report;
+  report.path = dir;
+  auto opened = DcpCheckpoint::open(dir);
+  if (!opened.is_ok()) {
+    const Status& st = opened.status();
+    const char* code = st.code() == StatusCode::kNotFound          ? verify_code::kShardMissing
+                       : st.code() == StatusCode::kInvalidArgument ? verify_code::kShardPathUnsafe
+                                                                   : verify_code::kDcpMetadataInvalid;
+    report.add_error(code, "", "", st.message());
+    report.seconds = seconds_since(start);
+    return report;
+  }
+  const DcpCheckpoint& dcp = *opened;
+  const DcpMetadata& md = dcp.metadata();
+  report.shards = dcp.files().size();
+  report.tensors = md.tensors.size();
+  check_pickle_globals(md.globals, PickleLoader::kDcpMetadata, options.allowed_globals,
+                       dir + "/" + kDcpMetadataFileName, kDcpMetadataFileName, "", report);
+
+  const std::vector<bool> in_bounds = check_item_extents(dcp, dir, report);
+  check_tensor_items(dcp, dir, in_bounds, options, report);
+  check_bytes_items(dcp, dir, in_bounds, options, report);
   const MegatronParts& megatron = dcp.megatron();
   if (megatron.present) check_megatron_parts(megatron, options, report);
 
-  if (!options.weights_only) {
-    bool optimizer = false;
-    for (const auto& t : md.tensors) optimizer = optimizer || starts_with(t.fqn, "optim");
-    for (const auto& b : md.bytes) optimizer = optimizer || starts_with(b.fqn, "optim");
-    if (megatron.common) optimizer = optimizer || has_key(*megatron.common, "optimizer");
-    if (!optimizer)
-      require_weights_only_note(report, verify_code::kOptimizerStateMissing, "",
-                                dir + ": no optimizer state (no .metadata key starting with 'optim')");
-    if (megatron.common) {
-      const std::string common = base_name(megatron.common->path());
-      if (!has_key(*megatron.common, "opt_param_scheduler"))
-        require_weights_only_note(report, verify_code::kSchedulerStateMissing, common,
-                                  megatron.common->path() + ": no 'opt_param_scheduler'");
-      if (!has_key(*megatron.common, "iteration"))
-        require_weights_only_note(report, verify_code::kStepStateMissing, common,
-                                  megatron.common->path() + ": no 'iteration'");
-    }
-  }
+  if (!options.weights_only) check_dcp_resumability(dcp, dir, report);
   report.seconds = seconds_since(start);
   return report;
 }

@@ -12,14 +12,21 @@ namespace {
 // checkpoint), their enum of memory formats, and Megatron-Core's Metadata subclass. Each is a
 // dataclass or enum rebuilt from plain fields; none is a callable that acts on the world.
 bool is_dcp_metadata_class(const std::string& full_name) {
-  static const char* kModules[] = {"torch.distributed.checkpoint.metadata.",
-                                   "torch.distributed._shard.checkpoint.metadata.",
-                                   "torch.distributed._shard.sharded_tensor.metadata.",
-                                   "torch.distributed._shard.metadata."};
-  static const char* kClasses[] = {"Metadata",        "TensorStorageMetadata", "BytesStorageMetadata",
-                                   "ChunkStorageMetadata", "MetadataIndex", "TensorProperties",
-                                   "StorageMeta",     "MEM_FORMAT_ENCODING", "_MEM_FORMAT_ENCODING",   "ShardMetadata",
-                                   "TensorWriteData", "BytesWriteData"};
+  static const char* kModules[] = {
+      "torch.distributed.checkpoint.metadata.", "torch.distributed._shard.checkpoint.metadata.",
+      "torch.distributed._shard.sharded_tensor.metadata.", "torch.distributed._shard.metadata."};
+  static const char* kClasses[] = {"Metadata",
+                                   "TensorStorageMetadata",
+                                   "BytesStorageMetadata",
+                                   "ChunkStorageMetadata",
+                                   "MetadataIndex",
+                                   "TensorProperties",
+                                   "StorageMeta",
+                                   "MEM_FORMAT_ENCODING",
+                                   "_MEM_FORMAT_ENCODING",
+                                   "ShardMetadata",
+                                   "TensorWriteData",
+                                   "BytesWriteData"};
   for (const char* m : kModules) {
     if (!starts_with(full_name, m)) continue;
     const std::string cls = full_name.substr(std::string(m).size());
@@ -31,8 +38,9 @@ bool is_dcp_metadata_class(const std::string& full_name) {
          full_name == "torch.distributed._shard.checkpoint.filesystem._StorageInfo" ||
          full_name == "megatron.core.dist_checkpointing.strategies.torch.MCoreMetadata" ||
          // torch.layout and torch.memory_format values a TensorProperties holds.
-         full_name == "torch.strided" || full_name == "torch.sparse_coo" || full_name == "torch.contiguous_format" ||
-         full_name == "torch.channels_last" || full_name == "torch.preserve_format";
+         full_name == "torch.strided" || full_name == "torch.sparse_coo" ||
+         full_name == "torch.contiguous_format" || full_name == "torch.channels_last" ||
+         full_name == "torch.preserve_format";
 }
 
 // builtins.getattr in a DCP `.metadata` is how Python 3.11+ pickles an enum member
@@ -68,12 +76,14 @@ void check_pickle_globals(const std::vector<PickleGlobal>& globals, PickleLoader
                                 ? "torch.load(weights_only=True)'s allowlist"
                                 : "what DCP's metadata reader expects (torch.load's weights-only allowlist "
                                   "and DCP's metadata classes)";
-    const std::string where = file + (g.pickle.empty() ? "" : ": " + g.pickle) + " @" + hex_offset(g.first_offset);
+    const std::string where =
+        file + (g.pickle.empty() ? "" : ": " + g.pickle) + " @" + hex_offset(g.first_offset);
     report.add_error(verify_code::kPickleGlobalRefused, shard, tensor,
                      where + ": pickle global '" + g.name + "' (" + pickle_global_risk_name(g.risk) +
                          ", named " + std::to_string(g.count) + "x) is outside " + allowlist +
                          "; torch.load(weights_only=False) would " + pickle_global_effect(g.name, g.risk) +
-                         ". Nothing was imported or called; after reviewing it, pass --allow-global " + g.name);
+                         ". Nothing was imported or called; after reviewing it, pass --allow-global " +
+                         g.name);
   }
 }
 

@@ -4,7 +4,7 @@
 // (a different sample order), a NaN loss scale. These checks read only names, shapes and a few
 // scalars, never the large tensors.
 //
-// State names (what the trainer exports, fixtures/trainer.h):
+// State names (what the trainer exports, fixtures/trainer_torch.h):
 //   model.<param>                          trainable params (float) and buffers (BOOL / I64)
 //   optimizer.model.<param>.exp_avg        same shape as the param
 //   optimizer.model.<param>.exp_avg_sq     same shape as the param

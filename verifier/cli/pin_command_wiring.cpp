@@ -2,6 +2,7 @@
 // Torch-free: current_torch_facts() reads what CMake recorded about LibTorch.
 #include "fixtures/pilot_config.h"
 #include "verifier/cli/pin_command.h"
+#include "verifier/train/config_pins.h"
 
 namespace ckpt {
 

@@ -15,6 +15,7 @@
 #include "verifier/cli/commands.h"
 #include "verifier/pins/container_fingerprint.h"
 #include "verifier/pins/pins.h"
+#include "verifier/train/config_pins.h"
 
 namespace ckpt {
 namespace {

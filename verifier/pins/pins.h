@@ -13,14 +13,13 @@
 #include <vector>
 
 #include "base/status.h"
-#include "fixtures/pilot_config.h"
 
 namespace ckpt {
 
 // What a pin is computed from, decoupled from PilotConfig so the arithmetic can be tested on
 // hand-made JSON and so a manifest's stored config can be re-pinned.
 struct PinInputs {
-  nlohmann::json resolved_config;       // PilotConfig::resolved()
+  nlohmann::json resolved_config;       // the run's whole config, defaults filled in
   nlohmann::json model;                 // architecture, model hyperparameters, seed, seq_len
   std::string initial_weights;          // a file whose bytes initialise the model; "" when none
   std::vector<std::string> data_files;  // every file the data pipeline reads
@@ -36,8 +35,6 @@ struct TorchFacts {
   bool built_with_cuda = false;
 };
 
-PinInputs pin_inputs_of(const PilotConfig& config, const std::string& initial_weights = "");
-
 std::string canonical_json(const nlohmann::json& value);
 
 Result<std::string> model_revision(const PinInputs& inputs);    // reads initial_weights, if any
@@ -49,10 +46,10 @@ nlohmann::json dependency_versions(const TorchFacts& torch);
 // {"model_revision", "dataset_revision", "config_sha256", "seeds", "dependencies",
 //  "container_fingerprint"}. Fails only when a data or weights file cannot be read.
 Result<nlohmann::json> compute_pins(const PinInputs& inputs, const TorchFacts& torch);
-// This build's LibTorch facts, and the pins of a loaded config with them (pins_build_info.cpp,
-// torch-free: nothing here loads LibTorch).
+// This build's LibTorch facts (pins_build_info.cpp, torch-free: nothing here loads LibTorch). The
+// pins of the built-in workload's config: verifier/train/config_pins.h (pins take inputs already
+// resolved, so the torch-free verifier does not link the workload).
 TorchFacts current_torch_facts();
-Result<nlohmann::json> compute_pins(const PilotConfig& config, const std::string& initial_weights = "");
 
 // Every leaf of a pin record by its dotted name ("dependencies.libtorch"); arrays are leaves.
 // Keys are joined as they are, so a library path stays whole: "container_fingerprint.inputs.

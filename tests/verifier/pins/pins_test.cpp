@@ -1,4 +1,5 @@
 #include "verifier/pins/pins.h"
+#include "verifier/train/config_pins.h"
 
 #include <gtest/gtest.h>
 

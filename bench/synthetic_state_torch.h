@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "shards/training_state.h"
+#include "shards/training_state_torch.h"
 
 namespace ckpt::bench {
 

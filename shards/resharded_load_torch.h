@@ -14,7 +14,7 @@
 #include <string>
 
 #include "shards/manifest.h"
-#include "shards/training_state.h"
+#include "shards/training_state_torch.h"
 
 namespace ckpt {
 

@@ -11,7 +11,7 @@
 #include "formats/dtype.h"
 #include "shards/checkpoint_writer.h"
 #include "shards/tensor_view.h"
-#include "shards/training_state.h"
+#include "shards/training_state_torch.h"
 
 namespace ckpt {
 

@@ -1,0 +1,114 @@
+#include "verifier/tensors/checkpoint_diff.h"
+
+#include <cstring>
+#include <set>
+
+#include "verifier/tensors/tensor_source.h"
+
+namespace ckpt {
+
+namespace {
+
+// The first element that is not bit-identical, or empty: where a reader starts looking.
+std::vector<int64_t> first_differing_index(const LoadedTensor& a, const LoadedTensor& b) {
+  if (a.dtype != b.dtype || a.shape != b.shape || a.bytes.size() != b.bytes.size()) return {};
+  const size_t size = dtype_size(a.dtype);
+  for (size_t i = 0; i * size < a.bytes.size(); ++i) {
+    if (std::memcmp(a.bytes.data() + i * size, b.bytes.data() + i * size, size) != 0) {
+      return unravel_index(static_cast<int64_t>(i), a.shape);
+    }
+  }
+  return {};
+}
+
+Result<DiffedTensor> compare_one(const TensorSource& a, const TensorSource& b, const std::string& name,
+                                 const Tolerance& tolerance) {
+  const SourceTensor* ta = a.find(name);
+  const SourceTensor* tb = b.find(name);
+  DiffedTensor row;
+  if (!ta || !tb) {
+    row.diff.name = name;
+    row.diff.component = (ta ? ta : tb)->component;
+    row.diff.mismatch = ta ? "only in A" : "only in B";
+    return row;
+  }
+  CKPT_ASSIGN_OR_RETURN(LoadedTensor la, a.read_tensor(*ta));
+  CKPT_ASSIGN_OR_RETURN(LoadedTensor lb, b.read_tensor(*tb));
+  row.diff = compare_tensor(la.view(), lb.view(), tolerance);
+  row.first_index = first_differing_index(la, lb);
+  return row;
+}
+
+}  // namespace
+
+Result<CheckpointDiff> diff_checkpoints(const std::string& path_a, const std::string& path_b,
+                                        const Tolerance& tolerance) {
+  CKPT_ASSIGN_OR_RETURN(TensorSource a, TensorSource::open(path_a));
+  CKPT_ASSIGN_OR_RETURN(TensorSource b, TensorSource::open(path_b));
+  CheckpointDiff out;
+  out.a = a.path();
+  out.b = b.path();
+  out.tolerance = tolerance;
+  std::set<std::string> names;
+  for (const auto& t : a.tensors()) names.insert(t.name);
+  for (const auto& t : b.tensors()) names.insert(t.name);
+  for (const auto& name : names) {
+    CKPT_ASSIGN_OR_RETURN(DiffedTensor row, compare_one(a, b, name, tolerance));
+    out.identical = out.identical && row.diff.passed();
+    ComponentRows& c = out.components[row.diff.component];
+    c.summary.add(row.diff);
+    c.rows.push_back(std::move(row));
+  }
+  return out;
+}
+
+nlohmann::json checkpoint_diff_to_json(const CheckpointDiff& diff) {
+  const auto& components = diff.components;
+  nlohmann::json comps = nlohmann::json::object();
+  for (const auto& [name, c] : components) {
+    nlohmann::json j = to_json(c.summary);
+    j["tensors_differing"] = nlohmann::json::array();
+    for (const auto& row : c.rows) {
+      if (row.diff.bit_identical()) continue;
+      nlohmann::json t = to_json(row.diff);
+      t["first_index"] = row.first_index;
+      j["tensors_differing"].push_back(std::move(t));
+    }
+    comps[name] = std::move(j);
+  }
+  return {{"a", diff.a},
+          {"b", diff.b},
+          {"rtol", diff.tolerance.rtol},
+          {"atol", diff.tolerance.atol},
+          {"identical", diff.identical},
+          {"components", comps}};
+}
+
+std::string checkpoint_diff_to_text(const CheckpointDiff& diff) {
+  std::string out = std::string(diff.identical ? "SAME " : "DIFF ") + diff.a + " vs " + diff.b + "\n";
+  const auto& components = diff.components;
+  for (const auto& [name, c] : components) {
+    const ComponentDiff& s = c.summary;
+    out += name + ": " + std::to_string(s.tensors) + " tensors, max abs " + format_number(s.max_abs) +
+           ", max rel " + format_number(s.max_rel) + ", " +
+           (s.bit_identical ? "bit-identical"
+            : s.passed      ? "within tolerance"
+                            : "differs") +
+           "\n";
+    for (const auto& row : c.rows) {
+      const TensorDiff& d = row.diff;
+      if (d.bit_identical()) continue;
+      if (!d.mismatch.empty()) {
+        out += "  " + d.name + ": " + d.mismatch + "\n";
+        continue;
+      }
+      out += "  " + d.name + ": " + std::to_string(d.differing_elements) + " of " +
+             std::to_string(d.elements) + " elements differ, max abs " + format_number(d.max_abs) + " at " +
+             shape_to_string(d.max_abs_index) + ", max rel " + format_number(d.max_rel) + ", first at " +
+             shape_to_string(row.first_index) + (d.passed() ? " (within tolerance)" : "") + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace ckpt

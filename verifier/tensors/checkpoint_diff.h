@@ -1,0 +1,43 @@
+// `diff`: two tensor sources (checkpoints, roots, tensor files of any format, HF indexes) compared
+// tensor by tensor by name, whatever their formats and shardings, with the drill's rule
+// (state_compare.h compare_tensor, folded per component by ComponentDiff::add as compare_states
+// does). Tensors are read one pair at a time, so memory is bounded by the largest tensor. The engine
+// behind the `diff` command and api/ckptcheck.h diff().
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "verifier/tensors/state_compare.h"
+
+namespace ckpt {
+
+struct DiffedTensor {
+  TensorDiff diff;
+  std::vector<int64_t> first_index;  // the first element not bit-identical; empty when none
+};
+
+struct ComponentRows {
+  ComponentDiff summary;
+  std::vector<DiffedTensor> rows;
+};
+
+struct CheckpointDiff {
+  std::string a, b;  // the sources as opened
+  Tolerance tolerance;
+  std::map<std::string, ComponentRows> components;
+  bool identical = true;  // every tensor on both sides and within tolerance
+};
+
+// kIoError and friends when a side cannot be opened or read; a difference is a result.
+Result<CheckpointDiff> diff_checkpoints(const std::string& a, const std::string& b,
+                                        const Tolerance& tolerance);
+
+nlohmann::json checkpoint_diff_to_json(const CheckpointDiff& diff);
+// "SAME a vs b" / "DIFF a vs b", a line per component, a line per differing tensor.
+std::string checkpoint_diff_to_text(const CheckpointDiff& diff);
+
+}  // namespace ckpt

@@ -1,0 +1,259 @@
+#include "verifier/tensors/inspect_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "base/parallel_jobs.h"
+
+namespace ckpt {
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Up to three tensor names a mistyped one was probably meant to be, closest first.
+std::vector<std::string> close_names(const std::string& wanted, const std::vector<SourceTensor>& tensors) {
+  std::vector<std::pair<size_t, std::string>> scored;
+  for (const auto& t : tensors) {
+    const size_t d = edit_distance(wanted, t.name);
+    const bool contains =
+        t.name.find(wanted) != std::string::npos || wanted.find(t.name) != std::string::npos;
+    if (d <= std::max<size_t>(3, wanted.size() / 3) || contains)
+      scored.emplace_back(contains ? 0 : d, t.name);
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < scored.size() && i < 3; ++i) names.push_back(scored[i].second);
+  return names;
+}
+
+Result<InspectedTensor> inspect_tensor(const TensorSource& source, const SourceTensor& t, bool stats) {
+  InspectedTensor report;
+  report.tensor = &t;
+  TensorStatsAccumulator accumulator(t.dtype);
+  std::function<void(const uint8_t*, size_t)> sink;
+  if (stats) sink = [&](const uint8_t* p, size_t n) { accumulator.feed(p, n); };
+  for (size_t i = 0; i < t.chunks.size(); ++i) {
+    CKPT_ASSIGN_OR_RETURN(ChunkCheck check, source.stream_chunk(t, i, sink));
+    report.chunks.push_back(std::move(check));
+  }
+  report.stats = accumulator.stats();
+  return report;
+}
+
+// Every global the files' pickles name, with what torch.load(weights_only=False) would do with it.
+nlohmann::json globals_json(const TensorSource& source) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : source.files()) {
+    for (const PickleGlobal& g : f->pickle_globals()) {
+      out.push_back({{"file", f->path()},
+                     {"name", g.name},
+                     {"risk", pickle_global_risk_name(g.risk)},
+                     {"count", g.count},
+                     {"first_offset", g.first_offset}});
+    }
+  }
+  return out;
+}
+
+std::string globals_lines(const TensorSource& source) {
+  std::string out;
+  for (const auto& f : source.files()) {
+    const auto& globals = f->pickle_globals();
+    if (globals.empty()) continue;
+    out += "pickle globals (" + f->path() + "; none was imported or called):\n";
+    for (const PickleGlobal& g : globals) {
+      out += "  " + std::string(pickle_global_risk_name(g.risk)) +
+             std::string(10 - std::strlen(pickle_global_risk_name(g.risk)), ' ') + g.name + " (x" +
+             std::to_string(g.count) + ")\n";
+    }
+    for (const PickleGlobal& g : globals) {
+      if (g.risk == PickleGlobalRisk::kDangerous) {
+        out += "WARNING: " + f->path() + " names dangerous global '" + g.name +
+               "': torch.load(weights_only=False) would run it; load this file only with weights_only=True\n";
+      }
+    }
+  }
+  return out;
+}
+
+static std::string metadata_lines(const TensorSource& source) {
+  const nlohmann::json& m = source.metadata();
+  if (!source.manifest()) return "metadata: " + m.dump() + "\n";
+  std::string out = "step " + m["step"].dump() + ", created " + m["created_utc"].get<std::string>() +
+                    ", world size " + m["world_size"].dump() + ", strategy " +
+                    m["strategy"].get<std::string>() + ", " + std::to_string(m["shards"].size()) +
+                    " shards\n";
+  if (!m["pins"].empty()) out += "pins: " + m["pins"].dump() + "\n";
+  if (!m["extra"].empty()) out += "extra: " + m["extra"].dump() + "\n";
+  for (const auto& s : m["shards"]) {
+    out += "shard " + s["path"].get<std::string>() + " " + s["format"].get<std::string>() + " " +
+           s["bytes"].dump() + " bytes rank " + s["rank"].dump() + "\n";
+  }
+  return out;
+}
+
+// Datasets a file holds but its reader cannot read (a compressed HDF5 dataset, ...): named, with why.
+static std::string unsupported_lines(const TensorSource& source) {
+  std::string out;
+  const auto text = [](const nlohmann::json& u, const char* key) {
+    const auto it = u.find(key);
+    if (it == u.end()) return std::string();
+    return it->is_string() ? it->get<std::string>()
+                           : it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  for (const auto& f : source.files()) {
+    if (std::strcmp(f->format_name(), "hdf5") != 0) continue;
+    const auto list = f->metadata().find("unsupported_datasets");
+    if (list == f->metadata().end() || !list->is_array()) continue;
+    for (const auto& u : *list) {
+      if (!u.is_object()) continue;
+      out += "unsupported " + text(u, "path") + " " + text(u, "type") + " " + text(u, "shape") + ": " +
+             text(u, "reason") + "\n";
+    }
+  }
+  return out;
+}
+
+static std::string stats_line(const TensorStats& s) {
+  return "    min " + format_number(s.min) + " max " + format_number(s.max) + " mean " +
+         format_number(s.mean()) + " l2 " + format_number(s.l2_norm()) + " nan " + std::to_string(s.nan) +
+         " inf " + std::to_string(s.inf) + "\n";
+}
+
+}  // namespace
+
+Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectOptions& options) {
+  CKPT_ASSIGN_OR_RETURN(TensorSource source, TensorSource::open(path));
+  InspectReport out{std::move(source), options.stats, {}, {}, {}};
+  const TensorSource& src = out.source;
+  std::vector<const SourceTensor*> selected;
+  if (!options.tensor.empty()) {
+    const SourceTensor* t = src.find(options.tensor);
+    if (!t) {
+      std::string message = src.path() + ": no tensor named '" + options.tensor + "'";
+      const auto suggestions = close_names(options.tensor, src.tensors());
+      for (size_t i = 0; i < suggestions.size(); ++i)
+        message += (i ? ", " : "; did you mean: ") + suggestions[i];
+      return Status::not_found(message);
+    }
+    selected.push_back(t);
+  } else {
+    for (const auto& t : src.tensors()) selected.push_back(&t);
+  }
+  for (const auto& f : src.files()) {
+    const Status st = f->check_container();
+    if (!st.is_ok()) out.container_errors.push_back(st.message());
+  }
+  // Tensors are independent: each streams its own chunks (pread, thread-safe) on its own core. An
+  // alias (a second name of one tensor object) reuses its target's hashes when the target is read
+  // too, so tied weights are hashed once.
+  std::vector<Result<InspectedTensor>> results(selected.size(), Status::io_error("not inspected"));
+  std::map<std::string, size_t> index_of;
+  for (size_t i = 0; i < selected.size(); ++i) index_of[selected[i]->name] = i;
+  const auto reads_target = [&](size_t i) {
+    return !selected[i]->alias_of.empty() && index_of.count(selected[i]->alias_of) != 0;
+  };
+  run_parallel(selected.size(), resolve_jobs(options.jobs, selected.size()), [&](size_t i) {
+    if (!reads_target(i)) results[i] = inspect_tensor(src, *selected[i], options.stats);
+  });
+  for (size_t i = 0; i < selected.size(); ++i) {
+    if (!reads_target(i)) continue;
+    results[i] = results[index_of[selected[i]->alias_of]];
+    if (results[i].is_ok()) results[i]->tensor = selected[i];
+  }
+  for (auto& r : results) {
+    if (!r.is_ok()) return r.status();
+    for (const auto& c : r->chunks) {
+      if (!c.ok()) out.hash_errors.push_back(c.mismatch_message());
+    }
+    out.tensors.push_back(std::move(*r));
+  }
+  return out;
+}
+
+nlohmann::json inspect_report_to_json(const InspectReport& report) {
+  const TensorSource& source = report.source;
+  const auto& reports = report.tensors;
+  const auto& errors = report.hash_errors;
+  const auto& container_errors = report.container_errors;
+  const bool with_stats = report.with_stats;
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& r : reports) {
+    nlohmann::json chunks = nlohmann::json::array();
+    for (const auto& c : r.chunks) {
+      chunks.push_back({{"label", c.label},
+                        {"file", c.file},
+                        {"sha256", c.computed},
+                        {"stored_sha256", c.stored},
+                        {"ok", c.ok()}});
+    }
+    nlohmann::json t = {{"name", r.tensor->name},
+                        {"component", r.tensor->component},
+                        {"dtype", dtype_name(r.tensor->dtype)},
+                        {"shape", r.tensor->shape},
+                        {"bytes", r.tensor->bytes},
+                        {"chunks", chunks}};
+    if (!r.tensor->alias_of.empty()) t["alias_of"] = r.tensor->alias_of;
+    if (r.chunks.size() == 1) t["sha256"] = r.chunks[0].computed;
+    if (with_stats) t["stats"] = to_json(r.stats);
+    tensors.push_back(std::move(t));
+  }
+  std::vector<std::string> all_errors = container_errors;
+  all_errors.insert(all_errors.end(), errors.begin(), errors.end());
+  nlohmann::json j = {{"path", source.path()},
+                      {"kind", source.kind()},
+                      {"metadata", source.metadata()},
+                      {"pickle_globals", globals_json(source)},
+                      {"tensors", tensors},
+                      {"errors", all_errors},
+                      {"ok", all_errors.empty()}};
+  return j.dump() + "\n";
+}
+
+std::string inspect_report_to_text(const InspectReport& report) {
+  const TensorSource& source = report.source;
+  const auto& reports = report.tensors;
+  const auto& errors = report.hash_errors;
+  const auto& container_errors = report.container_errors;
+  const bool with_stats = report.with_stats;
+  const bool ok = errors.empty() && container_errors.empty();
+  std::string out = (ok ? "OK " : "FAIL ") + source.path() + " (" + source.kind() + ", " +
+                    std::to_string(source.tensors().size()) + " tensors, " +
+                    std::to_string(source.files().size()) + " files)\n";
+  out += metadata_lines(source);
+  out += unsupported_lines(source);
+  out += globals_lines(source);
+  for (const auto& r : reports) {
+    const SourceTensor& t = *r.tensor;
+    const std::string hash =
+        r.chunks.size() == 1 ? r.chunks[0].computed : std::to_string(r.chunks.size()) + " chunks";
+    char line[512];
+    std::snprintf(line, sizeof(line), "%-44s %-10s %-5s %-14s %10llu  %s\n", t.name.c_str(),
+                  t.component.c_str(), dtype_name(t.dtype), shape_to_string(t.shape).c_str(),
+                  static_cast<unsigned long long>(t.bytes), hash.c_str());
+    out += line;
+    if (!t.alias_of.empty()) out += "    alias of " + t.alias_of + " (one tensor object: same bytes)\n";
+    if (with_stats) out += stats_line(r.stats);
+  }
+  for (const auto& e : container_errors) out += "  [container_corrupt] " + e + "\n";
+  for (const auto& e : errors) out += "  [sha256_mismatch] " + e + "\n";
+  return out;
+}
+
+}  // namespace ckpt
