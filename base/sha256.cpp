@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "base/byte_source.h"
 #include "base/sha256_blocks.h"
@@ -17,6 +18,21 @@ constexpr uint32_t kInitialState[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54
 
 Sha256::Sha256() {
   std::memcpy(state_, kInitialState, sizeof(state_));
+}
+
+void Sha256::check_not_queued(const char* operation) const {
+  if (queued_in_) {
+    throw std::logic_error(
+        std::string("Sha256::") + operation +
+        " on a hasher with pieces queued in a Sha256Batch that has not run: its bytes would be "
+        "hashed out of order");
+  }
+  if (lost_queued_bytes_) {
+    throw std::logic_error(
+        std::string("Sha256::") + operation +
+        " on a hasher whose queued pieces were dropped unhashed (its Sha256Batch was destroyed "
+        "before running)");
+  }
 }
 
 Sha256::Split Sha256::begin_update(const uint8_t* data, size_t size) {
@@ -44,6 +60,7 @@ void Sha256::end_update(const Split& split) {
 }
 
 void Sha256::update(const void* data, size_t size) {
+  check_not_queued("update");
   const Split split = begin_update(static_cast<const uint8_t*>(data), size);
   if (split.block_count) sha256_blocks(state_, split.blocks, split.block_count);
   end_update(split);
@@ -51,6 +68,8 @@ void Sha256::update(const void* data, size_t size) {
 
 void sha256_update_two(Sha256& a, const void* a_data, size_t a_size, Sha256& b, const void* b_data,
                        size_t b_size) {
+  a.check_not_queued("update (sha256_update_two)");
+  b.check_not_queued("update (sha256_update_two)");
   if (&a == &b) {
     a.update(a_data, a_size);
     a.update(b_data, b_size);
@@ -67,6 +86,7 @@ void sha256_update_two(Sha256& a, const void* a_data, size_t a_size, Sha256& b, 
 }
 
 Sha256Digest Sha256::finish() {
+  check_not_queued("finish");
   // FIPS 180-4 padding: a 1 bit, zeros up to 56 bytes into a block, the length in bits big-endian.
   const uint64_t bits = total_bytes_ * 8;
   uint8_t pad[128] = {0x80};

@@ -15,6 +15,7 @@
 namespace ckpt {
 
 class ByteSource;
+class Sha256Batch;
 
 using Sha256Digest = std::array<uint8_t, 32>;
 
@@ -24,9 +25,14 @@ class Sha256 {
   Sha256(const Sha256&) = delete;
   Sha256& operator=(const Sha256&) = delete;
 
+  // update, finish and sha256_update_two throw std::logic_error while the hasher has pieces
+  // queued in a Sha256Batch that has not run yet (or that was destroyed before running them): the
+  // bytes would reach the hasher out of order, or not at all, and give a wrong digest silently.
   void update(const void* data, size_t size);
   Sha256Digest finish();  // the hasher may not be updated afterwards
   std::string finish_hex();
+  // Whether a Sha256Batch holds pieces for this hasher that it has not hashed yet.
+  bool queued_in_batch() const { return queued_in_ != nullptr; }
 
   // a.update(a_data, a_size) and b.update(b_data, b_size), with the whole blocks both have in
   // common compressed two streams at a time. `a` and `b` may be the same hasher (then in order).
@@ -43,14 +49,22 @@ class Sha256 {
   };
   Split begin_update(const uint8_t* data, size_t size);
   void end_update(const Split& split);
+  // Throws std::logic_error when a batch still owes this hasher bytes (see update).
+  void check_not_queued(const char* operation) const;
 
   uint32_t state_[8];
   uint8_t partial_[64];
   size_t partial_size_ = 0;
   uint64_t total_bytes_ = 0;
-  // Where a Sha256Batch last queued this hasher's pieces (its own bookkeeping; checked there).
+  // The batch holding this hasher's queued pieces, from its first add until it runs, and the lane
+  // they are in. Recording the batch, not just a lane index, is what lets a second batch refuse
+  // the hasher instead of mistaking its own lane of another hasher (or none) for this one's.
   friend class Sha256Batch;
-  uint32_t batch_lane_ = UINT32_MAX;
+  const Sha256Batch* queued_in_ = nullptr;
+  uint32_t batch_lane_ = 0;
+  // A batch was destroyed before hashing pieces queued for this hasher: its digest can no longer
+  // be right, so the hasher refuses to go on.
+  bool lost_queued_bytes_ = false;
 };
 
 std::string to_hex(const uint8_t* data, size_t size);

@@ -1,24 +1,43 @@
 #include "base/sha256_batch.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace ckpt {
 
+Sha256Batch::~Sha256Batch() {
+  for (const Lane& lane : lanes_) {
+    lane.hasher->queued_in_ = nullptr;
+    lane.hasher->lost_queued_bytes_ = true;
+  }
+}
+
 void Sha256Batch::add(Sha256& hasher, const void* data, size_t size) {
   if (size == 0) return;
+  if (hasher.queued_in_ != nullptr && hasher.queued_in_ != this) {
+    // Whichever batch ran first would hash its pieces first, whatever the order of the adds; the
+    // caller must run the other batch before queueing the hasher here.
+    throw std::logic_error(
+        "Sha256Batch::add: the hasher has pieces queued in another batch that has not run");
+  }
+  if (hasher.lost_queued_bytes_) {
+    throw std::logic_error(
+        "Sha256Batch::add: the hasher lost queued pieces (their batch was destroyed unrun)");
+  }
   const uint32_t piece = static_cast<uint32_t>(pieces_.size());
-  pieces_.push_back({static_cast<const uint8_t*>(data), size, kNoPiece});
-  // The hasher remembers its lane in this round; a stale index (an earlier round, another batch)
-  // names a lane of another hasher or none.
-  const uint32_t known = hasher.batch_lane_;
-  if (known < lanes_.size() && lanes_[known].hasher == &hasher) {
-    Lane& lane = lanes_[known];  // not run yet: its last piece is still queued
+  if (hasher.queued_in_ == this) {
+    // Not run yet: the lane's last piece is still queued. The lane is this hasher's by construction
+    // (run() and the destructor release every hasher they held).
+    Lane& lane = lanes_[hasher.batch_lane_];
+    pieces_.push_back({static_cast<const uint8_t*>(data), size, kNoPiece});
     pieces_[lane.last].next = piece;
     lane.last = piece;
     return;
   }
-  hasher.batch_lane_ = static_cast<uint32_t>(lanes_.size());
+  pieces_.push_back({static_cast<const uint8_t*>(data), size, kNoPiece});
   lanes_.push_back({&hasher, piece, piece, 0});
+  hasher.queued_in_ = this;
+  hasher.batch_lane_ = static_cast<uint32_t>(lanes_.size() - 1);
 }
 
 Sha256Batch::Piece Sha256Batch::rest(const Lane& lane) const {
@@ -35,6 +54,9 @@ void Sha256Batch::consume(Lane& lane, size_t n) {
 }
 
 void Sha256Batch::run() {
+  // Released first: the hashing below goes through their public update, which refuses a hasher
+  // that a batch still owes bytes.
+  for (const Lane& lane : lanes_) lane.hasher->queued_in_ = nullptr;
   // Pairs the two lowest lanes with bytes left, for as many bytes as both have in their current
   // pieces. Lanes only ever run dry, so both indices only move forward: linear in lanes and pieces
   // however many small payloads a block holds. A lane left alone at the end is hashed by itself.

@@ -24,9 +24,20 @@ namespace ckpt {
 
 class Sha256Batch {
  public:
-  // Queues `size` bytes at `data` for `hasher`; both must stay valid until run().
+  Sha256Batch() = default;
+  // Queued hashers record which batch holds them: a copy would hold them too, unrecorded.
+  Sha256Batch(const Sha256Batch&) = delete;
+  Sha256Batch& operator=(const Sha256Batch&) = delete;
+  // A batch destroyed with pieces still queued leaves their hashers refusing any further update
+  // or finish (std::logic_error): they miss those bytes, and a digest without them would be wrong.
+  ~Sha256Batch();
+
+  // Queues `size` bytes at `data` for `hasher`; both must stay valid until run() (the hasher: or
+  // until the batch is destroyed). From its first add until this batch runs, the hasher belongs to
+  // this batch: adding it to another batch throws std::logic_error and queues nothing, since
+  // whichever batch ran first would hash its bytes first, whatever order they were added in.
   void add(Sha256& hasher, const void* data, size_t size);
-  // Hashes every queued piece, then forgets them.
+  // Hashes every queued piece, then forgets them; the hashers are free for any batch again.
   void run();
 
  private:

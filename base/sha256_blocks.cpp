@@ -5,8 +5,15 @@
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -156,10 +163,209 @@ bool detect_sha_extensions() {
 
 #endif
 
-std::atomic<Sha256Kernel>& kernel_in_use() {
-  static std::atomic<Sha256Kernel> kernel{cpu_has_sha_extensions() ? Sha256Kernel::kShaExtensions
-                                                                   : Sha256Kernel::kOpenSsl};
-  return kernel;
+// The compression functions of one kernel, whichever is active: the self-test must exercise the
+// kernel it was asked about, not the one in use.
+void kernel_blocks(Sha256Kernel kernel, uint32_t state[8], const uint8_t* data, size_t blocks) {
+#ifdef CKPT_SHA_X86
+  if (kernel == Sha256Kernel::kShaExtensions) return sha_ni_blocks(state, data, blocks);
+#endif
+  (void)kernel;
+  openssl_blocks(state, data, blocks);
+}
+
+void kernel_blocks_two(Sha256Kernel kernel, uint32_t state_a[8], const uint8_t* data_a, uint32_t state_b[8],
+                       const uint8_t* data_b, size_t blocks) {
+#ifdef CKPT_SHA_X86
+  if (kernel == Sha256Kernel::kShaExtensions)
+    return sha_ni_blocks_two(state_a, data_a, state_b, data_b, blocks);
+#endif
+  kernel_blocks(kernel, state_a, data_a, blocks);
+  kernel_blocks(kernel, state_b, data_b, blocks);
+}
+
+// ---- known-answer self-test ----------------------------------------------------------------
+
+constexpr uint32_t kInitialState[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                       0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+
+// A message, padded as FIPS 180-4 says, and the digest it must have.
+struct KnownAnswer {
+  const char* name;
+  std::vector<uint8_t> padded;  // whole blocks
+  const char* digest_hex;
+};
+
+std::vector<uint8_t> pad_message(const std::vector<uint8_t>& message) {
+  std::vector<uint8_t> padded(message);
+  padded.push_back(0x80);
+  while (padded.size() % 64 != 56) padded.push_back(0);
+  const uint64_t bits = static_cast<uint64_t>(message.size()) * 8;
+  for (int i = 0; i < 8; ++i) padded.push_back(static_cast<uint8_t>(bits >> (56 - 8 * i)));
+  return padded;
+}
+
+std::vector<uint8_t> text_bytes(const char* text) {
+  return std::vector<uint8_t>(text, text + std::strlen(text));
+}
+
+// FIPS 180-2's SHA-256 examples (one block; two, because the length no longer fits the first),
+// its 112-byte SHA-512 example (two blocks with the padding; its SHA-256 is published too), and two
+// generated patterns of 17 and 16 padded blocks, so that the two-stream kernel runs many blocks
+// in both lanes with different data in each. The patterns' digests are Python hashlib's (and
+// OpenSSL's kernel passes: Sha256KernelTrust.EveryKernelTheCpuHasPassesItsSelfTest).
+const std::vector<KnownAnswer>& known_answers() {
+  static const std::vector<KnownAnswer> answers = [] {
+    std::vector<uint8_t> pattern_a(1024);
+    for (uint32_t i = 0; i < pattern_a.size(); ++i) pattern_a[i] = static_cast<uint8_t>(i * 251 + (i >> 8));
+    std::vector<uint8_t> pattern_b(1000);
+    for (uint32_t i = 0; i < pattern_b.size(); ++i) pattern_b[i] = static_cast<uint8_t>(i * i + 0x5a);
+    return std::vector<KnownAnswer>{
+        {"empty", pad_message({}), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"\"abc\"", pad_message(text_bytes("abc")),
+         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"FIPS 56-byte message",
+         pad_message(text_bytes("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {"FIPS 112-byte message",
+         pad_message(text_bytes(
+             "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmno"
+             "pqrlmnopqrsmnopqrstnopqrstu")),
+         "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"},
+        {"1024-byte pattern", pad_message(pattern_a),
+         "52b6f815d4abeeb6857b5e4b2b065f7403743db5534906048d4c2af243ff6b4f"},
+        {"1000-byte pattern", pad_message(pattern_b),
+         "26cdd151783ff293826cc51da23546f46efe4b084038cef85be65414329d569b"},
+    };
+  }();
+  return answers;
+}
+
+std::atomic<bool>& self_test_fault() {
+  static std::atomic<bool> fault{false};
+  return fault;
+}
+
+std::string state_hex(const uint32_t state[8], bool flip_a_bit) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 8; ++i) {
+    for (int shift = 28; shift >= 0; shift -= 4) out += kHex[(state[i] >> shift) & 0xf];
+  }
+  if (flip_a_bit) out[0] = kHex[(std::strchr(kHex, out[0]) - kHex) ^ 1];
+  return out;
+}
+
+// One line, for the warning: the kernel, the path and vector that failed, both digests in full.
+Status mismatch(Sha256Kernel kernel, const std::string& where, const std::string& got, const char* want) {
+  return Status::corruption(std::string(sha256_kernel_name(kernel)) + ", " + where + ": got " + got +
+                            ", expected " + want);
+}
+
+// ---- which kernel is active, and why ---------------------------------------------------------
+
+enum class KernelReason {
+  kSelfTestPassed,
+  kNoShaExtensions,
+  kSelfTestFailed,
+  kForcedByEnvironment,
+  kForcedBySelection,
+  kEnvironmentNotUnderstood,
+  kSetForTesting,
+};
+
+constexpr const char* kEnvironmentVariable = "CKPTCHECK_SHA256";
+
+const char* describe(Sha256Kernel kernel, KernelReason reason) {
+  switch (reason) {
+    case KernelReason::kSelfTestPassed: return "sha-extensions-x2 (self-test passed)";
+    case KernelReason::kNoShaExtensions: return "openssl (CPU has no SHA extensions)";
+    case KernelReason::kSelfTestFailed: return "openssl (SHA-NI self-test failed)";
+    case KernelReason::kForcedByEnvironment: return "openssl (forced by CKPTCHECK_SHA256)";
+    case KernelReason::kForcedBySelection: return "openssl (forced by --sha256 openssl)";
+    case KernelReason::kEnvironmentNotUnderstood: return "openssl (CKPTCHECK_SHA256 not understood)";
+    case KernelReason::kSetForTesting:
+      return kernel == Sha256Kernel::kShaExtensions
+                 ? "sha-extensions-x2 (chosen by a test, self-test not run)"
+                 : "openssl (chosen by a test)";
+  }
+  return "unknown";
+}
+
+// Hashing reads only the atomics (one load each per call); choosing takes the mutex, so the first
+// use from several threads at once picks, self-tests and warns once. Never destroyed: a static
+// destructor elsewhere may still hash.
+struct KernelChoice {
+  std::mutex mutex;
+  std::atomic<bool> chosen{false};
+  std::atomic<Sha256Kernel> kernel{Sha256Kernel::kOpenSsl};
+  std::atomic<KernelReason> reason{KernelReason::kNoShaExtensions};
+  // The SHA-NI self-test's result, once run (under mutex): it cannot change within a process, and
+  // caching it keeps its warning to one line however often the choice is made (env, then flag).
+  std::optional<Status> sha_ni_self_test;
+};
+
+KernelChoice& kernel_choice() {
+  static KernelChoice* choice = new KernelChoice;
+  return *choice;
+}
+
+void set_choice_locked(KernelChoice& c, Sha256Kernel kernel, KernelReason reason) {
+  c.kernel.store(kernel, std::memory_order_relaxed);
+  c.reason.store(reason, std::memory_order_relaxed);
+  c.chosen.store(true, std::memory_order_release);
+}
+
+// SHA-NI when the CPU has it and it passes its self-test, else OpenSSL's.
+void choose_automatically_locked(KernelChoice& c) {
+  if (!cpu_has_sha_extensions())
+    return set_choice_locked(c, Sha256Kernel::kOpenSsl, KernelReason::kNoShaExtensions);
+  if (!c.sha_ni_self_test) {
+    c.sha_ni_self_test = sha256_kernel_self_test(Sha256Kernel::kShaExtensions);
+    if (!c.sha_ni_self_test->is_ok()) {
+      std::fprintf(stderr,
+                   "ckptcheck: warning: SHA-NI SHA-256 kernel failed its self-test (%s); using OpenSSL\n",
+                   c.sha_ni_self_test->message().c_str());
+    }
+  }
+  if (c.sha_ni_self_test->is_ok()) {
+    set_choice_locked(c, Sha256Kernel::kShaExtensions, KernelReason::kSelfTestPassed);
+  } else {
+    set_choice_locked(c, Sha256Kernel::kOpenSsl, KernelReason::kSelfTestFailed);
+  }
+}
+
+enum class KernelRequest { kAuto, kOpenSsl, kNotUnderstood };
+
+KernelRequest environment_request(std::string* value_out) {
+  const char* value = std::getenv(kEnvironmentVariable);
+  *value_out = value ? value : "";
+  if (*value_out == "" || *value_out == "auto") return KernelRequest::kAuto;
+  if (*value_out == "openssl") return KernelRequest::kOpenSsl;
+  return KernelRequest::kNotUnderstood;
+}
+
+Status environment_not_understood(const std::string& value) {
+  return Status::invalid_argument(std::string(kEnvironmentVariable) + "=\"" + value +
+                                  "\": not a SHA-256 kernel choice (expected openssl, auto or empty)");
+}
+
+// The first use of a kernel, when no one chose one before: the environment decides.
+void choose_at_first_use() {
+  KernelChoice& c = kernel_choice();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.chosen.load(std::memory_order_relaxed)) return;  // another thread, or a caller, chose first
+  std::string value;
+  switch (environment_request(&value)) {
+    case KernelRequest::kAuto: return choose_automatically_locked(c);
+    case KernelRequest::kOpenSsl:
+      return set_choice_locked(c, Sha256Kernel::kOpenSsl, KernelReason::kForcedByEnvironment);
+    case KernelRequest::kNotUnderstood:
+      // Nobody called configure_sha256_kernel_from_env to refuse it: the reference code is the
+      // choice that cannot be wrong, and the user hears that the variable was not understood.
+      std::fprintf(stderr, "ckptcheck: error: %s; using OpenSSL\n",
+                   environment_not_understood(value).message().c_str());
+      return set_choice_locked(c, Sha256Kernel::kOpenSsl, KernelReason::kEnvironmentNotUnderstood);
+  }
 }
 
 }  // namespace
@@ -170,34 +376,109 @@ bool cpu_has_sha_extensions() {
 }
 
 Sha256Kernel active_sha256_kernel() {
-  return kernel_in_use().load(std::memory_order_relaxed);
+  KernelChoice& c = kernel_choice();
+  if (!c.chosen.load(std::memory_order_acquire)) choose_at_first_use();
+  return c.kernel.load(std::memory_order_relaxed);
 }
 
 const char* sha256_kernel_name(Sha256Kernel kernel) {
   return kernel == Sha256Kernel::kShaExtensions ? "sha-extensions-x2" : "openssl";
 }
 
+const char* active_sha256_kernel_description() {
+  const Sha256Kernel kernel = active_sha256_kernel();  // chooses first if no one has
+  return describe(kernel, kernel_choice().reason.load(std::memory_order_relaxed));
+}
+
+Status sha256_kernel_self_test(Sha256Kernel kernel) {
+  if (kernel == Sha256Kernel::kShaExtensions && !cpu_has_sha_extensions())
+    return Status::not_supported("this CPU has no SHA extensions");
+  const bool flip = kernel == Sha256Kernel::kShaExtensions && self_test_fault().load();
+  const std::vector<KnownAnswer>& answers = known_answers();
+  for (const KnownAnswer& v : answers) {
+    uint32_t state[8];
+    std::memcpy(state, kInitialState, sizeof(state));
+    kernel_blocks(kernel, state, v.padded.data(), v.padded.size() / 64);
+    const std::string got = state_hex(state, flip);
+    if (got != v.digest_hex) return mismatch(kernel, std::string("one stream, ") + v.name, got, v.digest_hex);
+  }
+  // Every ordered pair, a vector beside itself included: each lane with each message and each
+  // neighbour. The blocks both have are compressed together, the longer one's rest alone, as
+  // sha256_update_two does.
+  for (const KnownAnswer& a : answers) {
+    for (const KnownAnswer& b : answers) {
+      uint32_t state_a[8];
+      uint32_t state_b[8];
+      std::memcpy(state_a, kInitialState, sizeof(state_a));
+      std::memcpy(state_b, kInitialState, sizeof(state_b));
+      const size_t blocks_a = a.padded.size() / 64;
+      const size_t blocks_b = b.padded.size() / 64;
+      const size_t both = std::min(blocks_a, blocks_b);
+      kernel_blocks_two(kernel, state_a, a.padded.data(), state_b, b.padded.data(), both);
+      kernel_blocks(kernel, state_a, a.padded.data() + 64 * both, blocks_a - both);
+      kernel_blocks(kernel, state_b, b.padded.data() + 64 * both, blocks_b - both);
+      const std::string got_a = state_hex(state_a, flip);
+      const std::string got_b = state_hex(state_b, flip);
+      const std::string pair = std::string(a.name) + " beside " + b.name;
+      if (got_a != a.digest_hex)
+        return mismatch(kernel, "two streams, first lane, " + pair, got_a, a.digest_hex);
+      if (got_b != b.digest_hex)
+        return mismatch(kernel, "two streams, second lane, " + pair, got_b, b.digest_hex);
+    }
+  }
+  return Status::ok();
+}
+
+Status configure_sha256_kernel_from_env() {
+  KernelChoice& c = kernel_choice();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  std::string value;
+  switch (environment_request(&value)) {
+    case KernelRequest::kAuto: choose_automatically_locked(c); return Status::ok();
+    case KernelRequest::kOpenSsl:
+      set_choice_locked(c, Sha256Kernel::kOpenSsl, KernelReason::kForcedByEnvironment);
+      return Status::ok();
+    case KernelRequest::kNotUnderstood: return environment_not_understood(value);
+  }
+  return Status::ok();
+}
+
+Status select_sha256_kernel(const std::string& name) {
+  KernelChoice& c = kernel_choice();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (name == "auto") {
+    choose_automatically_locked(c);
+  } else if (name == "openssl") {
+    set_choice_locked(c, Sha256Kernel::kOpenSsl, KernelReason::kForcedBySelection);
+  } else {
+    return Status::invalid_argument("\"" + name +
+                                    "\": not a SHA-256 kernel choice (expected openssl or auto)");
+  }
+  return Status::ok();
+}
+
 bool use_sha256_kernel(Sha256Kernel kernel) {
   if (kernel == Sha256Kernel::kShaExtensions && !cpu_has_sha_extensions()) return false;
-  kernel_in_use().store(kernel, std::memory_order_relaxed);
+  KernelChoice& c = kernel_choice();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  set_choice_locked(c, kernel, KernelReason::kSetForTesting);
   return true;
 }
 
+void set_sha256_self_test_fault_for_testing(bool flip_a_bit) {
+  KernelChoice& c = kernel_choice();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  self_test_fault().store(flip_a_bit);
+  c.sha_ni_self_test.reset();
+}
+
 void sha256_blocks(uint32_t state[8], const uint8_t* data, size_t blocks) {
-#ifdef CKPT_SHA_X86
-  if (active_sha256_kernel() == Sha256Kernel::kShaExtensions) return sha_ni_blocks(state, data, blocks);
-#endif
-  openssl_blocks(state, data, blocks);
+  kernel_blocks(active_sha256_kernel(), state, data, blocks);
 }
 
 void sha256_blocks_two(uint32_t state_a[8], const uint8_t* data_a, uint32_t state_b[8], const uint8_t* data_b,
                        size_t blocks) {
-#ifdef CKPT_SHA_X86
-  if (active_sha256_kernel() == Sha256Kernel::kShaExtensions)
-    return sha_ni_blocks_two(state_a, data_a, state_b, data_b, blocks);
-#endif
-  openssl_blocks(state_a, data_a, blocks);
-  openssl_blocks(state_b, data_b, blocks);
+  kernel_blocks_two(active_sha256_kernel(), state_a, data_a, state_b, data_b, blocks);
 }
 
 }  // namespace ckpt

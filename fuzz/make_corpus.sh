@@ -25,7 +25,7 @@ corpus="$root/fuzz/corpus"
 work=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-corpus.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 rm -rf "$corpus"
-mkdir -p "$corpus"/{pickle,zip,native_shard,safetensors,pytorch,dcp,manifest}
+mkdir -p "$corpus"/{pickle,zip,native_shard,safetensors,pytorch,dcp,manifest,sha256}
 
 # torch.save files written by PyTorch itself, the refused-global ones included.
 for pt in "$root"/tests/data/pytorch/*.pt; do
@@ -65,4 +65,26 @@ done
 cp "$work/train/$(cat "$work/train/latest")/manifest.json" "$corpus/manifest/pilot-train.json"
 
 "$seed_gen" "$corpus"
+
+# sha256_fuzz: a few small messages (FIPS examples, patterns, random bytes) with control bytes that
+# cut them in different places, for each kernel.
+python3 - "$corpus/sha256" <<'EOF'
+import os, random, sys
+# Seeds for sha256_fuzz: control bytes, message, then the three bytes FuzzedDataProvider reads from
+# the end: the control length (low, high byte; taken mod 257) and the kernel (odd: SHA-NI).
+out = sys.argv[1]
+rng = random.Random(256)
+def seed(name, control, message, sha_ni):
+    n = len(control)
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(bytes(control) + message + bytes([n & 0xff, n >> 8, 1 if sha_ni else 0]))
+seed("sha-ni-empty", [], b"", True)
+seed("sha-ni-fips-56", [5, 64, 51, 0, 7, 130, 3], b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", True)
+seed("openssl-fips-112", [17, 200, 1, 63, 64, 65],
+     b"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
+     False)
+seed("sha-ni-pattern-1024", [rng.randrange(256) for _ in range(16)], bytes((i * 251 + (i >> 8)) & 0xff for i in range(1024)), True)
+seed("sha-ni-random-3000", [rng.randrange(256) for _ in range(64)], bytes(rng.randrange(256) for _ in range(3000)), True)
+seed("openssl-random-700", [rng.randrange(256) for _ in range(40)], bytes(rng.randrange(256) for _ in range(700)), False)
+EOF
 du -sh "$corpus"/* "$corpus"

@@ -39,9 +39,7 @@ class Sha256Kernels : public ::testing::TestWithParam<Sha256Kernel> {
     if (!use_sha256_kernel(GetParam()))
       GTEST_SKIP() << "this CPU has no SHA extensions; " << sha256_kernel_name(GetParam()) << " not run";
   }
-  void TearDown() override { use_sha256_kernel(default_kernel_); }
-  const Sha256Kernel default_kernel_ =
-      cpu_has_sha_extensions() ? Sha256Kernel::kShaExtensions : Sha256Kernel::kOpenSsl;
+  void TearDown() override { ASSERT_TRUE(select_sha256_kernel("auto").is_ok()); }
 };
 
 TEST_P(Sha256Kernels, KnownAnswers) {
@@ -152,7 +150,8 @@ TEST(Sha256KernelChoice, ShaExtensionsAreUsedExactlyWhenTheCpuHasThem) {
   EXPECT_EQ(use_sha256_kernel(Sha256Kernel::kShaExtensions), cpu_has_sha_extensions());
   EXPECT_TRUE(use_sha256_kernel(Sha256Kernel::kOpenSsl));
   EXPECT_EQ(active_sha256_kernel(), Sha256Kernel::kOpenSsl);
-  use_sha256_kernel(cpu_has_sha_extensions() ? Sha256Kernel::kShaExtensions : Sha256Kernel::kOpenSsl);
+  ASSERT_TRUE(select_sha256_kernel("auto").is_ok());
+  EXPECT_EQ(active_sha256_kernel() == Sha256Kernel::kShaExtensions, cpu_has_sha_extensions());
 }
 
 // Ranges of different lengths (empty, under a block, many blocks) handed out two at a time each
