@@ -1,10 +1,10 @@
+#include "bench/synthetic_state_torch.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
-
-#include "bench/synthetic_state_torch.h"
 
 namespace ckpt::bench {
 

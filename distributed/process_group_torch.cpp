@@ -1,7 +1,7 @@
+#include "distributed/process_group_torch.h"
+
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-
-#include "distributed/process_group_torch.h"
 
 #if defined(CKPTCHECK_WITH_CUDA) && defined(USE_C10D_NCCL) && \
     __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)

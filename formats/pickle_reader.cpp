@@ -255,8 +255,13 @@ Status Machine::push_global(const std::string& module, const std::string& name) 
   auto [it, added] = global_index_.emplace(full, globals_.size());
   // The listed name is UTF-8-clean: inspect --json dumps it (a global spelled with invalid UTF-8
   // made it throw). It is classified by its raw spelling.
-  if (added)
-    globals_.push_back(PickleGlobal{utf8_clean(full), classify_pickle_global(module, name), op_pos_, 0});
+  if (added) {
+    PickleGlobal g;
+    g.name = utf8_clean(full);
+    g.risk = classify_pickle_global(module, name);
+    g.first_offset = op_pos_;
+    globals_.push_back(std::move(g));
+  }
   ++globals_[it->second].count;
   Value v;
   v.kind = Kind::kGlobal;

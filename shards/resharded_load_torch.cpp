@@ -1,7 +1,8 @@
+#include "shards/resharded_load_torch.h"
+
 #include "base/sha256.h"
 #include "shards/checkpoint_reader.h"
 #include "shards/reshard_plan.h"
-#include "shards/resharded_load_torch.h"
 #include "shards/state_codec_torch.h"
 
 namespace ckpt {

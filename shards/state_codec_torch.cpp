@@ -1,5 +1,6 @@
-#include "base/mapped_file.h"
 #include "shards/state_codec_torch.h"
+
+#include "base/mapped_file.h"
 
 namespace ckpt {
 

@@ -1,5 +1,6 @@
 // Randomized mutation of a valid file for the "never crashes" tests of every parser. The count
-// comes from CKPTCHECK_FUZZ_ITERATIONS (default 2000, 500 where an iteration is a process) so `make sanitize` can run more under ASan.
+// comes from CKPTCHECK_FUZZ_ITERATIONS (default 2000, 500 where an iteration is a process) so `make sanitize`
+// can run more under ASan.
 #pragma once
 
 #include <cstdint>

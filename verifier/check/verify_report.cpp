@@ -86,7 +86,7 @@ nlohmann::json report_to_json(const VerifyReport& r) {
           {"bytes_hashed", r.bytes_hashed},
           // The SHA-256 code that produced every digest checked (base/sha256_blocks.h): it is on the
           // trust path, so a report says which one ran.
-          {"sha256_kernel", sha256_kernel_name(active_sha256_kernel())},
+          {"sha256_kernel", active_sha256_kernel_description()},
           {"seconds", r.seconds}};
 }
 

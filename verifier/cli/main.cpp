@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/sha256_blocks.h"
 #include "verifier/cli/commands.h"
 #include "verifier/cli/version.h"
 #include "verifier/process/training_binary.h"
@@ -38,8 +39,20 @@ int main(int argc, char** argv) {
 #ifndef CKPTCHECK_TRAINING_BINARY
   if (argc > 1 && std::strcmp(argv[1], "train") == 0) return exec_training_binary(argc, argv);
 #endif
+  // The SHA-256 kernel is on the trust path (signatures cover digests it computed): a value of
+  // CKPTCHECK_SHA256 we do not understand is refused before anything is hashed.
+  if (const ckpt::Status env = ckpt::configure_sha256_kernel_from_env(); !env.is_ok()) {
+    std::fprintf(stderr, "ckptcheck: %s\n", env.message().c_str());
+    return ckpt::kExitUsage;
+  }
   CLI::App app{"ckptcheck: prove a training run can be stopped and resumed"};
   app.require_subcommand(1);
+  app.fallthrough();  // --sha256 may follow the subcommand too
+  std::string sha256_kernel;
+  app.add_option("--sha256", sha256_kernel,
+                 "SHA-256 code: auto (SHA-NI when the CPU has it and it passes its self-test, else "
+                 "OpenSSL) or openssl; overrides CKPTCHECK_SHA256")
+      ->check(CLI::IsMember({"auto", "openssl"}));
   app.set_version_flag("--version", ckpt::version_text);
 
   auto commands = ckpt::all_commands();
@@ -51,6 +64,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? ckpt::kExitOk : ckpt::kExitUsage;
+  }
+  if (!sha256_kernel.empty()) {
+    if (const ckpt::Status st = ckpt::select_sha256_kernel(sha256_kernel); !st.is_ok()) {
+      std::fprintf(stderr, "ckptcheck: %s\n", st.message().c_str());
+      return ckpt::kExitUsage;
+    }
   }
   try {
     for (auto& [sub, command] : subcommands) {

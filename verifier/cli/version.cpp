@@ -3,6 +3,7 @@
 #include <CLI/Version.hpp>
 #include <nlohmann/json.hpp>
 
+#include "base/sha256_blocks.h"
 #include "verifier/pins/pins.h"
 
 #ifndef CKPTCHECK_VERSION
@@ -26,6 +27,7 @@ std::string version_text() {
       {"yaml-cpp", dep("yaml-cpp")},
       {"cli11", CLI11_VERSION},
       {"compiler", dep("compiler")},
+      {"sha256", ckpt::active_sha256_kernel_description()},
   };
   std::string text = std::string("ckptcheck ") + CKPTCHECK_VERSION + "\n";
   for (const auto& [name, value] : rows)

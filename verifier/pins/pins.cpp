@@ -13,6 +13,7 @@
 
 #include "base/file_io.h"
 #include "base/sha256.h"
+#include "base/sha256_blocks.h"
 #include "verifier/pins/container_fingerprint.h"
 
 namespace ckpt {
@@ -110,6 +111,8 @@ nlohmann::json dependency_versions(const TorchFacts& torch) {
       {"libc", std::string("glibc ") + gnu_get_libc_version()},
       {"cuda_runtime", torch.built_with_cuda ? cuda_runtime_version() : "none"},
       {"cuda_driver", torch.built_with_cuda ? cuda_driver_version() : "none"},
+      // The code behind every digest the checkpoint's manifest records (base/sha256_blocks.h).
+      {"sha256_kernel", sha256_kernel_name(active_sha256_kernel())},
   };
 }
 

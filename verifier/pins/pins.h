@@ -40,7 +40,7 @@ std::string canonical_json(const nlohmann::json& value);
 Result<std::string> model_revision(const PinInputs& inputs);    // reads initial_weights, if any
 Result<std::string> dataset_revision(const PinInputs& inputs);  // reads every data file
 std::string config_sha256(const PinInputs& inputs);
-// libtorch, hdf5, zstd, openssl, yaml-cpp, compiler, libc, cuda_runtime, cuda_driver.
+// libtorch, hdf5, zstd, openssl, yaml-cpp, compiler, libc, cuda_runtime, cuda_driver, sha256_kernel.
 nlohmann::json dependency_versions(const TorchFacts& torch);
 
 // {"model_revision", "dataset_revision", "config_sha256", "seeds", "dependencies",

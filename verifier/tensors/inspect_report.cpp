@@ -223,7 +223,7 @@ nlohmann::json inspect_report_to_json(const InspectReport& report) {
                       {"tensors", tensors},
                       {"errors", all_errors},
                       {"ok", all_errors.empty()}};
-  return j.dump() + "\n";
+  return j;
 }
 
 std::string inspect_report_to_text(const InspectReport& report) {

@@ -124,7 +124,7 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
     if (!nbytes)
       return Status::corruption(s.path_ + ": " + t.name + ": shape " + shape_to_string(t.shape) +
                                 " overflows");
-    SourceTensor st{t.name, t.component, t.dtype, t.shape, *nbytes, {}};
+    SourceTensor st{t.name, t.component, t.dtype, t.shape, *nbytes, {}, ""};
     for (const ManifestChunk& mc : t.chunks) {
       const TensorFile& file = *s.files_[mc.shard];
       size_t found = 0;

@@ -19,10 +19,10 @@
 #include "shards/state_codec_torch.h"
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/pins/pins.h"
-#include "verifier/train/config_pins.h"
 #include "verifier/pins/run_pins.h"
 #include "verifier/process/drill_hooks.h"
 #include "verifier/process/process_clock.h"
+#include "verifier/train/config_pins.h"
 #include "verifier/train/train_run.h"
 
 namespace ckpt {

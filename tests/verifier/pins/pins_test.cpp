@@ -1,11 +1,11 @@
 #include "verifier/pins/pins.h"
-#include "verifier/train/config_pins.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "tests/support/scratch_dir.h"
+#include "verifier/train/config_pins.h"
 
 namespace ckpt {
 namespace {
