@@ -3,7 +3,11 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
+# Objects are shared through ccache between clones and build dirs: paths relative to the checkout,
+# and the build dir left out of the hash (it only changes the debug info's compile directory), so a
+# fresh clone on a machine that built before compiles almost nothing.
 export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
 .PHONY: deps configure build test demo bench sanitize clean format format-check layer-check fuzz soak package
 
@@ -18,6 +22,8 @@ configure: $(BUILD)/CMakeCache.txt
 build: deps configure
 	cmake --build $(BUILD) -j$(JOBS)
 
+# Every test (ctest prints the time per label at the end: static, unit, torch, cli, install, slow).
+# The inner loop while editing: `cd build && ctest -L fast` (static checks and unit tests).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 

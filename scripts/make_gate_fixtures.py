@@ -29,11 +29,15 @@ import webbrowser
 import zipfile
 import importlib
 
+import sys
+
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_pytorch_fixtures import describe  # noqa: E402  (one definition of a fixture's expected tensors)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "gate")
 SENTINEL = "/tmp/ckptcheck_gate_fixture_was_executed"
-DTYPE = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64", torch.float16: "F16"}
 
 
 def calls(fn, *args):
@@ -53,26 +57,6 @@ CODE = {
     "code_posix_popen.pt": calls(os.popen, "touch " + SENTINEL),
     "code_builtins_compile.pt": calls(compile, "1", "<x>", "eval"),
 }
-
-
-def flatten(obj, prefix=""):
-    if isinstance(obj, torch.Tensor):
-        yield prefix, obj
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from flatten(v, f"{prefix}.{k}" if prefix else str(k))
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            yield from flatten(v, f"{prefix}.{i}" if prefix else str(i))
-
-
-def describe(obj):
-    out = []
-    for name, t in flatten(obj):
-        t = t.detach().contiguous()
-        out.append({"name": name, "dtype": DTYPE[t.dtype], "shape": list(t.shape),
-                    "sha256": hashlib.sha256(t.numpy().tobytes()).hexdigest()})
-    return out
 
 
 class Pre04Tensor:

@@ -189,12 +189,8 @@ Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectO
 
 nlohmann::json inspect_report_to_json(const InspectReport& report) {
   const TensorSource& source = report.source;
-  const auto& reports = report.tensors;
-  const auto& errors = report.hash_errors;
-  const auto& container_errors = report.container_errors;
-  const bool with_stats = report.with_stats;
   nlohmann::json tensors = nlohmann::json::array();
-  for (const auto& r : reports) {
+  for (const auto& r : report.tensors) {
     nlohmann::json chunks = nlohmann::json::array();
     for (const auto& c : r.chunks) {
       chunks.push_back({{"label", c.label},
@@ -211,11 +207,11 @@ nlohmann::json inspect_report_to_json(const InspectReport& report) {
                         {"chunks", chunks}};
     if (!r.tensor->alias_of.empty()) t["alias_of"] = r.tensor->alias_of;
     if (r.chunks.size() == 1) t["sha256"] = r.chunks[0].computed;
-    if (with_stats) t["stats"] = to_json(r.stats);
+    if (report.with_stats) t["stats"] = to_json(r.stats);
     tensors.push_back(std::move(t));
   }
-  std::vector<std::string> all_errors = container_errors;
-  all_errors.insert(all_errors.end(), errors.begin(), errors.end());
+  std::vector<std::string> all_errors = report.container_errors;
+  all_errors.insert(all_errors.end(), report.hash_errors.begin(), report.hash_errors.end());
   nlohmann::json j = {{"path", source.path()},
                       {"kind", source.kind()},
                       {"metadata", source.metadata()},
@@ -228,18 +224,14 @@ nlohmann::json inspect_report_to_json(const InspectReport& report) {
 
 std::string inspect_report_to_text(const InspectReport& report) {
   const TensorSource& source = report.source;
-  const auto& reports = report.tensors;
-  const auto& errors = report.hash_errors;
-  const auto& container_errors = report.container_errors;
-  const bool with_stats = report.with_stats;
-  const bool ok = errors.empty() && container_errors.empty();
+  const bool ok = report.hash_errors.empty() && report.container_errors.empty();
   std::string out = (ok ? "OK " : "FAIL ") + source.path() + " (" + source.kind() + ", " +
                     std::to_string(source.tensors().size()) + " tensors, " +
                     std::to_string(source.files().size()) + " files)\n";
   out += metadata_lines(source);
   out += unsupported_lines(source);
   out += globals_lines(source);
-  for (const auto& r : reports) {
+  for (const auto& r : report.tensors) {
     const SourceTensor& t = *r.tensor;
     const std::string hash =
         r.chunks.size() == 1 ? r.chunks[0].computed : std::to_string(r.chunks.size()) + " chunks";
@@ -249,10 +241,10 @@ std::string inspect_report_to_text(const InspectReport& report) {
                   static_cast<unsigned long long>(t.bytes), hash.c_str());
     out += line;
     if (!t.alias_of.empty()) out += "    alias of " + t.alias_of + " (one tensor object: same bytes)\n";
-    if (with_stats) out += stats_line(r.stats);
+    if (report.with_stats) out += stats_line(r.stats);
   }
-  for (const auto& e : container_errors) out += "  [container_corrupt] " + e + "\n";
-  for (const auto& e : errors) out += "  [sha256_mismatch] " + e + "\n";
+  for (const auto& e : report.container_errors) out += "  [container_corrupt] " + e + "\n";
+  for (const auto& e : report.hash_errors) out += "  [sha256_mismatch] " + e + "\n";
   return out;
 }
 
