@@ -23,7 +23,7 @@ build: deps configure
 	cmake --build $(BUILD) -j$(JOBS)
 
 # Every test (ctest prints the time per label at the end: static, unit, torch, cli, install, slow).
-# The inner loop while editing: `cd build && ctest -L fast` (static checks and unit tests).
+# The inner loop while editing: `cd build && ctest -L 'static|unit' -j2` (static checks, unit tests).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
