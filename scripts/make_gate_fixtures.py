@@ -9,6 +9,7 @@ tests/data/gate/
                        torch.load(weights_only=True)'s allowlist. Only *pickled* here: __reduce__ is
                        consulted when saving, and the callable is never called. torch.load with
                        weights_only=True refuses each (checked below); weights_only=False would run it.
+  code_protocol4_os_system.pt  os.system pickled with protocol 4 (STACK_GLOBAL instead of GLOBAL).
   pre04_tensors.pt     a legacy (non-zip) torch.save file whose tensors are pickled as torch < 0.4
                        did: torch._utils._rebuild_tensor(storage, offset, size, stride).
   clean_weights.h5     a Keras-style HDF5 weights file with two float datasets and no NaN.
@@ -92,6 +93,13 @@ def main():
         refused = [g for g in globals_of_zip(path)
                    if not g.startswith("torch.") and g != "collections.OrderedDict"]
         expected["code"][name] = refused[0]
+    # Protocol 4 names globals with STACK_GLOBAL (two strings on the stack) instead of GLOBAL.
+    path = os.path.join(OUT, "code_protocol4_os_system.pt")
+    torch.save({"weight": torch.zeros(2), "x": calls(os.system, "touch " + SENTINEL)}, path, pickle_protocol=4)
+    with zipfile.ZipFile(path) as z:
+        pkl = z.read(next(n for n in z.namelist() if n.endswith("/data.pkl")))
+    assert any(op.name == "STACK_GLOBAL" for op, _, _ in pickletools.genops(pkl)), "expected STACK_GLOBAL"
+    expected["code"]["code_protocol4_os_system.pt"] = os.system.__module__ + ".system"
     assert not os.path.exists(SENTINEL), "a fixture ran its payload"
 
     # torch < 0.4: _rebuild_tensor, in the legacy stream format; a view with an offset and a stride.

@@ -52,7 +52,7 @@ class PickleGateTest : public ::testing::Test {
 
 TEST_F(PickleGateTest, EveryCodeRunningGlobalFailsVerifyInBothModes) {
   const auto fixtures = code_fixtures();
-  ASSERT_GE(fixtures.size(), 12u);
+  ASSERT_GE(fixtures.size(), 13u);
   for (const auto& [file, global] : fixtures) {
     for (const std::string mode : {"", "--weights-only "}) {
       const CommandResult r = run_ckptcheck("verify " + mode + "'" + file + "'");
@@ -95,6 +95,29 @@ TEST_F(PickleGateTest, AllowGlobalAcceptsOnlyTheReviewedGlobal) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("optimizer_state_missing"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("pickle_global_refused"), std::string::npos) << r.output;
+}
+
+TEST_F(PickleGateTest, NeitherASealNorANestedFolderHidesACodeRunningPickle) {
+  TempDir root;
+  // A sealed directory of files whose kind is otherwise unknown: the seal proves the bytes did not
+  // change, not that they are safe.
+  const std::string sealed = root / "exported";
+  std::filesystem::create_directories(sealed);
+  std::filesystem::copy_file(kPytorch + "malicious_os_system.pt", sealed + "/weights.pt");
+  ASSERT_EQ(run_ckptcheck("seal '" + sealed + "'").exit_code, 0);
+  CommandResult r = run_ckptcheck("verify '" + sealed + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("'posix.system'"), std::string::npos) << r.output;
+  // An HF folder whose nested global_step*/ holds it.
+  const std::string folder = root / "checkpoint-10";
+  std::filesystem::create_directories(folder + "/global_step10");
+  std::filesystem::copy_file(kPytorch + "model_state.pt", folder + "/pytorch_model.bin");
+  std::filesystem::copy_file(kPytorch + "malicious_eval.pt",
+                             folder + "/global_step10/mp_rank_00_model_states.pt");
+  r = run_ckptcheck("verify --weights-only '" + folder + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("global_step10/mp_rank_00_model_states.pt"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[pickle_global_refused]"), std::string::npos) << r.output;
 }
 
 TEST_F(PickleGateTest, InspectKeepsExitZeroAndNamesTheDanger) {

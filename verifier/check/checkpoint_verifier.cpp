@@ -478,8 +478,15 @@ Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind
   switch (kind) {
     case CheckpointKind::kDcp:
     case CheckpointKind::kMegatronTorchDist: report = verify_dcp_dir(path, kind_options); break;
-    case CheckpointKind::kModelFolder: report = verify_foreign_dir(path, kind_options); break;
-    case CheckpointKind::kSealedDirectory: report.path = path; break;  // only its seal describes it
+    case CheckpointKind::kModelFolder:
+      report = verify_foreign_dir(path, kind_options);
+      check_pickles_under(path, 2, kind_options, report);  // verify_foreign_dir read the top level
+      break;
+    case CheckpointKind::kSealedDirectory:
+      // Only its seal describes it; its torch.save files still pass the pickle gate.
+      report.path = path;
+      check_pickles_under(path, 1, kind_options, report);
+      break;
     default: report = verify_foreign_file(path, kind_options); break;
   }
   if (sealed) {

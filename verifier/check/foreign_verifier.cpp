@@ -13,6 +13,7 @@
 #include "formats/dcp_checkpoint.h"
 #include "formats/tensor_file_open.h"
 #include "shards/manifest.h"
+#include "verifier/check/checkpoint_kind.h"
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/chunk_coverage.h"
 #include "verifier/check/pickle_gate.h"
@@ -453,6 +454,26 @@ VerifyReport verify_foreign_dir(const std::string& raw_dir, const VerifyOptions&
   }
   report.seconds = seconds_since(start);
   return report;
+}
+
+void check_pickles_under(const std::string& raw_dir, int min_depth, const VerifyOptions& options,
+                         VerifyReport& report) {
+  const std::string dir = strip_trailing_slashes(raw_dir);
+  for (const std::string& name : list_files_under(dir, 16)) {
+    const int depth = 1 + static_cast<int>(std::count(name.begin(), name.end(), '/'));
+    if (depth < min_depth) continue;
+    const std::string path = dir + "/" + name;
+    const CheckpointKind kind = detect_checkpoint_kind(path);
+    if (kind != CheckpointKind::kTorchSave && kind != CheckpointKind::kTorchSaveLegacy) continue;
+    auto file = open_tensor_file(path);
+    if (!file.is_ok()) {
+      // A pickle we cannot read is not one we can vouch for.
+      report.add_error(verify_code::kShardUnreadable, name, "", file.status().message());
+      continue;
+    }
+    check_pickle_globals((*file)->pickle_globals(), PickleLoader::kTorchLoad, options.allowed_globals, path,
+                         name, "", report);
+  }
 }
 
 }  // namespace ckpt

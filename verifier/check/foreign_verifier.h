@@ -61,4 +61,11 @@ VerifyReport verify_dcp_dir(const std::string& dir, const VerifyOptions& options
 VerifyReport verify_foreign_file(const std::string& path, const VerifyOptions& options);
 VerifyReport verify_foreign_dir(const std::string& dir, const VerifyOptions& options);
 
+// The pickle gate over every torch.save file (zip or legacy, told apart by their first bytes) below
+// `dir`, `min_depth` levels down or deeper (1: the top level too; 2: subdirectories only), up to 16:
+// a folder's nested `global_step*/` or a sealed directory of files whose kind is otherwise unknown
+// still cannot hold a code-running pickle that verify passes.
+void check_pickles_under(const std::string& dir, int min_depth, const VerifyOptions& options,
+                         VerifyReport& report);
+
 }  // namespace ckpt
