@@ -41,6 +41,7 @@ struct Kind {
   bool own_checksums;   // an unsealed copy catches a flipped payload byte (CRC-32, manifest hashes)
   bool signs_manifest;  // ckptcheck's own: `sign` signs manifest.json, no seal is needed
   std::function<std::string(const std::string&)> make;  // writes the checkpoint under a root
+  bool sealed_by_folder = false;  // a sharded index: `seal` and `sign` take the folder holding it
 };
 
 void PrintTo(const Kind& k, std::ostream* os) {
@@ -67,6 +68,26 @@ std::string model_folder(const std::string& root) {
   return dir;
 }
 
+// A sharded safetensors model: two shards and the index that maps each tensor to one.
+std::string sharded_index(const std::string& root) {
+  const std::string dir = root + "/sharded";
+  fs::create_directories(dir);
+  const std::string from = kData + "dcp/hf_sharded_safetensors/";
+  const std::string a = "shard-00001-model-00001-of-00001.safetensors";
+  const std::string b = "shard-00002-model-00001-of-00001.safetensors";
+  fs::copy_file(from + a, dir + "/" + a);
+  fs::copy_file(from + b, dir + "/" + b);
+  const nlohmann::json index = {{"metadata", {{"total_size", 0}}},
+                                {"weight_map",
+                                 {{"optim.state.steps", a},
+                                  {"model.layers.0.weight", b},
+                                  {"model.embed.weight", b},
+                                  {"model.layers.0.bias", b}}}};
+  const std::string text = index.dump();
+  write_file_bytes(dir + "/model.safetensors.index.json", std::vector<uint8_t>(text.begin(), text.end()));
+  return dir + "/model.safetensors.index.json";
+}
+
 std::vector<Kind> kinds() {
   return {
       {"ckptcheck", "", "", true, true,
@@ -85,6 +106,7 @@ std::vector<Kind> kinds() {
        "--weights-only", false, false, nullptr},
       {"hdf5", kData + "gate/clean_weights.h5", "--weights-only", false, false, nullptr},
       {"model_folder", "", "--weights-only", true, false, model_folder},
+      {"safetensors_index", "", "--weights-only", false, false, sharded_index, true},
   };
 }
 
@@ -123,13 +145,17 @@ class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
   }
 
   // Seals a checkpoint (ckptcheck's own needs none: its manifest holds the hashes).
+  // What `seal` and `sign` take for this kind's path.
+  static std::string sealed_subject(const std::string& path) {
+    return GetParam().sealed_by_folder ? fs::path(path).parent_path().string() : path;
+  }
   void seal(const std::string& path) {
     if (GetParam().signs_manifest) return;
-    const CommandResult r = run_ckptcheck("seal " + q(path));
+    const CommandResult r = run_ckptcheck("seal " + q(sealed_subject(path)));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   void sign(const std::string& path, const std::string& key) {
-    const CommandResult r = run_ckptcheck("sign " + q(path) + " --key " + q(keys_ / key));
+    const CommandResult r = run_ckptcheck("sign " + q(sealed_subject(path)) + " --key " + q(keys_ / key));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
 
@@ -151,8 +177,9 @@ class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
     }
     const std::string scratch = fresh_copy();
     seal(scratch);
+    const std::string subject = sealed_subject(scratch);
     const std::string seal_path =
-        fs::is_directory(scratch) ? scratch + "/ckptcheck.seal.json" : scratch + ".ckptcheck.seal.json";
+        fs::is_directory(subject) ? subject + "/ckptcheck.seal.json" : subject + ".ckptcheck.seal.json";
     const auto bytes = read_file_bytes(seal_path);
     const auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
     for (const auto& f : j["files"]) {
@@ -160,7 +187,7 @@ class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
         const uint64_t n = t["bytes"];
         if (n <= best) continue;
         best = n;
-        out = {fs::is_directory(scratch) ? f["path"].get<std::string>() : "",
+        out = {fs::is_directory(subject) ? f["path"].get<std::string>() : "",
                t["offset"].get<uint64_t>() + n / 2};
       }
     }
@@ -169,7 +196,7 @@ class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
   }
 
   static std::string file_of(const std::string& path, const PayloadByte& b) {
-    return b.file.empty() ? path : path + "/" + b.file;
+    return b.file.empty() ? path : sealed_subject(path) + "/" + b.file;
   }
   void flip(const std::string& path, const PayloadByte& b) {
     auto bytes = read_file_bytes(file_of(path, b));

@@ -5,6 +5,7 @@
 
 #include "base/byte_coding.h"
 #include "base/file_io.h"
+#include "base/text.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/megatron_dist_checkpoint.h"
 #include "formats/pytorch_file.h"
@@ -43,6 +44,7 @@ const char* checkpoint_kind_name(CheckpointKind kind) {
     case CheckpointKind::kTorchSave: return "torch_save";
     case CheckpointKind::kTorchSaveLegacy: return "torch_save_legacy";
     case CheckpointKind::kSafetensors: return "safetensors";
+    case CheckpointKind::kSafetensorsIndex: return "safetensors_index";
     case CheckpointKind::kHdf5: return "hdf5";
     case CheckpointKind::kModelFolder: return "model_folder";
     case CheckpointKind::kSealedDirectory: return "sealed_directory";
@@ -64,8 +66,17 @@ bool kind_holds_pickles(CheckpointKind kind) {
   }
 }
 
+std::string seal_subject(const std::string& path, CheckpointKind kind) {
+  return kind == CheckpointKind::kSafetensorsIndex ? parent_dir(path) : path;
+}
+
 CheckpointKind detect_checkpoint_kind(const std::string& path) {
-  if (!is_directory(path)) return kind_of_file(path);
+  if (!is_directory(path)) {
+    const CheckpointKind kind = kind_of_file(path);
+    if (kind == CheckpointKind::kUnknownFile && ends_with(path, ".safetensors.index.json"))
+      return CheckpointKind::kSafetensorsIndex;
+    return kind;
+  }
   if (path_exists(path + "/" + kManifestFileName) || step_from_dir_name(base_name(path)) >= 0)
     return CheckpointKind::kCkptcheck;
   if (is_dcp_directory(path)) {

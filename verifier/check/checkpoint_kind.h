@@ -32,6 +32,7 @@ enum class CheckpointKind {
   kTorchSave,          // a torch.save zip (.pt, .bin, Lightning .ckpt)
   kTorchSaveLegacy,    // a pre-1.6 torch.save stream
   kSafetensors,        // one .safetensors file
+  kSafetensorsIndex,   // a sharded model's *.safetensors.index.json and the files it names
   kHdf5,               // an HDF5 file (our shards, Keras weights)
   kModelFolder,        // a Hugging Face Trainer checkpoint or model folder (incl. sharded index)
   kSealedDirectory,    // a directory of other files that only its seal describes
@@ -42,6 +43,10 @@ const char* checkpoint_kind_name(CheckpointKind kind);  // "ckptcheck", "dcp", "
 
 // Whether checkpoints of this kind can hold a pickle (torch.save files, DCP, folders holding them).
 bool kind_holds_pickles(CheckpointKind kind);
+
+// The path whose seal covers a checkpoint of this kind: the checkpoint itself, or for a sharded
+// index the folder holding it and its shards (`ckptcheck seal FOLDER`).
+std::string seal_subject(const std::string& path, CheckpointKind kind);
 
 // What `path` (a checkpoint dir already resolved from a root or `latest`, a sealed or foreign dir, or
 // a file) is. Files are told apart by their first bytes, not their names.

@@ -471,7 +471,8 @@ namespace {
 // checkpoint. The seal hashes every byte, so the kind's checks then skip the payload (as --quick).
 Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind kind,
                                          const VerifyOptions& options) {
-  const bool sealed = has_seal(path);
+  const std::string sealed_path = seal_subject(path, kind);
+  const bool sealed = has_seal(sealed_path);
   VerifyOptions kind_options = options;
   kind_options.quick = options.quick || sealed;
   VerifyReport report;
@@ -482,6 +483,7 @@ Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind
       report = verify_foreign_dir(path, kind_options);
       check_pickles_under(path, 2, kind_options, report);  // verify_foreign_dir read the top level
       break;
+    case CheckpointKind::kSafetensorsIndex: report = verify_safetensors_index(path, kind_options); break;
     case CheckpointKind::kSealedDirectory:
       // Only its seal describes it; its torch.save files still pass the pickle gate.
       report.path = path;
@@ -490,7 +492,7 @@ Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind
     default: report = verify_foreign_file(path, kind_options); break;
   }
   if (sealed) {
-    CKPT_ASSIGN_OR_RETURN(VerifyReport seal, verify_sealed(path, options));
+    CKPT_ASSIGN_OR_RETURN(VerifyReport seal, verify_sealed(sealed_path, options));
     report.shards = std::max(report.shards, seal.shards);
     report.tensors = std::max(report.tensors, seal.tensors);
     report.seconds += seal.seconds;
@@ -499,10 +501,11 @@ Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind
     if (!options.pubkey_path.empty()) {
       report.add_error(verify_code::kSignatureMissing, "", "",
                        path + ": --pubkey needs a signed seal and this " + checkpoint_kind_name(kind) +
-                           " checkpoint has none (run `ckptcheck seal " + path + "`, then `ckptcheck sign`)");
+                           " checkpoint has none (run `ckptcheck seal " + sealed_path +
+                           "`, then `ckptcheck sign`)");
     }
     report.add_warning(verify_code::kNotSealed, "", "",
-                       path + ": no seal: only structural checks ran; run `ckptcheck seal " + path +
+                       path + ": no seal: only structural checks ran; run `ckptcheck seal " + sealed_path +
                            "` after saving to record hashes that verify can check");
   }
   report.sealed = sealed;

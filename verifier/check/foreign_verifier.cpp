@@ -11,6 +11,7 @@
 #include "base/seconds_since.h"
 #include "base/text.h"
 #include "formats/dcp_checkpoint.h"
+#include "formats/safetensors_file.h"
 #include "formats/tensor_file_open.h"
 #include "shards/manifest.h"
 #include "verifier/check/checkpoint_kind.h"
@@ -451,6 +452,38 @@ VerifyReport verify_foreign_dir(const std::string& raw_dir, const VerifyOptions&
       rng = rng || (starts_with(name, "rng_state") && ends_with(name, ".pth"));
     if (!rng)
       require_weights_only_note(report, verify_code::kRngStateMissing, "", dir + "/rng_state*.pth: missing");
+  }
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+VerifyReport verify_safetensors_index(const std::string& index_path, const VerifyOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  VerifyReport report;
+  report.path = index_path;
+  auto index = open_safetensors_index(index_path);
+  if (!index.is_ok()) {
+    const Status& st = index.status();
+    const bool misplaced = st.message().find("weight_map puts tensor") != std::string::npos;
+    const char* code =
+        misplaced                             ? verify_code::kChunkMissingInShard
+        : st.code() == StatusCode::kTruncated ? verify_code::kShardTruncated
+        : st.code() == StatusCode::kNotFound || st.message().find("No such file") != std::string::npos
+            ? verify_code::kShardMissing
+            : verify_code::kShardUnreadable;
+    report.add_error(code, base_name(index_path), "", st.message());
+    report.seconds = seconds_since(start);
+    return report;
+  }
+  for (const SafetensorsIndexShard& shard : index->shards) {
+    auto file = open_tensor_file(shard.path);
+    if (!file.is_ok()) {
+      report.add_error(verify_code::kShardUnreadable, shard.file, "", file.status().message());
+      continue;
+    }
+    ++report.shards;
+    report.tensors += (*file)->chunks().size();
+    check_tensor_file(**file, shard.file, options, report);
   }
   report.seconds = seconds_since(start);
   return report;

@@ -60,6 +60,10 @@ bool is_foreign_checkpoint_dir(const std::string& dir);
 VerifyReport verify_dcp_dir(const std::string& dir, const VerifyOptions& options);
 VerifyReport verify_foreign_file(const std::string& path, const VerifyOptions& options);
 VerifyReport verify_foreign_dir(const std::string& dir, const VerifyOptions& options);
+// A sharded model's *.safetensors.index.json: every file it names exists and holds the tensors
+// weight_map puts there (shard_missing, chunk_missing_in_shard), and each is checked as a
+// safetensors file.
+VerifyReport verify_safetensors_index(const std::string& index_path, const VerifyOptions& options);
 
 // The pickle gate over every torch.save file (zip or legacy, told apart by their first bytes) below
 // `dir`, `min_depth` levels down or deeper (1: the top level too; 2: subdirectories only), up to 16:
