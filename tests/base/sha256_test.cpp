@@ -15,6 +15,7 @@
 #include "base/sha256_batch.h"
 #include "base/sha256_blocks.h"
 #include "base/sha256_ranges.h"
+#include "tests/support/sha256_kernel_fixture.h"
 
 namespace ckpt {
 namespace {
@@ -33,14 +34,7 @@ std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
   return bytes;
 }
 
-class Sha256Kernels : public ::testing::TestWithParam<Sha256Kernel> {
- protected:
-  void SetUp() override {
-    if (!use_sha256_kernel(GetParam()))
-      GTEST_SKIP() << "this CPU has no SHA extensions; " << sha256_kernel_name(GetParam()) << " not run";
-  }
-  void TearDown() override { ASSERT_TRUE(select_sha256_kernel("auto").is_ok()); }
-};
+using Sha256Kernels = testing::Sha256KernelTest;
 
 TEST_P(Sha256Kernels, KnownAnswers) {
   EXPECT_EQ(sha256_hex(std::string()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");

@@ -17,6 +17,7 @@
 #include "base/sha256.h"
 #include "base/sha256_batch.h"
 #include "base/sha256_blocks.h"
+#include "tests/support/sha256_kernel_fixture.h"
 
 namespace ckpt {
 namespace {
@@ -254,14 +255,7 @@ TEST_F(Sha256KernelTrust, SelectByNameForTheCommandLine) {
 
 // ---- more than 2^32 bits of input ----
 
-class Sha256KernelsPastTwoTo32Bits : public ::testing::TestWithParam<Sha256Kernel> {
- protected:
-  void SetUp() override {
-    if (!use_sha256_kernel(GetParam()))
-      GTEST_SKIP() << "this CPU has no SHA extensions; " << sha256_kernel_name(GetParam()) << " not run";
-  }
-  void TearDown() override { ASSERT_TRUE(select_sha256_kernel("auto").is_ok()); }
-};
+using Sha256KernelsPastTwoTo32Bits = testing::Sha256KernelTest;
 
 // Deliberately large (513 MiB per stream, about a second per kernel): SHA-256 ends every message
 // with its length in bits as a 64-bit word, and only a message of more than 2^32 bits (512 MiB)
