@@ -1,7 +1,14 @@
-// `ckptcheck launch --nproc-per-node P [--master-port N] -- train ...`: runs P ranks of this same
-// binary under torchrun's environment contract (verifier/launch.h). Exit 0 iff every rank exited 0.
+// `ckptcheck launch [--nnodes N --node-rank R --master-addr A --master-port P] --nproc-per-node P
+// -- PROGRAM [ARGS]`: runs P ranks of any program (searched in PATH like a shell does) under
+// torchrun's environment contract (verifier/process/launch.h); when PROGRAM is a ckptcheck
+// subcommand (`-- train ...`) the ranks run this same binary. Debian's torchrun crashes at start
+// under Python 3.11, so this is the launcher users there have. Exit 0 iff every rank exited 0.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "verifier/cli/commands.h"
 #include "verifier/process/launch.h"
@@ -12,19 +19,27 @@ namespace {
 class LaunchCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
-    sub_ =
-        app.add_subcommand("launch", "Run P ranks of a ckptcheck command (RANK, WORLD_SIZE, MASTER_* set)");
+    sub_ = app.add_subcommand("launch",
+                              "Run P ranks of a program with torchrun's environment (RANK, WORLD_SIZE, ...)");
     sub_->add_option("--nproc-per-node", o_.nproc_per_node, "ranks to start")
         ->required()
         ->check(CLI::Range(1, 1024));
-    sub_->add_option("--master-port", o_.master_port, "rendezvous port (default: a free loopback port)")
+    sub_->add_option("--nnodes", o_.nnodes, "nodes taking part (each runs its own launch)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 65536));
+    sub_->add_option("--node-rank", o_.node_rank, "this node's rank, 0..nnodes-1")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 65535));
+    sub_->add_option("--master-addr", o_.master_addr, "rank 0's node address")->capture_default_str();
+    sub_->add_option("--master-port", o_.master_port,
+                     "rendezvous port (default: a free loopback port; required with --nnodes > 1)")
         ->check(CLI::Range(0, 65535));
     sub_->add_option("--grace", o_.grace_seconds,
                      "seconds before the ranks left are SIGKILLed once one fails")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
     // Everything after `--` is the rank command (CLI11 treats it as positionals).
-    sub_->add_option("command", rest_, "the ckptcheck command each rank runs, after --");
+    sub_->add_option("command", rest_, "the program each rank runs, after -- (or a ckptcheck subcommand)");
     return sub_;
   }
 
@@ -34,13 +49,14 @@ class LaunchCommand : public Command {
       std::fprintf(stderr, "ckptcheck launch: no command after --\n");
       return kExitUsage;
     }
-    auto exe = current_executable();
-    if (!exe.is_ok()) {
-      std::fprintf(stderr, "ckptcheck launch: %s\n", exe.status().to_string().c_str());
+    auto program = program_of(rest[0]);
+    if (!program.is_ok()) {
+      std::fprintf(stderr, "ckptcheck launch: %s\n", program.status().to_string().c_str());
       return kExitUsage;
     }
-    o_.argv = {*exe};
-    o_.argv.insert(o_.argv.end(), rest.begin(), rest.end());
+    o_.argv = {*program};
+    // A ckptcheck subcommand keeps its name as the first argument of this binary.
+    o_.argv.insert(o_.argv.end(), rest.begin() + (is_subcommand(rest[0]) ? 0 : 1), rest.end());
     auto outcome = launch_ranks(o_);
     if (!outcome.is_ok()) {
       std::fprintf(stderr, "ckptcheck launch: %s\n", outcome.status().to_string().c_str());
@@ -55,6 +71,34 @@ class LaunchCommand : public Command {
   }
 
  private:
+  bool is_subcommand(const std::string& name) const {
+    for (const CLI::App* s : sub_->get_parent()->get_subcommands({})) {
+      if (s->get_name() == name) return true;
+    }
+    return false;
+  }
+
+  // The file a rank executes: this binary for a ckptcheck subcommand, a path as given, else the
+  // first executable of that name in PATH (as execvp would find it).
+  Result<std::string> program_of(const std::string& name) const {
+    if (is_subcommand(name)) return current_executable();
+    if (name.find('/') != std::string::npos) {
+      if (::access(name.c_str(), X_OK) != 0) return Status::not_found(name + ": not an executable file");
+      return name;
+    }
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    size_t start = 0;
+    while (start <= dirs.size()) {
+      const size_t end = std::min(dirs.find(':', start), dirs.size());
+      const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+      const std::string candidate = dir + "/" + name;
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+      start = end + 1;
+    }
+    return Status::not_found(name + ": no such program in PATH (and not a ckptcheck subcommand)");
+  }
+
   CLI::App* sub_ = nullptr;
   std::vector<std::string> rest_;
   LaunchOptions o_;

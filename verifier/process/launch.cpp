@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <thread>
@@ -87,8 +88,34 @@ Result<int> pick_free_loopback_port() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
+std::vector<std::string> torchrun_environment(const LaunchOptions& o, int local_rank, int master_port,
+                                              bool omp_num_threads_set) {
+  const int world = o.nnodes * o.nproc_per_node;
+  const std::string rank = std::to_string(o.node_rank * o.nproc_per_node + local_rank);
+  std::vector<std::string> env = {"RANK=" + rank,
+                                  "LOCAL_RANK=" + std::to_string(local_rank),
+                                  "WORLD_SIZE=" + std::to_string(world),
+                                  "LOCAL_WORLD_SIZE=" + std::to_string(o.nproc_per_node),
+                                  "GROUP_RANK=" + std::to_string(o.node_rank),
+                                  "ROLE_RANK=" + rank,
+                                  "ROLE_WORLD_SIZE=" + std::to_string(world),
+                                  "ROLE_NAME=default",
+                                  "MASTER_ADDR=" + o.master_addr,
+                                  "MASTER_PORT=" + std::to_string(master_port)};
+  if (!omp_num_threads_set) env.push_back("OMP_NUM_THREADS=1");
+  return env;
+}
+
 Result<LaunchOutcome> launch_ranks(const LaunchOptions& o) {
-  if (o.nproc_per_node < 1) return Status::invalid_argument("--nproc-per-node must be >= 1");
+  if (o.nproc_per_node < 1) return Status::invalid_argument("nproc_per_node must be >= 1");
+  if (o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes)
+    return Status::invalid_argument("node_rank " + std::to_string(o.node_rank) + " is not in 0.." +
+                                    std::to_string(o.nnodes - 1) + " (nnodes " + std::to_string(o.nnodes) +
+                                    ")");
+  if (o.nnodes > 1 && o.master_port == 0)
+    return Status::invalid_argument(
+        "master_port: with more than one node every node must be given the same "
+        "port (a free port picked here is unknown to the others)");
   if (o.argv.empty()) return Status::invalid_argument("launch: no command after --");
   LaunchOutcome out;
   out.master_port = o.master_port;
@@ -100,12 +127,10 @@ Result<LaunchOutcome> launch_ranks(const LaunchOptions& o) {
   for (int r = 0; r < o.nproc_per_node; ++r) {
     SpawnOptions spawn;
     spawn.argv = o.argv;
-    spawn.env = {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
-                 "WORLD_SIZE=" + std::to_string(o.nproc_per_node), "MASTER_ADDR=" + o.master_addr,
-                 "MASTER_PORT=" + std::to_string(out.master_port)};
+    spawn.env = torchrun_environment(o, r, out.master_port, std::getenv("OMP_NUM_THREADS") != nullptr);
     CKPT_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::spawn(spawn));
     ranks.push_back(std::move(child));
-    out.ranks.push_back({r, {}, false});
+    out.ranks.push_back({o.node_rank * o.nproc_per_node + r, {}, false});
   }
   using Clock = std::chrono::steady_clock;
   std::optional<Clock::time_point> failed_at;

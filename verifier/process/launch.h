@@ -1,8 +1,8 @@
-// The built-in launcher: what torchrun does for one node, and nothing more. It sets torchrun's
-// environment contract (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) for P children of
-// one command, forwards SIGINT/SIGTERM to them, and never hangs: once one rank fails (or a signal
-// was forwarded), the ranks still running after a grace period are SIGKILLed. Ranks die with the launcher
-// (PR_SET_PDEATHSIG), so SIGKILLing the launcher kills every rank. Torch-free.
+// The built-in launcher: what torchrun does for one node of N, and nothing more. It sets torchrun's
+// environment contract (torchrun_environment below) for P children of one command, forwards SIGINT/SIGTERM to
+// them, and never hangs: once one rank fails (or a signal was forwarded), the ranks still running after a
+// grace period are SIGKILLed. Ranks die with the launcher (PR_SET_PDEATHSIG), so SIGKILLing the launcher
+// kills every rank. Torch-free.
 #pragma once
 
 #include <string>
@@ -15,7 +15,9 @@ namespace ckpt {
 
 struct LaunchOptions {
   int nproc_per_node = 1;
-  int master_port = 0;  // 0: a free loopback port (bound to port 0, then released)
+  int nnodes = 1;       // nodes taking part; this launcher starts the ranks of one of them
+  int node_rank = 0;    // which node this is, 0..nnodes-1
+  int master_port = 0;  // 0: a free loopback port (bound to port 0, then released); one node only
   std::string master_addr = "127.0.0.1";
   std::vector<std::string> argv;  // argv[0] is the program (a path; not searched in PATH)
   double grace_seconds = 5;       // after the first failure, before SIGKILL
@@ -36,6 +38,13 @@ struct LaunchOutcome {
 };
 
 Result<int> pick_free_loopback_port();
+
+// torchrun's environment for local rank `local_rank` of this node: RANK, LOCAL_RANK, WORLD_SIZE,
+// LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT, and
+// OMP_NUM_THREADS=1 unless `omp_num_threads_set` (torchrun's default, so P ranks do not each take
+// every core). "NAME=value" strings.
+std::vector<std::string> torchrun_environment(const LaunchOptions& options, int local_rank, int master_port,
+                                              bool omp_num_threads_set);
 
 Result<LaunchOutcome> launch_ranks(const LaunchOptions& options);
 

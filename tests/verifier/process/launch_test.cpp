@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -28,6 +29,45 @@ TEST(Launch, EveryRankSeesItsOwnEnvironment) {
   EXPECT_TRUE(out->all_ok());
   EXPECT_GT(out->master_port, 0);
   EXPECT_EQ(out->report_lines()[2], "rank 2: exit 0");
+}
+
+TEST(Launch, TorchrunsWholeEnvironmentForNodeOneOfTwo) {
+  LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.nnodes = 2;
+  o.node_rank = 1;
+  o.master_addr = "10.0.0.7";
+  const auto env = torchrun_environment(o, 1, 29500, false);
+  const std::vector<std::string> want = {"RANK=3",
+                                         "LOCAL_RANK=1",
+                                         "WORLD_SIZE=4",
+                                         "LOCAL_WORLD_SIZE=2",
+                                         "GROUP_RANK=1",
+                                         "ROLE_RANK=3",
+                                         "ROLE_WORLD_SIZE=4",
+                                         "ROLE_NAME=default",
+                                         "MASTER_ADDR=10.0.0.7",
+                                         "MASTER_PORT=29500",
+                                         "OMP_NUM_THREADS=1"};
+  EXPECT_EQ(env, want);
+  // A user's OMP_NUM_THREADS is kept (not overridden).
+  const auto kept = torchrun_environment(o, 0, 29500, true);
+  EXPECT_EQ(std::count(kept.begin(), kept.end(), "OMP_NUM_THREADS=1"), 0);
+}
+
+TEST(Launch, SeveralNodesNeedAGivenPortAndAValidNodeRank) {
+  LaunchOptions o;
+  o.argv = {"/bin/true"};
+  o.nnodes = 2;
+  auto r = launch_ranks(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("master_port"), std::string::npos) << r.status().to_string();
+  o.master_port = 29511;
+  o.node_rank = 2;
+  r = launch_ranks(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("node_rank 2 is not in 0..1"), std::string::npos)
+      << r.status().to_string();
 }
 
 TEST(Launch, GivenPortIsPassedThrough) {
