@@ -54,7 +54,9 @@ TEST(BlackBoxDrill, TerminalShowsPhaseAndTheChildsLastStepPipedStaysQuiet) {
   const auto tty =
       testing::run_command("env -u CKPTCHECK_NO_PROGRESS script -qec '" + drill_line + "' /dev/null");
   ASSERT_EQ(tty.exit_code, 0) << tty.output;
-  EXPECT_NE(tty.output.find("[drill: subject (after-save), step] "), std::string::npos) << tty.output;
+  // The subject's phase is always shown; its step line only when a progress tick falls before the
+  // kill, which a loaded 2-core machine can miss (the resumed run's last step is checked below).
+  EXPECT_NE(tty.output.find("[drill: subject (after-save)"), std::string::npos) << tty.output;
   EXPECT_NE(tty.output.find("[drill: resumed run (after-save), step] 8/8"), std::string::npos) << tty.output;
   const auto piped = testing::run_command("env -u CKPTCHECK_NO_PROGRESS " + drill_line + " 2>&1 | cat");
   ASSERT_EQ(piped.exit_code, 0) << piped.output;
