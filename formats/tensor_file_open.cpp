@@ -93,6 +93,24 @@ bool looks_like_safetensors(const uint8_t* head, size_t n, uint64_t file_size) {
 
 }  // namespace
 
+TensorFileFormat sniff_tensor_file_format(const uint8_t* head, size_t n, uint64_t file_size) {
+  if (starts_with(head, n, kZipMagic, sizeof kZipMagic)) return TensorFileFormat::kPytorchZip;
+  if (starts_with(head, n, kPytorchLegacyMagic, sizeof kPytorchLegacyMagic))
+    return TensorFileFormat::kPytorchLegacy;
+  if (starts_with(head, n, kHdf5Magic, sizeof kHdf5Magic)) return TensorFileFormat::kHdf5;
+  if (starts_with(head, n, kNativeMagic, sizeof kNativeMagic)) return TensorFileFormat::kNative;
+  if (looks_like_safetensors(head, n, file_size)) return TensorFileFormat::kSafetensors;
+  return TensorFileFormat::kUnknown;
+}
+
+Result<TensorFileFormat> sniff_tensor_file_format(const std::string& path) {
+  CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
+  uint8_t head[kTensorFileSniffBytes] = {};
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(source->size(), sizeof head));
+  CKPT_RETURN_IF_ERROR(source->read_at(0, head, n));
+  return sniff_tensor_file_format(head, n, source->size());
+}
+
 void register_tensor_file_opener(const char* name, TensorFileSniffer sniff, TensorFileOpener open) {
   registry().push_back({name, sniff, open});
 }
@@ -105,21 +123,22 @@ Result<std::unique_ptr<TensorFile>> open_tensor_file(const std::string& path) {
   for (const auto& opener : registry()) {
     if (opener.sniff(head, n)) return opener.open(path);
   }
-  if (starts_with(head, n, kZipMagic, sizeof kZipMagic)) return open_pytorch(std::move(source));
-  if (starts_with(head, n, kPytorchLegacyMagic, sizeof kPytorchLegacyMagic))
-    return open_pytorch_legacy(std::move(source));
-  if (starts_with(head, n, kHdf5Magic, sizeof kHdf5Magic)) {
+  switch (sniff_tensor_file_format(head, n, source->size())) {
+    case TensorFileFormat::kPytorchZip: return open_pytorch(std::move(source));
+    case TensorFileFormat::kPytorchLegacy: return open_pytorch_legacy(std::move(source));
+    case TensorFileFormat::kHdf5:
 #ifdef CKPTCHECK_WITH_HDF5
-    return open_hdf5(path);
+      return open_hdf5(path);
 #else
-    return Status::not_supported(path + ": HDF5 file, but ckptcheck was built without HDF5");
+      return Status::not_supported(path + ": HDF5 file, but ckptcheck was built without HDF5");
 #endif
+    case TensorFileFormat::kNative: {
+      CKPT_ASSIGN_OR_RETURN(auto native, open_native_shard(std::move(source)));
+      return std::unique_ptr<TensorFile>(std::move(native));
+    }
+    case TensorFileFormat::kSafetensors: return open_safetensors(std::move(source));
+    case TensorFileFormat::kUnknown: break;
   }
-  if (starts_with(head, n, kNativeMagic, sizeof kNativeMagic)) {
-    CKPT_ASSIGN_OR_RETURN(auto native, open_native_shard(std::move(source)));
-    return std::unique_ptr<TensorFile>(std::move(native));
-  }
-  if (looks_like_safetensors(head, n, source->size())) return open_safetensors(std::move(source));
   const std::string what = what_else(head, n);
   if (!what.empty()) return Status::not_supported(path + ": " + what + ", not a tensor file");
   return Status::not_supported(path + ": unknown tensor file format (first bytes " +

@@ -27,6 +27,13 @@ constexpr size_t kTensorFileSniffBytes = 16;
 // messages. Call at startup, before any open_tensor_file (not synchronized against it).
 void register_tensor_file_opener(const char* name, TensorFileSniffer sniff, TensorFileOpener open);
 
+// What a file's first bytes say it is (the built-in formats above; registered openers aside). The
+// one rule open_tensor_file and verify's checkpoint kinds (verifier/check/checkpoint_kind.h) share.
+enum class TensorFileFormat { kUnknown, kPytorchZip, kPytorchLegacy, kHdf5, kNative, kSafetensors };
+TensorFileFormat sniff_tensor_file_format(const uint8_t* head, size_t n, uint64_t file_size);
+// The same for a file on disk: kIoError when it cannot be read.
+Result<TensorFileFormat> sniff_tensor_file_format(const std::string& path);
+
 Result<std::unique_ptr<TensorFile>> open_tensor_file(const std::string& path);
 
 }  // namespace ckpt

@@ -1,14 +1,10 @@
 #include "verifier/check/checkpoint_kind.h"
 
-#include <cstring>
-#include <fstream>
-
-#include "base/byte_coding.h"
 #include "base/file_io.h"
 #include "base/text.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/megatron_dist_checkpoint.h"
-#include "formats/pytorch_file.h"
+#include "formats/tensor_file_open.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/manifest.h"
 #include "verifier/check/foreign_verifier.h"
@@ -18,18 +14,18 @@ namespace ckpt {
 
 namespace {
 
+// Files are told apart by their first bytes (formats/tensor_file_open.h), never by their names; one
+// that cannot be read is of no known kind (its verifier then reports why).
 CheckpointKind kind_of_file(const std::string& path) {
-  uint8_t head[16] = {};
-  std::ifstream in(path, std::ios::binary);
-  in.read(reinterpret_cast<char*>(head), sizeof head);
-  const size_t n = static_cast<size_t>(in.gcount());
-  const auto starts = [&](const void* magic, size_t m) { return n >= m && std::memcmp(head, magic, m) == 0; };
-  if (starts(kPytorchLegacyMagic, sizeof kPytorchLegacyMagic)) return CheckpointKind::kTorchSaveLegacy;
-  if (starts("PK\x03\x04", 4)) return CheckpointKind::kTorchSave;
-  if (starts("\x89HDF\r\n\x1a\n", 8)) return CheckpointKind::kHdf5;
-  if (starts("CKPTSHD\0", 8)) return CheckpointKind::kCkptcheckShard;
-  // safetensors: a little-endian u64 header length, then the JSON header.
-  if (n >= 9 && head[8] == '{' && decode_le64(head) > 1) return CheckpointKind::kSafetensors;
+  const Result<TensorFileFormat> format = sniff_tensor_file_format(path);
+  switch (format.is_ok() ? *format : TensorFileFormat::kUnknown) {
+    case TensorFileFormat::kPytorchZip: return CheckpointKind::kTorchSave;
+    case TensorFileFormat::kPytorchLegacy: return CheckpointKind::kTorchSaveLegacy;
+    case TensorFileFormat::kHdf5: return CheckpointKind::kHdf5;
+    case TensorFileFormat::kNative: return CheckpointKind::kCkptcheckShard;
+    case TensorFileFormat::kSafetensors: return CheckpointKind::kSafetensors;
+    case TensorFileFormat::kUnknown: break;
+  }
   return CheckpointKind::kUnknownFile;
 }
 
