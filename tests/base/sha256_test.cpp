@@ -15,25 +15,13 @@
 #include "base/sha256_batch.h"
 #include "base/sha256_blocks.h"
 #include "base/sha256_ranges.h"
-#include "tests/support/sha256_kernel_fixture.h"
+#include "tests/support/sha256_test_support.h"
 
 namespace ckpt {
 namespace {
 
-std::string reference_hex(const uint8_t* data, size_t size) {
-  uint8_t digest[32];
-  unsigned int len = 0;
-  EVP_Digest(data, size, digest, &len, EVP_sha256(), nullptr);
-  return to_hex(digest, len);
-}
-
-std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint8_t> bytes(n);
-  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-  return bytes;
-}
-
+using testing::random_bytes;
+using testing::reference_hex;
 using Sha256Kernels = testing::Sha256KernelTest;
 
 TEST_P(Sha256Kernels, KnownAnswers) {
@@ -132,12 +120,8 @@ TEST_P(Sha256Kernels, BatchKeepsEachHashersOrderAcrossPairs) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryKernel, Sha256Kernels,
-                         ::testing::Values(Sha256Kernel::kShaExtensions, Sha256Kernel::kOpenSsl),
-                         [](const ::testing::TestParamInfo<Sha256Kernel>& info) {
-                           return std::string(info.param == Sha256Kernel::kShaExtensions ? "ShaExtensions"
-                                                                                         : "OpenSsl");
-                         });
+INSTANTIATE_TEST_SUITE_P(EveryKernel, Sha256Kernels, ::testing::ValuesIn(testing::kEveryKernel),
+                         testing::kernel_name);
 
 TEST(Sha256KernelChoice, ShaExtensionsAreUsedExactlyWhenTheCpuHasThem) {
   EXPECT_EQ(active_sha256_kernel() == Sha256Kernel::kShaExtensions, cpu_has_sha_extensions());

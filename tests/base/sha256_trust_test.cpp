@@ -17,28 +17,17 @@
 #include "base/sha256.h"
 #include "base/sha256_batch.h"
 #include "base/sha256_blocks.h"
-#include "tests/support/sha256_kernel_fixture.h"
+#include "tests/support/sha256_test_support.h"
 
 namespace ckpt {
 namespace {
 
+using testing::random_bytes;
+using testing::reference_hex;
+
 const std::string kAbc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 const char* const kWarningStart = "ckptcheck: warning: SHA-NI SHA-256 kernel failed its self-test (";
 const char* const kWarningEnd = "); using OpenSSL\n";
-
-std::string reference_hex(const uint8_t* data, size_t size) {
-  uint8_t digest[32];
-  unsigned int len = 0;
-  EVP_Digest(data, size, digest, &len, EVP_sha256(), nullptr);
-  return to_hex(digest, len);
-}
-
-std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint8_t> bytes(n);
-  for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-  return bytes;
-}
 
 size_t count_lines(const std::string& text) {
   size_t lines = 0;
@@ -302,11 +291,7 @@ TEST_P(Sha256KernelsPastTwoTo32Bits, HashesOf513MiBMatchOpenSsl) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryKernel, Sha256KernelsPastTwoTo32Bits,
-                         ::testing::Values(Sha256Kernel::kShaExtensions, Sha256Kernel::kOpenSsl),
-                         [](const ::testing::TestParamInfo<Sha256Kernel>& info) {
-                           return std::string(info.param == Sha256Kernel::kShaExtensions ? "ShaExtensions"
-                                                                                         : "OpenSsl");
-                         });
+                         ::testing::ValuesIn(testing::kEveryKernel), testing::kernel_name);
 
 // ---- one hasher, one batch at a time ----
 
