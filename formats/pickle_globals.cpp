@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "base/text.h"
+
 namespace ckpt {
 
 namespace {
@@ -109,10 +111,9 @@ bool is_torch_type_class(const std::string& module, const std::string& name) {
   static const char* kElements[] = {"Float", "Double", "Half",   "BFloat16", "Byte",         "Char",
                                     "Short", "Int",    "Long",   "Bool",     "ComplexFloat", "ComplexDouble",
                                     "QInt8", "QUInt8", "QInt32", "QUInt4x2", "QUInt2x4"};
-  const auto with_suffix = [&](const char* suffix) {
-    const size_t n = std::strlen(suffix);
-    if (name.size() <= n || name.compare(name.size() - n, n, suffix) != 0) return false;
-    const std::string element = name.substr(0, name.size() - n);
+  const auto with_suffix = [&](const std::string& suffix) {
+    if (!ends_with(name, suffix)) return false;
+    const std::string element = name.substr(0, name.size() - suffix.size());
     for (const char* e : kElements) {
       if (element == e) return true;
     }
@@ -125,59 +126,55 @@ bool is_torch_type_class(const std::string& module, const std::string& name) {
 }
 
 bool is_torch_dtype_or_qscheme(const std::string& name) {
-  static const char* kNames[] = {"float64",
-                                 "float32",
-                                 "float16",
-                                 "bfloat16",
-                                 "complex32",
-                                 "complex64",
-                                 "complex128",
-                                 "int64",
-                                 "int32",
-                                 "int16",
-                                 "int8",
-                                 "uint8",
-                                 "bool",
-                                 "qint8",
-                                 "quint8",
-                                 "qint32",
-                                 "quint4x2",
-                                 "quint2x4",
-                                 "uint16",
-                                 "uint32",
-                                 "uint64",
-                                 "float8_e5m2",
-                                 "float8_e4m3fn",
-                                 "float8_e5m2fnuz",
-                                 "float8_e4m3fnuz",
-                                 "uint1",
-                                 "uint2",
-                                 "uint3",
-                                 "uint4",
-                                 "uint5",
-                                 "uint6",
-                                 "uint7",
-                                 "int1",
-                                 "int2",
-                                 "int3",
-                                 "int4",
-                                 "int5",
-                                 "int6",
-                                 "int7",
-                                 "bits8",
-                                 "bits16",
-                                 "bits1x8",
-                                 "bits2x4",
-                                 "bits4x2",
-                                 "per_tensor_affine",
-                                 "per_tensor_symmetric",
-                                 "per_channel_affine",
-                                 "per_channel_symmetric",
-                                 "per_channel_affine_float_qparams"};
-  for (const char* n : kNames) {
-    if (name == n) return true;
-  }
-  return false;
+  return in(name, {"float64",
+                   "float32",
+                   "float16",
+                   "bfloat16",
+                   "complex32",
+                   "complex64",
+                   "complex128",
+                   "int64",
+                   "int32",
+                   "int16",
+                   "int8",
+                   "uint8",
+                   "bool",
+                   "qint8",
+                   "quint8",
+                   "qint32",
+                   "quint4x2",
+                   "quint2x4",
+                   "uint16",
+                   "uint32",
+                   "uint64",
+                   "float8_e5m2",
+                   "float8_e4m3fn",
+                   "float8_e5m2fnuz",
+                   "float8_e4m3fnuz",
+                   "uint1",
+                   "uint2",
+                   "uint3",
+                   "uint4",
+                   "uint5",
+                   "uint6",
+                   "uint7",
+                   "int1",
+                   "int2",
+                   "int3",
+                   "int4",
+                   "int5",
+                   "int6",
+                   "int7",
+                   "bits8",
+                   "bits16",
+                   "bits1x8",
+                   "bits2x4",
+                   "bits4x2",
+                   "per_tensor_affine",
+                   "per_tensor_symmetric",
+                   "per_channel_affine",
+                   "per_channel_symmetric",
+                   "per_channel_affine_float_qparams"});
 }
 
 }  // namespace

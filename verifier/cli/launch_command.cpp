@@ -49,14 +49,15 @@ class LaunchCommand : public Command {
       std::fprintf(stderr, "ckptcheck launch: no command after --\n");
       return kExitUsage;
     }
-    auto program = program_of(rest[0]);
+    const bool subcommand = is_subcommand(rest[0]);
+    auto program = subcommand ? current_executable() : program_in_path(rest[0]);
     if (!program.is_ok()) {
       std::fprintf(stderr, "ckptcheck launch: %s\n", program.status().to_string().c_str());
       return kExitUsage;
     }
     o_.argv = {*program};
     // A ckptcheck subcommand keeps its name as the first argument of this binary.
-    o_.argv.insert(o_.argv.end(), rest.begin() + (is_subcommand(rest[0]) ? 0 : 1), rest.end());
+    o_.argv.insert(o_.argv.end(), rest.begin() + (subcommand ? 0 : 1), rest.end());
     auto outcome = launch_ranks(o_);
     if (!outcome.is_ok()) {
       std::fprintf(stderr, "ckptcheck launch: %s\n", outcome.status().to_string().c_str());
@@ -78,10 +79,9 @@ class LaunchCommand : public Command {
     return false;
   }
 
-  // The file a rank executes: this binary for a ckptcheck subcommand, a path as given, else the
-  // first executable of that name in PATH (as execvp would find it).
-  Result<std::string> program_of(const std::string& name) const {
-    if (is_subcommand(name)) return current_executable();
+  // The file a rank executes for a program: a path as given, else the first executable of that
+  // name in PATH (as execvp would find it).
+  static Result<std::string> program_in_path(const std::string& name) {
     if (name.find('/') != std::string::npos) {
       if (::access(name.c_str(), X_OK) != 0) return Status::not_found(name + ": not an executable file");
       return name;

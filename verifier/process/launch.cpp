@@ -91,7 +91,7 @@ Result<int> pick_free_loopback_port() {
 std::vector<std::string> torchrun_environment(const LaunchOptions& o, int local_rank, int master_port,
                                               bool omp_num_threads_set) {
   const int world = o.nnodes * o.nproc_per_node;
-  const std::string rank = std::to_string(o.node_rank * o.nproc_per_node + local_rank);
+  const std::string rank = std::to_string(global_rank(o, local_rank));
   std::vector<std::string> env = {"RANK=" + rank,
                                   "LOCAL_RANK=" + std::to_string(local_rank),
                                   "WORLD_SIZE=" + std::to_string(world),
@@ -130,7 +130,7 @@ Result<LaunchOutcome> launch_ranks(const LaunchOptions& o) {
     spawn.env = torchrun_environment(o, r, out.master_port, std::getenv("OMP_NUM_THREADS") != nullptr);
     CKPT_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::spawn(spawn));
     ranks.push_back(std::move(child));
-    out.ranks.push_back({o.node_rank * o.nproc_per_node + r, {}, false});
+    out.ranks.push_back({global_rank(o, r), {}, false});
   }
   using Clock = std::chrono::steady_clock;
   std::optional<Clock::time_point> failed_at;

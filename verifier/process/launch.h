@@ -39,6 +39,11 @@ struct LaunchOutcome {
 
 Result<int> pick_free_loopback_port();
 
+// The rank across all nodes of this node's local rank `local_rank`.
+inline int global_rank(const LaunchOptions& options, int local_rank) {
+  return options.node_rank * options.nproc_per_node + local_rank;
+}
+
 // torchrun's environment for local rank `local_rank` of this node: RANK, LOCAL_RANK, WORLD_SIZE,
 // LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT, and
 // OMP_NUM_THREADS=1 unless `omp_num_threads_set` (torchrun's default, so P ranks do not each take
