@@ -1,6 +1,7 @@
 // `ckptcheck drill`: the kill-and-relaunch restore drill (verifier/drill.h) and its reports.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <sstream>
 
 #include "base/progress.h"
 #include "verifier/cli/commands.h"
@@ -45,6 +46,24 @@ class DrillCommand : public Command {
         ->check(CLI::Range(1, 1024));
     sub->add_option("--resume-nproc", o_.resume_nproc, "resume with Q ranks (default: --nproc-per-node)")
         ->check(CLI::Range(1, 1024));
+    sub->add_option("--launcher", o_.launcher,
+                    "local (child processes) | slurm (every run a job step: srun, killed with scancel "
+                    "--signal=KILL)")
+        ->capture_default_str();
+    sub->add_option("--nodes", o_.nodes, "slurm: nodes of the subject and reference runs")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 65536));
+    sub->add_option("--ntasks-per-node", o_.nproc, "slurm: ranks per node (the same as --nproc-per-node)")
+        ->check(CLI::Range(1, 1024));
+    sub->add_option("--resume-nodes", o_.resume_nodes, "slurm: nodes of the resumed run (default: --nodes)")
+        ->check(CLI::Range(1, 65536));
+    sub->add_option(
+        "--slurm-args", slurm_args_,
+        "slurm: more srun/salloc arguments, split at spaces (e.g. \"--partition=gpu --time=30\")");
+    sub->add_option("--slurm-start-timeout", o_.slurm_start_timeout_seconds,
+                    "slurm: seconds a step or allocation may stay pending before the drill gives up")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     sub->add_option(
            "--save-every", o_.save_every,
            "CKPTCHECK_SAVE_EVERY (default: gcd(N, K); N/2 for during-save, stale-shard and --faults)")
@@ -65,6 +84,11 @@ class DrillCommand : public Command {
     return sub;
   }
 
+  bool take_program(const std::vector<std::string>& program) override {
+    o_.command = program;
+    return true;
+  }
+
   int run() override {
     if (o_.command.empty() == o_.config_path.empty()) {
       std::fprintf(stderr,
@@ -77,6 +101,7 @@ class DrillCommand : public Command {
                    kill_.c_str());
       return kExitUsage;
     }
+    o_.slurm_args = split_at_spaces(slurm_args_);
     // Across world sizes reductions run in another order: bit identity is not expected there, so
     // an unset tolerance becomes kCrossWorld*; the report's tolerance section says which applied.
     if (changes_world_size(o_) && o_.tolerance.exact()) {
@@ -121,7 +146,15 @@ class DrillCommand : public Command {
     if (!o.work_dir.empty()) std::printf("work dir: %s\n", o.work_dir.c_str());
   }
 
+  static std::vector<std::string> split_at_spaces(const std::string& text) {
+    std::vector<std::string> words;
+    std::istringstream in(text);
+    for (std::string w; in >> w;) words.push_back(w);
+    return words;
+  }
+
   DrillOptions o_;
+  std::string slurm_args_;
   std::string kill_ = "after-save";
   std::string report_dir_;
   bool json_ = false;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -59,8 +60,12 @@ int main(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, ckpt::Command*>> subcommands;
   for (auto& command : commands) subcommands.emplace_back(command->add_to(app), command.get());
 
+  // Everything after the first `--` is a program to run (drill, launch), and is not parsed here.
+  int ours = 1;
+  while (ours < argc && std::strcmp(argv[ours], "--") != 0) ++ours;
+  const std::vector<std::string> program(argv + std::min(ours + 1, argc), argv + argc);
   try {
-    app.parse(argc, argv);
+    app.parse(ours, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? ckpt::kExitOk : ckpt::kExitUsage;
@@ -73,7 +78,12 @@ int main(int argc, char** argv) {
   }
   try {
     for (auto& [sub, command] : subcommands) {
-      if (sub->parsed()) return command->run();
+      if (!sub->parsed()) continue;
+      if (ours < argc && !command->take_program(program)) {
+        std::fprintf(stderr, "ckptcheck %s: takes no program after --\n", sub->get_name().c_str());
+        return ckpt::kExitUsage;
+      }
+      return command->run();
     }
   } catch (const std::exception& e) {
     // Adapters catch their libraries' exceptions; this is the last line against an abort trace.

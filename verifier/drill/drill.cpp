@@ -2,12 +2,15 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -27,6 +30,7 @@
 #include "verifier/drill/program_contract.h"
 #include "verifier/drill/save_watch.h"
 #include "verifier/process/child_process.h"
+#include "verifier/process/slurm_launcher.h"
 #include "verifier/tensors/state_snapshot.h"
 
 namespace ckpt {
@@ -66,10 +70,18 @@ bool is_known_fault(const std::string& name) {
   return name == "truncate" || name == "bitflip" || name == "drop-file" || name == "stale-file";
 }
 
+int subject_world_size(const DrillOptions& o) {
+  const int nodes = o.launcher == "slurm" ? std::max(o.nodes, 1) : 1;
+  return nodes * std::max(o.nproc, 1);
+}
+
+int resumed_world_size(const DrillOptions& o) {
+  const int nodes = o.launcher == "slurm" ? (o.resume_nodes > 0 ? o.resume_nodes : std::max(o.nodes, 1)) : 1;
+  return nodes * (o.resume_nproc > 0 ? o.resume_nproc : std::max(o.nproc, 1));
+}
+
 bool changes_world_size(const DrillOptions& o) {
-  const int subject = std::max(o.nproc, 1);
-  const int resumed = o.resume_nproc > 0 ? o.resume_nproc : subject;
-  return subject != resumed;
+  return subject_world_size(o) != resumed_world_size(o);
 }
 
 namespace {
@@ -175,6 +187,12 @@ Result<std::string> flip_payload_byte(const fs::path& file) {
          where + ")";
 }
 
+// "rng", and the per-rank RNG state programs keep in files of their own ("rng-rank1", "rng_3").
+bool is_rng_component(const std::string& component) {
+  return component.rfind("rng", 0) == 0 &&
+         (component.size() == 3 || !std::isalpha(static_cast<unsigned char>(component[3])));
+}
+
 class ResumeDrill {
  public:
   ResumeDrill(const DrillOptions& options, Progress* progress) : o_(options), progress_(progress) {}
@@ -187,8 +205,8 @@ class ResumeDrill {
     } catch (const std::exception& e) {  // a malformed child output must not crash the drill
       s = Status::io_error(std::string("drill: ") + e.what());
     }
-    if (reference_.has_value()) reference_->kill_and_reap();
-    if (control_child_.has_value()) control_child_->kill_and_reap();
+    if (reference_) reference_->kill_and_reap();
+    if (control_child_) control_child_->kill_and_reap();
     if (!s.is_ok()) {
       out_.exit_code = 2;
       out_.error = s.message();
@@ -274,6 +292,7 @@ class ResumeDrill {
       return Status::invalid_argument(
           "--faults damage the after-save checkpoint: use --kill after-save|both");
     if (o_.shards < 1) return Status::invalid_argument("--shards must be >= 1");
+    CKPT_RETURN_IF_ERROR(check_launcher_options());
     exe_ = o_.executable;
     if (exe_.empty()) {
       CKPT_ASSIGN_OR_RETURN(exe_, current_executable());
@@ -281,6 +300,12 @@ class ResumeDrill {
     // A fresh dir per drill: a resume must never find a checkpoint of an earlier drill.
     CKPT_ASSIGN_OR_RETURN(work_, make_scratch_directory(o_.work_dir, "ckptcheck-drill"));
     out_.work_dir = work_;
+    if (slurm()) {
+      CKPT_ASSIGN_OR_RETURN(SlurmAllocation job,
+                            SlurmAllocation::acquire(std::max(o_.nodes, o_.resume_nodes), o_.slurm_args,
+                                                     o_.slurm_start_timeout_seconds, work_ + "/salloc.log"));
+      allocation_.emplace(std::move(job));
+    }
     control_ = o_.control || changes_world_size(o_);
     phase_total_ = 1 + (control_ ? 1 : 0) + static_cast<long long>(o_.modes.size()) * 4 +
                    static_cast<long long>(o_.faults.size());
@@ -291,24 +316,49 @@ class ResumeDrill {
                    ": N=" + std::to_string(n_) + " K=" + std::to_string(k_) + ", save every " +
                    std::to_string(save_every_),
                {{"save_at", n_}, {"resume_steps", k_}, {"save_every", save_every_}, {"steps", n_ + k_}}});
-    if (o_.nproc > 0 || o_.resume_nproc > 0) {
-      const int subject = std::max(o_.nproc, 1);
-      add_check({"world_sizes",
-                 "",
-                 true,
-                 "subject and reference " + std::to_string(subject) + " rank(s), resumed " +
-                     std::to_string(resume_nproc() > 0 ? resume_nproc() : 1) + " rank(s); tolerance rtol " +
-                     std::to_string(o_.tolerance.rtol) + " atol " + std::to_string(o_.tolerance.atol) +
-                     (changes_world_size(o_) ? " (across world sizes: rng component not compared)" : ""),
-                 {{"subject_ranks", subject},
-                  {"resumed_ranks", resume_nproc() > 0 ? resume_nproc() : 1},
-                  {"rtol", o_.tolerance.rtol},
-                  {"atol", o_.tolerance.atol}}});
+    if (o_.nproc > 0 || o_.resume_nproc > 0 || slurm()) {
+      const int subject = subject_world_size(o_), resumed = resumed_world_size(o_);
+      const std::string on = slurm() ? " through Slurm (job " + std::to_string(allocation_->job_id()) +
+                                           (allocation_->owned() ? ", allocated by the drill" : "") + ")"
+                                     : "";
+      add_check(
+          {"world_sizes",
+           "",
+           true,
+           "subject and reference " + std::to_string(subject) + " rank(s), resumed " +
+               std::to_string(resumed) + " rank(s)" + on + "; tolerance rtol " +
+               std::to_string(o_.tolerance.rtol) + " atol " + std::to_string(o_.tolerance.atol) +
+               (changes_world_size(o_) ? " (across world sizes: rng component not compared)" : ""),
+           {{"subject_ranks", subject},
+            {"resumed_ranks", resumed},
+            {"launcher", o_.launcher},
+            {"nodes", slurm() ? std::max(o_.nodes, 1) : 1},
+            {"resumed_nodes", slurm() ? (o_.resume_nodes > 0 ? o_.resume_nodes : std::max(o_.nodes, 1)) : 1},
+            {"slurm_job", slurm() ? nlohmann::json(allocation_->job_id()) : nlohmann::json()},
+            {"rtol", o_.tolerance.rtol},
+            {"atol", o_.tolerance.atol}}});
     }
     return Status::ok();
   }
 
   int resume_nproc() const { return o_.resume_nproc > 0 ? o_.resume_nproc : o_.nproc; }
+  bool slurm() const { return o_.launcher == "slurm"; }
+
+  Status check_launcher_options() const {
+    if (o_.launcher != "local" && o_.launcher != "slurm")
+      return Status::invalid_argument("--launcher: expected local or slurm, got '" + o_.launcher + "'");
+    if (!slurm() && (o_.nodes != 1 || o_.resume_nodes != 0 || !o_.slurm_args.empty()))
+      return Status::invalid_argument("--nodes, --resume-nodes and --slurm-args need --launcher slurm");
+    if (o_.nodes < 1 || o_.resume_nodes < 0)
+      return Status::invalid_argument("--nodes must be >= 1 and --resume-nodes >= 1 (got " +
+                                      std::to_string(o_.nodes) + ", " + std::to_string(o_.resume_nodes) +
+                                      ")");
+    return Status::ok();
+  }
+
+  // Which shape a run has: the subject's (reference, subject) or the resumed run's (control,
+  // resumed, faults).
+  enum class Shape { kSubject, kResumed };
 
   ProgramRun run_of(const std::string& role, const std::string& dir, const std::string& resume = "") const {
     ProgramRun r;
@@ -321,41 +371,60 @@ class ResumeDrill {
     return r;
   }
 
-  // Starts one run of the program under the contract. The built-in workload is `ckptcheck train`
-  // (through `launch` when nproc > 0, so a SIGKILL of the child takes every rank with it), plus
-  // the flags only it has: eval output and a summary for the built-in checks.
-  Result<ChildProcess> start(const ProgramRun& run, const std::string& dir, int nproc,
-                             const std::vector<std::string>& extra = {}) const {
+  // Starts one run of the program under the contract, in the subject's or the resumed run's
+  // shape. The built-in workload is `ckptcheck train` plus the flags only it has (eval output and a
+  // summary for the built-in checks). With ranks per node, the ranks are started by `ckptcheck
+  // launch` (locally: a SIGKILL of the launcher takes every rank with it) or by Slurm, one step per
+  // run with each task one rank.
+  Result<std::unique_ptr<RunningProgram>> start(const ProgramRun& run, const std::string& dir, Shape shape,
+                                                const std::vector<std::string>& extra = {}) {
     CKPT_RETURN_IF_ERROR(make_directory(run.ckpt_dir));
-    SpawnOptions spawn;
+    const int nproc = shape == Shape::kSubject ? o_.nproc : resume_nproc();
+    // What every rank runs; a ckptcheck subcommand or a program `launch` finds in PATH.
+    std::vector<std::string> rank_argv;
     if (built_in()) {
-      spawn.argv = {exe_};
-      if (nproc > 0)
-        for (const std::string& a : {std::string("launch"), std::string("--nproc-per-node"),
-                                     std::to_string(nproc), std::string("--")})
-          spawn.argv.push_back(a);
-      for (const std::string& a :
-           {std::string("train"), std::string("--config"), config_path_, std::string("--shards"),
-            std::to_string(o_.shards), std::string("--format"), o_.format, std::string("--eval-out"),
-            dir + "/eval", std::string("--summary"), dir + "/summary.json"})
-        spawn.argv.push_back(a);
-      spawn.argv.insert(spawn.argv.end(), extra.begin(), extra.end());
+      rank_argv = {"train",   "--config",   config_path_,  "--shards",  std::to_string(o_.shards), "--format",
+                   o_.format, "--eval-out", dir + "/eval", "--summary", dir + "/summary.json"};
+      rank_argv.insert(rank_argv.end(), extra.begin(), extra.end());
     } else {
-      spawn.argv = substitute_placeholders(o_.command, run);
+      rank_argv = substitute_placeholders(o_.command, run);
+    }
+    SpawnOptions spawn;
+    if (slurm()) {
+      spawn.argv = {exe_, "launch", "--"};
+    } else if (nproc > 0) {
+      spawn.argv = {exe_, "launch", "--no-slurm", "--nproc-per-node", std::to_string(nproc), "--"};
+    } else if (built_in()) {
+      spawn.argv = {exe_};
+    } else {
       spawn.search_path = true;
     }
+    spawn.argv.insert(spawn.argv.end(), rank_argv.begin(), rank_argv.end());
     spawn.env = contract_environment(run);
     spawn.env.push_back("CKPTCHECK_NO_PROGRESS=1");
     if (run.resume.empty()) spawn.unset_env.push_back(kEnvResume);
     spawn.stdout_log = dir + "/stdout.log";
     spawn.stderr_log = dir + "/stderr.log";
-    return ChildProcess::spawn(spawn);
+    if (!slurm()) {
+      CKPT_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::spawn(spawn));
+      return std::unique_ptr<RunningProgram>(new ChildProcess(std::move(child)));
+    }
+    SlurmStepRequest step;
+    step.nodes = shape == Shape::kSubject || o_.resume_nodes == 0 ? std::max(o_.nodes, 1) : o_.resume_nodes;
+    step.tasks_per_node = std::max(nproc, 1);
+    step.extra_args = o_.slurm_args;
+    step.name =
+        "ckptcheck-" + run.role + "-" + std::to_string(::getpid()) + "-" + std::to_string(++steps_started_);
+    step.program = spawn;
+    step.start_timeout_seconds = o_.slurm_start_timeout_seconds;
+    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<SlurmStep> started, SlurmStep::start(*allocation_, step));
+    return std::unique_ptr<RunningProgram>(std::move(started));
   }
 
   // Waits for a training run; on a terminal the progress line shows the phase and the run's last
   // logged step, read from its metrics file as it grows.
-  ChildExit wait_training(ChildProcess& child, const std::string& what, const std::string& metrics) {
-    if (!progress_ || !progress_->enabled()) return child.wait(o_.child_timeout_seconds);
+  ChildExit wait_training(RunningProgram& child, const std::string& what, const std::string& metrics) {
+    if (!progress_ || !progress_->enabled()) return child.wait(o_.child_timeout_seconds, nullptr);
     MetricsTail tail(metrics);
     return child.wait(o_.child_timeout_seconds, [&] {
       CheckpointEvent ignored;
@@ -364,7 +433,7 @@ class ResumeDrill {
     });
   }
 
-  Result<ChildExit> wait_ok(ChildProcess& child, const std::string& what, const std::string& dir) {
+  Result<ChildExit> wait_ok(RunningProgram& child, const std::string& what, const std::string& dir) {
     const ChildExit e = wait_training(child, what, dir + "/metrics.jsonl");
     if (!e.ok())
       return Status::io_error(what + " failed (" + e.describe() + "): " + log_tail(dir + "/stderr.log"));
@@ -387,10 +456,9 @@ class ResumeDrill {
   Status start_reference() {
     const std::string dir = work_ + "/reference";
     CKPT_RETURN_IF_ERROR(make_directory(dir));
-    CKPT_ASSIGN_OR_RETURN(ChildProcess child, start(run_of("reference", dir), dir, o_.nproc,
-                                                    built_in() ? std::vector<std::string>{"--measure-memory"}
-                                                               : std::vector<std::string>{}));
-    reference_.emplace(std::move(child));
+    CKPT_ASSIGN_OR_RETURN(reference_, start(run_of("reference", dir), dir, Shape::kSubject,
+                                            built_in() ? std::vector<std::string>{"--measure-memory"}
+                                                       : std::vector<std::string>{}));
     return Status::ok();
   }
 
@@ -418,8 +486,7 @@ class ResumeDrill {
     phase("control run");
     const std::string dir = work_ + "/control";
     CKPT_RETURN_IF_ERROR(make_directory(dir));
-    CKPT_ASSIGN_OR_RETURN(ChildProcess child, start(run_of("control", dir), dir, resume_nproc()));
-    control_child_.emplace(std::move(child));
+    CKPT_ASSIGN_OR_RETURN(control_child_, start(run_of("control", dir), dir, Shape::kResumed));
     CKPT_RETURN_IF_ERROR(wait_ok(*control_child_, "control run", dir).status());
     control_child_.reset();
     CKPT_RETURN_IF_ERROR(finish_reference());
@@ -456,10 +523,13 @@ class ResumeDrill {
   // Across world sizes each rank has its own RNG stream: there is no counterpart to compare with.
   void drop_unmatched_rng(StateSnapshot& a, StateSnapshot& b) const {
     if (!changes_world_size(o_)) return;
-    for (StateSnapshot* s : {&a, &b})
+    for (StateSnapshot* s : {&a, &b}) {
       s->tensors.erase(std::remove_if(s->tensors.begin(), s->tensors.end(),
-                                      [](const LoadedTensor& t) { return t.component == "rng"; }),
+                                      [](const LoadedTensor& t) { return is_rng_component(t.component); }),
                        s->tensors.end());
+      for (auto it = s->values.begin(); it != s->values.end();)
+        it = is_rng_component(it->second.component) ? s->values.erase(it) : std::next(it);
+    }
   }
 
   // Within the user's tolerance, or (with a control run) within control_multiple x the noise.
@@ -474,7 +544,9 @@ class ResumeDrill {
   Result<CheckpointEvent> kill_subject(KillMode mode, const std::string& dir) {
     phase(std::string("subject (") + kill_mode_name(mode) + ")");
     const ProgramRun run = run_of("subject", dir);
-    CKPT_ASSIGN_OR_RETURN(ChildProcess subject, start(run, dir, o_.nproc));
+    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> started, start(run, dir, Shape::kSubject));
+    RunningProgram& subject = *started;
+    const std::string subject_label = subject.label();
     WatchOutcome w;
     StepObserver show;
     if (progress_ && progress_->enabled()) {
@@ -496,7 +568,8 @@ class ResumeDrill {
             ? "checkpoint event of step " + std::to_string(n_) + " (" + w.event.path + ")"
             : "creation of " + w.created + " in the checkpoint dir";
     DrillCheck c{"subject_killed", kill_mode_name(mode), w.exit.killed_by(SIGKILL), "", {}};
-    c.detail = "SIGKILLed at the " + what + ": " + w.exit.describe();
+    c.detail =
+        "SIGKILLed at the " + what + ": " + w.exit.describe() + (slurm() ? " (" + subject_label + ")" : "");
     c.numbers = {{"step", n_}, {"trigger", what}, {"signal", w.exit.signal}, {"exit", w.exit.describe()}};
     if (!c.passed) return Status::io_error("subject did not die of SIGKILL: " + w.exit.describe());
     add_check(c);
@@ -660,9 +733,10 @@ class ResumeDrill {
     if (!o_.inject.empty() && o_.inject != kStaleShardInject) extra = {"--inject", o_.inject};
     const ProgramRun run = run_of("resumed", dir + "/resumed", from.path);
     CKPT_RETURN_IF_ERROR(make_directory(dir + "/resumed"));
-    CKPT_ASSIGN_OR_RETURN(ChildProcess child, start(run, dir + "/resumed", resume_nproc(), extra));
+    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child,
+                          start(run, dir + "/resumed", Shape::kResumed, extra));
     const ChildExit e =
-        wait_training(child, std::string("resumed run (") + kill_mode_name(mode) + ")", run.metrics);
+        wait_training(*child, std::string("resumed run (") + kill_mode_name(mode) + ")", run.metrics);
     if (!e.ok()) {
       add_check({"resumed_run",
                  kill_mode_name(mode),
@@ -843,8 +917,8 @@ class ResumeDrill {
     if (ec) return Status::io_error("fault " + fault + ": " + ec.message());
 
     const ProgramRun run = run_of("resumed", dir, copy.string());
-    CKPT_ASSIGN_OR_RETURN(ChildProcess child, start(run, dir, resume_nproc()));
-    const ChildExit e = wait_training(child, "fault " + fault, run.metrics);
+    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child, start(run, dir, Shape::kResumed));
+    const ChildExit e = wait_training(*child, "fault " + fault, run.metrics);
     auto log = read_metrics_log(run.metrics);
     const size_t steps = log.is_ok() ? log->steps.size() : 0;
     FaultResult r;
@@ -948,7 +1022,10 @@ class ResumeDrill {
   int64_t n_ = 0, k_ = 0, save_every_ = 0;
   std::string config_path_, exe_, work_;
   bool control_ = false;
-  std::optional<ChildProcess> reference_, control_child_;
+  // Declared before the runs: a Slurm allocation the drill took outlives every step in it.
+  std::optional<SlurmAllocation> allocation_;
+  long long steps_started_ = 0;
+  std::unique_ptr<RunningProgram> reference_, control_child_;
   bool reference_done_ = false;
   StateSnapshot reference_snapshot_;
   LoadedTensor reference_logits_;

@@ -58,11 +58,20 @@ struct DrillOptions {
   std::string work_dir;  // a fresh scratch dir is made inside; default $TMPDIR or /tmp
   double child_timeout_seconds = 600;
   std::string executable;  // the ckptcheck binary for children; default this process's
-  // > 0: every training run goes through `ckptcheck launch --nproc-per-node P -- train` (the
-  // config's strategy must be ddp or fsdp); the resumed run uses resume_nproc ranks (0 = nproc).
+  // > 0: every training run has P ranks per node, started by `ckptcheck launch --nproc-per-node P`
+  // (the built-in workload's config strategy must then be ddp or fsdp); the resumed run uses
+  // resume_nproc ranks per node (0 = nproc).
   int nproc = 0;
   int resume_nproc = 0;
-  std::vector<std::string> faults;  // fault drills on copies of the step-N checkpoint
+  // "local": runs are child processes of the drill. "slurm": every run is a job step (`srun ...
+  // ckptcheck launch -- PROGRAM`, each task one rank), killed with `scancel --signal=KILL JOB.STEP`,
+  // in the current allocation (SLURM_JOB_ID) or one the drill takes with salloc and releases.
+  std::string launcher = "local";
+  int nodes = 1;                            // slurm: nodes of the subject, reference and control
+  int resume_nodes = 0;                     // slurm: nodes of the resumed run (0 = nodes)
+  std::vector<std::string> slurm_args;      // given to every srun (and salloc), e.g. --partition=gpu
+  double slurm_start_timeout_seconds = 60;  // a step or allocation still pending then is an error
+  std::vector<std::string> faults;          // fault drills on copies of the step-N checkpoint
   // A second uninterrupted reference measures the run-to-run noise; a resumed value that differs
   // from the reference passes when it lies within control_multiple x that envelope. On by default
   // when the world size changes.
@@ -74,6 +83,9 @@ struct DrillOptions {
 // so bit identity is not expected.
 constexpr double kCrossWorldRtol = 1e-4;
 constexpr double kCrossWorldAtol = 1e-6;
+// Ranks of the subject (and reference), and of the resumed run: nodes x ranks per node.
+int subject_world_size(const DrillOptions& options);
+int resumed_world_size(const DrillOptions& options);
 // True when the subject and the resumed run have different world sizes.
 bool changes_world_size(const DrillOptions& options);
 

@@ -74,7 +74,7 @@ bool MetricsTail::poll_for_checkpoint(int64_t step, CheckpointEvent* found) {
   return seen;
 }
 
-WatchOutcome kill_after_checkpoint(ChildProcess& child, const std::string& metrics, int64_t step,
+WatchOutcome kill_after_checkpoint(RunningProgram& child, const std::string& metrics, int64_t step,
                                    double timeout_seconds, const StepObserver& on_step) {
   WatchOutcome out;
   MetricsTail tail(metrics);
@@ -100,7 +100,7 @@ WatchOutcome kill_after_checkpoint(ChildProcess& child, const std::string& metri
   return out;
 }
 
-Result<WatchOutcome> kill_during_save(ChildProcess& child, const std::string& metrics,
+Result<WatchOutcome> kill_during_save(RunningProgram& child, const std::string& metrics,
                                       const std::string& ckpt_dir, int64_t armed_after_step,
                                       double timeout_seconds, const StepObserver& on_step) {
   WatchOutcome out;

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "base/status.h"
-#include "verifier/process/child_process.h"
+#include "verifier/process/running_program.h"
 #include "verifier/tensors/state_compare.h"
 
 namespace ckpt {
@@ -41,12 +41,12 @@ struct WatchOutcome {
 using StepObserver = std::function<void(int64_t)>;
 
 // Kills `child` (SIGKILL) as soon as the metrics file announces the checkpoint of `step`.
-WatchOutcome kill_after_checkpoint(ChildProcess& child, const std::string& metrics, int64_t step,
+WatchOutcome kill_after_checkpoint(RunningProgram& child, const std::string& metrics, int64_t step,
                                    double timeout_seconds, const StepObserver& on_step = nullptr);
 
 // Waits for the checkpoint event of `armed_after_step` (0: armed from the start), then kills `child`
 // as soon as anything is created in `ckpt_dir`.
-Result<WatchOutcome> kill_during_save(ChildProcess& child, const std::string& metrics,
+Result<WatchOutcome> kill_during_save(RunningProgram& child, const std::string& metrics,
                                       const std::string& ckpt_dir, int64_t armed_after_step,
                                       double timeout_seconds, const StepObserver& on_step = nullptr);
 

@@ -15,26 +15,10 @@
 #include <vector>
 
 #include "base/status.h"
+#include "verifier/process/child_exit.h"
+#include "verifier/process/running_program.h"
 
 namespace ckpt {
-
-// How a child ended.
-struct ChildExit {
-  bool exited = false;  // exited normally with exit_code
-  int exit_code = -1;
-  bool signaled = false;  // ended by signal `signal`
-  int signal = 0;
-  bool timed_out = false;     // overran its deadline and was SIGKILLed by us
-  int64_t max_rss_bytes = 0;  // the child's own peak resident set (wait4's ru_maxrss)
-  bool killed_by(int sig) const { return signaled && signal == sig; }
-  std::string describe() const;  // "exit 0", "killed by signal 9 (Killed)", "timed out after deadline"
-  bool ok() const { return exited && exit_code == 0; }
-  // Decodes a waitpid(2) status.
-  static ChildExit from_wait_status(int wait_status);
-};
-
-// "SIGKILL", "SIGTERM", ... or "signal".
-const char* signal_name(int sig);
 
 struct SpawnOptions {
   std::vector<std::string> argv;  // argv[0] is a path, not searched in PATH unless search_path
@@ -49,7 +33,7 @@ struct SpawnOptions {
 // The path of the running binary (/proc/self/exe, resolved).
 Result<std::string> current_executable();
 
-class ChildProcess {
+class ChildProcess : public RunningProgram {
  public:
   static Result<ChildProcess> spawn(const SpawnOptions& options);
   // The drill's children: logs for both streams, and CKPTCHECK_NO_PROGRESS=1 (their progress
@@ -61,26 +45,27 @@ class ChildProcess {
   ChildProcess& operator=(ChildProcess&& other) = delete;
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
-  ~ChildProcess();  // SIGKILLs and reaps a child still running
+  ~ChildProcess() override;  // SIGKILLs and reaps a child still running
 
   // Reads piped stdout until a line "ckptcheck-event: <kind> <detail>" and returns the detail.
   // Other lines (and other events) are kept in captured_stdout(). kNotFound if the child closes
   // stdout (exits) first, kIoError on timeout (the child is left running: kill it).
   Result<std::string> wait_for_event(const std::string& kind, double timeout_seconds);
   // SIGKILL now, then reap.
-  ChildExit kill_and_reap();
+  ChildExit kill_and_reap() override;
   // Drains stdout and reaps; past the deadline SIGKILLs and returns timed_out. `tick`, if set, is
   // called about every 200 ms while the child runs (the drill shows the child's last step with it).
-  ChildExit wait(double timeout_seconds, const std::function<void()>& tick = nullptr);
+  ChildExit wait(double timeout_seconds, const std::function<void()>& tick = nullptr) override;
   // Reaps the child if it has ended, without blocking (stdout is not drained: for unpiped children).
-  bool try_reap(ChildExit* exit);
+  bool try_reap(ChildExit* exit) override;
   // Sends `sig` to a child still running (signal forwarding).
   void send_signal(int sig);
 
   pid_t pid() const { return pid_; }
   const std::string& captured_stdout() const { return captured_; }
   const std::string& stderr_log() const { return stderr_log_; }
-  bool running() const { return pid_ > 0; }
+  bool running() const override { return pid_ > 0; }
+  std::string label() const override { return "pid " + std::to_string(pid_); }
 
  private:
   ChildProcess() = default;

@@ -106,6 +106,43 @@ std::vector<std::string> torchrun_environment(const LaunchOptions& o, int local_
   return env;
 }
 
+std::vector<std::string> slurm_task_torchrun_environment(const SlurmTask& task,
+                                                         const std::string& master_addr,
+                                                         bool omp_num_threads_set) {
+  LaunchOptions node;
+  node.nproc_per_node = task.tasks_on_this_node;
+  node.nnodes = task.num_nodes;
+  node.node_rank = task.node_id;
+  node.master_addr = master_addr;
+  std::vector<std::string> env =
+      torchrun_environment(node, task.local_id, slurm_master_port(task), omp_num_threads_set);
+  // Slurm numbers the ranks (block or cyclic distribution) and may put more tasks on some nodes:
+  // its own numbers win over node_rank x nproc_per_node.
+  const std::string rank = std::to_string(task.proc_id), world = std::to_string(task.num_tasks);
+  for (std::string& v : env) {
+    const std::string name = v.substr(0, v.find('='));
+    if (name == "RANK" || name == "ROLE_RANK") v = name + "=" + rank;
+    if (name == "WORLD_SIZE" || name == "ROLE_WORLD_SIZE") v = name + "=" + world;
+  }
+  return env;
+}
+
+Result<LaunchOptions> launch_options_from_slurm(const SlurmTask& task, int nproc_per_node,
+                                                const std::string& master_addr) {
+  if (task.tasks_on_this_node != 1)
+    return Status::invalid_argument(
+        "--nproc-per-node under Slurm starts the ranks of a node itself: run one "
+        "launch per node (srun --ntasks-per-node=1), not " +
+        std::to_string(task.tasks_on_this_node));
+  LaunchOptions o;
+  o.nproc_per_node = nproc_per_node;
+  o.nnodes = task.num_nodes;
+  o.node_rank = task.node_id;
+  o.master_addr = master_addr;
+  o.master_port = slurm_master_port(task);
+  return o;
+}
+
 Result<LaunchOutcome> launch_ranks(const LaunchOptions& o) {
   if (o.nproc_per_node < 1) return Status::invalid_argument("nproc_per_node must be >= 1");
   if (o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes)

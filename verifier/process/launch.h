@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "verifier/process/child_process.h"
+#include "verifier/process/slurm_environment.h"
 
 namespace ckpt {
 
@@ -52,5 +53,18 @@ std::vector<std::string> torchrun_environment(const LaunchOptions& options, int 
                                               bool omp_num_threads_set);
 
 Result<LaunchOutcome> launch_ranks(const LaunchOptions& options);
+
+// Under Slurm (`srun ... ckptcheck launch -- PROGRAM`), each task is one rank: the same variables
+// from the step's (RANK = SLURM_PROCID, WORLD_SIZE = the step's tasks, LOCAL_RANK = SLURM_LOCALID,
+// GROUP_RANK = SLURM_NODEID, MASTER_ADDR = `master_addr`, MASTER_PORT = slurm_master_port).
+std::vector<std::string> slurm_task_torchrun_environment(const SlurmTask& task,
+                                                         const std::string& master_addr,
+                                                         bool omp_num_threads_set);
+
+// One launcher per node of a Slurm step (`srun --ntasks-per-node=1 ckptcheck launch
+// --nproc-per-node P -- PROGRAM`): nnodes and node_rank from the step, rank 0's node and port as
+// above. kInvalidArgument when the step runs more than one task on a node.
+Result<LaunchOptions> launch_options_from_slurm(const SlurmTask& task, int nproc_per_node,
+                                                const std::string& master_addr);
 
 }  // namespace ckpt
