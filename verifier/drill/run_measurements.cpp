@@ -228,7 +228,8 @@ nlohmann::json outside_measurements(const OutsideInputs& in) {
   // Timings.
   put(timings, "step_seconds_mean", ref.step_seconds_mean,
       "measured: mean time between the reference's step lines (" + std::to_string(ref.step_intervals) +
-          " intervals), saves excluded");
+          " intervals, the file polled every " + std::to_string(kMetricsPollInterval.count()) +
+          " ms), saves excluded");
   put(timings, "data_wait_seconds_mean", ref.data_wait_seconds_mean,
       "reported by the program: mean `data_wait_ms`");
   put(timings, "forward_backward_seconds_mean", std::nullopt, kNoProbe);
@@ -236,7 +237,8 @@ nlohmann::json outside_measurements(const OutsideInputs& in) {
   put(timings, "eval_seconds", std::nullopt, kNoProbe);
   put(timings, "checkpoint_save_seconds", ref.save_stall_seconds_mean,
       "measured: mean time from a step's line to its checkpoint event in the reference (" +
-          std::to_string(ref.saves) + " save(s))");
+          std::to_string(ref.saves) + " save(s), the file polled every " +
+          std::to_string(kMetricsPollInterval.count()) + " ms)");
   put(timings, "checkpoint_save_seconds_max", ref.save_stall_seconds_max,
       "measured: the longest of those save stalls");
   const std::optional<double> bytes = in.checkpoint_bytes > 0
