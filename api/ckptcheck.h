@@ -196,8 +196,10 @@ class MetricsLog {
   const Status& status() const { return status_; }
 
   // {"step": step, "<name>": value, ...} after each optimizer step. Every field is compared
-  // between the reference and the resumed run, except timings (names ending in _ms or _seconds).
-  // NaN and infinities are written as Python's json module writes them.
+  // between the reference and the resumed run, except timings (names ending in _ms or _seconds)
+  // and peak_memory_bytes. Optional fields the drill's report uses: tokens (this step's tokens),
+  // peak_memory_bytes (one full step, optimizer step included), data_wait_ms
+  // (verifier/drill/program_contract.h). NaN and infinities are written as Python's json module writes them.
   Status step(int64_t step, const std::vector<std::pair<std::string, double>>& values);
   // {"event": "checkpoint", "step": step, "path": path} once the checkpoint is durable.
   Status checkpoint(int64_t step, const std::string& path);

@@ -14,6 +14,10 @@ set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 # Both in bin/: `ckptcheck train` execs ckptcheck-train beside it (verifier/process/training_binary.h
 # also looks in ../libexec), and torchrun runs ckptcheck-train directly.
 install(TARGETS ckptcheck ckptcheck-train RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+# The hardware catalog `plan` reads by default: found at <exe dir>/../share/ckptcheck/hardware.yaml
+# (verifier/plan/hardware_catalog.h), so an installed ckptcheck plans from any directory.
+install(FILES ${CMAKE_SOURCE_DIR}/fixtures/hardware.yaml DESTINATION ${CMAKE_INSTALL_DATADIR}/ckptcheck
+        COMPONENT runtime)
 
 # ---- man page and bash completion, from the CLI's own --help ------------------------------------
 set(CKPTCHECK_MAN_PAGE ${CMAKE_BINARY_DIR}/ckptcheck.1)

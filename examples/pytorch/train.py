@@ -11,6 +11,11 @@ loss scaler with GradScaler's fields, and a shuffled synthetic data set read thr
 checkpoint is a directory of torch.save files (model.pt, optimizer.pt, scheduler.pt, scaler.pt,
 rng.pt, data.pt) or, with --single-file, one step_N.pt holding the same dict.
 
+Each step line also carries the contract's optional fields: `tokens` (the samples of the batch)
+and, on the first step of every run, `peak_memory_bytes` of that full step including the optimizer
+step (on CPU: VmHWM over the step, reset just before it, less VmRSS before the model was built; on
+GPU it would be torch.cuda.max_memory_allocated after torch.cuda.reset_peak_memory_stats).
+
 --bug NAME introduces a classic resume bug on purpose (the drill must catch each one):
   forget-optimizer, forget-scheduler, forget-rng, forget-data-position, forget-scaler.
 """
@@ -79,6 +84,28 @@ class Data:
         self.epoch, self.cursor = state["epoch"], state["cursor"]
 
 
+def proc_status_bytes(field):
+    """VmRSS or VmHWM of this process from /proc/self/status, in bytes; 0 where unavailable."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def reset_peak_rss():
+    """Resets VmHWM to the current RSS (Linux: write 5 to clear_refs); False where not allowed."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def log(path, record):
     with open(path, "a") as f:
         f.write(json.dumps(record) + "\n")
@@ -118,6 +145,7 @@ def main():
     metrics = os.environ["CKPTCHECK_METRICS"]
     resume = os.environ.get("CKPTCHECK_RESUME")
     os.makedirs(ckpt_dir, exist_ok=True)
+    rss_before_model = proc_status_bytes("VmRSS")
 
     torch.set_num_threads(1)  # one thread: the same reduction order every run, so runs are bit-exact
     torch.manual_seed(1234)
@@ -144,7 +172,10 @@ def main():
         step = state["progress"]["step"]
 
     model.train()
+    first_step = True
     while step < steps:
+        if first_step:
+            reset_peak_rss()
         x, y = data.next_batch()
         optimizer.zero_grad(set_to_none=True)
         loss = nn.functional.mse_loss(model(x), y)
@@ -155,7 +186,12 @@ def main():
         scaler.step(optimizer, list(model.parameters()))
         scheduler.step()
         step += 1
-        log(metrics, {"step": step, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm, "loss_scale": scale})
+        record = {"step": step, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm, "loss_scale": scale,
+                  "tokens": len(x)}
+        if first_step:
+            record["peak_memory_bytes"] = max(0, proc_status_bytes("VmHWM") - rss_before_model)
+            first_step = False
+        log(metrics, record)
         if step % save_every == 0:
             state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                      "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),

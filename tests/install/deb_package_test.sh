@@ -3,7 +3,9 @@
 # `make package` runs), checks its Depends name the Debian runtime packages the programs load,
 # unpacks it with `dpkg -x` into a scratch root, trains a checkpoint with the unpacked
 # `ckptcheck train` (which must find the unpacked ckptcheck-train) and runs the unpacked
-# `ckptcheck verify`: exit 0 on the checkpoint, exit 1 once a byte of a shard is flipped.
+# `ckptcheck verify`: exit 0 on the checkpoint, exit 1 once a byte of a shard is flipped; and
+# runs the unpacked `ckptcheck plan` from an empty directory without --catalog: it must find the
+# hardware catalog the package installs (usr/share/ckptcheck/hardware.yaml) from its own prefix.
 # Usage: deb_package_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 src=$2
@@ -21,7 +23,8 @@ done
 dpkg-deb -c "$deb" | grep -q '/usr/include/' && fail "the runtime .deb holds headers"
 dpkg -x "$deb" "$scratch/root"
 bin=$scratch/root/usr/bin/ckptcheck
-for f in usr/bin/ckptcheck-train usr/share/man/man1/ckptcheck.1 usr/share/bash-completion/completions/ckptcheck; do
+for f in usr/bin/ckptcheck-train usr/share/man/man1/ckptcheck.1 usr/share/bash-completion/completions/ckptcheck \
+  usr/share/ckptcheck/hardware.yaml; do
   [ -e "$scratch/root/$f" ] || fail "$f is not in the package"
 done
 
@@ -44,4 +47,20 @@ rc=$?
 set -e
 [ $rc = 1 ] || { cat "$scratch/verify-bad.log"; fail "verify of a damaged checkpoint exited $rc, expected 1"; }
 grep -q chunk_sha256_mismatch "$scratch/verify-bad.log" || { cat "$scratch/verify-bad.log"; fail "no chunk_sha256_mismatch"; }
-echo "deb_package: $(basename "$deb") (Depends: $depends): verify 0 on a checkpoint, 1 on a damaged one"
+mkdir "$scratch/empty"
+cat >"$scratch/report.json" <<'JSON'
+{"measurements": {
+  "memory": {"peak_rss_bytes": 2e9, "peak_rss_bytes_per_rank": 2e9, "parameter_bytes": 1e8, "gradient_bytes": 1e8,
+             "optimizer_state_bytes": 2e8, "activation_bytes_estimate": null, "cuda": null},
+  "timings": {"step_seconds_mean": 0.5, "data_wait_seconds_mean": null, "eval_seconds": null,
+              "checkpoint_save_seconds": 3, "checkpoint_bytes": 4e8, "restore_seconds": 9,
+              "tokens_per_second": null},
+  "eval_every_steps": null,
+  "sources": {"step_seconds_mean": "measured: between step lines"}}}
+JSON
+(cd "$scratch/empty" && "$bin" plan --report "$scratch/report.json" --total-steps 100000) >"$scratch/plan.log" 2>&1 ||
+  { cat "$scratch/plan.log"; fail "the packaged plan failed from an empty directory"; }
+grep -q "H100" "$scratch/plan.log" || { cat "$scratch/plan.log"; fail "the plan names no accelerator of the catalog"; }
+grep -q "step_seconds: measured: between step lines" "$scratch/plan.log" ||
+  { cat "$scratch/plan.log"; fail "the plan does not say where its step time came from"; }
+echo "deb_package: $(basename "$deb") (Depends: $depends): verify 0 on a checkpoint, 1 on a damaged one; plan finds its catalog"

@@ -1,4 +1,4 @@
-// `ckptcheck plan --report DRILL_REPORT.json --total-steps N [--catalog fixtures/hardware.yaml]
+// `ckptcheck plan --report DRILL_REPORT.json --total-steps N [--catalog FILE]
 //  [--mtbf-hours H] [--headroom F] [--margin F] [--<stage>-hours H ...] [--scaling PILOT_REPORT.json]
 //  [--min-scaling-efficiency F] [--json]`
 //
@@ -14,6 +14,7 @@
 #include "base/json_fields.h"
 #include "verifier/cli/commands.h"
 #include "verifier/plan/plan.h"
+#include "verifier/process/child_process.h"
 
 namespace ckpt {
 namespace {
@@ -29,7 +30,9 @@ class PlanCommand : public Command {
     sub->add_option("--total-steps", settings_.total_steps, "optimizer steps of the full run")
         ->required()
         ->check(CLI::PositiveNumber);
-    sub->add_option("--catalog", catalog_path_, "hardware catalog YAML")->capture_default_str();
+    sub->add_option("--catalog", catalog_path_,
+                    "hardware catalog YAML (default: <prefix>/share/ckptcheck/hardware.yaml beside the "
+                    "binary, else the source tree's fixtures/hardware.yaml)");
     sub->add_option("--mtbf-hours", settings_.mtbf_hours, "mean time between failures")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
@@ -63,6 +66,12 @@ class PlanCommand : public Command {
   }
 
   int run() override {
+    if (catalog_path_.empty()) {
+      auto exe = current_executable();
+      auto found = find_hardware_catalog(hardware_catalog_candidates(exe.is_ok() ? *exe : ""));
+      if (!found.is_ok()) return fail(Status::invalid_argument(found.status().message()));
+      catalog_path_ = *found;
+    }
     auto catalog = load_hardware_catalog(catalog_path_);
     if (!catalog.is_ok()) return fail(catalog.status());
     auto report = read_json_file(report_path_, kMaxReportBytes);
@@ -93,7 +102,7 @@ class PlanCommand : public Command {
   static int fail(const Status& status) { return report_failure("plan", status); }
 
   std::string report_path_;
-  std::string catalog_path_ = "fixtures/hardware.yaml";
+  std::string catalog_path_;  // "": found by find_hardware_catalog
   std::string scaling_path_;
   double min_efficiency_ = 0.7;
   PlanSettings settings_;

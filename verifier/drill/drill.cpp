@@ -28,6 +28,7 @@
 #include "shards/manifest.h"
 #include "verifier/drill/pilot_rules.h"
 #include "verifier/drill/program_contract.h"
+#include "verifier/drill/run_measurements.h"
 #include "verifier/drill/save_watch.h"
 #include "verifier/process/child_process.h"
 #include "verifier/process/slurm_launcher.h"
@@ -459,6 +460,7 @@ class ResumeDrill {
     CKPT_ASSIGN_OR_RETURN(reference_, start(run_of("reference", dir), dir, Shape::kSubject,
                                             built_in() ? std::vector<std::string>{"--measure-memory"}
                                                        : std::vector<std::string>{}));
+    reference_watch_ = std::make_unique<RunWatch>(reference_->local_pid(), dir + "/metrics.jsonl");
     return Status::ok();
   }
 
@@ -467,6 +469,7 @@ class ResumeDrill {
     phase("reference run");
     const std::string dir = work_ + "/reference";
     CKPT_RETURN_IF_ERROR(wait_ok(*reference_, "reference run", dir).status());
+    reference_timeline_ = reference_watch_->stop();
     reference_done_ = true;
     CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(dir + "/metrics.jsonl"));
     out_.reference_steps = log.steps;
@@ -735,8 +738,10 @@ class ResumeDrill {
     CKPT_RETURN_IF_ERROR(make_directory(dir + "/resumed"));
     CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child,
                           start(run, dir + "/resumed", Shape::kResumed, extra));
+    RunWatch watch(child->local_pid(), run.metrics);
     const ChildExit e =
         wait_training(*child, std::string("resumed run (") + kill_mode_name(mode) + ")", run.metrics);
+    if (e.ok()) resumed_timelines_.push_back(watch.stop());
     if (!e.ok()) {
       add_check({"resumed_run",
                  kill_mode_name(mode),
@@ -1013,6 +1018,9 @@ class ResumeDrill {
     if (control_) CKPT_RETURN_IF_ERROR(run_control());
     for (KillMode mode : o_.modes) CKPT_RETURN_IF_ERROR(run_mode(mode));
     CKPT_RETURN_IF_ERROR(finish_reference());
+    out_.measured =
+        outside_measurements({reference_timeline_, resumed_timelines_, component_bytes(reference_snapshot_),
+                              bytes_on_disk(reference_snapshot_.path), subject_world_size(o_)});
     return run_faults();
   }
 
@@ -1030,6 +1038,9 @@ class ResumeDrill {
   StateSnapshot reference_snapshot_;
   LoadedTensor reference_logits_;
   MetricsLog resumed_log_;
+  std::unique_ptr<RunWatch> reference_watch_;  // what the drill measures of the runs from outside
+  RunTimeline reference_timeline_;
+  std::vector<RunTimeline> resumed_timelines_;
   std::optional<CheckpointEvent> after_save_checkpoint_;
   std::map<std::string, double> series_envelope_, component_envelope_;
   long long phase_done_ = 0, phase_total_ = 1;

@@ -129,6 +129,8 @@ struct DrillOutcome {
   nlohmann::json reference_summary = nlohmann::json::object();
   std::vector<StepRecord> reference_steps;
   std::vector<FaultResult> faults;
+  // What the drill measured of the runs from outside, for any program (run_measurements.h).
+  nlohmann::json measured = nlohmann::json::object();
   bool built_in = true;
   bool bit_identical = false;
   double wall_seconds = 0;

@@ -96,12 +96,18 @@ std::string loss_chart(const nlohmann::json& losses) {
   return s.str();
 }
 
-void key_value_table(std::ostringstream& s, const nlohmann::json& obj, const char* id) {
+// With `sources` (a measurements table), a value that was not measured reads "not measured",
+// never 0 or a dash, and each row says where its value came from.
+void key_value_table(std::ostringstream& s, const nlohmann::json& obj, const char* id,
+                     const nlohmann::json* sources = nullptr) {
   s << "<table id=\"" << id << "\"><tbody>\n";
   if (obj.is_object())
     for (const auto& [k, v] : obj.items()) {
       if (v.is_object()) continue;
-      s << "<tr><th>" << html_escape(k) << "</th><td>" << html_escape(text_of(v)) << "</td></tr>\n";
+      const std::string value = sources && v.is_null() ? "not measured" : text_of(v);
+      s << "<tr><th>" << html_escape(k) << "</th><td>" << html_escape(value) << "</td>";
+      if (sources) s << "<td>" << html_escape(text_of(at(*sources, k.c_str()))) << "</td>";
+      s << "</tr>\n";
     }
   s << "</tbody></table>\n";
 }
@@ -171,9 +177,10 @@ std::string render_drill_html(const nlohmann::json& report) {
   s << "</tbody></table>\n";
   const auto& measurements = at(report, "measurements");
   s << "<h2>Timings (seconds unless named)</h2>\n";
-  key_value_table(s, at(measurements, "timings"), "timings");
+  const nlohmann::json& sources = at(measurements, "sources");
+  key_value_table(s, at(measurements, "timings"), "timings", &sources);
   s << "<h2>Memory (bytes)</h2>\n";
-  key_value_table(s, at(measurements, "memory"), "memory");
+  key_value_table(s, at(measurements, "memory"), "memory", &sources);
   s << "<h2>Drill</h2>\n";
   key_value_table(s, at(report, "drill"), "drill");
   s << "</body></html>\n";

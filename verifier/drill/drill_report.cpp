@@ -57,6 +57,31 @@ nlohmann::json timings_json(const DrillOutcome& o) {
           {"drill_wall_seconds", o.wall_seconds}};
 }
 
+// What the report's measurements hold and where each came from. The built-in workload measures
+// itself from inside (summary.json); any other program is measured by the drill from outside
+// (run_measurements.h), and its unmeasured values are null.
+nlohmann::json measurements_json(const DrillOutcome& o) {
+  if (!o.built_in && o.measured.is_object() && o.measured.contains("timings")) {
+    nlohmann::json m = o.measured;
+    m["timings"]["drill_wall_seconds"] = o.wall_seconds;
+    m["sources"]["drill_wall_seconds"] = "measured: the whole drill";
+    return m;
+  }
+  nlohmann::json m = {{"memory", memory_json(o)}, {"timings", timings_json(o)}, {"eval_every_steps", 0}};
+  nlohmann::json sources = nlohmann::json::object();
+  for (const char* table : {"memory", "timings"})
+    for (const auto& [key, value] : m[table].items())
+      if (value.is_number()) sources[key] = "measured: by the built-in workload";
+  sources["peak_rss_bytes"] = "measured: the reference's resident-set high-water mark over one full step";
+  for (const char* key : {"parameter_bytes", "gradient_bytes", "optimizer_state_bytes"})
+    sources[key] = "measured: computed from tensor storage sizes";
+  sources["activation_bytes_estimate"] = "derived: peak growth not explained by gradients";
+  sources["eval_every_steps"] = "measured: the config (0: no evaluation during training)";
+  m["sources"] = sources;
+  if (o.measured.is_object() && !o.measured.empty()) m["outside"] = o.measured;
+  return m;
+}
+
 // One entry per component, merged over the kill modes: the worst numbers, passed only if every
 // mode passed; the per-mode detail is under modes[].components.
 nlohmann::json merged_components(const DrillOutcome& o) {
@@ -123,35 +148,34 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
        "tensors exactly"},
       {"applied", options.tolerance.exact() ? "exact (bit-identical required)"
                                             : "tolerance (bit identity reported, not required)"}};
-  return {
-      {"verdict", o.verdict()},
-      {"exit_code", o.exit_code},
-      {"error", o.error},
-      {"failures", o.failures},
-      {"bit_identical", o.bit_identical},
-      {"tolerance", tolerance},
-      {"drill",
-       {{"save_at", o.save_at},
-        {"resume_steps", o.resume_steps},
-        {"kill", kill},
-        {"inject", options.inject},
-        {"shards", options.shards},
-        {"format", options.format},
-        {"work_dir", o.work_dir},
-        {"config_path", options.config_path},
-        {"program", o.built_in ? nlohmann::json("built-in") : nlohmann::json(options.command)},
-        {"control", options.control || changes_world_size(options)}}},
-      {"faults", faults},
-      {"checks", checks},
-      {"components", merged_components(o)},
-      {"modes", modes},
-      {"losses",
-       {{"reference", losses_json(o.reference_steps)},
-        {"resumed", o.modes.empty() ? nlohmann::json::array() : losses_json(o.modes[0].resumed_steps)},
-        {"resumed_by_mode", resumed_by_mode}}},
-      {"config", o.config},
-      {"pins", o.pins},
-      {"measurements", {{"memory", memory_json(o)}, {"timings", timings_json(o)}, {"eval_every_steps", 0}}}};
+  return {{"verdict", o.verdict()},
+          {"exit_code", o.exit_code},
+          {"error", o.error},
+          {"failures", o.failures},
+          {"bit_identical", o.bit_identical},
+          {"tolerance", tolerance},
+          {"drill",
+           {{"save_at", o.save_at},
+            {"resume_steps", o.resume_steps},
+            {"kill", kill},
+            {"inject", options.inject},
+            {"shards", options.shards},
+            {"format", options.format},
+            {"work_dir", o.work_dir},
+            {"config_path", options.config_path},
+            {"program", o.built_in ? nlohmann::json("built-in") : nlohmann::json(options.command)},
+            {"control", options.control || changes_world_size(options)}}},
+          {"faults", faults},
+          {"checks", checks},
+          {"components", merged_components(o)},
+          {"modes", modes},
+          {"losses",
+           {{"reference", losses_json(o.reference_steps)},
+            {"resumed", o.modes.empty() ? nlohmann::json::array() : losses_json(o.modes[0].resumed_steps)},
+            {"resumed_by_mode", resumed_by_mode}}},
+          {"config", o.config},
+          {"pins", o.pins},
+          {"measurements", measurements_json(o)}};
 }
 
 Status write_drill_report(const std::string& dir, const nlohmann::json& report) {

@@ -12,6 +12,19 @@
 //                         checkpoint is durable {"event": "checkpoint", "step": int, "path": P}
 //   CKPTCHECK_RESUME      unset on a fresh start; on a relaunch, the checkpoint to resume from
 //   CKPTCHECK_ROLE        reference | subject | resumed | control (for the program's logs only)
+// Optional fields of a step line, used by the drill's report and `plan` when present (shown as
+// reported by the program) and "not measured" when absent, never 0:
+//   tokens             tokens (or samples) this optimizer step consumed: tokens/s = tokens / step time
+//   peak_memory_bytes  peak memory of one full step including the optimizer step. On GPU: reset
+//                      the peak counter (torch.cuda.reset_peak_memory_stats), run one full step,
+//                      read torch.cuda.max_memory_allocated. On CPU: the process's VmHWM over the
+//                      step (reset first through /proc/self/clear_refs) less its VmRSS before the
+//                      model was built. Not compared between runs.
+//   data_wait_ms       time this step waited for its input batch (a timing: not compared)
+// Without any of them the drill still measures from outside: step time and the save stall from
+// when lines arrive, restore time from a relaunch to its first step, checkpoint bytes and bytes
+// per component, and the process tree's resident set sampled from /proc
+// (verifier/drill/run_measurements.h).
 // {ckpt_dir}, {steps}, {save_every}, {metrics} and {resume} in the program's arguments are
 // replaced by the same values, for programs configured by flags.
 #pragma once

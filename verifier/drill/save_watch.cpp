@@ -57,6 +57,7 @@ bool MetricsTail::poll_for_checkpoint(int64_t step, CheckpointEvent* found) {
     while ((end = partial_.find('\n', start)) != std::string::npos) {
       CheckpointEvent e;
       const std::string line = partial_.substr(start, end - start);
+      if (on_line_) on_line_(line);
       if (parse_event(line, &e)) {
         if (e.step == step && !seen) {
           *found = e;

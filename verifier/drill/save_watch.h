@@ -22,12 +22,15 @@ class MetricsTail {
   bool poll_for_checkpoint(int64_t step, CheckpointEvent* found);
   // The highest step of a step line read so far by poll_for_checkpoint; -1 before the first.
   int64_t last_step() const { return last_step_; }
+  // Called with every complete line as poll_for_checkpoint reads it (the drill's timeline of a run).
+  void set_line_observer(std::function<void(const std::string&)> observer) { on_line_ = std::move(observer); }
 
  private:
   std::string path_;
   int64_t last_step_ = -1;
   uint64_t offset_ = 0;
   std::string partial_;
+  std::function<void(const std::string&)> on_line_;
 };
 
 struct WatchOutcome {

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "base/file_io.h"
 
@@ -131,6 +132,22 @@ Result<HardwareCatalog> parse_hardware_catalog(const std::string& yaml_text, con
 Result<HardwareCatalog> load_hardware_catalog(const std::string& path) {
   CKPT_ASSIGN_OR_RETURN(std::string yaml_text, read_small_file(path, kMaxCatalogBytes));
   return parse_hardware_catalog(yaml_text, path);
+}
+
+std::vector<std::string> hardware_catalog_candidates(const std::string& executable) {
+  const std::filesystem::path bin = std::filesystem::path(executable).parent_path();
+  return {(bin / ".." / "share" / "ckptcheck" / "hardware.yaml").lexically_normal().string(),
+          (bin / ".." / "fixtures" / "hardware.yaml").lexically_normal().string(), "fixtures/hardware.yaml"};
+}
+
+Result<std::string> find_hardware_catalog(const std::vector<std::string>& candidates) {
+  std::string looked;
+  for (const auto& path : candidates) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) return path;
+    looked += (looked.empty() ? "" : ", ") + path;
+  }
+  return Status::not_found("no hardware catalog (looked at " + looked + "); pass --catalog FILE");
 }
 
 }  // namespace ckpt

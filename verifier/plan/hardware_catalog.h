@@ -50,4 +50,12 @@ struct HardwareCatalog {
 Result<HardwareCatalog> parse_hardware_catalog(const std::string& yaml_text, const std::string& where);
 Result<HardwareCatalog> load_hardware_catalog(const std::string& path);
 
+// Where `plan` looks for the catalog when --catalog is not given, in this order: the installed
+// copy beside the binary's prefix (<exe dir>/../share/ckptcheck/hardware.yaml, what the .deb
+// ships), the source tree of a build dir inside it (<exe dir>/../fixtures/hardware.yaml), and
+// fixtures/hardware.yaml under the working directory.
+std::vector<std::string> hardware_catalog_candidates(const std::string& executable);
+// The first candidate that is a regular file; kNotFound naming every place looked at.
+Result<std::string> find_hardware_catalog(const std::vector<std::string>& candidates);
+
 }  // namespace ckpt

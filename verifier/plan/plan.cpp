@@ -21,13 +21,41 @@ Result<double> non_negative(const nlohmann::json& obj, const char* key, const st
   return value;
 }
 
+// A field that must be present and may be null (not measured): nullopt then, and "not measured"
+// in sources. `optional` fields may be absent too (reports written before they existed).
+Result<std::optional<double>> measured(const nlohmann::json& obj, const char* key, const std::string& where,
+                                       DrillMeasurements* m, bool optional = false) {
+  if ((optional && !obj.contains(key)) || (obj.contains(key) && obj[key].is_null())) {
+    if (obj.contains(key)) m->sources[key] = "not measured";
+    return std::optional<double>();
+  }
+  CKPT_ASSIGN_OR_RETURN(double value, non_negative(obj, key, where));
+  if (!m->sources.count(key)) m->sources[key] = "measured";
+  return std::optional<double>(value);
+}
+
+Status read_sources(const nlohmann::json& measurements, DrillMeasurements* m) {
+  if (!measurements.contains("sources") || !measurements["sources"].is_object()) return Status::ok();
+  for (const auto& [key, source] : measurements["sources"].items())
+    if (source.is_string()) m->sources[key] = source.get<std::string>();
+  return Status::ok();
+}
+
 Status read_memory(const nlohmann::json& memory, const std::string& where, DrillMeasurements* m) {
-  CKPT_ASSIGN_OR_RETURN(m->peak_rss_bytes, non_negative(memory, "peak_rss_bytes", where));
-  CKPT_ASSIGN_OR_RETURN(m->parameter_bytes, non_negative(memory, "parameter_bytes", where));
-  CKPT_ASSIGN_OR_RETURN(m->gradient_bytes, non_negative(memory, "gradient_bytes", where));
-  CKPT_ASSIGN_OR_RETURN(m->optimizer_state_bytes, non_negative(memory, "optimizer_state_bytes", where));
-  CKPT_ASSIGN_OR_RETURN(m->activation_bytes_estimate,
-                        non_negative(memory, "activation_bytes_estimate", where));
+  CKPT_ASSIGN_OR_RETURN(auto peak_rss, measured(memory, "peak_rss_bytes", where, m));
+  m->peak_rss_bytes = peak_rss.value_or(0);
+  CKPT_ASSIGN_OR_RETURN(auto params, measured(memory, "parameter_bytes", where, m));
+  m->parameter_bytes = params.value_or(0);
+  CKPT_ASSIGN_OR_RETURN(auto grads, measured(memory, "gradient_bytes", where, m));
+  m->gradient_bytes = grads.value_or(0);
+  CKPT_ASSIGN_OR_RETURN(auto optimizer, measured(memory, "optimizer_state_bytes", where, m));
+  m->optimizer_state_bytes = optimizer.value_or(0);
+  CKPT_ASSIGN_OR_RETURN(auto activations, measured(memory, "activation_bytes_estimate", where, m));
+  m->activation_bytes_estimate = activations.value_or(0);
+  m->activation_measured = activations.has_value();
+  CKPT_ASSIGN_OR_RETURN(m->reported_peak_bytes, measured(memory, "peak_memory_bytes", where, m, true));
+  CKPT_ASSIGN_OR_RETURN(auto per_rank, measured(memory, "peak_rss_bytes_per_rank", where, m, true));
+  m->sampled_peak_bytes = per_rank ? per_rank : peak_rss;
   if (memory.contains("cuda") && !memory["cuda"].is_null()) {  // null on a CPU-only drill
     CKPT_ASSIGN_OR_RETURN(const nlohmann::json* cuda, json_object(memory, "cuda", where));
     CKPT_ASSIGN_OR_RETURN(m->cuda_max_reserved_bytes,
@@ -37,13 +65,23 @@ Status read_memory(const nlohmann::json& memory, const std::string& where, Drill
 }
 
 Status read_timings(const nlohmann::json& timings, const std::string& where, DrillMeasurements* m) {
-  CKPT_ASSIGN_OR_RETURN(m->step_seconds, non_negative(timings, "step_seconds_mean", where));
-  CKPT_ASSIGN_OR_RETURN(m->data_wait_seconds, non_negative(timings, "data_wait_seconds_mean", where));
-  CKPT_ASSIGN_OR_RETURN(m->eval_seconds, non_negative(timings, "eval_seconds", where));
-  CKPT_ASSIGN_OR_RETURN(m->checkpoint_save_seconds, non_negative(timings, "checkpoint_save_seconds", where));
-  CKPT_ASSIGN_OR_RETURN(m->checkpoint_bytes, non_negative(timings, "checkpoint_bytes", where));
-  CKPT_ASSIGN_OR_RETURN(m->restore_seconds, non_negative(timings, "restore_seconds", where));
-  CKPT_ASSIGN_OR_RETURN(m->tokens_per_second, non_negative(timings, "tokens_per_second", where));
+  const std::pair<const char*, double DrillMeasurements::*> fields[] = {
+      {"step_seconds_mean", &DrillMeasurements::step_seconds},
+      {"data_wait_seconds_mean", &DrillMeasurements::data_wait_seconds},
+      {"eval_seconds", &DrillMeasurements::eval_seconds},
+      {"checkpoint_save_seconds", &DrillMeasurements::checkpoint_save_seconds},
+      {"checkpoint_bytes", &DrillMeasurements::checkpoint_bytes},
+      {"restore_seconds", &DrillMeasurements::restore_seconds},
+      {"tokens_per_second", &DrillMeasurements::tokens_per_second}};
+  for (const auto& [key, field] : fields) {
+    CKPT_ASSIGN_OR_RETURN(auto value, measured(timings, key, where, m));
+    m->*field = value.value_or(0);
+  }
+  for (const char* key : {"step_seconds_mean", "checkpoint_save_seconds"})
+    if (m->sources[key] == "not measured")
+      return Status::invalid_argument(where + ": field '" + key +
+                                      "' is null: the drill did not measure it (did the program log at "
+                                      "least two steps and announce a checkpoint?)");
   // The Young/Daly interval divides by nothing, but a zero-cost checkpoint says the drill did not
   // measure one: refuse rather than plan "checkpoint continuously".
   if (m->checkpoint_save_seconds <= 0) {
@@ -65,10 +103,15 @@ Result<DrillMeasurements> read_measurements(const nlohmann::json& report, const 
   DrillMeasurements m;
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* measurements, json_object(report, "measurements", where));
   const std::string at = where + ": measurements";
+  CKPT_RETURN_IF_ERROR(read_sources(*measurements, &m));
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* memory, json_object(*measurements, "memory", at));
   CKPT_RETURN_IF_ERROR(read_memory(*memory, at + ".memory", &m));
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* timings, json_object(*measurements, "timings", at));
   CKPT_RETURN_IF_ERROR(read_timings(*timings, at + ".timings", &m));
+  if (measurements->contains("eval_every_steps") && (*measurements)["eval_every_steps"].is_null()) {
+    m.sources["eval_every_steps"] = "assumed: no evaluation during training (not measured)";
+    return m;
+  }
   CKPT_ASSIGN_OR_RETURN(m.eval_every_steps, json_int(*measurements, "eval_every_steps", at));
   if (m.eval_every_steps < 0) {
     return Status::invalid_argument(at + ": field 'eval_every_steps': expected >= 0, got " +
@@ -87,12 +130,35 @@ Result<DrillMeasurements> parse_drill_measurements(const nlohmann::json& report,
   return m;
 }
 
+namespace {
+
+std::string source_of(const DrillMeasurements& m, const char* key) {
+  auto it = m.sources.find(key);
+  return it == m.sources.end() ? "measured" : it->second;
+}
+
+}  // namespace
+
+PeakMemory peak_memory(const DrillMeasurements& m) {
+  if (m.cuda_max_reserved_bytes)
+    return {*m.cuda_max_reserved_bytes, "measured: cuda.max_memory_reserved_bytes"};
+  if (m.reported_peak_bytes)
+    return {*m.reported_peak_bytes, "reported by the program: peak_memory_bytes of one full step"};
+  if (m.activation_measured)
+    return {m.state_bytes() + m.activation_bytes_estimate,
+            "parameter+gradient+optimizer+activation estimate"};
+  if (m.sampled_peak_bytes)
+    return {*m.sampled_peak_bytes,
+            "measured: resident set per rank sampled from outside (host memory; includes the "
+            "interpreter and libraries)"};
+  return {m.state_bytes(), "assumed: parameter+gradient+optimizer bytes alone (no peak was measured)"};
+}
+
 MemoryFit fit_memory(const DrillMeasurements& m, const Accelerator& accelerator, double headroom,
                      int gpus_per_node) {
   MemoryFit fit;
   const double state = m.state_bytes();
-  fit.peak_bytes =
-      m.cuda_max_reserved_bytes ? *m.cuda_max_reserved_bytes : state + m.activation_bytes_estimate;
+  fit.peak_bytes = peak_memory(m).bytes;
   // What FSDP cannot shard: activations, temporaries and allocator slack, i.e. the peak less the state.
   const double non_state = std::max(0.0, fit.peak_bytes - state);
   const double scale = 1 + headroom;
@@ -130,6 +196,7 @@ RunTime estimate_run_time(const DrillMeasurements& m, int64_t total_steps, doubl
   run.checkpoints = static_cast<int64_t>(std::ceil(run.compute_seconds / run.interval_seconds));
   run.checkpoint_seconds = static_cast<double>(run.checkpoints) * c;
   run.rework_seconds = run.compute_seconds * run.interval_seconds / (2 * mtbf_seconds);
+  run.restart_seconds = run.compute_seconds / mtbf_seconds * m.restore_seconds;
   run.overhead_fraction = checkpoint_overhead_fraction(c, run.interval_seconds, mtbf_seconds);
   return run;
 }
@@ -140,9 +207,10 @@ PipelineBudget pipeline_budget(const PipelineHours& around, const RunTime& run) 
   budget.training_hours = hours(run.compute_seconds);
   budget.checkpoint_hours = hours(run.checkpoint_seconds);
   budget.rework_hours = hours(run.rework_seconds);
+  budget.restart_hours = hours(run.restart_seconds);
   budget.total_hours = around.download + around.preprocess + around.validation + around.export_model +
                        around.copy_out + budget.training_hours + budget.checkpoint_hours +
-                       budget.rework_hours;
+                       budget.rework_hours + budget.restart_hours;
   budget.useful_work_fraction = budget.total_hours > 0 ? budget.training_hours / budget.total_hours : 0;
   return budget;
 }
@@ -224,6 +292,34 @@ nlohmann::json scaling_json(const ScalingSettings& sc, const Accelerator& a, con
 
 }  // namespace
 
+namespace {
+
+// Every figure of a plan and where it came from.
+nlohmann::json plan_sources(const DrillMeasurements& m) {
+  auto state = [&m] {
+    std::string s;
+    for (const char* key : {"parameter_bytes", "gradient_bytes", "optimizer_state_bytes"})
+      s += (s.empty() ? "" : "; ") + std::string(key) + " " + source_of(m, key);
+    return s;
+  };
+  return {{"peak_memory", peak_memory(m).source},
+          {"state_bytes", state()},
+          {"step_seconds", source_of(m, "step_seconds_mean")},
+          {"data_wait_seconds", source_of(m, "data_wait_seconds_mean")},
+          {"eval", source_of(m, "eval_seconds") + "; every " + std::to_string(m.eval_every_steps) +
+                       " steps: " + source_of(m, "eval_every_steps")},
+          {"checkpoint_save_seconds", source_of(m, "checkpoint_save_seconds")},
+          {"checkpoint_bytes", source_of(m, "checkpoint_bytes")},
+          {"restore_seconds", source_of(m, "restore_seconds")},
+          {"tokens_per_second", source_of(m, "tokens_per_second")},
+          {"relative_speed", "assumed: the catalog's relative_speed of each accelerator"},
+          {"memory_capacity", "assumed: the catalog's memory_bytes and runtime_overhead_bytes"},
+          {"mtbf_hours", "assumed: --mtbf-hours"},
+          {"pipeline_hours", "assumed: the catalog's pipeline section or --<stage>-hours"}};
+}
+
+}  // namespace
+
 nlohmann::json make_plan(const DrillMeasurements& m, const HardwareCatalog& catalog,
                          const PlanSettings& settings) {
   const double mtbf_seconds = settings.mtbf_hours * kSecondsPerHour;
@@ -234,8 +330,8 @@ nlohmann::json make_plan(const DrillMeasurements& m, const HardwareCatalog& cata
         {"mtbf_hours", settings.mtbf_hours},
         {"headroom", settings.headroom},
         {"margin", settings.margin},
-        {"peak_source", m.cuda_max_reserved_bytes ? "cuda.max_memory_reserved_bytes"
-                                                  : "parameter+gradient+optimizer+activation estimate"}}},
+        {"peak_source", peak_memory(m).source}}},
+      {"sources", plan_sources(m)},
       {"checkpoint",
        {{"cost_seconds", m.checkpoint_save_seconds},
         {"bytes", m.checkpoint_bytes},
@@ -277,7 +373,8 @@ nlohmann::json make_plan(const DrillMeasurements& m, const HardwareCatalog& cata
           {"evaluations", run.evaluations},
           {"checkpoints", run.checkpoints},
           {"checkpoint_seconds", run.checkpoint_seconds},
-          {"rework_seconds", run.rework_seconds}}},
+          {"rework_seconds", run.rework_seconds},
+          {"restart_seconds", run.restart_seconds}}},
         {"budget_hours",
          {{"download", budget.around.download},
           {"preprocess", budget.around.preprocess},
@@ -285,6 +382,7 @@ nlohmann::json make_plan(const DrillMeasurements& m, const HardwareCatalog& cata
           {"training", budget.training_hours},
           {"checkpoints", budget.checkpoint_hours},
           {"rework", budget.rework_hours},
+          {"restarts", budget.restart_hours},
           {"export", budget.around.export_model},
           {"copy_out", budget.around.copy_out},
           {"total", budget.total_hours}}},
@@ -372,6 +470,9 @@ std::string plan_table(const nlohmann::json& plan) {
     if (!a["note"].get<std::string>().empty()) text += "  note: " + a["note"].get<std::string>() + "\n";
   }
   if (plan.contains("scaling")) text += scaling_table(plan);
+  text += "where the figures come from:\n";
+  for (const auto& [figure, source] : plan["sources"].items())
+    text += "  " + figure + ": " + source.get<std::string>() + "\n";
   text += "(" + plan["speed_note"].get<std::string>() + ")\n";
   return text;
 }

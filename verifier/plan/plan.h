@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -30,16 +31,36 @@ struct DrillMeasurements {
   double restore_seconds = 0;
   double tokens_per_second = 0;
   int64_t eval_every_steps = 0;  // 0: no evaluation during training
+  // A drill of any program (run_measurements.h) may give these instead of an activation estimate:
+  // the program's own peak of one full step, and the resident set sampled from outside, per rank.
+  std::optional<double> reported_peak_bytes;
+  std::optional<double> sampled_peak_bytes;
+  bool activation_measured = true;  // false: activation_bytes_estimate was null
+  // Where each figure came from, by report key: "measured: ...", "reported by the program: ...",
+  // "derived: ...", "assumed: ..." or "not measured" (then the figure is 0). A report without
+  // sources is the built-in workload's, which measures everything it reports.
+  std::map<std::string, std::string> sources;
 
   double state_bytes() const { return parameter_bytes + gradient_bytes + optimizer_state_bytes; }
 };
 
 // Reads report["measurements"]; a missing or mistyped field is kInvalidArgument naming its path
-// ("report.json: measurements.timings: missing field 'step_seconds_mean'").
+// ("report.json: measurements.timings: missing field 'step_seconds_mean'"). A field that is null
+// was not measured: 0 and "not measured" in sources, except the two a plan cannot do without
+// (step_seconds_mean, checkpoint_save_seconds), which are kInvalidArgument.
 Result<DrillMeasurements> parse_drill_measurements(const nlohmann::json& report, const std::string& where);
 
+// The peak memory of one replica and where it came from, in this order: CUDA max reserved, the
+// program's reported peak_memory_bytes, params+grads+optimizer+activation estimate (the built-in
+// workload), the resident set sampled from outside per rank, params+grads+optimizer alone.
+struct PeakMemory {
+  double bytes = 0;
+  std::string source;
+};
+PeakMemory peak_memory(const DrillMeasurements& m);
+
 struct MemoryFit {
-  double peak_bytes = 0;             // CUDA max reserved if measured, else params+grads+optimizer+activations
+  double peak_bytes = 0;             // peak_memory(m).bytes
   double replica_bytes = 0;          // (peak + runtime overhead) * (1 + headroom): one full replica
   bool replica_fits = false;         // single device, or DDP with a full replica per device
   int fsdp_devices = 0;              // smallest P in [2, gpus_per_node] whose shard fits; 0: none does
@@ -60,6 +81,7 @@ struct RunTime {
   int64_t checkpoints = 0;        // ceil(compute / interval): one at the end of every interval
   double checkpoint_seconds = 0;  // checkpoints * C (saving is I/O: not scaled by speed)
   double rework_seconds = 0;      // expected recomputation after failures: compute * interval / (2 MTBF)
+  double restart_seconds = 0;     // expected restores: compute / MTBF failures * restore_seconds
   double overhead_fraction = 0;
 };
 RunTime estimate_run_time(const DrillMeasurements& m, int64_t total_steps, double relative_speed,
@@ -70,6 +92,7 @@ struct PipelineBudget {
   double training_hours = 0;    // compute
   double checkpoint_hours = 0;  // checkpoint creation
   double rework_hours = 0;
+  double restart_hours = 0;
   double total_hours = 0;
   double useful_work_fraction = 0;  // training compute / total
 };

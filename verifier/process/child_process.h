@@ -65,6 +65,7 @@ class ChildProcess : public RunningProgram {
   const std::string& captured_stdout() const { return captured_; }
   const std::string& stderr_log() const { return stderr_log_; }
   bool running() const override { return pid_ > 0; }
+  pid_t local_pid() const override { return pid_; }
   std::string label() const override { return "pid " + std::to_string(pid_); }
 
  private:

@@ -3,6 +3,8 @@
 // and waits only use this, so every launcher gets the same kill points and deadlines.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <string>
 
@@ -22,6 +24,9 @@ class RunningProgram {
   // Reaps the run if it has ended, without blocking.
   virtual bool try_reap(ChildExit* exit) = 0;
   virtual bool running() const = 0;
+  // The process below which every rank runs on this machine (its memory can be sampled from
+  // /proc); -1 when the ranks run elsewhere (a Slurm step's tasks are children of slurmd).
+  virtual pid_t local_pid() const = 0;
   // What was started, for messages: "pid 1234", "Slurm step 12.3".
   virtual std::string label() const = 0;
 };

@@ -63,6 +63,7 @@ class SlurmStep : public RunningProgram {
   bool try_reap(ChildExit* exit) override;
   bool running() const override { return srun_.running(); }
   // "Slurm step 12.3" ("Slurm step ? of job 12" when it ended before Slurm listed it).
+  pid_t local_pid() const override { return -1; }  // the tasks run under slurmd, not below srun
   std::string label() const override;
 
   // "JOB.STEP", or "" when the step ended before Slurm listed it.

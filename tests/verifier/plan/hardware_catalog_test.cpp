@@ -46,5 +46,21 @@ TEST(HardwareCatalog, NamesTheBadKey) {
   EXPECT_FALSE(parse_hardware_catalog("- a list", "c.yaml").is_ok());
 }
 
+TEST(HardwareCatalog, FoundBesideTheBinaryThenTheSourceTreeThenTheWorkingDirectory) {
+  const auto candidates = hardware_catalog_candidates("/usr/bin/ckptcheck");
+  ASSERT_EQ(candidates.size(), 3u);
+  EXPECT_EQ(candidates[0], "/usr/share/ckptcheck/hardware.yaml");
+  EXPECT_EQ(candidates[1], "/usr/fixtures/hardware.yaml");
+  EXPECT_EQ(candidates[2], "fixtures/hardware.yaml");
+  const std::string shipped = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/hardware.yaml";
+  auto found = find_hardware_catalog({"/nonexistent/hardware.yaml", shipped});
+  ASSERT_TRUE(found.is_ok()) << found.status().to_string();
+  EXPECT_EQ(*found, shipped);
+  found = find_hardware_catalog({"/nonexistent/a.yaml", "/nonexistent/b.yaml"});
+  ASSERT_FALSE(found.is_ok());
+  EXPECT_NE(found.status().message().find("/nonexistent/a.yaml, /nonexistent/b.yaml"), std::string::npos);
+  EXPECT_NE(found.status().message().find("--catalog"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ckpt

@@ -183,5 +183,82 @@ TEST(Plan, ParsesADrillReportAndNamesWhatIsMissing) {
   EXPECT_FALSE(parse_drill_measurements(nlohmann::json::array(), "r.json").is_ok());
 }
 
+// What a drill of any program writes (run_measurements.h): nulls for what it did not measure, a
+// sampled RSS per rank instead of an activation estimate, and where each value came from.
+nlohmann::json outside_report() {
+  nlohmann::json r = drill_report();
+  auto& mem = r["measurements"]["memory"];
+  mem["activation_bytes_estimate"] = nullptr;
+  mem["rss_before_bytes"] = nullptr;
+  mem["peak_rss_bytes"] = 8e9;
+  mem["peak_rss_bytes_per_rank"] = 4e9;
+  auto& t = r["measurements"]["timings"];
+  t["data_wait_seconds_mean"] = nullptr;
+  t["eval_seconds"] = nullptr;
+  t["tokens_per_second"] = nullptr;
+  r["measurements"]["eval_every_steps"] = nullptr;
+  r["measurements"]["sources"] = {{"step_seconds_mean", "measured: between step lines"},
+                                  {"gradient_bytes", "assumed: = parameter_bytes"}};
+  return r;
+}
+
+TEST(Plan, NullIsNotMeasuredAndEveryFigureNamesItsSource) {
+  auto m = parse_drill_measurements(outside_report(), "r.json");
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_EQ(m->data_wait_seconds, 0);
+  EXPECT_EQ(m->eval_every_steps, 0);
+  EXPECT_EQ(m->sources.at("data_wait_seconds_mean"), "not measured");
+  EXPECT_EQ(m->sources.at("step_seconds_mean"), "measured: between step lines");
+  EXPECT_EQ(m->sources.at("restore_seconds"), "measured");  // a report without a source for it
+  // No activation estimate: the peak is the sampled resident set of one rank.
+  PeakMemory peak = peak_memory(*m);
+  EXPECT_EQ(peak.bytes, 4e9);
+  EXPECT_EQ(peak.source.rfind("measured: resident set per rank sampled", 0), 0u) << peak.source;
+  // The program's own peak of one full step wins over the sampled one.
+  nlohmann::json reported = outside_report();
+  reported["measurements"]["memory"]["peak_memory_bytes"] = 3e9;
+  m = parse_drill_measurements(reported, "r.json");
+  ASSERT_TRUE(m.is_ok());
+  peak = peak_memory(*m);
+  EXPECT_EQ(peak.bytes, 3e9);
+  EXPECT_EQ(peak.source.rfind("reported by the program", 0), 0u) << peak.source;
+
+  HardwareCatalog catalog;
+  catalog.accelerators.push_back(Accelerator{"X", 80e9, 1e9, 1, 2, 0, ""});
+  catalog.reservations = pass_and_month();
+  PlanSettings settings;
+  settings.total_steps = 1000;
+  const nlohmann::json plan = make_plan(*m, catalog, settings);
+  EXPECT_EQ(plan["sources"]["peak_memory"], peak.source);
+  EXPECT_EQ(plan["sources"]["data_wait_seconds"], "not measured");
+  EXPECT_EQ(plan["sources"]["relative_speed"].get<std::string>().rfind("assumed", 0), 0u);
+  EXPECT_NE(plan_table(plan).find("where the figures come from:"), std::string::npos);
+}
+
+TEST(Plan, StepAndSaveTimeMustBeMeasured) {
+  for (const char* key : {"step_seconds_mean", "checkpoint_save_seconds"}) {
+    nlohmann::json r = outside_report();
+    r["measurements"]["timings"][key] = nullptr;
+    auto m = parse_drill_measurements(r, "r.json");
+    ASSERT_FALSE(m.is_ok()) << key;
+    EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(m.status().message().find(std::string("'") + key + "' is null"), std::string::npos)
+        << m.status().message();
+  }
+}
+
+TEST(Plan, RestoresAfterFailuresAreBudgeted) {
+  // 86400 one-second steps with MTBF 1 day: one expected failure, so one 600 s restore.
+  DrillMeasurements m = one_second_steps();
+  m.restore_seconds = 600;
+  const RunTime run = estimate_run_time(m, 86400, 1.0, kDay);
+  EXPECT_NEAR(run.restart_seconds, 600, 1e-9);
+  const PipelineBudget with = pipeline_budget(forty_hours(), run);
+  const PipelineBudget without =
+      pipeline_budget(forty_hours(), estimate_run_time(one_second_steps(), 86400, 1.0, kDay));
+  EXPECT_NEAR(with.restart_hours, 600.0 / 3600, 1e-12);
+  EXPECT_NEAR(with.total_hours - without.total_hours, 600.0 / 3600, 1e-12);
+}
+
 }  // namespace
 }  // namespace ckpt
