@@ -1,8 +1,8 @@
 // The drill and the launcher under a real Slurm (two slurmd nodes on this machine, started by the
 // slurm_cluster ctest fixture): every run a job step, the kill a `scancel --signal=KILL` of the
-// step, a 2-node run resumed on 1 node, the example's two resume bugs caught, the drill inside an
-// sbatch allocation, and an allocation that cannot be granted reported instead of waited for.
-// After every drill no process of it is left and no job of it is still queued.
+// step, a 2-node run resumed on 1 node, the example's two resume bugs caught, the example sbatch
+// script's drill inside its allocation, and an allocation that cannot be granted reported instead of waited
+// for. After every drill no process of it is left and no job of it is still queued.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -86,11 +86,15 @@ TEST_F(Slurm, EachResumeBugOfTheExampleFailsTheDrill) {
   }
 }
 
-TEST_F(Slurm, InsideAnSbatchAllocationTheDrillRunsItsStepsThere) {
+TEST_F(Slurm, TheExampleSbatchScriptDrillsInsideItsOwnAllocation) {
+  // examples/slurm/drill.sbatch as the README gives it, with two ranks per node; the drill runs its
+  // steps in the batch job's allocation instead of taking one.
   const std::string log = work_ / "sbatch.out";
-  const CommandResult r =
-      run_command("sbatch --wait --nodes=2 --job-name=ckptcheck-sbatch-test --output=" + log + " --wrap '" +
-                  drill_command("--nodes 2 --ntasks-per-node 2") + "' 2>&1");
+  const CommandResult r = run_command("cd " + std::string(CKPTCHECK_SOURCE_DIR) +
+                                      " && sbatch --wait --nodes=2 --ntasks-per-node=2 --output=" + log +
+                                      " --export=ALL,CKPTCHECK=" + CKPTCHECK_BIN +
+                                      ",WORK_DIR=" + work_.path() + ",REPORT_DIR=" + work_.path() +
+                                      "/report,SAVE_AT=4,KILL=after-save examples/slurm/drill.sbatch 2>&1");
   const std::string out = slurp(log);
   ASSERT_EQ(r.exit_code, 0) << r.output << out;
   EXPECT_NE(out.find("subject and reference 4 rank(s), resumed 4 rank(s) through Slurm (job "),
@@ -98,6 +102,7 @@ TEST_F(Slurm, InsideAnSbatchAllocationTheDrillRunsItsStepsThere) {
       << out;
   EXPECT_EQ(out.find("allocated by the drill"), std::string::npos) << out;
   EXPECT_NE(out.find("PASS: "), std::string::npos) << out;
+  EXPECT_EQ(::access((work_.path() + "/report/report.json").c_str(), R_OK), 0) << out;
 }
 
 TEST_F(Slurm, AnAllocationThatStaysPendingIsAClearErrorNotAHang) {
