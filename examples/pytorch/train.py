@@ -20,6 +20,8 @@ GPU it would be torch.cuda.max_memory_allocated after torch.cuda.reset_peak_memo
   forget-optimizer, forget-scheduler, forget-rng, forget-data-position, forget-scaler.
 """
 import argparse
+import shutil
+import time
 import json
 import math
 import os
@@ -127,6 +129,19 @@ def save(ckpt_dir, step, state, single_file):
     return final
 
 
+def retain(ckpt_dir, keep):
+    """Deletes all but the newest `keep` checkpoints (after the new one is durable)."""
+    steps = sorted(int(n.split("_")[1].split(".")[0]) for n in os.listdir(ckpt_dir)
+                   if n.startswith("step_") and not n.endswith(".tmp"))
+    for old in steps[:-keep]:
+        for name in ("step_%d" % old, "step_%d.pt" % old):
+            path = os.path.join(ckpt_dir, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
+
+
 def load(path):
     if os.path.isfile(path):
         return torch.load(path)
@@ -138,6 +153,10 @@ def main():
     parser.add_argument("--single-file", action="store_true", help="one .pt per checkpoint")
     parser.add_argument("--bug", choices=BUGS, help="introduce a classic resume bug")
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--keep-last", type=int, default=0,
+                        help="retention, as long runs do: after each save delete all but the newest N checkpoints")
+    parser.add_argument("--step-sleep", type=float, default=0.0,
+                        help="seconds to sleep per step (a slower run, for drilling it while it trains)")
     args = parser.parse_args()
     ckpt_dir = os.environ["CKPTCHECK_CKPT_DIR"]
     steps = int(os.environ["CKPTCHECK_STEPS"])
@@ -174,6 +193,8 @@ def main():
     model.train()
     first_step = True
     while step < steps:
+        if args.step_sleep > 0:
+            time.sleep(args.step_sleep)
         if first_step:
             reset_peak_rss()
         x, y = data.next_batch()
@@ -198,6 +219,8 @@ def main():
                      "rng": {"cpu": torch.get_rng_state()}, "data": data.state_dict(),
                      "progress": {"step": step}}
             path = save(ckpt_dir, step, state, args.single_file)
+            if args.keep_last > 0:
+                retain(ckpt_dir, args.keep_last)
             log(metrics, {"event": "checkpoint", "step": step, "path": path})
 
 

@@ -68,7 +68,9 @@ for s in socks: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in socks])
 PY
 )"
-resv_lo=$(( 20000 + (ctld_port % 200) * 100 ))
+# The reserved range lies below the kernel's ephemeral ports (ip_local_port_range starts at 32768
+# by default), where no client socket of another test can be holding one of them.
+resv_lo=$(( 10000 + (ctld_port % 220) * 100 ))
 resv_hi=$(( resv_lo + 99 ))
 
 head -c 1024 /dev/urandom >"$dir/munge-key/munge.key"

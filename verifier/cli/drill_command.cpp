@@ -1,11 +1,14 @@
 // `ckptcheck drill`: the kill-and-relaunch restore drill (verifier/drill.h) and its reports.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <ctime>
 #include <sstream>
 
 #include "base/progress.h"
 #include "verifier/cli/commands.h"
 #include "verifier/drill/drill.h"
+#include "verifier/drill/drill_history.h"
+#include "verifier/drill/drill_junit.h"
 #include "verifier/drill/drill_report.h"
 
 namespace ckpt {
@@ -78,6 +81,18 @@ class DrillCommand : public Command {
                     "a resumed value passes within this multiple of the run-to-run envelope")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    sub->add_option(
+        "--live", o_.live_metrics,
+        "drill a live (or finished) run: its contract log RUN_METRICS.jsonl is the golden values; "
+        "resume -- PROGRAM from its newest checkpoint still on disk");
+    sub->add_option("--checkpoint", o_.live_checkpoint, "--live: resume from this announced checkpoint");
+    sub->add_option("--wait-timeout", o_.wait_timeout_seconds,
+                    "--live: seconds to wait for the live run to reach step N+K")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--junit", junit_path_, "write a JUnit XML file: one testcase per check");
+    sub->add_option("--history", history_path_,
+                    "append one JSON line per drill to this file; report.html then charts the trend");
     sub->add_flag("--json", json_, "print report.json to stdout");
     // Everything after `--` is the program to drill (CLI11 treats it as positionals).
     sub->add_option("command", o_.command, "the training program and its arguments, after --");
@@ -90,6 +105,10 @@ class DrillCommand : public Command {
   }
 
   int run() override {
+    if (!o_.live_checkpoint.empty() && o_.live_metrics.empty()) {
+      std::fprintf(stderr, "ckptcheck drill: --checkpoint needs --live RUN_METRICS\n");
+      return kExitUsage;
+    }
     if (o_.command.empty() == o_.config_path.empty()) {
       std::fprintf(stderr,
                    "ckptcheck drill: give either --config F (the built-in workload) or -- COMMAND ARGS "
@@ -110,7 +129,25 @@ class DrillCommand : public Command {
     }
     Progress progress;
     const DrillOutcome outcome = run_resume_drill(o_, &progress);
-    const nlohmann::json report = drill_report_json(outcome, o_);
+    nlohmann::json report = drill_report_json(outcome, o_);
+    if (!history_path_.empty()) {
+      auto past = read_drill_history(history_path_);
+      const nlohmann::json entry = drill_history_entry(report, std::time(nullptr));
+      Status appended = past.is_ok() ? append_drill_history(history_path_, entry) : past.status();
+      if (!appended.is_ok()) {
+        std::fprintf(stderr, "ckptcheck drill: --history: %s\n", appended.to_string().c_str());
+        return kExitUsage;
+      }
+      past->push_back(entry);
+      report["history"] = *past;
+    }
+    if (!junit_path_.empty()) {
+      Status written = write_drill_junit(junit_path_, report);
+      if (!written.is_ok()) {
+        std::fprintf(stderr, "ckptcheck drill: --junit: %s\n", written.to_string().c_str());
+        return kExitUsage;
+      }
+    }
     if (!report_dir_.empty()) {
       Status written = write_drill_report(report_dir_, report);
       if (!written.is_ok()) {
@@ -133,14 +170,20 @@ class DrillCommand : public Command {
 
  private:
   void print_summary(const DrillOutcome& o) const {
-    std::printf("drill %s: N=%lld K=%lld kill=%s%s%s, %.1f s\n", o.verdict().c_str(),
-                static_cast<long long>(o.save_at), static_cast<long long>(o.resume_steps), kill_.c_str(),
-                o_.inject.empty() ? "" : " inject=", o_.inject.c_str(), o.wall_seconds);
+    if (o.drill_mode == "live")
+      std::printf("drill %s (live run %s): N=%lld K=%lld, %.1f s\n", o.verdict().c_str(),
+                  o_.live_metrics.c_str(), static_cast<long long>(o.save_at),
+                  static_cast<long long>(o.resume_steps), o.wall_seconds);
+    else
+      std::printf("drill %s: N=%lld K=%lld kill=%s%s%s, %.1f s\n", o.verdict().c_str(),
+                  static_cast<long long>(o.save_at), static_cast<long long>(o.resume_steps), kill_.c_str(),
+                  o_.inject.empty() ? "" : " inject=", o_.inject.c_str(), o.wall_seconds);
     for (const auto& c : o.checks)
       std::printf("  %-4s %-28s %-12s %s\n", c.passed ? "ok" : "FAIL", c.name.c_str(), c.mode.c_str(),
                   c.detail.c_str());
     if (o.exit_code == 0)
-      std::printf("PASS: resumed runs match the reference %s\n",
+      std::printf("PASS: resumed runs match %s %s\n",
+                  o.drill_mode == "live" ? "the live run" : "the reference",
                   o.bit_identical ? "bit for bit" : "within tolerance (not bit-identical)");
     if (!report_dir_.empty()) std::printf("report: %s/report.html\n", report_dir_.c_str());
     if (!o.work_dir.empty()) std::printf("work dir: %s\n", o.work_dir.c_str());
@@ -156,7 +199,7 @@ class DrillCommand : public Command {
   DrillOptions o_;
   std::string slurm_args_;
   std::string kill_ = "after-save";
-  std::string report_dir_;
+  std::string report_dir_, junit_path_, history_path_;
   bool json_ = false;
 };
 

@@ -77,6 +77,12 @@ struct DrillOptions {
   // when the world size changes.
   bool control = false;
   double control_multiple = 4;
+  // --live RUN_METRICS: the golden values are a live (or finished) run's own contract log and
+  // checkpoints, not a reference run (live_drill.h). K = resume_steps (default: the run's save
+  // interval); the checkpoint is the newest announced one still on disk, or live_checkpoint.
+  std::string live_metrics;
+  std::string live_checkpoint;
+  double wait_timeout_seconds = 3600;  // how long the drill waits for the live run to reach N+K
 };
 
 // The tolerance a drill across world sizes defaults to: reductions run in another order there,
@@ -132,13 +138,16 @@ struct DrillOutcome {
   // What the drill measured of the runs from outside, for any program (run_measurements.h).
   nlohmann::json measured = nlohmann::json::object();
   bool built_in = true;
+  std::string drill_mode = "scratch";              // "scratch" (a reference run) | "live" (a live run's log)
+  nlohmann::json live = nlohmann::json::object();  // live: the run, its checkpoint, the snapshot
   bool bit_identical = false;
   double wall_seconds = 0;
   std::string work_dir;
   std::string verdict() const { return exit_code == 0 ? "pass" : exit_code == 1 ? "fail" : "error"; }
 };
 
-// Runs the whole drill. Never throws and never hangs: every child has a deadline.
+// Runs the whole drill (the live drill when options.live_metrics is set). Never throws and never
+// hangs: every child has a deadline.
 DrillOutcome run_resume_drill(const DrillOptions& options, Progress* progress = nullptr);
 
 }  // namespace ckpt

@@ -96,6 +96,60 @@ std::string loss_chart(const nlohmann::json& losses) {
   return s.str();
 }
 
+// One small chart per series of the drill history (report["history"], oldest first): the value of
+// `key` per drill as a polyline with dots; a drill that did not measure it leaves a gap.
+std::string trend_chart(const nlohmann::json& history, const char* key, const std::string& title) {
+  constexpr int w = 720, h = 160, pad = 40;
+  std::vector<std::pair<size_t, double>> points;
+  for (size_t i = 0; i < history.size(); ++i)
+    if (at(history[i], key).is_number()) points.emplace_back(i, history[i][key].get<double>());
+  std::ostringstream s;
+  s << "<h3>" << html_escape(title)
+    << "</h3>\n<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"trend\" id=\"trend-" << key << "\" width=\""
+    << w << "\" height=\"" << h << "\">\n";
+  s << "<line class=\"axis\" x1=\"" << pad << "\" y1=\"" << h - pad / 2 << "\" x2=\"" << w - 10 << "\" y2=\""
+    << h - pad / 2 << "\"/>\n";
+  if (points.empty()) {
+    s << "<text x=\"" << pad << "\" y=\"" << h / 2 << "\">not measured in any drill</text>\n</svg>\n";
+    return s.str();
+  }
+  double lo = points[0].second, hi = lo;
+  for (const auto& p : points) lo = std::min(lo, p.second), hi = std::max(hi, p.second);
+  if (hi <= lo) hi = lo + (lo == 0 ? 1 : std::fabs(lo) * 0.1);
+  const double n = std::max<double>(1, static_cast<double>(history.size() - 1));
+  auto x = [&](size_t i) { return pad + (w - pad - 20) * (static_cast<double>(i) / n); };
+  auto y = [&](double v) { return (h - pad / 2) - (h - pad) * ((v - lo) / (hi - lo)); };
+  s << "<polyline fill=\"none\" class=\"curve-reference\" points=\"";
+  for (const auto& p : points) s << x(p.first) << "," << y(p.second) << " ";
+  s << "\"/>\n";
+  for (const auto& p : points)
+    s << "<circle cx=\"" << x(p.first) << "\" cy=\"" << y(p.second) << "\" r=\"3\"><title>"
+      << html_escape(text_of(at(history[p.first], "time"))) << ": "
+      << html_escape(text_of(history[p.first][key])) << "</title></circle>\n";
+  s << "<text x=\"2\" y=\"" << y(hi) + 4 << "\">" << html_escape(text_of(nlohmann::json(hi))) << "</text>\n";
+  s << "<text x=\"2\" y=\"" << y(lo) + 4 << "\">" << html_escape(text_of(nlohmann::json(lo))) << "</text>\n";
+  s << "</svg>\n";
+  return s.str();
+}
+
+// The verdict of every drill of the history, oldest first: one square each.
+std::string verdict_strip(const nlohmann::json& history) {
+  std::ostringstream s;
+  const int w = 16 * static_cast<int>(history.size()) + 8;
+  s << "<h3>Verdicts</h3>\n<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"trend\" id=\"trend-verdicts\" "
+       "width=\""
+    << w << "\" height=\"24\">\n";
+  for (size_t i = 0; i < history.size(); ++i) {
+    const std::string v = text_of(at(history[i], "verdict"));
+    const char* color = v == "pass" ? "#2a9d4a" : v == "fail" ? "#c62828" : "#e0a01a";
+    s << "<rect x=\"" << 4 + 16 * i << "\" y=\"4\" width=\"12\" height=\"16\" fill=\"" << color
+      << "\" class=\"verdict-" << html_escape(v) << "\"><title>"
+      << html_escape(text_of(at(history[i], "time"))) << ": " << html_escape(v) << "</title></rect>\n";
+  }
+  s << "</svg>\n";
+  return s.str();
+}
+
 // With `sources` (a measurements table), a value that was not measured reads "not measured",
 // never 0 or a dash, and each row says where its value came from.
 void key_value_table(std::ostringstream& s, const nlohmann::json& obj, const char* id,
@@ -175,6 +229,13 @@ std::string render_drill_html(const nlohmann::json& report) {
         << "</td><td>" << html_escape(text_of(at(c, "detail"))) << "</td></tr>\n";
     }
   s << "</tbody></table>\n";
+  const auto& history = at(report, "history");
+  if (history.is_array() && !history.empty()) {
+    s << "<h2 id=\"history\">Trend over " << history.size() << " drill(s)</h2>\n"
+      << verdict_strip(history) << trend_chart(history, "restore_seconds", "Restore time (seconds)")
+      << trend_chart(history, "checkpoint_bytes", "Checkpoint size (bytes)")
+      << trend_chart(history, "snapshot_seconds", "Snapshot time (seconds, live drills)");
+  }
   const auto& measurements = at(report, "measurements");
   s << "<h2>Timings (seconds unless named)</h2>\n";
   const nlohmann::json& sources = at(measurements, "sources");

@@ -155,7 +155,8 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
           {"bit_identical", o.bit_identical},
           {"tolerance", tolerance},
           {"drill",
-           {{"save_at", o.save_at},
+           {{"mode", o.drill_mode},
+            {"save_at", o.save_at},
             {"resume_steps", o.resume_steps},
             {"kill", kill},
             {"inject", options.inject},
@@ -173,6 +174,7 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
            {{"reference", losses_json(o.reference_steps)},
             {"resumed", o.modes.empty() ? nlohmann::json::array() : losses_json(o.modes[0].resumed_steps)},
             {"resumed_by_mode", resumed_by_mode}}},
+          {"live", o.live},
           {"config", o.config},
           {"pins", o.pins},
           {"measurements", measurements_json(o)}};

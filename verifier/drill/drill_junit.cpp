@@ -1,0 +1,98 @@
+#include "verifier/drill/drill_junit.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "base/file_io.h"
+
+namespace ckpt {
+
+namespace {
+
+// XML 1.0 text and attribute values: the five escapes, and control characters (which XML 1.0
+// cannot carry at all) as '?', so a program's stderr in a message never breaks the file.
+std::string xml_escape(const std::string& in) {
+  std::string out;
+  out.reserve(in.size());
+  for (const char ch : in) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c < 0x20 && ch != '\n' && ch != '\t' ? '?' : ch;
+    }
+  }
+  return out;
+}
+
+std::string string_at(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+}
+
+}  // namespace
+
+std::string drill_junit_xml(const nlohmann::json& report) {
+  const nlohmann::json checks = report.contains("checks") && report["checks"].is_array() ? report["checks"]
+                                                                                         : nlohmann::json::array();
+  const std::string error = string_at(report, "error");
+  const bool errored = report.value("exit_code", 0) == 2;
+  size_t failures = 0;
+  for (const auto& c : checks) failures += c.value("passed", true) ? 0 : 1;
+  const size_t tests = checks.size() + (errored ? 1 : 0);
+  double seconds = 0;
+  if (report.contains("measurements") && report["measurements"].is_object()) {
+    const auto& t = report["measurements"].value("timings", nlohmann::json::object());
+    if (t.contains("drill_wall_seconds") && t["drill_wall_seconds"].is_number()) seconds = t["drill_wall_seconds"];
+  }
+  const nlohmann::json drill =
+      report.contains("drill") && report["drill"].is_object() ? report["drill"] : nlohmann::json::object();
+  const bool live = string_at(drill, "mode") == "live";
+  const std::string suite = live ? "ckptcheck.drill.live" : "ckptcheck.drill";
+  char time[32];
+  std::snprintf(time, sizeof time, "%.3f", seconds);
+  std::ostringstream x;
+  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x << "<testsuites name=\"ckptcheck drill\" tests=\"" << tests << "\" failures=\"" << failures << "\" errors=\""
+    << (errored ? 1 : 0) << "\" time=\"" << time << "\">\n";
+  x << "  <testsuite name=\"" << suite << "\" tests=\"" << tests << "\" failures=\"" << failures << "\" errors=\""
+    << (errored ? 1 : 0) << "\" skipped=\"0\" time=\"" << time << "\">\n";
+  x << "    <properties>\n";
+  x << "      <property name=\"verdict\" value=\"" << xml_escape(string_at(report, "verdict")) << "\"/>\n";
+  for (const char* key : {"mode", "save_at", "resume_steps", "kill"})
+    if (drill.contains(key) && !(live && std::string(key) == "kill"))
+      x << "      <property name=\"" << key << "\" value=\""
+        << xml_escape(drill[key].is_string() ? drill[key].get<std::string>() : drill[key].dump()) << "\"/>\n";
+  x << "    </properties>\n";
+  for (const auto& c : checks) {
+    const std::string mode = string_at(c, "mode");
+    x << "    <testcase classname=\"ckptcheck.drill" << (mode.empty() ? "" : "." + xml_escape(mode)) << "\" name=\""
+      << xml_escape(string_at(c, "name")) << "\" time=\"0\"";
+    if (c.value("passed", true)) {
+      x << "/>\n";
+      continue;
+    }
+    std::string message = string_at(c, "detail");
+    // final_state says how many components diverged; the failure says which, and how.
+    if (c.contains("numbers") && c["numbers"].is_object() && c["numbers"].contains("diverged") &&
+        c["numbers"]["diverged"].is_array())
+      for (const auto& d : c["numbers"]["diverged"])
+        if (d.is_string()) message += "\n" + d.get<std::string>();
+    const std::string first_line = message.substr(0, message.find('\n'));
+    x << ">\n      <failure message=\"" << xml_escape(first_line) << "\" type=\"" << xml_escape(string_at(c, "name"))
+      << "\">" << xml_escape(message) << "</failure>\n    </testcase>\n";
+  }
+  if (errored)
+    x << "    <testcase classname=\"ckptcheck.drill\" name=\"drill\" time=\"" << time << "\">\n      <error message=\""
+      << xml_escape(error) << "\" type=\"error\">" << xml_escape(error) << "</error>\n    </testcase>\n";
+  x << "  </testsuite>\n</testsuites>\n";
+  return x.str();
+}
+
+Status write_drill_junit(const std::string& path, const nlohmann::json& report) {
+  return write_file_atomically(path, drill_junit_xml(report));
+}
+
+}  // namespace ckpt

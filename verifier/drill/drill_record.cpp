@@ -1,0 +1,27 @@
+#include "verifier/drill/drill_record.h"
+
+#include "base/progress.h"
+
+namespace ckpt {
+
+std::string mode_suffix(const std::string& mode) {
+  if (mode.empty()) return "";
+  if (mode == "live") return " (live)";
+  return " (" + mode + " kill)";
+}
+
+void DrillRecord::phase(const std::string& what) {
+  ++phases_done;
+  if (progress) progress->update("drill: " + what, phases_done, phases_total);
+}
+
+void DrillRecord::add_check(DrillCheck check, const std::string& failure) {
+  if (!check.passed) fail(failure.empty() ? check.name + ": " + check.detail : failure, check.mode);
+  out.checks.push_back(std::move(check));
+}
+
+void DrillRecord::fail(const std::string& message, const std::string& mode) {
+  out.failures.push_back(message + mode_suffix(mode));
+}
+
+}  // namespace ckpt

@@ -1,0 +1,437 @@
+#include "verifier/drill/live_drill.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "base/file_io.h"
+#include "base/progress.h"
+#include "base/seconds_since.h"
+#include "verifier/drill/checkpoint_checks.h"
+#include "verifier/drill/drill_record.h"
+#include "verifier/drill/fault_drill.h"
+#include "verifier/drill/live_snapshot.h"
+#include "verifier/drill/program_launcher.h"
+#include "verifier/drill/resume_comparison.h"
+#include "verifier/drill/run_measurements.h"
+#include "verifier/process/child_process.h"
+
+namespace ckpt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kLivePollSeconds = 0.5;
+// After the live run logged step N+K: how long to wait for its checkpoint event of that step.
+constexpr double kFinalCheckpointGraceSeconds = 60;
+
+bool same_path(const std::string& a, const std::string& b) {
+  std::error_code ea, eb;
+  const fs::path x = fs::weakly_canonical(a, ea), y = fs::weakly_canonical(b, eb);
+  return !ea && !eb ? x == y : fs::path(a).lexically_normal() == fs::path(b).lexically_normal();
+}
+
+int64_t last_step(const MetricsLog& log) {
+  int64_t last = -1;
+  for (const auto& s : log.steps) last = std::max(last, s.step);
+  return last;
+}
+
+class LiveDrill {
+ public:
+  LiveDrill(const DrillOptions& options, Progress* progress) : o_(options) { record_.progress = progress; }
+
+  DrillOutcome run() {
+    const auto start = std::chrono::steady_clock::now();
+    Status s;
+    try {
+      s = run_all();
+    } catch (const std::exception& e) {  // a malformed log or child output must not crash the drill
+      s = Status::io_error(std::string("drill --live: ") + e.what());
+    }
+    for (auto& r : runs_)
+      if (r) r->kill_and_reap();
+    DrillOutcome& out = record_.out;
+    out.exit_code = !s.is_ok() ? 2 : out.failures.empty() ? 0 : 1;
+    if (!s.is_ok()) out.error = s.message();
+    out.bit_identical = out.exit_code == 0 && identical_;
+    out.wall_seconds = seconds_since(start);
+    if (record_.progress) record_.progress->finish();
+    return std::move(out);
+  }
+
+ private:
+  Status validate() const {
+    if (o_.command.empty())
+      return Status::invalid_argument("drill --live needs -- PROGRAM: the program the live run runs, to resume it");
+    if (!o_.config_path.empty() || !o_.inject.empty())
+      return Status::invalid_argument("--config and --inject drive the built-in workload; --live resumes -- PROGRAM");
+    if (o_.save_at >= 0)
+      return Status::invalid_argument("--save-at does not apply to --live (the live run chose its checkpoints): "
+                                      "give --checkpoint PATH");
+    if (o_.modes.size() != 1 || o_.modes[0] != KillMode::kAfterSave)
+      return Status::invalid_argument("--kill does not apply to --live: the live run is never killed");
+    if (o_.resume_nproc > 0 || o_.resume_nodes > 0)
+      return Status::invalid_argument(
+          "--resume-nproc and --resume-nodes do not apply to --live: --nproc-per-node (and --nodes) are the "
+          "resumed run's");
+    for (const auto& f : o_.faults)
+      if (!is_known_fault(f))
+        return Status::invalid_argument("--faults: unknown fault '" + f + "' (truncate, bitflip, drop-file, stale-file)");
+    return check_launcher_options(o_);
+  }
+
+  Status setup() {
+    CKPT_RETURN_IF_ERROR(validate());
+    DrillOutcome& out = record_.out;
+    out.built_in = false;
+    out.drill_mode = "live";
+    out.config = {{"command", o_.command}, {"live_metrics", o_.live_metrics}};
+    exe_ = o_.executable;
+    if (exe_.empty()) {
+      CKPT_ASSIGN_OR_RETURN(exe_, current_executable());
+    }
+    CKPT_ASSIGN_OR_RETURN(work_, make_scratch_directory(o_.work_dir, "ckptcheck-drill"));
+    out.work_dir = work_;
+    launcher_ = std::make_unique<ProgramLauncher>(o_, exe_, "");
+    CKPT_RETURN_IF_ERROR(launcher_->prepare(work_));
+    record_.phases_total = 5 + (o_.control ? 1 : 0) + static_cast<long long>(o_.faults.size());
+    return Status::ok();
+  }
+
+  // The checkpoint to resume from: the one asked for, or the newest announced one still on disk,
+  // snapshotted at once. A checkpoint the run deletes (or still writes) meanwhile is passed over.
+  Status take_snapshot() {
+    record_.phase("snapshot of the live checkpoint");
+    CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(o_.live_metrics));
+    // Newest first. Without --checkpoint, one at the log's last step is passed over: a finished
+    // run will never log the steps after it.
+    const int64_t at = last_step(log);
+    std::vector<CheckpointEvent> candidates;
+    for (auto it = log.checkpoints.rbegin(); it != log.checkpoints.rend(); ++it)
+      if (o_.live_checkpoint.empty() ? it->step < at : same_path(it->path, o_.live_checkpoint))
+        candidates.push_back(*it);
+    if (candidates.empty())
+      return Status::not_found(
+          o_.live_metrics + ": " +
+          (o_.live_checkpoint.empty() ? std::string("announces no checkpoint yet (no {\"event\": \"checkpoint\"} line)")
+                                      : "never announces --checkpoint " + o_.live_checkpoint));
+    std::vector<std::string> passed_over;
+    for (const CheckpointEvent& c : candidates) {
+      auto snap = snapshot_checkpoint(c.path, work_ + "/snapshot");
+      if (!snap.is_ok()) {
+        passed_over.push_back("step " + std::to_string(c.step) + ": " + snap.status().message());
+        std::error_code ec;
+        fs::remove_all(work_ + "/snapshot", ec);
+        continue;
+      }
+      checkpoint_ = c;
+      snapshot_ = *snap;
+      break;
+    }
+    if (snapshot_.path.empty())
+      return Status::not_found(o_.live_metrics + ": no announced checkpoint could be snapshotted (" +
+                               std::to_string(passed_over.size()) + " tried; newest: " + passed_over.front() + ")");
+    n_ = checkpoint_.step;
+    // K: as asked, else the run's own save interval (so N+K is a step it checkpoints too).
+    int64_t previous = -1, next = -1;
+    for (const auto& e : log.checkpoints) {
+      if (e.step < n_) previous = std::max(previous, e.step);
+      if (e.step > n_ && (next < 0 || e.step < next)) next = e.step;
+    }
+    // The stale-file fault swaps in a file of the checkpoint before: snapshot it now, before the
+    // run's retention deletes it.
+    for (const auto& e : log.checkpoints)
+      if (e.step == previous && std::count(o_.faults.begin(), o_.faults.end(), "stale-file") > 0) {
+        auto older = snapshot_checkpoint(e.path, work_ + "/snapshot-older");
+        if (older.is_ok()) older_ = {e.step, older->path};
+      }
+    // With one checkpoint announced so far, its step is the interval (a run saves at S, 2S, ...).
+    k_ = o_.resume_steps > 0 ? o_.resume_steps : next > 0 ? next - n_ : previous >= 0 ? n_ - previous : n_;
+    DrillOutcome& out = record_.out;
+    out.save_at = n_;
+    out.resume_steps = k_;
+    out.live = {{"metrics", o_.live_metrics},
+                {"checkpoint", checkpoint_.path},
+                {"step", n_},
+                {"passed_over", passed_over},
+                {"snapshot",
+                 {{"path", snapshot_.path},
+                  {"files", snapshot_.files},
+                  {"bytes", snapshot_.bytes},
+                  {"hard_linked", snapshot_.linked},
+                  {"copied", snapshot_.copied},
+                  {"seconds", snapshot_.seconds}}}};
+    record_.add_check({"live_checkpoint",
+                       "live",
+                       true,
+                       "step " + std::to_string(n_) + " (" + checkpoint_.path + "), K=" + std::to_string(k_) + "; " +
+                           std::to_string(snapshot_.files) + " file(s), " + std::to_string(snapshot_.bytes) +
+                           " bytes snapshotted in " + format_number(snapshot_.seconds) + " s (" +
+                           std::to_string(snapshot_.linked) + " hard linked, " + std::to_string(snapshot_.copied) +
+                           " copied), unchanged while taken" +
+                           (passed_over.empty() ? ""
+                                                : "; " + std::to_string(passed_over.size()) +
+                                                      " newer one(s) passed over: " + passed_over.front()),
+                       out.live});
+    return Status::ok();
+  }
+
+  // The snapshot through the readers, and `verify` when ckptcheck wrote it.
+  Result<bool> read_snapshot() {
+    record_.phase("read the snapshot");
+    bool usable = check_readable(record_, snapshot_.path, "live");
+    std::error_code ec;
+    if (usable && fs::exists(fs::path(snapshot_.path) / "manifest.json", ec)) {
+      double seconds = 0;
+      CKPT_ASSIGN_OR_RETURN(usable, verify_in_child(record_, exe_, snapshot_.path, work_, "live",
+                                                    o_.child_timeout_seconds, &seconds));
+    }
+    return usable;
+  }
+
+  ProgramRun run_of(const std::string& role, const std::string& dir, const std::string& resume) const {
+    ProgramRun r;
+    r.role = role;
+    r.ckpt_dir = dir + "/ckpt";
+    r.steps = n_ + k_;
+    // Steps are absolute: an interval of N+K saves once, at N+K, unless one was asked for.
+    r.save_every = o_.save_every > 0 ? o_.save_every : n_ + k_;
+    r.metrics = dir + "/metrics.jsonl";
+    r.resume = resume;
+    return r;
+  }
+
+  Result<std::unique_ptr<RunningProgram>> start_resumed(const std::string& role, const std::string& dir) {
+    CKPT_RETURN_IF_ERROR(make_directory(dir));
+    return launcher_->start(run_of(role, dir, snapshot_.path), dir, RunShape::kResumed);
+  }
+
+  // Waits for the live run to log step N+K (and, briefly, for its checkpoint of that step), then
+  // takes the golden window N+1..N+K from its log.
+  Status wait_for_live_run() {
+    record_.phase("waiting for the live run");
+    const auto start = std::chrono::steady_clock::now();
+    MetricsLog log;
+    int64_t at = -1;
+    while (true) {
+      CKPT_ASSIGN_OR_RETURN(log, read_metrics_log(o_.live_metrics));
+      at = last_step(log);
+      if (at >= n_ + k_) break;
+      if (seconds_since(start) > o_.wait_timeout_seconds)
+        return Status::io_error("the live run (" + o_.live_metrics + ") is at step " + std::to_string(at) +
+                                ": it did not reach step " + std::to_string(n_ + k_) + " within " +
+                                format_number(o_.wait_timeout_seconds) + " s (--wait-timeout)");
+      if (record_.progress) record_.progress->update("drill: waiting for the live run, step", std::max<int64_t>(at, 0), n_ + k_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(kLivePollSeconds * 1000)));
+    }
+    const auto reached = std::chrono::steady_clock::now();
+    auto final_event = [&]() -> const CheckpointEvent* {
+      for (const auto& e : log.checkpoints)
+        if (e.step == n_ + k_) return &e;
+      return nullptr;
+    };
+    while (!final_event() && last_step(log) == n_ + k_ && seconds_since(reached) < kFinalCheckpointGraceSeconds &&
+           seconds_since(start) < o_.wait_timeout_seconds) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(kLivePollSeconds * 1000)));
+      CKPT_ASSIGN_OR_RETURN(log, read_metrics_log(o_.live_metrics));
+    }
+    waited_seconds_ = seconds_since(start);
+    for (const auto& s : log.steps)
+      if (s.step > n_ && s.step <= n_ + k_) golden_.push_back(s);
+    record_.out.reference_steps = golden_;
+    record_.out.live["waited_seconds"] = waited_seconds_;
+    if (const CheckpointEvent* e = final_event()) {
+      auto snap = snapshot_checkpoint(e->path, work_ + "/live-final");
+      if (snap.is_ok()) {
+        auto state = read_state_snapshot(snap->path);
+        if (state.is_ok()) live_final_ = std::move(*state);
+        record_.out.live["final_checkpoint"] = e->path;
+        if (!state.is_ok()) live_final_note_ = "unreadable: " + state.status().message();
+      } else {
+        live_final_note_ = snap.status().message();
+      }
+    } else {
+      live_final_note_ = "the live run announced no checkpoint of step " + std::to_string(n_ + k_);
+    }
+    return Status::ok();
+  }
+
+  // The resumed run: its exit, where it started, and its final checkpoint.
+  Result<std::optional<MetricsLog>> finish_resumed(RunningProgram& run, const std::string& what, const std::string& dir,
+                                                   RunTimeline* timeline, RunWatch* watch) {
+    const ChildExit e = launcher_->wait(run, what, dir + "/metrics.jsonl", record_.progress, n_ + k_);
+    if (watch) *timeline = watch->stop();
+    if (!e.ok()) {
+      record_.add_check({"resumed_run",
+                         "live",
+                         false,
+                         what + " failed (" + e.describe() + "): " + log_tail(dir + "/stderr.log"),
+                         {{"exit", e.describe()}, {"resume", snapshot_.path}}});
+      return std::optional<MetricsLog>();
+    }
+    CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(dir + "/metrics.jsonl"));
+    return std::optional<MetricsLog>(std::move(log));
+  }
+
+  Status compare(const MetricsLog& resumed, std::optional<MetricsLog> control) {
+    record_.phase("compare with the live run");
+    const int64_t first = resumed.steps.empty() ? -1 : resumed.steps.front().step;
+    record_.add_check({"resumed_from",
+                       "live",
+                       first == n_ + 1,
+                       "resumed from " + fs::path(snapshot_.path).filename().string() + " (step " + std::to_string(n_) +
+                           "); first logged step " + std::to_string(first) + ", expected " + std::to_string(n_ + 1),
+                       {{"expected_step", n_}, {"first_logged_step", first}, {"resume", snapshot_.path}}});
+    auto resumed_final = announced_snapshot(resumed, n_ + k_, "the resumed run");
+    if (control) {
+      auto control_final = announced_snapshot(*control, n_ + k_, "the control run");
+      envelope_ = measure_noise(record_, resumed.steps,
+                                resumed_final.is_ok() ? *resumed_final : StateSnapshot{}, control->steps,
+                                control_final.is_ok() ? *control_final : StateSnapshot{}, false, o_.control_multiple,
+                                "two resumed runs from one snapshot");
+    }
+    ResumeComparison c;
+    c.golden_steps = &golden_;
+    c.tolerance = o_.tolerance;
+    c.envelope = control ? &envelope_ : nullptr;
+    c.expected_steps = k_;
+    const size_t first_failure = record_.out.failures.size();
+    identical_ = check_metrics(record_, "live", c, resumed.steps);
+    record_.add_check({"final_checkpoint_step",
+                       "live",
+                       resumed_final.is_ok(),
+                       resumed_final.is_ok() ? "resumed run's final checkpoint " + resumed_final->path
+                                             : resumed_final.status().message(),
+                       {{"step", n_ + k_}}});
+    if (!resumed_final.is_ok()) return Status::ok();
+    if (!live_final_) {
+      identical_ = false;  // not proven: only the metrics were compared
+      record_.add_check({"final_state", "live", true,
+                         "not compared (" + live_final_note_ + "): the metrics are the golden values",
+                         {{"compared", false}, {"why", live_final_note_}}});
+      return Status::ok();
+    }
+    std::map<std::string, ComponentDiff> components;
+    identical_ = check_final_state(record_, "live", c, *live_final_, std::move(*resumed_final), first_failure,
+                                   &components) &&
+                 identical_;
+    return Status::ok();
+  }
+
+  Status run_faults() {
+    if (o_.faults.empty()) return Status::ok();
+    const CheckpointEvent& older = older_;  // already a snapshot, or none
+    for (const auto& fault : o_.faults) {
+      record_.phase("fault " + fault);
+      const std::string dir = work_ + "/faults/" + fault;
+      CKPT_RETURN_IF_ERROR(make_directory(dir));
+      std::string copy;
+      CKPT_ASSIGN_OR_RETURN(const std::string damage,
+                            damage_checkpoint_copy(fault, {n_, snapshot_.path}, older, dir, &copy));
+      if (damage.empty()) {
+        record_.add_check({"fault_" + fault, "", true,
+                           "not applicable: " + std::string(fault == "stale-file"
+                                                                ? "no earlier checkpoint of the live run is on disk"
+                                                                : "the checkpoint is a single file"),
+                           {}});
+        continue;
+      }
+      const ProgramRun run = run_of("resumed", dir, copy);
+      CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child, launcher_->start(run, dir, RunShape::kResumed));
+      const ChildExit e = launcher_->wait(*child, "fault " + fault, run.metrics, record_.progress, n_ + k_);
+      FaultGolden golden;
+      golden.steps = &golden_;
+      golden.final_state = live_final_ ? &*live_final_ : nullptr;
+      golden.final_step = n_ + k_;
+      golden.tolerance = o_.tolerance;
+      record_fault_run(record_, fault, damage, e, run.metrics, dir + "/stderr.log", golden);
+    }
+    return Status::ok();
+  }
+
+  // What the drill measured, in the report's measurements shape: null where nothing was measured.
+  void record_measurements(const RunTimeline& resumed) {
+    std::optional<double> restore, resume;
+    for (const auto& line : resumed.lines) {
+      if (!line.checkpoint && !restore) restore = line.seconds;
+      resume = line.seconds;
+    }
+    auto value = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+    const bool sampled = resumed.rss.samples > 0;
+    record_.out.measured = {
+        {"timings",
+         {{"snapshot_seconds", snapshot_.seconds},
+          {"restore_seconds", value(restore)},
+          {"resume_seconds", value(resume)},
+          {"live_wait_seconds", waited_seconds_},
+          {"checkpoint_bytes", snapshot_.bytes}}},
+        {"memory",
+         {{"peak_rss_bytes", sampled ? nlohmann::json(resumed.rss.peak_bytes) : nlohmann::json()}}},
+        {"sources",
+         {{"snapshot_seconds", "measured: hard-linking (or copying) the live checkpoint into the work dir"},
+          {"restore_seconds", restore ? "measured: from the relaunch to the resumed run's first logged step"
+                                      : "not measured"},
+          {"resume_seconds", resume ? "measured: from the relaunch to the resumed run's last logged line"
+                                    : "not measured"},
+          {"live_wait_seconds", "measured: waiting for the live run to reach step N+K"},
+          {"checkpoint_bytes", "measured: bytes of the snapshotted checkpoint's files"},
+          {"peak_rss_bytes", sampled ? "measured: the resumed run's process tree, sampled from /proc"
+                                     : "not measured"}}}};
+  }
+
+  Status run_all() {
+    CKPT_RETURN_IF_ERROR(setup());
+    CKPT_RETURN_IF_ERROR(take_snapshot());
+    CKPT_ASSIGN_OR_RETURN(const bool usable, read_snapshot());
+    if (!usable) return Status::ok();  // the drill has its answer: the checkpoint itself is bad
+    // The resumed run (and the control) start now, and run while the live run catches up to N+K.
+    record_.phase("resumed run");
+    CKPT_ASSIGN_OR_RETURN(runs_[0], start_resumed("resumed", work_ + "/resumed"));
+    RunWatch watch(runs_[0]->local_pid(), work_ + "/resumed/metrics.jsonl");
+    if (o_.control) {
+      CKPT_ASSIGN_OR_RETURN(runs_[1], start_resumed("control", work_ + "/control"));
+    }
+    CKPT_RETURN_IF_ERROR(wait_for_live_run());
+    RunTimeline timeline;
+    CKPT_ASSIGN_OR_RETURN(auto resumed, finish_resumed(*runs_[0], "resumed run", work_ + "/resumed", &timeline, &watch));
+    std::optional<MetricsLog> control;
+    if (o_.control) {
+      record_.phase("control run");
+      RunTimeline ignored;
+      CKPT_ASSIGN_OR_RETURN(control, finish_resumed(*runs_[1], "control run", work_ + "/control", &ignored, nullptr));
+      if (!control) return Status::ok();
+    }
+    record_measurements(timeline);
+    if (!resumed) return Status::ok();
+    CKPT_RETURN_IF_ERROR(compare(*resumed, std::move(control)));
+    return run_faults();
+  }
+
+  const DrillOptions& o_;
+  DrillRecord record_;
+  std::string exe_, work_;
+  std::unique_ptr<ProgramLauncher> launcher_;  // before the runs: a Slurm allocation outlives them
+  std::unique_ptr<RunningProgram> runs_[2];    // the resumed run and the control
+  CheckpointEvent checkpoint_, older_;
+  LiveSnapshot snapshot_;
+  int64_t n_ = 0, k_ = 0;
+  std::vector<StepRecord> golden_;
+  std::optional<StateSnapshot> live_final_;
+  std::string live_final_note_;
+  NoiseEnvelope envelope_;
+  bool identical_ = false;
+  double waited_seconds_ = 0;
+};
+
+}  // namespace
+
+DrillOutcome run_live_drill(const DrillOptions& options, Progress* progress) {
+  return LiveDrill(options, progress).run();
+}
+
+}  // namespace ckpt
