@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -23,13 +23,6 @@ namespace {
 using namespace ckpt::testing;
 namespace fs = std::filesystem;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 const std::string kExample = std::string(CKPTCHECK_SOURCE_DIR) + "/examples/pytorch/train.py";
 
 class LiveDrill : public ::testing::Test {
@@ -39,7 +32,8 @@ class LiveDrill : public ::testing::Test {
   // The live run: `steps` steps, a checkpoint every 4, the last 2 kept; `step_sleep` slows it down.
   ChildProcess start_live_run(int steps, double step_sleep) {
     SpawnOptions spawn;
-    spawn.argv = {"/usr/bin/python3", kExample, "--keep-last", "2", "--step-sleep", std::to_string(step_sleep)};
+    spawn.argv = {"/usr/bin/python3",        kExample, "--keep-last", "2", "--step-sleep",
+                  std::to_string(step_sleep)};
     spawn.env = {"CKPTCHECK_CKPT_DIR=" + ckpt_dir(), "CKPTCHECK_STEPS=" + std::to_string(steps),
                  "CKPTCHECK_SAVE_EVERY=4", "CKPTCHECK_METRICS=" + metrics()};
     spawn.unset_env = {"CKPTCHECK_RESUME"};
@@ -52,7 +46,7 @@ class LiveDrill : public ::testing::Test {
   void run_live_to_the_end(int steps) {
     ChildProcess live = start_live_run(steps, 0);
     const ChildExit e = live.wait(300);
-    ASSERT_TRUE(e.ok()) << e.describe() << slurp(live_ / "stderr.log");
+    ASSERT_TRUE(e.ok()) << e.describe() << read_text_file(live_ / "stderr.log");
   }
   CommandResult drill(const std::string& options, const std::string& program_args = "") {
     return run_ckptcheck("drill --live " + metrics() + " --work-dir " + work_.path() + " " + options +
@@ -67,24 +61,27 @@ TEST_F(LiveDrill, PassesWhileTheRunTrainsAndLeavesTheRunUntouched) {
   ChildProcess live = start_live_run(100, 0.05);
   // The drill starts once the live run has announced a checkpoint.
   const auto start = std::chrono::steady_clock::now();
-  while (slurp(metrics()).find("\"event\"") == std::string::npos) {
-    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(120)) << slurp(live_ / "stderr.log");
+  while (read_text_file(metrics()).find("\"event\"") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(120))
+        << read_text_file(live_ / "stderr.log");
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const CommandResult r = drill("--junit " + out_ / "junit.xml" + " --history " + out_ / "history.jsonl" +
                                 " --report-dir " + out_ / "report");
   EXPECT_TRUE(live.running()) << "the live run ended before the drill did: not a drill of a live run";
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("PASS: resumed runs match the live run bit for bit"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("PASS: resumed runs match the live run bit for bit"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("hard linked"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("components match"), std::string::npos) << "the live final checkpoint was compared\n"
-                                                                   << r.output;
+  EXPECT_NE(r.output.find("components match"), std::string::npos)
+      << "the live final checkpoint was compared\n"
+      << r.output;
 
   // The live run finishes unharmed: every step logged once, in order, and only its own two
   // newest checkpoints in its dir (no drill file, no lock).
   const ChildExit e = live.wait(300);
-  ASSERT_TRUE(e.ok()) << e.describe() << slurp(live_ / "stderr.log");
-  std::istringstream lines(slurp(metrics()));
+  ASSERT_TRUE(e.ok()) << e.describe() << read_text_file(live_ / "stderr.log");
+  std::istringstream lines(read_text_file(metrics()));
   int expected = 1;
   for (std::string line; std::getline(lines, line);) {
     if (line.find("\"event\"") != std::string::npos) continue;
@@ -93,7 +90,8 @@ TEST_F(LiveDrill, PassesWhileTheRunTrainsAndLeavesTheRunUntouched) {
   }
   EXPECT_EQ(expected, 101);
   std::vector<std::string> left;
-  for (const auto& entry : fs::directory_iterator(ckpt_dir())) left.push_back(entry.path().filename().string());
+  for (const auto& entry : fs::directory_iterator(ckpt_dir()))
+    left.push_back(entry.path().filename().string());
   std::sort(left.begin(), left.end());
   EXPECT_EQ(left, (std::vector<std::string>{"step_100", "step_96"}));
 
@@ -112,7 +110,7 @@ TEST_F(LiveDrill, PassesWhileTheRunTrainsAndLeavesTheRunUntouched) {
   EXPECT_EQ(testcases, tests);
   EXPECT_EQ(failures, 0);
   EXPECT_EQ(failure_elements, 0);
-  const std::string history = slurp(out_ / "history.jsonl");
+  const std::string history = read_text_file(out_ / "history.jsonl");
   ASSERT_EQ(std::count(history.begin(), history.end(), '\n'), 1) << history;
   const auto entry = nlohmann::json::parse(history);
   EXPECT_EQ(entry["verdict"], "pass");
@@ -120,7 +118,8 @@ TEST_F(LiveDrill, PassesWhileTheRunTrainsAndLeavesTheRunUntouched) {
   EXPECT_GT(entry["checkpoint_bytes"].get<double>(), 0);
   EXPECT_GT(entry["restore_seconds"].get<double>(), 0);
   EXPECT_EQ(entry["max_abs"]["loss"].get<double>(), 0);
-  EXPECT_NE(slurp(out_ / "report/report.html").find("id=\"trend-restore_seconds\""), std::string::npos);
+  EXPECT_NE(read_text_file(out_ / "report/report.html").find("id=\"trend-restore_seconds\""),
+            std::string::npos);
 }
 
 TEST_F(LiveDrill, EveryResumeBugOfTheExampleFailsNamingTheMetric) {
@@ -128,10 +127,12 @@ TEST_F(LiveDrill, EveryResumeBugOfTheExampleFailsNamingTheMetric) {
   for (const std::string bug :
        {"forget-optimizer", "forget-scheduler", "forget-rng", "forget-data-position", "forget-scaler"}) {
     const std::string junit = out_ / (bug + ".xml");
-    const CommandResult r = drill("--junit " + junit + " --history " + out_ / "history.jsonl", "--bug " + bug);
+    const CommandResult r =
+        drill("--junit " + junit + " --history " + out_ / "history.jsonl", "--bug " + bug);
     EXPECT_EQ(r.exit_code, 1) << bug << "\n" << r.output;
     EXPECT_TRUE(std::regex_search(r.output, std::regex("FAIL: [a-z_]+ diverged at step [0-9]+: reference")))
-        << bug << "\n" << r.output;
+        << bug << "\n"
+        << r.output;
     const CommandResult parsed = run_command(
         "/usr/bin/python3 -c \"import xml.etree.ElementTree as E; s=E.parse('" + junit +
         "').getroot().find('testsuite'); f=s.findall('testcase/failure'); print(s.get('failures'), len(f), "
@@ -141,9 +142,10 @@ TEST_F(LiveDrill, EveryResumeBugOfTheExampleFailsNamingTheMetric) {
     EXPECT_EQ(parsed.output.substr(0, 1) == "0", false) << parsed.output;
   }
   // Five drills, five history lines, five fail verdicts.
-  std::istringstream lines(slurp(out_ / "history.jsonl"));
+  std::istringstream lines(read_text_file(out_ / "history.jsonl"));
   int n = 0;
-  for (std::string line; std::getline(lines, line); ++n) EXPECT_EQ(nlohmann::json::parse(line)["verdict"], "fail");
+  for (std::string line; std::getline(lines, line); ++n)
+    EXPECT_EQ(nlohmann::json::parse(line)["verdict"], "fail");
   EXPECT_EQ(n, 5);
 }
 
@@ -154,9 +156,9 @@ TEST_F(LiveDrill, TheNightlyScriptDrillsAFinishedRunFromItsNewestCheckpointWithS
                                       " -- /usr/bin/python3 " + kExample + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("N=20 K=4"), std::string::npos) << r.output;
-  EXPECT_NE(slurp(out_ / "junit.xml").find("failures=\"0\""), std::string::npos);
-  EXPECT_NE(slurp(out_ / "history.jsonl").find("\"verdict\":\"pass\""), std::string::npos);
-  EXPECT_NE(slurp(out_ / "report/report.html").find("id=\"history\""), std::string::npos);
+  EXPECT_NE(read_text_file(out_ / "junit.xml").find("failures=\"0\""), std::string::npos);
+  EXPECT_NE(read_text_file(out_ / "history.jsonl").find("\"verdict\":\"pass\""), std::string::npos);
+  EXPECT_NE(read_text_file(out_ / "report/report.html").find("id=\"history\""), std::string::npos);
 }
 
 TEST_F(LiveDrill, ACheckpointTheRunsRetentionDeletedIsAClearError) {
@@ -171,7 +173,8 @@ TEST_F(LiveDrill, ARunThatNeverReachesNPlusKTimesOut) {
   run_live_to_the_end(24);
   const CommandResult r = drill("--checkpoint " + ckpt_dir() + "/step_20 --resume-steps 8 --wait-timeout 2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("is at step 24: it did not reach step 28 within 2 s"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is at step 24: it did not reach step 28 within 2 s"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(LiveDrill, OptionsThatDoNotApplyToALiveRunAreRefused) {

@@ -22,10 +22,7 @@ bool verify_registered() {
 }
 
 nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str(), nullptr, false);
+  return nlohmann::json::parse(testing::read_text_file(path), nullptr, false);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {

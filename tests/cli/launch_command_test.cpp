@@ -14,13 +14,6 @@ namespace {
 
 using namespace ckpt::testing;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 class LaunchCommand : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_EQ(::access(CKPTCHECK_BIN, X_OK), 0) << CKPTCHECK_BIN << " is not built"; }
@@ -38,7 +31,7 @@ TEST_F(LaunchCommand, AProgramFromPathGetsTorchrunsEnvironmentOnEveryRank) {
                                       "' launch --nproc-per-node 2 -- " + dump_env_command() + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (int rank : {0, 1}) {
-    const std::string env = slurp(out_ / ("rank-" + std::to_string(rank)));
+    const std::string env = read_text_file(out_ / ("rank-" + std::to_string(rank)));
     EXPECT_NE(env.find("RANK=" + std::to_string(rank) + "\n"), std::string::npos) << env;
     EXPECT_NE(env.find("LOCAL_RANK=" + std::to_string(rank) + "\n"), std::string::npos) << env;
     EXPECT_NE(env.find("WORLD_SIZE=2\n"), std::string::npos) << env;
@@ -56,7 +49,7 @@ TEST_F(LaunchCommand, NodeOneOfTwoNumbersItsRanksAfterNodeZero) {
                   "29517 --nproc-per-node 2 -- " +
                   dump_env_command() + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string env = slurp(out_ / "rank-3");
+  const std::string env = read_text_file(out_ / "rank-3");
   EXPECT_NE(env.find("LOCAL_RANK=1\n"), std::string::npos) << env;
   EXPECT_NE(env.find("WORLD_SIZE=4\n"), std::string::npos) << env;
   EXPECT_NE(env.find("GROUP_RANK=1\n"), std::string::npos) << env;

@@ -13,17 +13,7 @@ namespace {
 const std::string kConfigs = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/configs/";
 
 nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str(), nullptr, false);
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return nlohmann::json::parse(testing::read_text_file(path), nullptr, false);
 }
 
 const nlohmann::json* variant(const nlohmann::json& matrix, const std::string& name) {
@@ -66,7 +56,7 @@ TEST(PilotCommand, MatrixMeasuresFourVariantsAndRecomputeSavesMemoryBitExactly) 
   EXPECT_GT(bf16["loss_max_relative_difference"].get<double>(), 0);
   EXPECT_LT(bf16["loss_max_relative_difference"].get<double>(), 0.05);
   EXPECT_TRUE(m["passed"].get<bool>());
-  const std::string html = read_text(tmp / "report/report.html");
+  const std::string html = testing::read_text_file(tmp / "report/report.html");
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("step memory"), std::string::npos);
 }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "tests/support/process_scan.h"
 #include "tests/support/test_support.h"
@@ -18,13 +19,6 @@ namespace ckpt {
 namespace {
 
 using namespace ckpt::testing;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 class Slurm : public ::testing::Test {
  protected:
@@ -41,7 +35,13 @@ class Slurm : public ::testing::Test {
   void TearDown() override {
     const auto left = processes_whose_environment_contains(work_.path());
     EXPECT_TRUE(left.empty()) << "a rank outlived the drill: " << left.front();
-    const CommandResult queue = run_command("squeue --noheader --format='%i %j' 2>&1");
+    // A job whose srun just returned may still be listed while Slurm completes it (state CG).
+    CommandResult queue;
+    for (int i = 0; i < 100; ++i) {
+      queue = run_command("squeue --noheader --format='%i %j %T' 2>&1");
+      if (queue.output.find("ckptcheck") == std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     EXPECT_EQ(queue.output.find("ckptcheck"), std::string::npos) << "still queued:\n" << queue.output;
   }
   std::string drill_command(const std::string& options, const std::string& program_args = "") const {
@@ -95,7 +95,7 @@ TEST_F(Slurm, TheExampleSbatchScriptDrillsInsideItsOwnAllocation) {
                                       " --export=ALL,CKPTCHECK=" + CKPTCHECK_BIN +
                                       ",WORK_DIR=" + work_.path() + ",REPORT_DIR=" + work_.path() +
                                       "/report,SAVE_AT=4,KILL=after-save examples/slurm/drill.sbatch 2>&1");
-  const std::string out = slurp(log);
+  const std::string out = read_text_file(log);
   ASSERT_EQ(r.exit_code, 0) << r.output << out;
   EXPECT_NE(out.find("subject and reference 4 rank(s), resumed 4 rank(s) through Slurm (job "),
             std::string::npos)
@@ -126,7 +126,7 @@ TEST_F(Slurm, LaunchUnderSrunGivesEveryTaskTorchrunsVariablesFromSlurms) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::string port;
   for (int rank = 0; rank < 4; ++rank) {
-    const std::string env = slurp(work_ / ("rank-" + std::to_string(rank)));
+    const std::string env = read_text_file(work_ / ("rank-" + std::to_string(rank)));
     ASSERT_FALSE(env.empty()) << "rank " << rank << " wrote nothing";
     EXPECT_NE(env.find("WORLD_SIZE=4\n"), std::string::npos) << env;
     EXPECT_NE(env.find("LOCAL_WORLD_SIZE=2\n"), std::string::npos) << env;
@@ -138,7 +138,7 @@ TEST_F(Slurm, LaunchUnderSrunGivesEveryTaskTorchrunsVariablesFromSlurms) {
     if (rank == 0) port = this_port;
     EXPECT_EQ(this_port, port) << "every task must meet on one port";
   }
-  const std::string last = slurp(work_ / "rank-3");
+  const std::string last = read_text_file(work_ / "rank-3");
   EXPECT_NE(last.find("GROUP_RANK=1\n"), std::string::npos) << last;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <stdexcept>
 
 namespace ckpt::testing {
@@ -54,6 +55,13 @@ CommandResult run_command(const std::string& command_line) {
 
 CommandResult run_ckptcheck(const std::string& args) {
   return run_command(std::string("CKPTCHECK_NO_PROGRESS=1 ") + CKPTCHECK_BIN + " " + args);
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {

@@ -35,6 +35,8 @@ CommandResult run_command(const std::string& command_line);
 CommandResult run_ckptcheck(const std::string& args);
 
 std::vector<uint8_t> read_file_bytes(const std::string& path);
+// A whole file as text; "" when it cannot be read (the assertion on its content then fails).
+std::string read_text_file(const std::string& path);
 void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 
 }  // namespace ckpt::testing

@@ -78,9 +78,10 @@ Result<bool> verify_in_child(DrillRecord& record, const std::string& exe, const 
                              const std::string& log_dir, const std::string& mode, double timeout_seconds,
                              double* seconds) {
   const std::string name = fs::path(checkpoint).filename().string();
-  CKPT_ASSIGN_OR_RETURN(ChildProcess child,
-                        ChildProcess::spawn({exe, "verify", checkpoint, "--json"}, log_dir + "/verify-" + name + ".json",
-                                            log_dir + "/verify-" + name + ".stderr.log", true));
+  CKPT_ASSIGN_OR_RETURN(
+      ChildProcess child,
+      ChildProcess::spawn({exe, "verify", checkpoint, "--json"}, log_dir + "/verify-" + name + ".json",
+                          log_dir + "/verify-" + name + ".stderr.log", true));
   const auto start = std::chrono::steady_clock::now();
   const ChildExit e = child.wait(timeout_seconds);
   const double wall = seconds_since(start);

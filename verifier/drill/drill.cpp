@@ -121,18 +121,9 @@ class ResumeDrill {
     }
     if (reference_) reference_->kill_and_reap();
     if (control_child_) control_child_->kill_and_reap();
-    DrillOutcome& out = record_.out;
-    if (!s.is_ok()) {
-      out.exit_code = 2;
-      out.error = s.message();
-    } else {
-      out.exit_code = out.failures.empty() ? 0 : 1;
-    }
-    out.bit_identical = out.exit_code == 0 && !out.modes.empty();
-    for (const auto& m : out.modes) out.bit_identical = out.bit_identical && m.compared && m.bit_identical;
-    out.wall_seconds = seconds_since(start);
-    if (record_.progress) record_.progress->finish();
-    return std::move(out);
+    bool identical = !record_.out.modes.empty();
+    for (const auto& m : record_.out.modes) identical = identical && m.compared && m.bit_identical;
+    return record_.finish(s, seconds_since(start), identical);
   }
 
  private:

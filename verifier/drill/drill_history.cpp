@@ -41,19 +41,22 @@ nlohmann::json drill_history_entry(const nlohmann::json& report, std::time_t now
       if (!max_abs.contains(field) || v.get<double>() > max_abs[field].get<double>()) max_abs[field] = v;
     }
   const std::string mode = at(drill, "mode").is_string() ? drill["mode"].get<std::string>() : "scratch";
-  return {{"time", iso},
-          {"mode", mode == "live" ? "live" : "scratch " + (at(drill, "kill").is_string() ? drill["kill"].get<std::string>() : "")},
-          {"program", at(drill, "program")},
-          {"verdict", at(report, "verdict")},
-          {"exit_code", at(report, "exit_code")},
-          {"save_at", at(drill, "save_at")},
-          {"resume_steps", at(drill, "resume_steps")},
-          {"checkpoint_bytes", number_or_null(at(timings, "checkpoint_bytes"))},
-          {"snapshot_seconds", number_or_null(at(timings, "snapshot_seconds"))},
-          {"restore_seconds", number_or_null(at(timings, "restore_seconds"))},
-          {"resume_seconds", number_or_null(at(timings, "resume_seconds"))},
-          {"max_abs", max_abs},
-          {"failures", at(report, "failures").is_array() ? report["failures"].size() : 0}};
+  return {
+      {"time", iso},
+      {"mode", mode == "live"
+                   ? "live"
+                   : "scratch " + (at(drill, "kill").is_string() ? drill["kill"].get<std::string>() : "")},
+      {"program", at(drill, "program")},
+      {"verdict", at(report, "verdict")},
+      {"exit_code", at(report, "exit_code")},
+      {"save_at", at(drill, "save_at")},
+      {"resume_steps", at(drill, "resume_steps")},
+      {"checkpoint_bytes", number_or_null(at(timings, "checkpoint_bytes"))},
+      {"snapshot_seconds", number_or_null(at(timings, "snapshot_seconds"))},
+      {"restore_seconds", number_or_null(at(timings, "restore_seconds"))},
+      {"resume_seconds", number_or_null(at(timings, "resume_seconds"))},
+      {"max_abs", max_abs},
+      {"failures", at(report, "failures").is_array() ? report["failures"].size() : 0}};
 }
 
 Result<std::vector<nlohmann::json>> read_drill_history(const std::string& path) {
@@ -76,8 +79,8 @@ Result<std::vector<nlohmann::json>> read_drill_history(const std::string& path) 
     nlohmann::json j = nlohmann::json::parse(one, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
       if (end == std::string::npos) break;  // torn last line
-      return Status::corruption(path + ":" + std::to_string(line) + ": expected one JSON object per line, got '" +
-                                one.substr(0, 60) + "'");
+      return Status::corruption(path + ":" + std::to_string(line) +
+                                ": expected one JSON object per line, got '" + one.substr(0, 60) + "'");
     }
     entries.push_back(std::move(j));
   }

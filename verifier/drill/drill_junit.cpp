@@ -35,8 +35,8 @@ std::string string_at(const nlohmann::json& j, const char* key) {
 }  // namespace
 
 std::string drill_junit_xml(const nlohmann::json& report) {
-  const nlohmann::json checks = report.contains("checks") && report["checks"].is_array() ? report["checks"]
-                                                                                         : nlohmann::json::array();
+  const nlohmann::json checks =
+      report.contains("checks") && report["checks"].is_array() ? report["checks"] : nlohmann::json::array();
   const std::string error = string_at(report, "error");
   const bool errored = report.value("exit_code", 0) == 2;
   size_t failures = 0;
@@ -45,7 +45,8 @@ std::string drill_junit_xml(const nlohmann::json& report) {
   double seconds = 0;
   if (report.contains("measurements") && report["measurements"].is_object()) {
     const auto& t = report["measurements"].value("timings", nlohmann::json::object());
-    if (t.contains("drill_wall_seconds") && t["drill_wall_seconds"].is_number()) seconds = t["drill_wall_seconds"];
+    if (t.contains("drill_wall_seconds") && t["drill_wall_seconds"].is_number())
+      seconds = t["drill_wall_seconds"];
   }
   const nlohmann::json drill =
       report.contains("drill") && report["drill"].is_object() ? report["drill"] : nlohmann::json::object();
@@ -55,10 +56,10 @@ std::string drill_junit_xml(const nlohmann::json& report) {
   std::snprintf(time, sizeof time, "%.3f", seconds);
   std::ostringstream x;
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  x << "<testsuites name=\"ckptcheck drill\" tests=\"" << tests << "\" failures=\"" << failures << "\" errors=\""
-    << (errored ? 1 : 0) << "\" time=\"" << time << "\">\n";
-  x << "  <testsuite name=\"" << suite << "\" tests=\"" << tests << "\" failures=\"" << failures << "\" errors=\""
-    << (errored ? 1 : 0) << "\" skipped=\"0\" time=\"" << time << "\">\n";
+  x << "<testsuites name=\"ckptcheck drill\" tests=\"" << tests << "\" failures=\"" << failures
+    << "\" errors=\"" << (errored ? 1 : 0) << "\" time=\"" << time << "\">\n";
+  x << "  <testsuite name=\"" << suite << "\" tests=\"" << tests << "\" failures=\"" << failures
+    << "\" errors=\"" << (errored ? 1 : 0) << "\" skipped=\"0\" time=\"" << time << "\">\n";
   x << "    <properties>\n";
   x << "      <property name=\"verdict\" value=\"" << xml_escape(string_at(report, "verdict")) << "\"/>\n";
   for (const char* key : {"mode", "save_at", "resume_steps", "kill"})
@@ -68,8 +69,8 @@ std::string drill_junit_xml(const nlohmann::json& report) {
   x << "    </properties>\n";
   for (const auto& c : checks) {
     const std::string mode = string_at(c, "mode");
-    x << "    <testcase classname=\"ckptcheck.drill" << (mode.empty() ? "" : "." + xml_escape(mode)) << "\" name=\""
-      << xml_escape(string_at(c, "name")) << "\" time=\"0\"";
+    x << "    <testcase classname=\"ckptcheck.drill" << (mode.empty() ? "" : "." + xml_escape(mode))
+      << "\" name=\"" << xml_escape(string_at(c, "name")) << "\" time=\"0\"";
     if (c.value("passed", true)) {
       x << "/>\n";
       continue;
@@ -81,12 +82,13 @@ std::string drill_junit_xml(const nlohmann::json& report) {
       for (const auto& d : c["numbers"]["diverged"])
         if (d.is_string()) message += "\n" + d.get<std::string>();
     const std::string first_line = message.substr(0, message.find('\n'));
-    x << ">\n      <failure message=\"" << xml_escape(first_line) << "\" type=\"" << xml_escape(string_at(c, "name"))
-      << "\">" << xml_escape(message) << "</failure>\n    </testcase>\n";
+    x << ">\n      <failure message=\"" << xml_escape(first_line) << "\" type=\""
+      << xml_escape(string_at(c, "name")) << "\">" << xml_escape(message) << "</failure>\n    </testcase>\n";
   }
   if (errored)
-    x << "    <testcase classname=\"ckptcheck.drill\" name=\"drill\" time=\"" << time << "\">\n      <error message=\""
-      << xml_escape(error) << "\" type=\"error\">" << xml_escape(error) << "</error>\n    </testcase>\n";
+    x << "    <testcase classname=\"ckptcheck.drill\" name=\"drill\" time=\"" << time
+      << "\">\n      <error message=\"" << xml_escape(error) << "\" type=\"error\">" << xml_escape(error)
+      << "</error>\n    </testcase>\n";
   x << "  </testsuite>\n</testsuites>\n";
   return x.str();
 }

@@ -13,14 +13,15 @@ Result<DrillPlan> plan_drill(const DrillOptions& o, int64_t default_n) {
     if (o.save_at < 1) return Status::invalid_argument("drill -- COMMAND needs --save-at N (N >= 1)");
     if (!o.inject.empty())
       return Status::invalid_argument(
-          "--inject drives the built-in workload; a program of your own shows a resume bug through its own flags");
+          "--inject drives the built-in workload; a program of your own shows a resume bug through its own "
+          "flags");
   }
   DrillPlan p;
   p.n = o.save_at < 0 ? default_n : o.save_at;
   p.k = o.resume_steps < 0 ? p.n : o.resume_steps;
   if (p.n < 1 || p.k < 1)
-    return Status::invalid_argument("--save-at and --resume-steps must be >= 1 (got N=" + std::to_string(p.n) +
-                                    ", K=" + std::to_string(p.k) + ")");
+    return Status::invalid_argument("--save-at and --resume-steps must be >= 1 (got N=" +
+                                    std::to_string(p.n) + ", K=" + std::to_string(p.k) + ")");
   const bool during_save = std::count(o.modes.begin(), o.modes.end(), KillMode::kDuringSave) > 0;
   const bool needs_half = o.inject == kStaleShardInject || during_save || !o.faults.empty();
   if (needs_half && o.save_every <= 0 && (p.n < 2 || p.n % 2 != 0))
@@ -43,7 +44,8 @@ Result<DrillPlan> plan_drill(const DrillOptions& o, int64_t default_n) {
     return Status::invalid_argument("--inject stale-shard needs an after-save kill (--kill after-save|both)");
   for (const auto& f : o.faults)
     if (!is_known_fault(f))
-      return Status::invalid_argument("--faults: unknown fault '" + f + "' (truncate, bitflip, drop-file, stale-file)");
+      return Status::invalid_argument("--faults: unknown fault '" + f +
+                                      "' (truncate, bitflip, drop-file, stale-file)");
   if (!o.faults.empty() && std::count(o.modes.begin(), o.modes.end(), KillMode::kAfterSave) == 0)
     return Status::invalid_argument("--faults damage the after-save checkpoint: use --kill after-save|both");
   if (o.shards < 1) return Status::invalid_argument("--shards must be >= 1");

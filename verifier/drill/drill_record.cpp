@@ -24,4 +24,13 @@ void DrillRecord::fail(const std::string& message, const std::string& mode) {
   out.failures.push_back(message + mode_suffix(mode));
 }
 
+DrillOutcome DrillRecord::finish(const Status& status, double wall_seconds, bool identical) {
+  out.exit_code = !status.is_ok() ? 2 : out.failures.empty() ? 0 : 1;
+  if (!status.is_ok()) out.error = status.message();
+  out.bit_identical = out.exit_code == 0 && identical;
+  out.wall_seconds = wall_seconds;
+  if (progress) progress->finish();
+  return std::move(out);
+}
+
 }  // namespace ckpt

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "base/status.h"
 #include "verifier/drill/drill.h"
 
 namespace ckpt {
@@ -21,6 +22,9 @@ struct DrillRecord {
   // Records a check; a failed one adds `failure` (default: "name: detail") to the failure lines.
   void add_check(DrillCheck check, const std::string& failure = "");
   void fail(const std::string& message, const std::string& mode);
+  // The outcome once the phases returned `status`: exit 2 with its message, else 1 when a check
+  // failed, else 0; bit_identical only for a pass; the progress line cleared.
+  DrillOutcome finish(const Status& status, double wall_seconds, bool identical);
 };
 
 // " (after-save kill)", " (live)", or "" for the whole drill: what a failure line ends with.

@@ -69,18 +69,21 @@ Result<std::string> flip_payload_byte(const fs::path& file) {
   std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
   f.seekg(static_cast<std::streamoff>(offset));
   char byte = 0;
-  if (!f.read(&byte, 1)) return Status::io_error(file.string() + ": cannot read byte " + std::to_string(offset));
+  if (!f.read(&byte, 1))
+    return Status::io_error(file.string() + ": cannot read byte " + std::to_string(offset));
   byte = static_cast<char>(byte ^ 0x40);
   f.seekp(static_cast<std::streamoff>(offset));
   f.write(&byte, 1);
   if (!f) return Status::io_error(file.string() + ": cannot write byte " + std::to_string(offset));
-  return "flipped bit 6 of byte " + std::to_string(offset) + " of " + file.filename().string() + " (" + where + ")";
+  return "flipped bit 6 of byte " + std::to_string(offset) + " of " + file.filename().string() + " (" +
+         where + ")";
 }
 
 }  // namespace
 
 Result<std::string> damage_checkpoint_copy(const std::string& fault, const CheckpointEvent& checkpoint,
-                                           const CheckpointEvent& older, const std::string& dir, std::string* copy_path) {
+                                           const CheckpointEvent& older, const std::string& dir,
+                                           std::string* copy_path) {
   const fs::path source = checkpoint.path;
   const fs::path copy = fs::path(dir) / source.filename();
   *copy_path = copy.string();
@@ -106,7 +109,8 @@ Result<std::string> damage_checkpoint_copy(const std::string& fault, const Check
     if (older.path.empty()) return std::string();
     if (fs::is_regular_file(copy)) {
       fs::copy_file(older.path, copy, fs::copy_options::overwrite_existing, ec);
-      damage = "replaced " + copy.filename().string() + " by the step-" + std::to_string(older.step) + " file";
+      damage =
+          "replaced " + copy.filename().string() + " by the step-" + std::to_string(older.step) + " file";
     } else {
       const fs::path victim = pick_state_file(files);
       const fs::path rel = fs::relative(victim, copy, ec);
@@ -119,8 +123,9 @@ Result<std::string> damage_checkpoint_copy(const std::string& fault, const Check
   return damage;
 }
 
-void record_fault_run(DrillRecord& record, const std::string& fault, const std::string& damage, const ChildExit& e,
-                      const std::string& metrics, const std::string& stderr_log, const FaultGolden& golden) {
+void record_fault_run(DrillRecord& record, const std::string& fault, const std::string& damage,
+                      const ChildExit& e, const std::string& metrics, const std::string& stderr_log,
+                      const FaultGolden& golden) {
   auto log = read_metrics_log(metrics);
   const size_t steps = log.is_ok() ? log->steps.size() : 0;
   FaultResult r;
@@ -144,8 +149,9 @@ void record_fault_run(DrillRecord& record, const std::string& fault, const std::
       }
     }
     r.outcome = diverged ? FaultOutcome::kSilentDivergence : FaultOutcome::kSilentMatch;
-    r.detail = damage + "; the program resumed without complaint (" + std::to_string(steps) + " steps logged, " +
-               e.describe() + ") and " + (diverged ? "diverged from the reference" : "matched the reference");
+    r.detail = damage + "; the program resumed without complaint (" + std::to_string(steps) +
+               " steps logged, " + e.describe() + ") and " +
+               (diverged ? "diverged from the reference" : "matched the reference");
     r.would_catch = fault_would_catch(golden.built_in);
   }
   const bool refused = r.outcome == FaultOutcome::kRefused;

@@ -21,7 +21,8 @@ namespace ckpt {
 // previous checkpoint (the stale-file fault takes a file from it). Returns what was done, or ""
 // when the fault does not apply (drop-file on a one-file checkpoint). `copy` receives the copy's path.
 Result<std::string> damage_checkpoint_copy(const std::string& fault, const CheckpointEvent& checkpoint,
-                                           const CheckpointEvent& older, const std::string& dir, std::string* copy);
+                                           const CheckpointEvent& older, const std::string& dir,
+                                           std::string* copy);
 
 // What the golden values a fault run is held against are.
 struct FaultGolden {
@@ -34,7 +35,8 @@ struct FaultGolden {
 
 // Classifies the relaunch from a damaged copy (its exit and its metrics file) and records the
 // fault_<name> check: a fault accepted silently fails the drill.
-void record_fault_run(DrillRecord& record, const std::string& fault, const std::string& damage, const ChildExit& exit,
-                      const std::string& metrics, const std::string& stderr_log, const FaultGolden& golden);
+void record_fault_run(DrillRecord& record, const std::string& fault, const std::string& damage,
+                      const ChildExit& exit, const std::string& metrics, const std::string& stderr_log,
+                      const FaultGolden& golden);
 
 }  // namespace ckpt

@@ -55,24 +55,21 @@ class LiveDrill {
     }
     for (auto& r : runs_)
       if (r) r->kill_and_reap();
-    DrillOutcome& out = record_.out;
-    out.exit_code = !s.is_ok() ? 2 : out.failures.empty() ? 0 : 1;
-    if (!s.is_ok()) out.error = s.message();
-    out.bit_identical = out.exit_code == 0 && identical_;
-    out.wall_seconds = seconds_since(start);
-    if (record_.progress) record_.progress->finish();
-    return std::move(out);
+    return record_.finish(s, seconds_since(start), identical_);
   }
 
  private:
   Status validate() const {
     if (o_.command.empty())
-      return Status::invalid_argument("drill --live needs -- PROGRAM: the program the live run runs, to resume it");
+      return Status::invalid_argument(
+          "drill --live needs -- PROGRAM: the program the live run runs, to resume it");
     if (!o_.config_path.empty() || !o_.inject.empty())
-      return Status::invalid_argument("--config and --inject drive the built-in workload; --live resumes -- PROGRAM");
+      return Status::invalid_argument(
+          "--config and --inject drive the built-in workload; --live resumes -- PROGRAM");
     if (o_.save_at >= 0)
-      return Status::invalid_argument("--save-at does not apply to --live (the live run chose its checkpoints): "
-                                      "give --checkpoint PATH");
+      return Status::invalid_argument(
+          "--save-at does not apply to --live (the live run chose its checkpoints): "
+          "give --checkpoint PATH");
     if (o_.modes.size() != 1 || o_.modes[0] != KillMode::kAfterSave)
       return Status::invalid_argument("--kill does not apply to --live: the live run is never killed");
     if (o_.resume_nproc > 0 || o_.resume_nodes > 0)
@@ -81,7 +78,8 @@ class LiveDrill {
           "resumed run's");
     for (const auto& f : o_.faults)
       if (!is_known_fault(f))
-        return Status::invalid_argument("--faults: unknown fault '" + f + "' (truncate, bitflip, drop-file, stale-file)");
+        return Status::invalid_argument("--faults: unknown fault '" + f +
+                                        "' (truncate, bitflip, drop-file, stale-file)");
     return check_launcher_options(o_);
   }
 
@@ -118,8 +116,9 @@ class LiveDrill {
     if (candidates.empty())
       return Status::not_found(
           o_.live_metrics + ": " +
-          (o_.live_checkpoint.empty() ? std::string("announces no checkpoint yet (no {\"event\": \"checkpoint\"} line)")
-                                      : "never announces --checkpoint " + o_.live_checkpoint));
+          (o_.live_checkpoint.empty()
+               ? std::string("announces no checkpoint yet (no {\"event\": \"checkpoint\"} line)")
+               : "never announces --checkpoint " + o_.live_checkpoint));
     std::vector<std::string> passed_over;
     for (const CheckpointEvent& c : candidates) {
       auto snap = snapshot_checkpoint(c.path, work_ + "/snapshot");
@@ -135,7 +134,8 @@ class LiveDrill {
     }
     if (snapshot_.path.empty())
       return Status::not_found(o_.live_metrics + ": no announced checkpoint could be snapshotted (" +
-                               std::to_string(passed_over.size()) + " tried; newest: " + passed_over.front() + ")");
+                               std::to_string(passed_over.size()) + " tried; newest: " + passed_over.front() +
+                               ")");
     n_ = checkpoint_.step;
     // K: as asked, else the run's own save interval (so N+K is a step it checkpoints too).
     int64_t previous = -1, next = -1;
@@ -166,13 +166,12 @@ class LiveDrill {
                   {"hard_linked", snapshot_.linked},
                   {"copied", snapshot_.copied},
                   {"seconds", snapshot_.seconds}}}};
-    record_.add_check({"live_checkpoint",
-                       "live",
-                       true,
-                       "step " + std::to_string(n_) + " (" + checkpoint_.path + "), K=" + std::to_string(k_) + "; " +
-                           std::to_string(snapshot_.files) + " file(s), " + std::to_string(snapshot_.bytes) +
-                           " bytes snapshotted in " + format_number(snapshot_.seconds) + " s (" +
-                           std::to_string(snapshot_.linked) + " hard linked, " + std::to_string(snapshot_.copied) +
+    record_.add_check({"live_checkpoint", "live", true,
+                       "step " + std::to_string(n_) + " (" + checkpoint_.path + "), K=" + std::to_string(k_) +
+                           "; " + std::to_string(snapshot_.files) + " file(s), " +
+                           std::to_string(snapshot_.bytes) + " bytes snapshotted in " +
+                           format_number(snapshot_.seconds) + " s (" + std::to_string(snapshot_.linked) +
+                           " hard linked, " + std::to_string(snapshot_.copied) +
                            " copied), unchanged while taken" +
                            (passed_over.empty() ? ""
                                                 : "; " + std::to_string(passed_over.size()) +
@@ -226,7 +225,8 @@ class LiveDrill {
         return Status::io_error("the live run (" + o_.live_metrics + ") is at step " + std::to_string(at) +
                                 ": it did not reach step " + std::to_string(n_ + k_) + " within " +
                                 format_number(o_.wait_timeout_seconds) + " s (--wait-timeout)");
-      if (record_.progress) record_.progress->update("drill: waiting for the live run, step", std::max<int64_t>(at, 0), n_ + k_);
+      if (record_.progress)
+        record_.progress->update("drill: waiting for the live run, step", std::max<int64_t>(at, 0), n_ + k_);
       std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(kLivePollSeconds * 1000)));
     }
     const auto reached = std::chrono::steady_clock::now();
@@ -235,7 +235,8 @@ class LiveDrill {
         if (e.step == n_ + k_) return &e;
       return nullptr;
     };
-    while (!final_event() && last_step(log) == n_ + k_ && seconds_since(reached) < kFinalCheckpointGraceSeconds &&
+    while (!final_event() && last_step(log) == n_ + k_ &&
+           seconds_since(reached) < kFinalCheckpointGraceSeconds &&
            seconds_since(start) < o_.wait_timeout_seconds) {
       std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(kLivePollSeconds * 1000)));
       CKPT_ASSIGN_OR_RETURN(log, read_metrics_log(o_.live_metrics));
@@ -262,8 +263,9 @@ class LiveDrill {
   }
 
   // The resumed run: its exit, where it started, and its final checkpoint.
-  Result<std::optional<MetricsLog>> finish_resumed(RunningProgram& run, const std::string& what, const std::string& dir,
-                                                   RunTimeline* timeline, RunWatch* watch) {
+  Result<std::optional<MetricsLog>> finish_resumed(RunningProgram& run, const std::string& what,
+                                                   const std::string& dir, RunTimeline* timeline,
+                                                   RunWatch* watch) {
     const ChildExit e = launcher_->wait(run, what, dir + "/metrics.jsonl", record_.progress, n_ + k_);
     if (watch) *timeline = watch->stop();
     if (!e.ok()) {
@@ -284,16 +286,17 @@ class LiveDrill {
     record_.add_check({"resumed_from",
                        "live",
                        first == n_ + 1,
-                       "resumed from " + fs::path(snapshot_.path).filename().string() + " (step " + std::to_string(n_) +
-                           "); first logged step " + std::to_string(first) + ", expected " + std::to_string(n_ + 1),
+                       "resumed from " + fs::path(snapshot_.path).filename().string() + " (step " +
+                           std::to_string(n_) + "); first logged step " + std::to_string(first) +
+                           ", expected " + std::to_string(n_ + 1),
                        {{"expected_step", n_}, {"first_logged_step", first}, {"resume", snapshot_.path}}});
     auto resumed_final = announced_snapshot(resumed, n_ + k_, "the resumed run");
     if (control) {
       auto control_final = announced_snapshot(*control, n_ + k_, "the control run");
-      envelope_ = measure_noise(record_, resumed.steps,
-                                resumed_final.is_ok() ? *resumed_final : StateSnapshot{}, control->steps,
-                                control_final.is_ok() ? *control_final : StateSnapshot{}, false, o_.control_multiple,
-                                "two resumed runs from one snapshot");
+      envelope_ =
+          measure_noise(record_, resumed.steps, resumed_final.is_ok() ? *resumed_final : StateSnapshot{},
+                        control->steps, control_final.is_ok() ? *control_final : StateSnapshot{}, false,
+                        o_.control_multiple, "two resumed runs from one snapshot");
     }
     ResumeComparison c;
     c.golden_steps = &golden_;
@@ -311,7 +314,9 @@ class LiveDrill {
     if (!resumed_final.is_ok()) return Status::ok();
     if (!live_final_) {
       identical_ = false;  // not proven: only the metrics were compared
-      record_.add_check({"final_state", "live", true,
+      record_.add_check({"final_state",
+                         "live",
+                         true,
                          "not compared (" + live_final_note_ + "): the metrics are the golden values",
                          {{"compared", false}, {"why", live_final_note_}}});
       return Status::ok();
@@ -334,15 +339,19 @@ class LiveDrill {
       CKPT_ASSIGN_OR_RETURN(const std::string damage,
                             damage_checkpoint_copy(fault, {n_, snapshot_.path}, older, dir, &copy));
       if (damage.empty()) {
-        record_.add_check({"fault_" + fault, "", true,
-                           "not applicable: " + std::string(fault == "stale-file"
-                                                                ? "no earlier checkpoint of the live run is on disk"
-                                                                : "the checkpoint is a single file"),
-                           {}});
+        record_.add_check(
+            {"fault_" + fault,
+             "",
+             true,
+             "not applicable: " + std::string(fault == "stale-file"
+                                                  ? "no earlier checkpoint of the live run is on disk"
+                                                  : "the checkpoint is a single file"),
+             {}});
         continue;
       }
       const ProgramRun run = run_of("resumed", dir, copy);
-      CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child, launcher_->start(run, dir, RunShape::kResumed));
+      CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child,
+                            launcher_->start(run, dir, RunShape::kResumed));
       const ChildExit e = launcher_->wait(*child, "fault " + fault, run.metrics, record_.progress, n_ + k_);
       FaultGolden golden;
       golden.steps = &golden_;
@@ -370,18 +379,17 @@ class LiveDrill {
           {"resume_seconds", value(resume)},
           {"live_wait_seconds", waited_seconds_},
           {"checkpoint_bytes", snapshot_.bytes}}},
-        {"memory",
-         {{"peak_rss_bytes", sampled ? nlohmann::json(resumed.rss.peak_bytes) : nlohmann::json()}}},
+        {"memory", {{"peak_rss_bytes", sampled ? nlohmann::json(resumed.rss.peak_bytes) : nlohmann::json()}}},
         {"sources",
          {{"snapshot_seconds", "measured: hard-linking (or copying) the live checkpoint into the work dir"},
-          {"restore_seconds", restore ? "measured: from the relaunch to the resumed run's first logged step"
-                                      : "not measured"},
-          {"resume_seconds", resume ? "measured: from the relaunch to the resumed run's last logged line"
-                                    : "not measured"},
+          {"restore_seconds",
+           restore ? "measured: from the relaunch to the resumed run's first logged step" : "not measured"},
+          {"resume_seconds",
+           resume ? "measured: from the relaunch to the resumed run's last logged line" : "not measured"},
           {"live_wait_seconds", "measured: waiting for the live run to reach step N+K"},
           {"checkpoint_bytes", "measured: bytes of the snapshotted checkpoint's files"},
-          {"peak_rss_bytes", sampled ? "measured: the resumed run's process tree, sampled from /proc"
-                                     : "not measured"}}}};
+          {"peak_rss_bytes",
+           sampled ? "measured: the resumed run's process tree, sampled from /proc" : "not measured"}}}};
   }
 
   Status run_all() {
@@ -398,12 +406,14 @@ class LiveDrill {
     }
     CKPT_RETURN_IF_ERROR(wait_for_live_run());
     RunTimeline timeline;
-    CKPT_ASSIGN_OR_RETURN(auto resumed, finish_resumed(*runs_[0], "resumed run", work_ + "/resumed", &timeline, &watch));
+    CKPT_ASSIGN_OR_RETURN(auto resumed,
+                          finish_resumed(*runs_[0], "resumed run", work_ + "/resumed", &timeline, &watch));
     std::optional<MetricsLog> control;
     if (o_.control) {
       record_.phase("control run");
       RunTimeline ignored;
-      CKPT_ASSIGN_OR_RETURN(control, finish_resumed(*runs_[1], "control run", work_ + "/control", &ignored, nullptr));
+      CKPT_ASSIGN_OR_RETURN(control,
+                            finish_resumed(*runs_[1], "control run", work_ + "/control", &ignored, nullptr));
       if (!control) return Status::ok();
     }
     record_measurements(timeline);

@@ -39,7 +39,8 @@ Result<std::map<fs::path, FileIdentity>> list_files(const fs::path& source) {
   std::map<fs::path, FileIdentity> files;
   std::error_code ec;
   const auto status = fs::symlink_status(source, ec);
-  if (ec || !fs::exists(status)) return Status::not_found(source.string() + ": no such checkpoint (deleted?)");
+  if (ec || !fs::exists(status))
+    return Status::not_found(source.string() + ": no such checkpoint (deleted?)");
   if (fs::is_regular_file(status)) {
     FileIdentity id;
     if (!identity_of(source, &id)) return Status::not_found(source.string() + ": vanished while being read");
@@ -48,8 +49,8 @@ Result<std::map<fs::path, FileIdentity>> list_files(const fs::path& source) {
   }
   if (!fs::is_directory(status))
     return Status::invalid_argument(source.string() + ": expected a checkpoint file or directory");
-  for (auto it = fs::recursive_directory_iterator(source, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(source, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (!it->is_regular_file(ec)) continue;
     FileIdentity id;
     if (!identity_of(it->path(), &id)) continue;  // vanished between listing and stat: caught below
@@ -83,8 +84,8 @@ Result<LiveSnapshot> snapshot_checkpoint(const std::string& source_path, const s
       ec.clear();
       fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
       if (ec)
-        return Status::io_error(from.string() + ": vanished or unreadable while the snapshot was taken: " +
-                               ec.message());
+        return Status::io_error(from.string() +
+                                ": vanished or unreadable while the snapshot was taken: " + ec.message());
       ++snap.copied;
     }
     ++snap.files;
@@ -96,10 +97,12 @@ Result<LiveSnapshot> snapshot_checkpoint(const std::string& source_path, const s
     auto it = after.find(rel);
     if (it == after.end() || !(it->second == id))
       return Status::io_error((rel.empty() ? source : source / rel).string() +
-                             (it == after.end() ? ": vanished" : ": changed") + " while the snapshot was taken");
+                              (it == after.end() ? ": vanished" : ": changed") +
+                              " while the snapshot was taken");
     FileIdentity copy;
     if (!identity_of(rel.empty() ? dest : dest / rel, &copy) || copy.size != id.size)
-      return Status::io_error((rel.empty() ? dest : dest / rel).string() + ": the snapshot's copy differs in size");
+      return Status::io_error((rel.empty() ? dest : dest / rel).string() +
+                              ": the snapshot's copy differs in size");
   }
   if (after.size() != before.size())
     return Status::io_error(source.string() + ": files were added while the snapshot was taken");

@@ -17,8 +17,8 @@ Status check_launcher_options(const DrillOptions& o) {
   if (o.launcher != "slurm" && (o.nodes != 1 || o.resume_nodes != 0 || !o.slurm_args.empty()))
     return Status::invalid_argument("--nodes, --resume-nodes and --slurm-args need --launcher slurm");
   if (o.nodes < 1 || o.resume_nodes < 0)
-    return Status::invalid_argument("--nodes must be >= 1 and --resume-nodes >= 1 (got " + std::to_string(o.nodes) +
-                                    ", " + std::to_string(o.resume_nodes) + ")");
+    return Status::invalid_argument("--nodes must be >= 1 and --resume-nodes >= 1 (got " +
+                                    std::to_string(o.nodes) + ", " + std::to_string(o.resume_nodes) + ")");
   return Status::ok();
 }
 
@@ -27,25 +27,25 @@ ProgramLauncher::ProgramLauncher(const DrillOptions& options, std::string exe, s
 
 Status ProgramLauncher::prepare(const std::string& work_dir) {
   if (!slurm() || allocation_) return Status::ok();
-  CKPT_ASSIGN_OR_RETURN(SlurmAllocation job, SlurmAllocation::acquire(std::max(options_.nodes, options_.resume_nodes),
-                                                                      options_.slurm_args,
-                                                                      options_.slurm_start_timeout_seconds,
-                                                                      work_dir + "/salloc.log"));
+  CKPT_ASSIGN_OR_RETURN(
+      SlurmAllocation job,
+      SlurmAllocation::acquire(std::max(options_.nodes, options_.resume_nodes), options_.slurm_args,
+                               options_.slurm_start_timeout_seconds, work_dir + "/salloc.log"));
   allocation_.emplace(std::move(job));
   return Status::ok();
 }
 
 Result<std::unique_ptr<RunningProgram>> ProgramLauncher::start(const ProgramRun& run, const std::string& dir,
-                                                               RunShape shape, const std::vector<std::string>& extra) {
+                                                               RunShape shape,
+                                                               const std::vector<std::string>& extra) {
   const DrillOptions& o = options_;
   CKPT_RETURN_IF_ERROR(make_directory(run.ckpt_dir));
   const int nproc = shape == RunShape::kSubject || o.resume_nproc == 0 ? o.nproc : o.resume_nproc;
   // What every rank runs: a ckptcheck subcommand, or a program `launch` finds in PATH.
   std::vector<std::string> rank_argv;
   if (built_in()) {
-    rank_argv = {"train",   "--config",   config_path_, "--shards",    std::to_string(o.shards),
-                 "--format", o.format,     "--eval-out", dir + "/eval", "--summary",
-                 dir + "/summary.json"};
+    rank_argv = {"train",  "--config",   config_path_,  "--shards",  std::to_string(o.shards), "--format",
+                 o.format, "--eval-out", dir + "/eval", "--summary", dir + "/summary.json"};
     rank_argv.insert(rank_argv.end(), extra.begin(), extra.end());
   } else {
     rank_argv = substitute_placeholders(o.command, run);
@@ -74,7 +74,8 @@ Result<std::unique_ptr<RunningProgram>> ProgramLauncher::start(const ProgramRun&
   step.nodes = shape == RunShape::kSubject || o.resume_nodes == 0 ? std::max(o.nodes, 1) : o.resume_nodes;
   step.tasks_per_node = std::max(nproc, 1);
   step.extra_args = o.slurm_args;
-  step.name = "ckptcheck-" + run.role + "-" + std::to_string(::getpid()) + "-" + std::to_string(++steps_started_);
+  step.name =
+      "ckptcheck-" + run.role + "-" + std::to_string(::getpid()) + "-" + std::to_string(++steps_started_);
   step.program = spawn;
   step.start_timeout_seconds = o.slurm_start_timeout_seconds;
   CKPT_ASSIGN_OR_RETURN(std::unique_ptr<SlurmStep> started, SlurmStep::start(*allocation_, step));
@@ -95,7 +96,8 @@ ChildExit ProgramLauncher::wait(RunningProgram& child, const std::string& what, 
 Status ProgramLauncher::wait_ok(RunningProgram& child, const std::string& what, const std::string& dir,
                                 Progress* progress, int64_t total_steps) const {
   const ChildExit e = wait(child, what, dir + "/metrics.jsonl", progress, total_steps);
-  if (!e.ok()) return Status::io_error(what + " failed (" + e.describe() + "): " + log_tail(dir + "/stderr.log"));
+  if (!e.ok())
+    return Status::io_error(what + " failed (" + e.describe() + "): " + log_tail(dir + "/stderr.log"));
   return Status::ok();
 }
 

@@ -40,8 +40,8 @@ class ProgramLauncher {
 
   // Waits for a run; on a terminal the progress line shows `what` and the run's last logged step
   // of `total_steps`, read from its metrics file as it grows.
-  ChildExit wait(RunningProgram& child, const std::string& what, const std::string& metrics, Progress* progress,
-                 int64_t total_steps) const;
+  ChildExit wait(RunningProgram& child, const std::string& what, const std::string& metrics,
+                 Progress* progress, int64_t total_steps) const;
   // The same, and an error naming the run and its stderr when it did not exit 0.
   Status wait_ok(RunningProgram& child, const std::string& what, const std::string& dir, Progress* progress,
                  int64_t total_steps) const;

@@ -30,7 +30,9 @@ Result<StateSnapshot> announced_snapshot(const MetricsLog& log, int64_t step, co
   for (auto it = log.checkpoints.rbegin(); it != log.checkpoints.rend(); ++it) {
     if (it->step != step) continue;
     auto snap = read_state_snapshot(it->path);
-    if (!snap.is_ok()) return snap.status().with_context(run + "'s checkpoint of step " + std::to_string(step) + " " + it->path);
+    if (!snap.is_ok())
+      return snap.status().with_context(run + "'s checkpoint of step " + std::to_string(step) + " " +
+                                        it->path);
     return snap;
   }
   return Status::corruption(run + " announced no checkpoint of step " + std::to_string(step) +
@@ -61,11 +63,11 @@ NoiseEnvelope measure_noise(DrillRecord& record, const std::vector<StepRecord>& 
     identical = identical && c.bit_identical;
     envelope[name] = c.max_abs;
   }
-  const std::string detail = identical ? runs + " are bit-identical: no noise to allow for"
-                                       : runs + " of this program already differ (loss max abs " +
-                                             format_number(noise.series["loss"]) +
-                                             "): a resumed value passes within " + format_number(multiple) +
-                                             "x that envelope";
+  const std::string detail =
+      identical
+          ? runs + " are bit-identical: no noise to allow for"
+          : runs + " of this program already differ (loss max abs " + format_number(noise.series["loss"]) +
+                "): a resumed value passes within " + format_number(multiple) + "x that envelope";
   record.add_check({"control_envelope",
                     "",
                     true,
@@ -84,10 +86,11 @@ bool check_metrics(DrillRecord& record, const std::string& mode, const ResumeCom
     const bool complete = d.field != "loss" || d.steps_compared == c.expected_steps;
     DrillCheck check{"metric_" + d.field, mode, (d.passed || noise) && complete, "", to_json(d)};
     if (d.first_diverging_step >= 0)
-      check.detail = d.field + " diverged at step " + std::to_string(d.first_diverging_step) + ": reference " +
-                     format_number(d.reference_at_first) + " resumed " + format_number(d.resumed_at_first) +
-                     " (max abs " + format_number(d.max_abs) + ")" +
-                     (noise ? ", within " + format_number(c.envelope->multiple) + "x the run-to-run envelope" : "");
+      check.detail =
+          d.field + " diverged at step " + std::to_string(d.first_diverging_step) + ": reference " +
+          format_number(d.reference_at_first) + " resumed " + format_number(d.resumed_at_first) +
+          " (max abs " + format_number(d.max_abs) + ")" +
+          (noise ? ", within " + format_number(c.envelope->multiple) + "x the run-to-run envelope" : "");
     else if (!d.missing_field.empty())
       check.detail = d.field + ": the resumed run stopped logging it (first at step " +
                      std::to_string(d.missing_field.front()) + ")";
@@ -122,14 +125,16 @@ bool check_final_state(DrillRecord& record, const std::string& mode, const Resum
   }
   auto& failures = record.out.failures;
   for (auto it = divergences.rbegin(); it != divergences.rend(); ++it)
-    failures.insert(failures.begin() + static_cast<std::ptrdiff_t>(std::min(first_failure_of_mode, failures.size())),
-                    *it + mode_suffix(mode));
+    failures.insert(
+        failures.begin() + static_cast<std::ptrdiff_t>(std::min(first_failure_of_mode, failures.size())),
+        *it + mode_suffix(mode));
   // Recorded without add_check: each divergence is already a failure line of its own.
   record.out.checks.push_back({"final_state",
                                mode,
                                divergences.empty(),
-                               divergences.empty() ? std::to_string(components->size()) + " components match"
-                                                   : std::to_string(divergences.size()) + " component(s) diverged",
+                               divergences.empty()
+                                   ? std::to_string(components->size()) + " components match"
+                                   : std::to_string(divergences.size()) + " component(s) diverged",
                                {{"components", components->size()}, {"diverged", divergences}}});
   return identical;
 }

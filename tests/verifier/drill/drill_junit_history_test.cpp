@@ -15,13 +15,19 @@ namespace {
 using namespace ckpt::testing;
 
 nlohmann::json report_with(bool passed, int exit_code, const std::string& error = "") {
-  return {{"verdict", exit_code == 0 ? "pass" : exit_code == 1 ? "fail" : "error"},
+  return {{"verdict", exit_code == 0   ? "pass"
+                      : exit_code == 1 ? "fail"
+                                       : "error"},
           {"exit_code", exit_code},
           {"error", error},
           {"failures", passed ? nlohmann::json::array() : nlohmann::json::array({"loss diverged"})},
           {"drill", {{"mode", "scratch"}, {"save_at", 4}, {"resume_steps", 4}, {"kill", "after-save"}}},
           {"checks",
-           {{{"name", "contract"}, {"mode", ""}, {"passed", true}, {"detail", "N=4"}, {"numbers", nlohmann::json::object()}},
+           {{{"name", "contract"},
+             {"mode", ""},
+             {"passed", true},
+             {"detail", "N=4"},
+             {"numbers", nlohmann::json::object()}},
             {{"name", "metric_loss"},
              {"mode", "after-save"},
              {"passed", passed},
@@ -32,15 +38,20 @@ nlohmann::json report_with(bool passed, int exit_code, const std::string& error 
              {"passed", passed},
              {"detail", "1 component(s) diverged"},
              {"numbers", {{"diverged", {"optimizer diverged: exp_avg max abs 0.01"}}}}}}},
-          {"measurements", {{"timings", {{"restore_seconds", 1.5}, {"checkpoint_bytes", 4096}, {"drill_wall_seconds", 3}}}}}};
+          {"measurements",
+           {{"timings", {{"restore_seconds", 1.5}, {"checkpoint_bytes", 4096}, {"drill_wall_seconds", 3}}}}}};
 }
 
 TEST(DrillJunit, AFailedCheckIsAFailureWithItsMessageEscaped) {
   const std::string xml = drill_junit_xml(report_with(false, 1));
-  EXPECT_NE(xml.find("<testsuite name=\"ckptcheck.drill\" tests=\"3\" failures=\"2\" errors=\"0\""), std::string::npos)
+  EXPECT_NE(xml.find("<testsuite name=\"ckptcheck.drill\" tests=\"3\" failures=\"2\" errors=\"0\""),
+            std::string::npos)
       << xml;
-  EXPECT_NE(xml.find("<testcase classname=\"ckptcheck.drill.after-save\" name=\"metric_loss\""), std::string::npos);
-  EXPECT_NE(xml.find("message=\"loss diverged at step 5: &lt;a &amp; &quot;b&quot;&gt; ?\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<testcase classname=\"ckptcheck.drill.after-save\" name=\"metric_loss\""),
+            std::string::npos);
+  EXPECT_NE(xml.find("message=\"loss diverged at step 5: &lt;a &amp; &quot;b&quot;&gt; ?\""),
+            std::string::npos)
+      << xml;
   // final_state names the diverging components in its failure.
   EXPECT_NE(xml.find("optimizer diverged: exp_avg max abs 0.01</failure>"), std::string::npos) << xml;
   EXPECT_EQ(xml.find('\x01'), std::string::npos);
@@ -52,7 +63,8 @@ TEST(DrillJunit, APassingDrillHasNoFailureAndAnErrorIsAnErrorTestcase) {
   EXPECT_NE(pass.find("failures=\"0\" errors=\"0\""), std::string::npos);
   const std::string error = drill_junit_xml(report_with(true, 2, "subject never reached its kill point"));
   EXPECT_NE(error.find("errors=\"1\""), std::string::npos) << error;
-  EXPECT_NE(error.find("<error message=\"subject never reached its kill point\""), std::string::npos) << error;
+  EXPECT_NE(error.find("<error message=\"subject never reached its kill point\""), std::string::npos)
+      << error;
 }
 
 TEST(DrillHistory, AnEntryTakesTheReportsNumbersAndNullForWhatItLacks) {
@@ -82,7 +94,8 @@ TEST(DrillHistory, AppendsLinesAndDropsOnlyATornLastLine) {
   std::ofstream(path, std::ios::app) << "\n{\"verdict\": \"pass\"}\n";
   auto corrupt = read_drill_history(path);
   ASSERT_FALSE(corrupt.is_ok());
-  EXPECT_NE(corrupt.status().message().find("history.jsonl:3"), std::string::npos) << corrupt.status().message();
+  EXPECT_NE(corrupt.status().message().find("history.jsonl:3"), std::string::npos)
+      << corrupt.status().message();
 }
 
 }  // namespace
