@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <csignal>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -18,6 +19,8 @@
 #include "base/parallel_jobs.h"
 #include "base/seconds_since.h"
 #include "base/sha256_batch.h"
+#include "distributed/share_split.h"
+#include "distributed/step_gather.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_dir.h"
@@ -285,39 +288,128 @@ struct ScanJob {
   uint64_t bytes;
 };
 
-void check_shards(const std::string& dir, const Manifest& manifest, const VerifyOptions& options,
-                  VerifyReport& report) {
+// The threads that plan the units: this process's, or (distributed) every task's together, so each
+// task's share still holds ~kScanUnitsPerWorker units per thread and the split balances.
+Result<size_t> planning_threads(const VerifyOptions& options) {
+  const uint64_t mine = resolve_jobs(options.jobs, SIZE_MAX);
+  if (!options.distributed || options.distributed->world_size() <= 1) return mine;
+  CKPT_ASSIGN_OR_RETURN(std::vector<std::string> threads,
+                        all_gather_step(*options.distributed, "verify: plan", std::to_string(mine)));
+  size_t all = 0;
+  for (const std::string& t : threads) all += static_cast<size_t>(std::strtoull(t.c_str(), nullptr, 10));
+  return std::max<size_t>(all, 1);
+}
+
+// A test-only hook: the task whose rank CKPTCHECK_TEST_KILL_RANK names SIGKILLs itself once it has
+// scanned its share, before the gather, so a test can kill one task mid-verify deterministically.
+void die_here_if_told(int rank) {
+  const char* kill_rank = std::getenv("CKPTCHECK_TEST_KILL_RANK");
+  if (kill_rank && *kill_rank && std::atoi(kill_rank) == rank) std::raise(SIGKILL);
+}
+
+// verify --distributed: every task sends what it scanned (with a digest of its plan: a task that
+// saw other files planned other units) and takes in everyone else's, in rank order.
+Status gather_unit_results(const std::vector<ScanJob>& jobs, const std::vector<int>& owners,
+                           ByteCollective& world) {
+  nlohmann::json plan = nlohmann::json::array();
+  for (const ScanJob& job : jobs) plan.push_back(job.bytes);
+  const std::string plan_digest = sha256_hex(plan.dump());
+  nlohmann::json mine = {{"plan", plan_digest}, {"units", nlohmann::json::array()}};
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (owners[j] == world.rank()) mine["units"].push_back({j, jobs[j].scanner->unit_result(jobs[j].unit)});
+  }
+  die_here_if_told(world.rank());
+  CKPT_ASSIGN_OR_RETURN(const std::vector<std::string> all,
+                        all_gather_step(world, "verify: scan", mine.dump()));
+  for (size_t r = 0; r < all.size(); ++r) {
+    auto theirs = parse_json(all[r], "rank " + std::to_string(r) + "'s results");
+    if (!theirs.is_ok()) return theirs.status();
+    if (!theirs->is_object() || theirs->value("plan", std::string()) != plan_digest) {
+      return Status::invalid_argument(
+          "rank " + std::to_string(r) + " planned other scan units than rank " +
+          std::to_string(world.rank()) +
+          " (it sees other files or sizes): every task must see the same checkpoint");
+    }
+    if (static_cast<int>(r) == world.rank()) continue;
+    for (const nlohmann::json& unit : theirs->value("units", nlohmann::json::array())) {
+      const size_t j = unit.at(0).get<size_t>();
+      if (j >= jobs.size() || owners[j] != static_cast<int>(r))
+        return Status::corruption("rank " + std::to_string(r) + " sent unit " + std::to_string(j) +
+                                  " it does not own");
+      CKPT_RETURN_IF_ERROR(jobs[j].scanner->take_unit_result(jobs[j].unit, unit.at(1)));
+    }
+  }
+  return Status::ok();
+}
+
+// Every shard opened, compared with the manifest and cut into scan units: one job per unit.
+struct ScanPlan {
+  std::vector<std::vector<ChunkRef>> refs;  // by shard; ShardCheck keeps a reference
+  std::vector<std::unique_ptr<ShardCheck>> checks;
+  std::vector<ScanJob> jobs;
+  uint64_t total = 0;
+};
+
+// `threads`: every thread that will scan (all tasks' together), which sets the unit length.
+void plan_scan(const std::string& dir, const Manifest& manifest, bool quick, size_t threads, size_t jobs,
+               ScanPlan& plan) {
   const size_t count = manifest.shards.size();
-  std::vector<std::vector<ChunkRef>> refs(count);
+  plan.refs.assign(count, {});
   for (size_t t = 0; t < manifest.tensors.size(); ++t) {
     for (size_t c = 0; c < manifest.tensors[t].chunks.size(); ++c)
-      refs[manifest.tensors[t].chunks[c].shard].push_back({t, c});
+      plan.refs[manifest.tensors[t].chunks[c].shard].push_back({t, c});
   }
-  uint64_t total = 0;
-  for (const auto& s : manifest.shards) total += s.bytes;
-
+  for (const auto& s : manifest.shards) plan.total += s.bytes;
   // Shards are opened and planned in parallel, then every planned unit of every shard is one job,
   // largest first (a single payload cannot be split, so the biggest must start early), so one
   // shard much larger than the rest is spread over the cores instead of leaving them idle.
-  std::vector<std::unique_ptr<ShardCheck>> checks(count);
-  const uint64_t unit_bytes = scan_unit_bytes(total, resolve_jobs(options.jobs, SIZE_MAX));
-  run_parallel(count, resolve_jobs(options.jobs, count), [&](size_t i) {
-    checks[i] = std::make_unique<ShardCheck>(dir, manifest, i, refs[i], options.quick, unit_bytes);
-    checks[i]->prepare();
+  plan.checks.resize(count);
+  const uint64_t unit_bytes = scan_unit_bytes(plan.total, threads);
+  run_parallel(count, resolve_jobs(jobs, count), [&](size_t i) {
+    plan.checks[i] = std::make_unique<ShardCheck>(dir, manifest, i, plan.refs[i], quick, unit_bytes);
+    plan.checks[i]->prepare();
   });
-  std::vector<ScanJob> jobs;
   for (size_t i = 0; i < count; ++i) {
-    if (ShardScanner* scanner = checks[i]->scanner()) {
-      for (size_t u = 0; u < scanner->unit_count(); ++u) jobs.push_back({scanner, u, scanner->unit_size(u)});
+    if (ShardScanner* scanner = plan.checks[i]->scanner()) {
+      for (size_t u = 0; u < scanner->unit_count(); ++u)
+        plan.jobs.push_back({scanner, u, scanner->unit_size(u)});
     }
+  }
+}
+
+Status check_shards(const std::string& dir, const Manifest& manifest, const VerifyOptions& options,
+                    VerifyReport& report) {
+  const size_t count = manifest.shards.size();
+  CKPT_ASSIGN_OR_RETURN(const size_t threads, planning_threads(options));
+  ScanPlan plan;
+  plan_scan(dir, manifest, options.quick, threads, options.jobs, plan);
+  const std::vector<ScanJob>& jobs = plan.jobs;
+  const uint64_t total = plan.total;
+  auto& checks = plan.checks;
+  // Distributed: this task scans only its share of the jobs (the same split on every task).
+  std::vector<uint64_t> all_sizes;
+  for (const ScanJob& job : jobs) all_sizes.push_back(job.bytes);
+  ByteCollective* world =
+      options.distributed && options.distributed->world_size() > 1 ? options.distributed : nullptr;
+  const std::vector<int> owners =
+      world ? split_by_size(all_sizes, world->world_size()) : std::vector<int>(jobs.size(), 0);
+  const int me = world ? world->rank() : 0;
+  std::vector<size_t> mine;
+  std::vector<uint64_t> sizes;
+  uint64_t share = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (owners[j] != me) continue;
+    mine.push_back(j);
+    sizes.push_back(jobs[j].bytes);
+    share += jobs[j].bytes;
   }
   std::atomic<uint64_t> hashed{0};
   std::function<void()> report_progress;
-  if (options.on_progress) report_progress = [&] { options.on_progress(hashed.load(), total); };
+  const uint64_t progress_total = world ? share : total;
+  if (options.on_progress) report_progress = [&] { options.on_progress(hashed.load(), progress_total); };
+  if (options.on_share) options.on_share(mine.size(), share);
   // Each worker scans two units at once (their blocks hash side by side), largest first, and
   // takes the next whenever one ends.
-  std::vector<uint64_t> sizes;
-  for (const ScanJob& job : jobs) sizes.push_back(job.bytes);
   run_hashing_workers(
       sizes, options.jobs,
       [&](const NextQueuedJob& next) {
@@ -325,11 +417,13 @@ void check_shards(const std::string& dir, const Manifest& manifest, const Verify
             [&]() -> std::optional<ScanTask> {
               const std::optional<QueuedJob> job = next();
               if (!job) return std::nullopt;
-              return ScanTask{jobs[job->index].scanner, jobs[job->index].unit, job->alone};
+              const ScanJob& scan = jobs[mine[job->index]];
+              return ScanTask{scan.scanner, scan.unit, job->alone};
             },
             &hashed);
       },
       report_progress);
+  if (world) CKPT_RETURN_IF_ERROR(gather_unit_results(jobs, owners, *world));
   std::vector<ShardOutcome> outcomes(count);
   for (size_t i = 0; i < count; ++i) outcomes[i] = checks[i]->finish();
 
@@ -341,6 +435,7 @@ void check_shards(const std::string& dir, const Manifest& manifest, const Verify
     report.bytes_hashed += o.bytes_hashed;
   }
   report_nonfinite(manifest, nonfinite, report);
+  return Status::ok();
 }
 
 void check_resume_state(const std::string& dir, const Manifest& manifest, VerifyReport& report) {
@@ -442,7 +537,7 @@ Result<VerifyReport> verify_one(const std::string& raw_dir, const VerifyOptions&
   report.shards = manifest->shards.size();
   report.tensors = manifest->tensors.size();
   for (const auto& t : manifest->tensors) check_chunk_coverage(t, report);
-  check_shards(dir, *manifest, options, report);
+  CKPT_RETURN_IF_ERROR(check_shards(dir, *manifest, options, report));
   check_resume_state(dir, *manifest, report);
   report_unlisted_files(dir, *manifest, report);
   if (!options.current_pins.is_null()) check_pin_drift(manifest->pins, options.current_pins, report);
@@ -459,6 +554,25 @@ void add_nonfinite_error(VerifyReport& report, const std::string& shard, const s
                    std::to_string(count.nan) + " NaN and " + std::to_string(count.inf) + " Inf of " +
                        std::to_string(checked_numel(shape).value_or(0)) + " " + dtype_name(dtype) +
                        " elements");
+}
+
+Result<std::vector<ShareUnit>> plan_verify_shares(const std::string& checkpoint_dir, size_t tasks,
+                                                  size_t threads_per_task) {
+  CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(checkpoint_dir));
+  ScanPlan plan;
+  const size_t threads = std::max<size_t>(1, tasks) * resolve_jobs(threads_per_task, SIZE_MAX);
+  plan_scan(strip_trailing_slashes(checkpoint_dir), manifest, false, threads, threads_per_task, plan);
+  std::vector<uint64_t> sizes;
+  for (const ScanJob& job : plan.jobs) sizes.push_back(job.bytes);
+  const std::vector<int> owners = split_by_size(sizes, static_cast<int>(std::max<size_t>(1, tasks)));
+  std::vector<ShareUnit> out;
+  for (size_t j = 0; j < plan.jobs.size(); ++j) {
+    const ScanJob& job = plan.jobs[j];
+    out.push_back({job.scanner->path(), job.scanner->unit_begin(job.unit),
+                   job.scanner->unit_begin(job.unit) + job.bytes, owners[j]});
+  }
+  for (auto& check : plan.checks) (void)check->finish();
+  return out;
 }
 
 Result<VerifyReport> verify_checkpoint(const std::string& checkpoint_dir, const VerifyOptions& options) {

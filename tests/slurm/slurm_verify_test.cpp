@@ -1,0 +1,139 @@
+// verify --distributed under a real Slurm (two slurmd nodes on this machine, started by the
+// slurm_cluster ctest fixture): Open MPI's mpirun inside a 2-node salloc starts one task per node
+// (its daemons launched through srun), the tasks split the scan units, rank 0 prints the report.
+// A 2-node verify equals the 1-node one byte for byte apart from the timing; a byte damaged in
+// rank 1's share is reported by rank 0; a task killed mid-verify fails the run, never a PASS.
+// (srun --mpi=pmix cannot start Open MPI here: both slurmd share /tmp and PMIx's per-step dir
+// collides; on a real cluster `srun --mpi=pmix ckptcheck verify --distributed` is the same run.)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "tests/support/training_state_fixture.h"
+#include "verifier/check/checkpoint_verifier.h"
+
+namespace ckpt {
+namespace {
+
+using namespace ckpt::testing;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string without_seconds(const std::string& json) {
+  return std::regex_replace(json, std::regex("\"seconds\":[0-9.eE+-]+"), "\"seconds\":0");
+}
+
+class SlurmVerify : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(::access(CKPTCHECK_BIN, X_OK), 0) << CKPTCHECK_BIN << " is not built";
+    const char* conf = std::getenv("SLURM_CONF");
+    ASSERT_TRUE(conf != nullptr && ::access(conf, R_OK) == 0)
+        << "no Slurm cluster: run these through ctest, whose slurm_cluster fixture starts one "
+           "(tests/slurm/slurm_cluster.sh)";
+    const CommandResult nodes = run_command("sinfo --noheader --Node --format='%N %t' 2>&1");
+    ASSERT_EQ(nodes.exit_code, 0) << nodes.output;
+    ASSERT_NE(nodes.output.find("n2"), std::string::npos) << nodes.output;
+    // Tensors of 1-3 MiB in 2 shards: the scan is cut into many units, so each task has a share.
+    std::vector<LoadedTensor> state = full_training_state();
+    for (int i = 0; i < 12; ++i)
+      state.push_back(finite_f32_tensor("rng.big." + std::to_string(i), {256, 1024 * (1 + i % 3)}, 0.1f));
+    dir_ = save_training_state(root_.path(), state, kFixtureStep, 2);
+    ASSERT_FALSE(dir_.empty());
+  }
+  void TearDown() override {
+    // salloc returns while Slurm may still list the job as completing for a moment.
+    CommandResult queue;
+    for (int i = 0; i < 100; ++i) {
+      queue = run_command("squeue --noheader --format='%i %j' 2>&1");
+      if (queue.output.find("ckptcheck") == std::string::npos) break;
+      ::usleep(100 * 1000);
+    }
+    EXPECT_EQ(queue.output.find("ckptcheck"), std::string::npos) << "still queued:\n" << queue.output;
+  }
+  // `ckptcheck verify --distributed --json` on 2 nodes, one task each: stdout in out_, the rest in err_.
+  int verify_on_two_nodes(const std::string& mpirun_args = "") {
+    const std::string out = root_ / "out.json", err = root_ / "err.txt";
+    const CommandResult r = run_command(
+        "(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 salloc --nodes=2 --ntasks-per-node=1 "
+        "--immediate=60 --job-name=ckptcheck-verify-test mpirun -n 2 --map-by node " +
+        mpirun_args + " " + CKPTCHECK_BIN + " verify --distributed --json --jobs 1 '" + dir_ + "' > " + out +
+        " 2> " + err + ")");
+    out_ = slurp(out);
+    err_ = slurp(err);
+    return r.exit_code;
+  }
+  std::string verify_on_one_node() const {
+    const CommandResult r =
+        run_command(std::string(CKPTCHECK_BIN) + " verify --json --jobs 1 '" + dir_ + "' 2>/dev/null");
+    return r.output;
+  }
+  TempDir root_;
+  std::string dir_, out_, err_;
+};
+
+TEST_F(SlurmVerify, TwoNodesPrintTheOneNodeReportByteForByteApartFromTiming) {
+  const std::string one = verify_on_one_node();
+  ASSERT_NE(one.find("\"ok\":true"), std::string::npos) << one;
+  ASSERT_EQ(verify_on_two_nodes(), 0) << out_ << err_;
+  EXPECT_EQ(without_seconds(out_), without_seconds(one)) << err_;
+  // Each node scanned a share: rank 0 names both in its one line on stderr.
+  EXPECT_NE(err_.find("verify --distributed: 2 tasks; rank 0 on n1: "), std::string::npos) << err_;
+  EXPECT_NE(err_.find("rank 1 on n2: "), std::string::npos) << err_;
+}
+
+TEST_F(SlurmVerify, AByteFlippedInRankOnesShareIsReportedByRankZero) {
+  // The split every task computes: find a unit of rank 1's share and a payload inside it.
+  auto shares = plan_verify_shares(dir_, 2, 1);
+  ASSERT_TRUE(shares.is_ok()) << shares.status().to_string();
+  const Manifest manifest = read_fixture_manifest(dir_);
+  std::string tensor, shard;
+  uint64_t offset = 0;
+  for (const ShareUnit& unit : *shares) {
+    if (unit.task != 1 || !tensor.empty()) continue;
+    for (const ManifestTensor& t : manifest.tensors) {
+      for (const ManifestChunk& c : t.chunks) {
+        if (dir_ + "/" + manifest.shards[c.shard].path == unit.path && c.data_bytes > 16 &&
+            c.data_offset >= unit.begin && c.data_offset < unit.end && tensor.empty()) {
+          tensor = t.name;
+          shard = unit.path;
+          offset = c.data_offset + c.data_bytes / 2;
+        }
+      }
+    }
+  }
+  ASSERT_FALSE(tensor.empty()) << "rank 1 has no payload in its share";
+  std::vector<uint8_t> bytes = read_file_bytes(shard);
+  bytes[offset] ^= 0x01;
+  write_file_bytes(shard, bytes);
+
+  const std::string one = verify_on_one_node();
+  EXPECT_EQ(verify_on_two_nodes(), 1) << out_ << err_;
+  EXPECT_EQ(without_seconds(out_), without_seconds(one)) << err_;
+  const auto j = nlohmann::json::parse(out_, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out_ << err_;
+  ASSERT_FALSE(j["errors"].empty()) << out_;
+  EXPECT_EQ(j["errors"][0]["code"], "chunk_sha256_mismatch") << out_;
+  EXPECT_EQ(j["errors"][0]["tensor"], tensor) << out_;
+}
+
+TEST_F(SlurmVerify, ATaskKilledMidVerifyFailsTheRun) {
+  // Rank 1 SIGKILLs itself after scanning its share, before the gather (a test-only hook).
+  const int code = verify_on_two_nodes("-x CKPTCHECK_TEST_KILL_RANK=1");
+  EXPECT_NE(code, 0) << out_ << err_;
+  EXPECT_NE(code, 1) << "a dead task is not a verdict on the checkpoint\n" << out_ << err_;
+  EXPECT_EQ(out_.find("\"ok\""), std::string::npos) << "a partial report was printed:\n" << out_;
+  EXPECT_NE(err_.find("rank 1"), std::string::npos) << err_;
+  EXPECT_NE(err_.find("signal 9"), std::string::npos) << err_;
+}
+
+}  // namespace
+}  // namespace ckpt
