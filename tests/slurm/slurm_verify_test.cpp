@@ -1,10 +1,10 @@
 // verify --distributed under a real Slurm (two slurmd nodes on this machine, started by the
-// slurm_cluster ctest fixture): Open MPI's mpirun inside a 2-node salloc starts one task per node
-// (its daemons launched through srun), the tasks split the scan units, rank 0 prints the report.
-// A 2-node verify equals the 1-node one byte for byte apart from the timing; a byte damaged in
-// rank 1's share is reported by rank 0; a task killed mid-verify fails the run, never a PASS.
-// (srun --mpi=pmix cannot start Open MPI here: both slurmd share /tmp and PMIx's per-step dir
-// collides; on a real cluster `srun --mpi=pmix ckptcheck verify --distributed` is the same run.)
+// slurm_cluster ctest fixture), launched both ways a site would: `srun --mpi=pmix` (Slurm wires up
+// Open MPI directly) and Open MPI's mpirun inside a 2-node salloc (its daemons started through
+// srun). One task per node; the tasks split the scan units and rank 0 prints the report. A 2-node
+// verify equals the 1-node one byte for byte apart from the timing; a byte damaged in rank 1's
+// share is reported by rank 0; a task killed mid-verify fails the run, never a PASS; srun without
+// an MPI plugin is a usage error (exit 2), not Open MPI's abort with exit 1.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -59,14 +59,25 @@ class SlurmVerify : public ::testing::Test {
     }
     EXPECT_EQ(queue.output.find("ckptcheck"), std::string::npos) << "still queued:\n" << queue.output;
   }
-  // `ckptcheck verify --distributed --json` on 2 nodes, one task each: stdout in out_, the rest in err_.
-  int verify_on_two_nodes(const std::string& mpirun_args = "") {
+  enum class Launcher { kSrun, kMpirunInSalloc };
+  // `ckptcheck verify --distributed --json` on 2 nodes, one task each: stdout in out_, the rest in
+  // err_. `kill_rank`: that task SIGKILLs itself after its scan (CKPTCHECK_TEST_KILL_RANK).
+  int verify_on_two_nodes(Launcher launcher, int kill_rank = -1, const std::string& srun_mpi = "--mpi=pmix") {
     const std::string out = root_ / "out.json", err = root_ / "err.txt";
-    const CommandResult r = run_command(
-        "(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 salloc --nodes=2 --ntasks-per-node=1 "
-        "--immediate=60 --job-name=ckptcheck-verify-test mpirun -n 2 --map-by node " +
-        mpirun_args + " " + CKPTCHECK_BIN + " verify --distributed --json --jobs 1 '" + dir_ + "' > " + out +
-        " 2> " + err + ")");
+    const std::string verify = std::string(CKPTCHECK_BIN) + " verify --distributed --json --jobs 1 '" + dir_ +
+                               "' > " + out + " 2> " + err;
+    const std::string kill = kill_rank < 0 ? "" : std::to_string(kill_rank);
+    std::string command = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+    if (launcher == Launcher::kSrun) {
+      command += "CKPTCHECK_TEST_KILL_RANK=" + kill + " srun --nodes=2 --ntasks-per-node=1 " + srun_mpi +
+                 " --kill-on-bad-exit=1 --immediate=60 --job-name=ckptcheck-verify-test " + verify;
+    } else {
+      command +=
+          "salloc --nodes=2 --ntasks-per-node=1 --immediate=60 --job-name=ckptcheck-verify-test mpirun -n 2 "
+          "--map-by node -x CKPTCHECK_TEST_KILL_RANK=" +
+          kill + " " + verify;
+    }
+    const CommandResult r = run_command("(" + command + ")");
     out_ = slurp(out);
     err_ = slurp(err);
     return r.exit_code;
@@ -80,14 +91,29 @@ class SlurmVerify : public ::testing::Test {
   std::string dir_, out_, err_;
 };
 
-TEST_F(SlurmVerify, TwoNodesPrintTheOneNodeReportByteForByteApartFromTiming) {
+TEST_F(SlurmVerify, TwoNodesUnderSrunPrintTheOneNodeReportByteForByteApartFromTiming) {
   const std::string one = verify_on_one_node();
   ASSERT_NE(one.find("\"ok\":true"), std::string::npos) << one;
-  ASSERT_EQ(verify_on_two_nodes(), 0) << out_ << err_;
+  ASSERT_EQ(verify_on_two_nodes(Launcher::kSrun), 0) << out_ << err_;
   EXPECT_EQ(without_seconds(out_), without_seconds(one)) << err_;
   // Each node scanned a share: rank 0 names both in its one line on stderr.
   EXPECT_NE(err_.find("verify --distributed: 2 tasks; rank 0 on n1: "), std::string::npos) << err_;
   EXPECT_NE(err_.find("rank 1 on n2: "), std::string::npos) << err_;
+}
+
+TEST_F(SlurmVerify, TwoNodesUnderMpirunInsideAnAllocationPrintTheSameReport) {
+  const std::string one = verify_on_one_node();
+  ASSERT_EQ(verify_on_two_nodes(Launcher::kMpirunInSalloc), 0) << out_ << err_;
+  EXPECT_EQ(without_seconds(out_), without_seconds(one)) << err_;
+  EXPECT_NE(err_.find("rank 0 on n1: "), std::string::npos) << err_;
+  EXPECT_NE(err_.find("rank 1 on n2: "), std::string::npos) << err_;
+}
+
+TEST_F(SlurmVerify, SrunWithoutAnMpiPluginIsAUsageErrorNotAFailedCheckpoint) {
+  EXPECT_EQ(verify_on_two_nodes(Launcher::kSrun, -1, "--mpi=none"), 2) << out_ << err_;
+  EXPECT_EQ(out_.find("\"ok\""), std::string::npos) << out_;
+  EXPECT_NE(err_.find("srun started without an MPI plugin"), std::string::npos) << err_;
+  EXPECT_NE(err_.find("srun --mpi=pmix"), std::string::npos) << err_;
 }
 
 TEST_F(SlurmVerify, AByteFlippedInRankOnesShareIsReportedByRankZero) {
@@ -116,7 +142,7 @@ TEST_F(SlurmVerify, AByteFlippedInRankOnesShareIsReportedByRankZero) {
   write_file_bytes(shard, bytes);
 
   const std::string one = verify_on_one_node();
-  EXPECT_EQ(verify_on_two_nodes(), 1) << out_ << err_;
+  EXPECT_EQ(verify_on_two_nodes(Launcher::kSrun), 1) << out_ << err_;
   EXPECT_EQ(without_seconds(out_), without_seconds(one)) << err_;
   const auto j = nlohmann::json::parse(out_, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << out_ << err_;
@@ -126,13 +152,36 @@ TEST_F(SlurmVerify, AByteFlippedInRankOnesShareIsReportedByRankZero) {
 }
 
 TEST_F(SlurmVerify, ATaskKilledMidVerifyFailsTheRun) {
-  // Rank 1 SIGKILLs itself after scanning its share, before the gather (a test-only hook).
-  const int code = verify_on_two_nodes("-x CKPTCHECK_TEST_KILL_RANK=1");
-  EXPECT_NE(code, 0) << out_ << err_;
-  EXPECT_NE(code, 1) << "a dead task is not a verdict on the checkpoint\n" << out_ << err_;
-  EXPECT_EQ(out_.find("\"ok\""), std::string::npos) << "a partial report was printed:\n" << out_;
-  EXPECT_NE(err_.find("rank 1"), std::string::npos) << err_;
-  EXPECT_NE(err_.find("signal 9"), std::string::npos) << err_;
+  // Rank 1 SIGKILLs itself after scanning its share, before the gather (a test-only hook); the
+  // launcher ends the other task and exits with neither 0 nor 1.
+  for (Launcher launcher : {Launcher::kSrun, Launcher::kMpirunInSalloc}) {
+    const int code = verify_on_two_nodes(launcher, 1);
+    EXPECT_NE(code, 0) << out_ << err_;
+    EXPECT_NE(code, 1) << "a dead task is not a verdict on the checkpoint\n" << out_ << err_;
+    EXPECT_EQ(out_.find("\"ok\""), std::string::npos) << "a partial report was printed:\n" << out_;
+    // srun: "n2: task 1: Killed"; mpirun: "process rank 1 ... on node n2 exited on signal 9".
+    const bool named =
+        err_.find("task 1: Killed") != std::string::npos || err_.find("rank 1 with PID") != std::string::npos;
+    EXPECT_TRUE(named) << err_;
+  }
+}
+
+TEST_F(SlurmVerify, TheReadmesNightlySbatchLineVerifiesOnTwoNodes) {
+  // README's line with 2 nodes and this checkpoint: the batch script's srun is the whole job.
+  const std::string log = root_ / "verify.json";
+  const CommandResult r = run_command(
+      "sbatch --wait --nodes=2 --ntasks-per-node=1 --job-name=ckptcheck-verify-nightly --output=" + log +
+      " --wrap \"srun --mpi=pmix " + CKPTCHECK_BIN + " verify --distributed --json '" + dir_ + "'\" 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output << slurp(log);
+  const std::string out = slurp(log);
+  // The report is the one line that is a JSON object; rank 0's stderr line shares the file.
+  std::string report;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line[0] == '{') report += line + "\n";
+  }
+  EXPECT_EQ(without_seconds(report), without_seconds(verify_on_one_node())) << out;
+  EXPECT_NE(out.find("rank 1 on n2: "), std::string::npos) << out;
 }
 
 }  // namespace
