@@ -64,13 +64,14 @@ class SlurmVerify : public ::testing::Test {
   // err_. `kill_rank`: that task SIGKILLs itself after its scan (CKPTCHECK_TEST_KILL_RANK).
   int verify_on_two_nodes(Launcher launcher, int kill_rank = -1, const std::string& srun_mpi = "--mpi=pmix") {
     const std::string out = root_ / "out.json", err = root_ / "err.txt";
-    const std::string verify = std::string(CKPTCHECK_BIN) + " verify --distributed --json --jobs 1 '" + dir_ +
-                               "' > " + out + " 2> " + err;
+    const std::string verify = std::string(CKPTCHECK_BIN) + " verify --distributed --json --jobs 1 '" +
+                               target() + "' > " + out + " 2> " + err;
     const std::string kill = kill_rank < 0 ? "" : std::to_string(kill_rank);
     std::string command = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
     if (launcher == Launcher::kSrun) {
-      command += "CKPTCHECK_TEST_KILL_RANK=" + kill + " srun --nodes=2 --ntasks-per-node=1 " + srun_mpi +
-                 " --kill-on-bad-exit=1 --immediate=60 --job-name=ckptcheck-verify-test " + verify;
+      command += "CKPTCHECK_TEST_KILL_RANK=" + kill +
+                 " srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 " + srun_mpi +
+                 " --immediate=60 --job-name=ckptcheck-verify-test " + verify;
     } else {
       command +=
           "salloc --nodes=2 --ntasks-per-node=1 --immediate=60 --job-name=ckptcheck-verify-test mpirun -n 2 "
@@ -84,11 +85,13 @@ class SlurmVerify : public ::testing::Test {
   }
   std::string verify_on_one_node() const {
     const CommandResult r =
-        run_command(std::string(CKPTCHECK_BIN) + " verify --json --jobs 1 '" + dir_ + "' 2>/dev/null");
+        run_command(std::string(CKPTCHECK_BIN) + " verify --json --jobs 1 '" + target() + "' 2>/dev/null");
     return r.output;
   }
+  const std::string& target() const { return other_.empty() ? dir_ : other_; }
   TempDir root_;
   std::string dir_, out_, err_;
+  std::string other_;  // verified instead of dir_ when set
 };
 
 TEST_F(SlurmVerify, TwoNodesUnderSrunPrintTheOneNodeReportByteForByteApartFromTiming) {
@@ -110,7 +113,9 @@ TEST_F(SlurmVerify, TwoNodesUnderMpirunInsideAnAllocationPrintTheSameReport) {
 }
 
 TEST_F(SlurmVerify, SrunWithoutAnMpiPluginIsAUsageErrorNotAFailedCheckpoint) {
-  EXPECT_EQ(verify_on_two_nodes(Launcher::kSrun, -1, "--mpi=none"), 2) << out_ << err_;
+  // Without --kill-on-bad-exit, so the step's code is the tasks' own, not srun's SIGTERM of the
+  // slower one.
+  EXPECT_EQ(verify_on_two_nodes(Launcher::kSrun, -1, "--mpi=none --kill-on-bad-exit=0"), 2) << out_ << err_;
   EXPECT_EQ(out_.find("\"ok\""), std::string::npos) << out_;
   EXPECT_NE(err_.find("srun started without an MPI plugin"), std::string::npos) << err_;
   EXPECT_NE(err_.find("srun --mpi=pmix"), std::string::npos) << err_;
@@ -182,6 +187,21 @@ TEST_F(SlurmVerify, TheReadmesNightlySbatchLineVerifiesOnTwoNodes) {
   }
   EXPECT_EQ(without_seconds(report), without_seconds(verify_on_one_node())) << out;
   EXPECT_NE(out.find("rank 1 on n2: "), std::string::npos) << out;
+}
+
+TEST_F(SlurmVerify, ASealedDcpCheckpointIsSplitByItsSealsFilesOnTwoNodes) {
+  // A PyTorch DCP directory, sealed: the tasks split the seal's files and pieces.
+  other_ = root_ / "dcp";
+  const CommandResult copy =
+      run_command("cp -r '" + std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/torch113' '" + other_ +
+                  "' && " + CKPTCHECK_BIN + " seal '" + other_ + "' 2>&1");
+  ASSERT_EQ(copy.exit_code, 0) << copy.output;
+  const std::string one = verify_on_one_node();
+  ASSERT_NE(one.find("\"sealed\":true"), std::string::npos) << one;
+  const int code = verify_on_two_nodes(Launcher::kSrun);
+  EXPECT_EQ(without_seconds(out_), without_seconds(one)) << err_;
+  EXPECT_EQ(code, one.find("\"ok\":true") != std::string::npos ? 0 : 1) << out_ << err_;
+  EXPECT_NE(err_.find("rank 1 on n2: "), std::string::npos) << err_;
 }
 
 }  // namespace

@@ -115,12 +115,6 @@ Status refuse_unhonoured_options(CheckpointKind kind, const VerifyOptions& optio
     return Status::invalid_argument("--allow-global: a " + name +
                                     " checkpoint holds no pickle, so no global can be allowed");
   }
-  if (options.distributed && options.distributed->world_size() > 1 && kind != CheckpointKind::kCkptcheck) {
-    return Status::not_supported(
-        "--distributed: splitting the hashing over tasks is built for ckptcheck's own "
-        "checkpoints (manifest.json); a " +
-        name + " checkpoint is verified by one task: run it without --distributed");
-  }
   for (const std::string& g : options.allowed_globals) {
     if (g.find('.') == std::string::npos || g.front() == '.' || g.back() == '.' ||
         g.find_first_of(" \t\n*") != std::string::npos) {

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
-#include <csignal>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -32,6 +31,7 @@
 #include "verifier/check/resumability.h"
 #include "verifier/check/seal.h"
 #include "verifier/check/shard_scan.h"
+#include "verifier/check/share_exchange.h"
 #include "verifier/check/signature.h"
 #include "verifier/pins/drift.h"
 
@@ -300,48 +300,6 @@ Result<size_t> planning_threads(const VerifyOptions& options) {
   return std::max<size_t>(all, 1);
 }
 
-// A test-only hook: the task whose rank CKPTCHECK_TEST_KILL_RANK names SIGKILLs itself once it has
-// scanned its share, before the gather, so a test can kill one task mid-verify deterministically.
-void die_here_if_told(int rank) {
-  const char* kill_rank = std::getenv("CKPTCHECK_TEST_KILL_RANK");
-  if (kill_rank && *kill_rank && std::atoi(kill_rank) == rank) std::raise(SIGKILL);
-}
-
-// verify --distributed: every task sends what it scanned (with a digest of its plan: a task that
-// saw other files planned other units) and takes in everyone else's, in rank order.
-Status gather_unit_results(const std::vector<ScanJob>& jobs, const std::vector<int>& owners,
-                           ByteCollective& world) {
-  nlohmann::json plan = nlohmann::json::array();
-  for (const ScanJob& job : jobs) plan.push_back(job.bytes);
-  const std::string plan_digest = sha256_hex(plan.dump());
-  nlohmann::json mine = {{"plan", plan_digest}, {"units", nlohmann::json::array()}};
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    if (owners[j] == world.rank()) mine["units"].push_back({j, jobs[j].scanner->unit_result(jobs[j].unit)});
-  }
-  die_here_if_told(world.rank());
-  CKPT_ASSIGN_OR_RETURN(const std::vector<std::string> all,
-                        all_gather_step(world, "verify: scan", mine.dump()));
-  for (size_t r = 0; r < all.size(); ++r) {
-    auto theirs = parse_json(all[r], "rank " + std::to_string(r) + "'s results");
-    if (!theirs.is_ok()) return theirs.status();
-    if (!theirs->is_object() || theirs->value("plan", std::string()) != plan_digest) {
-      return Status::invalid_argument(
-          "rank " + std::to_string(r) + " planned other scan units than rank " +
-          std::to_string(world.rank()) +
-          " (it sees other files or sizes): every task must see the same checkpoint");
-    }
-    if (static_cast<int>(r) == world.rank()) continue;
-    for (const nlohmann::json& unit : theirs->value("units", nlohmann::json::array())) {
-      const size_t j = unit.at(0).get<size_t>();
-      if (j >= jobs.size() || owners[j] != static_cast<int>(r))
-        return Status::corruption("rank " + std::to_string(r) + " sent unit " + std::to_string(j) +
-                                  " it does not own");
-      CKPT_RETURN_IF_ERROR(jobs[j].scanner->take_unit_result(jobs[j].unit, unit.at(1)));
-    }
-  }
-  return Status::ok();
-}
-
 // Every shard opened, compared with the manifest and cut into scan units: one job per unit.
 struct ScanPlan {
   std::vector<std::vector<ChunkRef>> refs;  // by shard; ShardCheck keeps a reference
@@ -423,7 +381,14 @@ Status check_shards(const std::string& dir, const Manifest& manifest, const Veri
             &hashed);
       },
       report_progress);
-  if (world) CKPT_RETURN_IF_ERROR(gather_unit_results(jobs, owners, *world));
+  if (world) {
+    CKPT_RETURN_IF_ERROR(exchange_unit_results(
+        *world, "verify: scan", all_sizes, owners,
+        [&](size_t j) { return jobs[j].scanner->unit_result(jobs[j].unit); },
+        [&](size_t j, const nlohmann::json& r) {
+          return jobs[j].scanner->take_unit_result(jobs[j].unit, r);
+        }));
+  }
   std::vector<ShardOutcome> outcomes(count);
   for (size_t i = 0; i < count; ++i) outcomes[i] = checks[i]->finish();
 
@@ -587,6 +552,15 @@ Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind
                                          const VerifyOptions& options) {
   const std::string sealed_path = seal_subject(path, kind);
   const bool sealed = has_seal(sealed_path);
+  // Distributed, the seal's file pieces are what the tasks split: without one there is nothing to
+  // hash but the kind's own structure (and its CRCs), which one task checks as fast.
+  if (options.distributed && options.distributed->world_size() > 1 && !sealed) {
+    return Status::not_supported(
+        std::string(
+            "--distributed: splits the hashing of ckptcheck's own checkpoints and of sealed ones; this ") +
+        checkpoint_kind_name(kind) + " checkpoint has no seal: run `ckptcheck seal " + sealed_path +
+        "` first, or verify it without --distributed");
+  }
   VerifyOptions kind_options = options;
   kind_options.quick = options.quick || sealed;
   VerifyReport report;

@@ -18,6 +18,7 @@
 #include "base/sha256_batch.h"
 #include "base/sha256_ranges.h"
 #include "base/text.h"
+#include "distributed/share_split.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/dtype.h"
 #include "formats/shard_formats.h"
@@ -25,6 +26,7 @@
 #include "shards/checkpoint_reader.h"
 #include "shards/manifest.h"
 #include "verifier/check/checkpoint_verifier.h"
+#include "verifier/check/share_exchange.h"
 #include "verifier/check/signature.h"
 
 namespace ckpt {
@@ -581,20 +583,49 @@ Result<VerifyReport> verify_sealed(const std::string& raw, const VerifyOptions& 
     ranges.push_back(range_of_unit(unit, seal.files[unit.file], plans[unit.file]));
   std::vector<uint64_t> sizes;
   for (const RangeToHash& range : ranges) sizes.push_back(range.length);
+  // Distributed: this task hashes only its share of the units (the same split on every task), then
+  // every task takes in the others' digests, so the findings below are a single process's.
+  ByteCollective* world =
+      options.distributed && options.distributed->world_size() > 1 ? options.distributed : nullptr;
+  const std::vector<int> owners =
+      world ? split_by_size(sizes, world->world_size()) : std::vector<int>(sizes.size(), 0);
+  std::vector<size_t> mine;
+  std::vector<uint64_t> mine_sizes;
+  for (size_t u = 0; u < sizes.size(); ++u) {
+    if (owners[u] != (world ? world->rank() : 0)) continue;
+    mine.push_back(u);
+    mine_sizes.push_back(sizes[u]);
+  }
   run_hashing_workers(
-      sizes, jobs,
+      mine_sizes, jobs,
       [&](const NextQueuedJob& next) {
         sha256_ranges_two_at_a_time(
             [&]() -> std::optional<RangeToHash> {
               const std::optional<QueuedJob> job = next();
               if (!job) return std::nullopt;
-              RangeToHash range = ranges[job->index];
+              RangeToHash range = ranges[mine[job->index]];
               range.alone = job->alone;
               return range;
             },
             &hashed);
       },
       progress);
+  if (world) {
+    CKPT_RETURN_IF_ERROR(exchange_unit_results(
+        *world, "verify: seal", sizes, owners,
+        [&](size_t u) -> nlohmann::json {
+          const Result<std::string>& d = *ranges[u].digest;
+          if (d.is_ok()) return {0, *d};
+          return {static_cast<int>(d.status().code()), d.status().message()};
+        },
+        [&](size_t u, const nlohmann::json& r) -> Status {
+          const int code = r.at(0).get<int>();
+          std::string text = r.at(1).get<std::string>();
+          *ranges[u].digest = code == 0 ? Result<std::string>(std::move(text))
+                                        : Result<std::string>(status_from_code(code, text));
+          return Status::ok();
+        }));
+  }
   std::vector<FileFinding> findings;
   for (size_t i = 0; i < count; ++i) {
     if (!options.quick) conclude_sealed_file(seal.files[i], plans[i]);

@@ -11,6 +11,7 @@
 #include "base/sha256.h"
 #include "base/sha256_batch.h"
 #include "formats/native_shard_format.h"
+#include "verifier/check/share_exchange.h"
 
 namespace ckpt {
 
@@ -159,23 +160,6 @@ Result<ShardScan> ShardScanner::finish() {
   return std::move(scan_);
 }
 
-namespace {
-
-Status status_of(int code, std::string message) {
-  switch (static_cast<StatusCode>(code)) {
-    case StatusCode::kOk: return Status::ok();
-    case StatusCode::kCorruption: return Status::corruption(std::move(message));
-    case StatusCode::kTruncated: return Status::truncated(std::move(message));
-    case StatusCode::kIoError: return Status::io_error(std::move(message));
-    case StatusCode::kNotSupported: return Status::not_supported(std::move(message));
-    case StatusCode::kInvalidArgument: return Status::invalid_argument(std::move(message));
-    case StatusCode::kNotFound: return Status::not_found(std::move(message));
-  }
-  return Status::io_error(std::move(message));
-}
-
-}  // namespace
-
 // Positions [first, last) of order_ are the unit's chunks; the unit that starts at 0 (or the whole
 // file) holds the shard's digest.
 nlohmann::json ShardScanner::unit_result(size_t unit) const {
@@ -210,7 +194,8 @@ Status ShardScanner::take_unit_result(size_t unit, const nlohmann::json& result)
     }
     if (u.begin == 0) scan_.file_sha256 = result.at("digest").get<std::string>();
     unit_stray_[unit] = result.at("stray").get<int64_t>();
-    unit_status_[unit] = status_of(result.at("code").get<int>(), result.at("message").get<std::string>());
+    unit_status_[unit] =
+        status_from_code(result.at("code").get<int>(), result.at("message").get<std::string>());
   } catch (const nlohmann::json::exception& e) {
     return Status::corruption(path_ + ": unit " + std::to_string(unit) + " result is malformed: " + e.what());
   }

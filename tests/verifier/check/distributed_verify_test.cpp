@@ -11,6 +11,7 @@
 
 #include "tests/support/training_state_fixture.h"
 #include "verifier/check/checkpoint_verifier.h"
+#include "verifier/check/seal.h"
 
 namespace ckpt {
 namespace {
@@ -152,10 +153,33 @@ TEST(DistributedVerify, ATaskThatSeesOtherFilesFailsTheVerify) {
   }
 }
 
-TEST(DistributedVerify, OtherKindsAreRefusedOnManyTasks) {
+TEST(DistributedVerify, UnsealedOtherKindsAreRefusedOnManyTasks) {
   const std::string file = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/model_state.pt";
-  for (const std::string& r : verify_on_tasks(file, 2))
+  for (const std::string& r : verify_on_tasks(file, 2)) {
     EXPECT_NE(r.find("--distributed"), std::string::npos) << r;
+    EXPECT_NE(r.find("no seal"), std::string::npos) << r;
+  }
+}
+
+TEST(DistributedVerify, ASealedFileIsVerifiedByItsPiecesOnManyTasksAsByOne) {
+  // A torch.save file sealed in small pieces, so each task gets some; then one byte changed.
+  TempDir dir;
+  const std::string file = dir / "model_state.pt";
+  write_file_bytes(file,
+                   read_file_bytes(std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/model_state.pt"));
+  SealOptions seal;
+  seal.piece_bytes = 64;
+  ASSERT_TRUE(seal_checkpoint(file, seal).is_ok());
+  const std::string alone = verify_alone(file);  // it holds no optimizer state: that error only
+  ASSERT_NE(alone.find("\"sealed\":true"), std::string::npos) << alone;
+  ASSERT_EQ(alone.find("seal_"), std::string::npos) << alone;
+  for (const std::string& report : verify_on_tasks(file, 3)) EXPECT_EQ(report, alone);
+  std::vector<uint8_t> bytes = read_file_bytes(file);
+  bytes[bytes.size() / 2] ^= 0x10;
+  write_file_bytes(file, bytes);
+  const std::string damaged = verify_alone(file);
+  ASSERT_NE(damaged.find("seal_file_sha256_mismatch"), std::string::npos) << damaged;
+  for (const std::string& report : verify_on_tasks(file, 3)) EXPECT_EQ(report, damaged);
 }
 
 }  // namespace
