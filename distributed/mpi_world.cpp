@@ -13,6 +13,19 @@ Result<std::unique_ptr<MpiWorld>> MpiWorld::init() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return Status::invalid_argument("MPI is already initialized in this process");
+  // A task of an srun step with no PMI in its environment: srun ran without an MPI plugin, and
+  // Open MPI's MPI_Init would abort it with exit 1 (which here means a failed check). Refuse first,
+  // naming the fix. mpirun's ranks have OMPI_COMM_WORLD_SIZE, srun --mpi=pmix's PMIX_RANK.
+  const char* step_tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+  const bool by_mpi =
+      std::getenv("PMIX_RANK") || std::getenv("PMI_RANK") || std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (step_tasks && !by_mpi) {
+    return Status::invalid_argument(
+        std::string("--distributed: this is a task of a Slurm step (") + step_tasks +
+        " tasks) that srun started without an MPI plugin, so MPI cannot join its "
+        "tasks: run `srun --mpi=pmix ...` (see `srun --mpi=list`), or mpirun inside "
+        "the allocation");
+  }
   if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) return Status::io_error("MPI_Init failed");
   std::unique_ptr<MpiWorld> world(new MpiWorld());
   MPI_Comm_rank(MPI_COMM_WORLD, &world->rank_);

@@ -18,6 +18,7 @@ class MpiWorld final : public ByteCollective {
  public:
   // MPI_Init, once per process: only a command given --distributed calls it, so every other
   // command runs without a launcher. A process started without one is a world of one (singleton).
+  // A task of an srun step started without an MPI plugin is refused (kInvalidArgument) first.
   static Result<std::unique_ptr<MpiWorld>> init();
   ~MpiWorld() override;  // MPI_Finalize
   MpiWorld(const MpiWorld&) = delete;

@@ -204,5 +204,22 @@ TEST_F(SlurmVerify, ASealedDcpCheckpointIsSplitByItsSealsFilesOnTwoNodes) {
   EXPECT_NE(err_.find("rank 1 on n2: "), std::string::npos) << err_;
 }
 
+TEST_F(SlurmVerify, TwoNodesSealADcpCheckpointAsOneNodeDoes) {
+  // seal --distributed: each node seals its share of the files, rank 0 writes the one seal file.
+  const std::string src = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/torch113";
+  const std::string one = root_ / "one", two = root_ / "two";
+  ASSERT_EQ(run_command("cp -r '" + src + "' '" + one + "' && cp -r '" + src + "' '" + two + "'").exit_code,
+            0);
+  const CommandResult local = run_command(std::string(CKPTCHECK_BIN) + " seal '" + one + "' 2>&1");
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  const CommandResult r = run_command(
+      "srun --nodes=2 --ntasks-per-node=1 --mpi=pmix --kill-on-bad-exit=1 --job-name=ckptcheck-seal-test " +
+      std::string(CKPTCHECK_BIN) + " seal --distributed '" + two + "' 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(slurp(two + "/ckptcheck.seal.json"), slurp(one + "/ckptcheck.seal.json"));
+  // Rank 0 alone printed the summary.
+  EXPECT_EQ(r.output.find("sealed "), r.output.rfind("sealed ")) << r.output;
+}
+
 }  // namespace
 }  // namespace ckpt

@@ -70,7 +70,6 @@ class VerifyCommand : public Command {
     if (distributed_) {
       if (all_)
         return usage_error(Status::invalid_argument("--distributed verifies one checkpoint, not --all"));
-      if (Status wired = check_launch_wired(); !wired.is_ok()) return usage_error(wired);
       auto started = MpiWorld::init();
       if (!started.is_ok()) return usage_error(started.status());
       world = std::move(*started);
@@ -118,20 +117,6 @@ class VerifyCommand : public Command {
     const int threads = manifest.config.value("threads", 1);
     return nlohmann::json{{"dependencies", dependency_versions(current_torch_facts())},
                           {"container_fingerprint", container_fingerprint(threads)}};
-  }
-
-  // A task of an srun step with no PMI in its environment: srun ran without an MPI plugin, and
-  // Open MPI's MPI_Init would abort it with exit 1 (which here means a failed checkpoint). Refuse
-  // first, with the fix. mpirun's ranks have OMPI_COMM_WORLD_SIZE, srun --mpi=pmix's PMIX_RANK.
-  static Status check_launch_wired() {
-    const char* step_tasks = std::getenv("SLURM_STEP_NUM_TASKS");
-    const bool by_mpi =
-        std::getenv("PMIX_RANK") || std::getenv("PMI_RANK") || std::getenv("OMPI_COMM_WORLD_SIZE");
-    if (by_mpi || !step_tasks) return Status::ok();
-    return Status::invalid_argument(
-        std::string("--distributed: this is a task of a Slurm step (") + step_tasks +
-        " tasks) that srun started without an MPI plugin, so MPI cannot join its tasks: run `srun "
-        "--mpi=pmix ...` (see `srun --mpi=list`), or mpirun inside the allocation");
   }
 
   static int exit_code_of(const VerifyReport& report) {

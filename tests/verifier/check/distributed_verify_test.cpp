@@ -182,5 +182,35 @@ TEST(DistributedVerify, ASealedFileIsVerifiedByItsPiecesOnManyTasksAsByOne) {
   for (const std::string& report : verify_on_tasks(file, 3)) EXPECT_EQ(report, damaged);
 }
 
+TEST(DistributedSeal, ManyTasksWriteTheSealOneProcessWrites) {
+  // A DCP directory of several files, sealed once by one process and once by 3 tasks (rank 0 writes).
+  TempDir a, b;
+  const std::string src = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/torch113";
+  ASSERT_EQ(
+      run_command("cp -r '" + src + "' '" + a.path() + "/dcp' && cp -r '" + src + "' '" + b.path() + "/dcp'")
+          .exit_code,
+      0);
+  ASSERT_TRUE(seal_checkpoint(a / "dcp", SealOptions{}).is_ok());
+  ThreadWorld world(3);
+  std::vector<std::string> outcomes(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadTask task(world, r);
+      SealOptions options;
+      options.distributed = &task;
+      auto summary = seal_checkpoint(b / "dcp", options);
+      outcomes[static_cast<size_t>(r)] =
+          summary.is_ok() ? std::to_string(summary->files) : summary.status().to_string();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const std::string& o : outcomes) EXPECT_EQ(o, outcomes[0]);
+  const auto one = read_file_bytes(seal_path_for(a / "dcp"));
+  const auto many = read_file_bytes(seal_path_for(b / "dcp"));
+  EXPECT_FALSE(one.empty());
+  EXPECT_EQ(std::string(one.begin(), one.end()), std::string(many.begin(), many.end()));
+}
+
 }  // namespace
 }  // namespace ckpt
