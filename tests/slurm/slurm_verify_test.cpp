@@ -221,5 +221,19 @@ TEST_F(SlurmVerify, TwoNodesSealADcpCheckpointAsOneNodeDoes) {
   EXPECT_EQ(r.output.find("sealed "), r.output.rfind("sealed ")) << r.output;
 }
 
+TEST_F(SlurmVerify, TwoNodesInspectStatsAsOneNodeDoes) {
+  // inspect --stats --distributed: the nodes split the tensors, rank 0 prints the one table.
+  const CommandResult one =
+      run_command(std::string(CKPTCHECK_BIN) + " inspect --stats --json '" + dir_ + "' 2>&1");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const std::string out = root_ / "inspect.json";
+  const CommandResult two = run_command(
+      "srun --nodes=2 --ntasks-per-node=1 --mpi=pmix --kill-on-bad-exit=1 "
+      "--job-name=ckptcheck-inspect-test " +
+      std::string(CKPTCHECK_BIN) + " inspect --stats --json --distributed '" + dir_ + "' > " + out + " 2>&1");
+  ASSERT_EQ(two.exit_code, 0) << slurp(out);
+  EXPECT_EQ(slurp(out), one.output);
+}
+
 }  // namespace
 }  // namespace ckpt

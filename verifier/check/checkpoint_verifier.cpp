@@ -18,6 +18,7 @@
 #include "base/parallel_jobs.h"
 #include "base/seconds_since.h"
 #include "base/sha256_batch.h"
+#include "distributed/share_exchange.h"
 #include "distributed/share_split.h"
 #include "distributed/step_gather.h"
 #include "formats/dcp_checkpoint.h"
@@ -31,7 +32,6 @@
 #include "verifier/check/resumability.h"
 #include "verifier/check/seal.h"
 #include "verifier/check/shard_scan.h"
-#include "verifier/check/share_exchange.h"
 #include "verifier/check/signature.h"
 #include "verifier/pins/drift.h"
 

@@ -18,6 +18,7 @@
 #include "base/sha256_batch.h"
 #include "base/sha256_ranges.h"
 #include "base/text.h"
+#include "distributed/share_exchange.h"
 #include "distributed/share_split.h"
 #include "distributed/step_gather.h"
 #include "formats/dcp_checkpoint.h"
@@ -27,7 +28,6 @@
 #include "shards/checkpoint_reader.h"
 #include "shards/manifest.h"
 #include "verifier/check/checkpoint_verifier.h"
-#include "verifier/check/share_exchange.h"
 #include "verifier/check/signature.h"
 
 namespace ckpt {

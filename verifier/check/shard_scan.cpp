@@ -10,8 +10,8 @@
 #include "base/byte_source.h"
 #include "base/sha256.h"
 #include "base/sha256_batch.h"
+#include "distributed/share_exchange.h"
 #include "formats/native_shard_format.h"
-#include "verifier/check/share_exchange.h"
 
 namespace ckpt {
 

@@ -12,6 +12,7 @@
 #include "tests/support/training_state_fixture.h"
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/seal.h"
+#include "verifier/tensors/inspect_report.h"
 
 namespace ckpt {
 namespace {
@@ -210,6 +211,32 @@ TEST(DistributedSeal, ManyTasksWriteTheSealOneProcessWrites) {
   const auto many = read_file_bytes(seal_path_for(b / "dcp"));
   EXPECT_FALSE(one.empty());
   EXPECT_EQ(std::string(one.begin(), one.end()), std::string(many.begin(), many.end()));
+}
+
+TEST(DistributedInspect, ManyTasksPrintTheStatisticsOneProcessPrints) {
+  TempDir root;
+  const std::string dir = save_training_state(root.path(), large_training_state(), kFixtureStep, 2);
+  InspectOptions alone_options;
+  alone_options.stats = true;
+  auto alone = inspect_checkpoint(dir, alone_options);
+  ASSERT_TRUE(alone.is_ok()) << alone.status().to_string();
+  const std::string expected = inspect_report_to_json(*alone).dump();
+  ThreadWorld world(3);
+  std::vector<std::string> out(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadTask task(world, r);
+      InspectOptions options;
+      options.stats = true;
+      options.distributed = &task;
+      auto report = inspect_checkpoint(dir, options);
+      out[static_cast<size_t>(r)] =
+          report.is_ok() ? inspect_report_to_json(*report).dump() : report.status().to_string();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const std::string& o : out) EXPECT_EQ(o, expected);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "verifier/check/share_exchange.h"
+#include "distributed/share_exchange.h"
 
 #include <csignal>
 #include <cstdlib>

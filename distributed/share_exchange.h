@@ -1,7 +1,7 @@
-// verify --distributed's one exchange: every task scans its share of the hash units (the same
-// split_by_size on every task) and all-gathers what each of its units found, so every task holds
-// every unit's result and builds the report a single process builds. Used by the native verify
-// (shard scan units) and the sealed verify (file pieces).
+// The one exchange of the distributed commands: every task works through its share of the units
+// (the same split_by_size on every task) and all-gathers what each of its units found, so every
+// task holds every unit's result and builds the report a single process builds. Used by verify
+// (shard scan units, sealed file pieces), seal (files) and inspect --stats (tensors).
 #pragma once
 
 #include <cstdint>
