@@ -23,8 +23,9 @@ struct BenchSettings {
   std::string work_dir;       // scratch checkpoints; removed at the end
   std::string ckptcheck_bin;  // the CLI whose subcommands are timed as child processes
   std::string source_dir;     // for fixture configs
-  std::string only;       // run one group only: verify | scaling | save-load | pytorch | compression | drill
-  std::string plot_path;  // where the scaling plot (SVG) goes; "" = not written
+  std::string
+      only;  // run one group only: verify | scaling | save-load | pytorch | compression | drill | distributed
+  std::string plot_path;                    // where the scaling plot (SVG) goes; "" = not written
   std::string python = "/usr/bin/python3";  // Debian's, with python3-torch, for the PyTorch rows
 };
 
@@ -157,5 +158,7 @@ std::vector<BenchRow> run_memory_bench(const BenchSettings& settings, const Benc
 std::vector<BenchRow> run_save_load_bench(const BenchSettings& settings);
 std::vector<BenchRow> run_compression_bench(const BenchSettings& settings);
 std::vector<BenchRow> run_drill_bench(const BenchSettings& settings);
+// verify --distributed: the split's balance at 8 and 64 tasks, 1 vs 2 tasks, the model's inputs.
+std::vector<BenchRow> run_distributed_bench(const BenchSettings& settings);
 
 }  // namespace ckpt::bench

@@ -113,6 +113,7 @@ std::vector<BenchRow> run_all(const BenchSettings& s) {
   if (wanted("pytorch")) append(rows, run_pytorch_bench(s));
   if (wanted("compression")) append(rows, run_compression_bench(s));
   if (wanted("drill")) append(rows, run_drill_bench(s));
+  if (wanted("distributed")) append(rows, run_distributed_bench(s));
   return rows;
 }
 
@@ -130,7 +131,8 @@ int bench_main(int argc, char** argv) {
   app.add_option("--work-dir", s.work_dir, "scratch directory (created, removed at the end)");
   app.add_option("--ckptcheck", s.ckptcheck_bin, "the ckptcheck binary whose verify and drill are timed");
   app.add_option("--only", s.only, "run one group of rows")
-      ->check(CLI::IsMember({"verify", "scaling", "save-load", "pytorch", "compression", "drill"}));
+      ->check(CLI::IsMember(
+          {"verify", "scaling", "save-load", "pytorch", "compression", "drill", "distributed"}));
   app.add_option("--python", s.python, "the Python with torch for the PyTorch rows (Debian's python3-torch)");
   app.add_option("--repetitions", s.repetitions, "timed repetitions per number; the best is reported")
       ->check(CLI::Range(1, 100));

@@ -128,7 +128,9 @@ Status write_dims_attr(hid_t obj, const char* name, const std::vector<int64_t>& 
   return Status::ok();
 }
 
-Result<uint64_t> write_dataset(hid_t file, const ChunkPayload& c, const std::string& path) {
+// Writes one chunk's dataset; `sha256` is its payload's digest, computed once by the caller.
+Result<uint64_t> write_dataset(hid_t file, const ChunkPayload& c, const std::string& sha256,
+                               const std::string& path) {
   const std::string group = "/" + hdf5_group_name(c.info.name);
   if (H5Lexists(file, group.c_str(), H5P_DEFAULT) <= 0) {
     Handle g(H5Gcreate2(file, group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
@@ -156,7 +158,7 @@ Result<uint64_t> write_dataset(hid_t file, const ChunkPayload& c, const std::str
   CKPT_RETURN_IF_ERROR(write_string_attr(ds.get(), "name", c.info.name, path));
   CKPT_RETURN_IF_ERROR(write_string_attr(ds.get(), "component", c.info.component, path));
   CKPT_RETURN_IF_ERROR(write_string_attr(ds.get(), "dtype", dtype_name(c.info.dtype), path));
-  CKPT_RETURN_IF_ERROR(write_string_attr(ds.get(), "sha256", sha256_hex(c.data, c.info.data_bytes), path));
+  CKPT_RETURN_IF_ERROR(write_string_attr(ds.get(), "sha256", sha256, path));
   CKPT_RETURN_IF_ERROR(write_dims_attr(ds.get(), "global_shape", c.info.global_shape, path));
   CKPT_RETURN_IF_ERROR(write_dims_attr(ds.get(), "offsets", c.info.offsets, path));
   if (c.info.data_bytes == 0) return uint64_t{0};
@@ -928,10 +930,9 @@ Status write_hdf5_contents(const std::string& path, const std::vector<ChunkPaylo
   *created = true;
   CKPT_RETURN_IF_ERROR(write_string_attr(file.get(), kHdf5MetadataAttribute, metadata.dump(), path));
   for (const auto& c : chunks) {
-    CKPT_ASSIGN_OR_RETURN(uint64_t offset, write_dataset(file.get(), c, path));
     ChunkInfo info = c.info;
-    info.data_offset = offset;
-    info.sha256 = sha256_hex(c.data, c.info.data_bytes);
+    info.sha256 = sha256_hex(c.data, c.info.data_bytes);  // once: the attribute and the manifest
+    CKPT_ASSIGN_OR_RETURN(info.data_offset, write_dataset(file.get(), c, info.sha256, path));
     out->chunks.push_back(std::move(info));
   }
   if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) return h5_fail(path, "flush");

@@ -25,7 +25,7 @@ END = "<!-- layers:end -->"
 DESCRIPTIONS = {
     "base": "Status/Result, byte coding, SHA-256, file I/O, JSON fields, parallel jobs, progress",
     "formats": "chunks <-> bytes on disk: native, safetensors, HDF5, torch.save zip + pickle (torch-free)",
-    "distributed": "torchrun's environment, the byte collective, the c10d process group (`*_torch`)",
+    "distributed": "torchrun's environment, the byte collective: the c10d process group (`*_torch`) and MPI (`mpi_*`, linked only into the commands), the size-balanced share split",
     "shards": "training state <-> named tensor chunks: plans, the one save pipeline, manifest, commit, "
               "mapped and resharded loads",
     "fixtures": "the built-in workload (LibTorch): model, AdamW, schedule, loss scaler, data, configs",

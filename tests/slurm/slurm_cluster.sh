@@ -101,6 +101,9 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 MpiDefault=none
 MpiParams=ports=$resv_lo-$resv_hi
+# A TmpFS per node: srun --mpi=pmix makes its step's PMIx dir there, and two slurmd sharing /tmp
+# would collide on it ("spmix_appdir_UID_JOB.STEP: File exists").
+TmpFS=$dir/tmp-%n
 ReturnToService=2
 SlurmdParameters=config_overrides
 KillWait=5
@@ -123,6 +126,7 @@ for _ in $(seq 50); do [ -S "$sock_dir/munge.socket" ] && break; sleep 0.1; done
 slurmctld -D -i -f "$SLURM_CONF" >"$dir/log/slurmctld.out" 2>&1 &
 echo $! >"$dir/pids/slurmctld.pid"
 for node in n1 n2; do
+  mkdir -p "$dir/tmp-$node"
   slurmd -D -N "$node" -f "$SLURM_CONF" >"$dir/log/slurmd-$node.out" 2>&1 &
   echo $! >"$dir/pids/slurmd-$node.pid"
 done

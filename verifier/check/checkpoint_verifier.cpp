@@ -18,6 +18,9 @@
 #include "base/parallel_jobs.h"
 #include "base/seconds_since.h"
 #include "base/sha256_batch.h"
+#include "distributed/share_exchange.h"
+#include "distributed/share_split.h"
+#include "distributed/step_gather.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_dir.h"
@@ -285,39 +288,86 @@ struct ScanJob {
   uint64_t bytes;
 };
 
-void check_shards(const std::string& dir, const Manifest& manifest, const VerifyOptions& options,
-                  VerifyReport& report) {
+// The threads that plan the units: this process's, or (distributed) every task's together, so each
+// task's share still holds ~kScanUnitsPerWorker units per thread and the split balances.
+Result<size_t> planning_threads(const VerifyOptions& options) {
+  const uint64_t mine = resolve_jobs(options.jobs, SIZE_MAX);
+  if (!options.distributed || options.distributed->world_size() <= 1) return mine;
+  CKPT_ASSIGN_OR_RETURN(std::vector<std::string> threads,
+                        all_gather_step(*options.distributed, "verify: plan", std::to_string(mine)));
+  size_t all = 0;
+  for (const std::string& t : threads) all += static_cast<size_t>(std::strtoull(t.c_str(), nullptr, 10));
+  return std::max<size_t>(all, 1);
+}
+
+// Every shard opened, compared with the manifest and cut into scan units: one job per unit.
+struct ScanPlan {
+  std::vector<std::vector<ChunkRef>> refs;  // by shard; ShardCheck keeps a reference
+  std::vector<std::unique_ptr<ShardCheck>> checks;
+  std::vector<ScanJob> jobs;
+  uint64_t total = 0;
+};
+
+// `threads`: every thread that will scan (all tasks' together), which sets the unit length.
+void plan_scan(const std::string& dir, const Manifest& manifest, bool quick, size_t threads, size_t jobs,
+               ScanPlan& plan) {
   const size_t count = manifest.shards.size();
-  std::vector<std::vector<ChunkRef>> refs(count);
+  plan.refs.assign(count, {});
   for (size_t t = 0; t < manifest.tensors.size(); ++t) {
     for (size_t c = 0; c < manifest.tensors[t].chunks.size(); ++c)
-      refs[manifest.tensors[t].chunks[c].shard].push_back({t, c});
+      plan.refs[manifest.tensors[t].chunks[c].shard].push_back({t, c});
   }
-  uint64_t total = 0;
-  for (const auto& s : manifest.shards) total += s.bytes;
-
+  for (const auto& s : manifest.shards) plan.total += s.bytes;
   // Shards are opened and planned in parallel, then every planned unit of every shard is one job,
   // largest first (a single payload cannot be split, so the biggest must start early), so one
   // shard much larger than the rest is spread over the cores instead of leaving them idle.
-  std::vector<std::unique_ptr<ShardCheck>> checks(count);
-  const uint64_t unit_bytes = scan_unit_bytes(total, resolve_jobs(options.jobs, SIZE_MAX));
-  run_parallel(count, resolve_jobs(options.jobs, count), [&](size_t i) {
-    checks[i] = std::make_unique<ShardCheck>(dir, manifest, i, refs[i], options.quick, unit_bytes);
-    checks[i]->prepare();
+  plan.checks.resize(count);
+  const uint64_t unit_bytes = scan_unit_bytes(plan.total, threads);
+  run_parallel(count, resolve_jobs(jobs, count), [&](size_t i) {
+    plan.checks[i] = std::make_unique<ShardCheck>(dir, manifest, i, plan.refs[i], quick, unit_bytes);
+    plan.checks[i]->prepare();
   });
-  std::vector<ScanJob> jobs;
   for (size_t i = 0; i < count; ++i) {
-    if (ShardScanner* scanner = checks[i]->scanner()) {
-      for (size_t u = 0; u < scanner->unit_count(); ++u) jobs.push_back({scanner, u, scanner->unit_size(u)});
+    if (ShardScanner* scanner = plan.checks[i]->scanner()) {
+      for (size_t u = 0; u < scanner->unit_count(); ++u)
+        plan.jobs.push_back({scanner, u, scanner->unit_size(u)});
     }
+  }
+}
+
+Status check_shards(const std::string& dir, const Manifest& manifest, const VerifyOptions& options,
+                    VerifyReport& report) {
+  const size_t count = manifest.shards.size();
+  CKPT_ASSIGN_OR_RETURN(const size_t threads, planning_threads(options));
+  ScanPlan plan;
+  plan_scan(dir, manifest, options.quick, threads, options.jobs, plan);
+  const std::vector<ScanJob>& jobs = plan.jobs;
+  const uint64_t total = plan.total;
+  auto& checks = plan.checks;
+  // Distributed: this task scans only its share of the jobs (the same split on every task).
+  std::vector<uint64_t> all_sizes;
+  for (const ScanJob& job : jobs) all_sizes.push_back(job.bytes);
+  ByteCollective* world =
+      options.distributed && options.distributed->world_size() > 1 ? options.distributed : nullptr;
+  const std::vector<int> owners =
+      world ? split_by_size(all_sizes, world->world_size()) : std::vector<int>(jobs.size(), 0);
+  const int me = world ? world->rank() : 0;
+  std::vector<size_t> mine;
+  std::vector<uint64_t> sizes;
+  uint64_t share = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (owners[j] != me) continue;
+    mine.push_back(j);
+    sizes.push_back(jobs[j].bytes);
+    share += jobs[j].bytes;
   }
   std::atomic<uint64_t> hashed{0};
   std::function<void()> report_progress;
-  if (options.on_progress) report_progress = [&] { options.on_progress(hashed.load(), total); };
+  const uint64_t progress_total = world ? share : total;
+  if (options.on_progress) report_progress = [&] { options.on_progress(hashed.load(), progress_total); };
+  if (options.on_share) options.on_share(mine.size(), share);
   // Each worker scans two units at once (their blocks hash side by side), largest first, and
   // takes the next whenever one ends.
-  std::vector<uint64_t> sizes;
-  for (const ScanJob& job : jobs) sizes.push_back(job.bytes);
   run_hashing_workers(
       sizes, options.jobs,
       [&](const NextQueuedJob& next) {
@@ -325,11 +375,20 @@ void check_shards(const std::string& dir, const Manifest& manifest, const Verify
             [&]() -> std::optional<ScanTask> {
               const std::optional<QueuedJob> job = next();
               if (!job) return std::nullopt;
-              return ScanTask{jobs[job->index].scanner, jobs[job->index].unit, job->alone};
+              const ScanJob& scan = jobs[mine[job->index]];
+              return ScanTask{scan.scanner, scan.unit, job->alone};
             },
             &hashed);
       },
       report_progress);
+  if (world) {
+    CKPT_RETURN_IF_ERROR(exchange_unit_results(
+        *world, "verify: scan", all_sizes, owners,
+        [&](size_t j) { return jobs[j].scanner->unit_result(jobs[j].unit); },
+        [&](size_t j, const nlohmann::json& r) {
+          return jobs[j].scanner->take_unit_result(jobs[j].unit, r);
+        }));
+  }
   std::vector<ShardOutcome> outcomes(count);
   for (size_t i = 0; i < count; ++i) outcomes[i] = checks[i]->finish();
 
@@ -341,6 +400,7 @@ void check_shards(const std::string& dir, const Manifest& manifest, const Verify
     report.bytes_hashed += o.bytes_hashed;
   }
   report_nonfinite(manifest, nonfinite, report);
+  return Status::ok();
 }
 
 void check_resume_state(const std::string& dir, const Manifest& manifest, VerifyReport& report) {
@@ -442,7 +502,7 @@ Result<VerifyReport> verify_one(const std::string& raw_dir, const VerifyOptions&
   report.shards = manifest->shards.size();
   report.tensors = manifest->tensors.size();
   for (const auto& t : manifest->tensors) check_chunk_coverage(t, report);
-  check_shards(dir, *manifest, options, report);
+  CKPT_RETURN_IF_ERROR(check_shards(dir, *manifest, options, report));
   check_resume_state(dir, *manifest, report);
   report_unlisted_files(dir, *manifest, report);
   if (!options.current_pins.is_null()) check_pin_drift(manifest->pins, options.current_pins, report);
@@ -461,6 +521,25 @@ void add_nonfinite_error(VerifyReport& report, const std::string& shard, const s
                        " elements");
 }
 
+Result<std::vector<ShareUnit>> plan_verify_shares(const std::string& checkpoint_dir, size_t tasks,
+                                                  size_t threads_per_task) {
+  CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(checkpoint_dir));
+  ScanPlan plan;
+  const size_t threads = std::max<size_t>(1, tasks) * resolve_jobs(threads_per_task, SIZE_MAX);
+  plan_scan(strip_trailing_slashes(checkpoint_dir), manifest, false, threads, threads_per_task, plan);
+  std::vector<uint64_t> sizes;
+  for (const ScanJob& job : plan.jobs) sizes.push_back(job.bytes);
+  const std::vector<int> owners = split_by_size(sizes, static_cast<int>(std::max<size_t>(1, tasks)));
+  std::vector<ShareUnit> out;
+  for (size_t j = 0; j < plan.jobs.size(); ++j) {
+    const ScanJob& job = plan.jobs[j];
+    out.push_back({job.scanner->path(), job.scanner->unit_begin(job.unit),
+                   job.scanner->unit_begin(job.unit) + job.bytes, owners[j]});
+  }
+  for (auto& check : plan.checks) (void)check->finish();
+  return out;
+}
+
 Result<VerifyReport> verify_checkpoint(const std::string& checkpoint_dir, const VerifyOptions& options) {
   return verify_one(checkpoint_dir, options, /*list_leftovers=*/true);
 }
@@ -473,6 +552,15 @@ Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind
                                          const VerifyOptions& options) {
   const std::string sealed_path = seal_subject(path, kind);
   const bool sealed = has_seal(sealed_path);
+  // Distributed, the seal's file pieces are what the tasks split: without one there is nothing to
+  // hash but the kind's own structure (and its CRCs), which one task checks as fast.
+  if (options.distributed && options.distributed->world_size() > 1 && !sealed) {
+    return Status::not_supported(
+        std::string(
+            "--distributed: splits the hashing of ckptcheck's own checkpoints and of sealed ones; this ") +
+        checkpoint_kind_name(kind) + " checkpoint has no seal: run `ckptcheck seal " + sealed_path +
+        "` first, or verify it without --distributed");
+  }
   VerifyOptions kind_options = options;
   kind_options.quick = options.quick || sealed;
   VerifyReport report;

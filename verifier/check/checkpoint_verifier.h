@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "distributed/byte_collective.h"
 #include "formats/dtype.h"
 #include "verifier/check/verify_report.h"
 #include "verifier/tensors/nonfinite_count.h"
@@ -123,7 +124,28 @@ struct VerifyOptions {
   nlohmann::json current_pins;
   // Called on the calling thread, a few times a second while hashing: (bytes hashed, bytes total).
   std::function<void(uint64_t, uint64_t)> on_progress;
+  // verify --distributed: the tasks that share the hashing (null, or a world of one: this process
+  // hashes everything). Every task plans the same units, scans its share (split_by_size) and
+  // all-gathers the results, so every task builds the same report as a single process would.
+  ByteCollective* distributed = nullptr;
+  // Distributed: called once with this task's share (units, bytes) before it scans.
+  std::function<void(size_t, uint64_t)> on_share;
 };
+
+// One scan unit of a distributed verify: bytes [begin, end) of a shard file, and the task that
+// scans it. What every task of `verify --distributed` computes alike (for the bench's balance rows
+// and the tests that damage one task's share).
+struct ShareUnit {
+  std::string path;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  int task = 0;
+};
+
+// The units and their tasks for `tasks` tasks of `threads_per_task` scanning threads each (0: this
+// machine's cores), as verify --distributed plans them for a ckptcheck checkpoint directory.
+Result<std::vector<ShareUnit>> plan_verify_shares(const std::string& checkpoint_dir, size_t tasks,
+                                                  size_t threads_per_task);
 
 // nonfinite_values for one tensor with any NaN or Inf: "<n> NaN and <m> Inf of <numel> <dtype> elements".
 void add_nonfinite_error(VerifyReport& report, const std::string& shard, const std::string& tensor,

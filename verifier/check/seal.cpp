@@ -18,6 +18,9 @@
 #include "base/sha256_batch.h"
 #include "base/sha256_ranges.h"
 #include "base/text.h"
+#include "distributed/share_exchange.h"
+#include "distributed/share_split.h"
+#include "distributed/step_gather.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/dtype.h"
 #include "formats/shard_formats.h"
@@ -492,12 +495,45 @@ Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& 
   std::atomic<uint64_t> hashed{0};
   std::function<void()> report;
   if (options.on_progress) report = [&] { options.on_progress(hashed.load(), total); };
+  // Distributed: this task seals its share of the files (the same split on every task), then takes
+  // in every other file's seal.
+  ByteCollective* world =
+      options.distributed && options.distributed->world_size() > 1 ? options.distributed : nullptr;
+  std::vector<uint64_t> sizes;
+  for (const auto& f : target.files) {
+    auto resolved = resolve_shard_path(target.dir, f);
+    sizes.push_back(resolved.is_ok() ? file_size_or_zero(*resolved) : 0);
+  }
+  const std::vector<int> owners =
+      world ? split_by_size(sizes, world->world_size()) : std::vector<int>(count, 0);
+  std::vector<size_t> mine;
+  for (size_t i = 0; i < count; ++i) {
+    if (owners[i] == (world ? world->rank() : 0)) mine.push_back(i);
+  }
   run_parallel_reporting(
-      count, resolve_jobs(options.jobs, count),
-      [&](size_t i) {
+      mine.size(), resolve_jobs(options.jobs, mine.size()),
+      [&](size_t k) {
+        const size_t i = mine[k];
         sealed[i] = seal_file(target.dir, target.files[i], dcp_items, options.piece_bytes, &hashed);
       },
       report);
+  if (world) {
+    CKPT_RETURN_IF_ERROR(exchange_unit_results(
+        *world, "seal: files", sizes, owners,
+        [&](size_t i) -> nlohmann::json {
+          if (sealed[i].is_ok()) return {0, sealed_file_to_json(*sealed[i])};
+          return {static_cast<int>(sealed[i].status().code()), sealed[i].status().message()};
+        },
+        [&](size_t i, const nlohmann::json& r) -> Status {
+          const int code = r.at(0).get<int>();
+          if (code == 0) {
+            sealed[i] = parse_sealed_file(r.at(1), "rank result for " + target.files[i]);
+          } else {
+            sealed[i] = status_from_code(code, r.at(1).get<std::string>());
+          }
+          return Status::ok();
+        }));
+  }
 
   Seal seal;
   for (auto& r : sealed) {
@@ -508,10 +544,20 @@ Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& 
     seal.files.push_back(std::move(*r));
   }
   summary.files = seal.files.size();
-  CKPT_RETURN_IF_ERROR(write_file_atomically(summary.seal_path, seal_to_json_text(seal)));
-  if (options.write_integrity) {
-    CKPT_RETURN_IF_ERROR(write_file_atomically(summary.integrity_path, integrity_to_json_text(seal)));
+  // One writer: rank 0 (or the only process); every task then learns how the write went.
+  Status written = Status::ok();
+  if (!world || world->rank() == 0) {
+    written = write_file_atomically(summary.seal_path, seal_to_json_text(seal));
+    if (written.is_ok() && options.write_integrity)
+      written = write_file_atomically(summary.integrity_path, integrity_to_json_text(seal));
   }
+  if (world) {
+    CKPT_ASSIGN_OR_RETURN(
+        std::vector<std::string> all,
+        all_gather_step(*world, "seal: written", written.is_ok() ? std::string() : written.to_string()));
+    if (!all[0].empty()) return Status::io_error("rank 0 could not write the seal: " + all[0]);
+  }
+  CKPT_RETURN_IF_ERROR(written);
   return summary;
 }
 
@@ -581,20 +627,49 @@ Result<VerifyReport> verify_sealed(const std::string& raw, const VerifyOptions& 
     ranges.push_back(range_of_unit(unit, seal.files[unit.file], plans[unit.file]));
   std::vector<uint64_t> sizes;
   for (const RangeToHash& range : ranges) sizes.push_back(range.length);
+  // Distributed: this task hashes only its share of the units (the same split on every task), then
+  // every task takes in the others' digests, so the findings below are a single process's.
+  ByteCollective* world =
+      options.distributed && options.distributed->world_size() > 1 ? options.distributed : nullptr;
+  const std::vector<int> owners =
+      world ? split_by_size(sizes, world->world_size()) : std::vector<int>(sizes.size(), 0);
+  std::vector<size_t> mine;
+  std::vector<uint64_t> mine_sizes;
+  for (size_t u = 0; u < sizes.size(); ++u) {
+    if (owners[u] != (world ? world->rank() : 0)) continue;
+    mine.push_back(u);
+    mine_sizes.push_back(sizes[u]);
+  }
   run_hashing_workers(
-      sizes, jobs,
+      mine_sizes, jobs,
       [&](const NextQueuedJob& next) {
         sha256_ranges_two_at_a_time(
             [&]() -> std::optional<RangeToHash> {
               const std::optional<QueuedJob> job = next();
               if (!job) return std::nullopt;
-              RangeToHash range = ranges[job->index];
+              RangeToHash range = ranges[mine[job->index]];
               range.alone = job->alone;
               return range;
             },
             &hashed);
       },
       progress);
+  if (world) {
+    CKPT_RETURN_IF_ERROR(exchange_unit_results(
+        *world, "verify: seal", sizes, owners,
+        [&](size_t u) -> nlohmann::json {
+          const Result<std::string>& d = *ranges[u].digest;
+          if (d.is_ok()) return {0, *d};
+          return {static_cast<int>(d.status().code()), d.status().message()};
+        },
+        [&](size_t u, const nlohmann::json& r) -> Status {
+          const int code = r.at(0).get<int>();
+          std::string text = r.at(1).get<std::string>();
+          *ranges[u].digest = code == 0 ? Result<std::string>(std::move(text))
+                                        : Result<std::string>(status_from_code(code, text));
+          return Status::ok();
+        }));
+  }
   std::vector<FileFinding> findings;
   for (size_t i = 0; i < count; ++i) {
     if (!options.quick) conclude_sealed_file(seal.files[i], plans[i]);

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "distributed/byte_collective.h"
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/verify_report.h"
 
@@ -93,6 +94,9 @@ struct SealOptions {
   uint64_t piece_bytes = kSealPieceBytes;  // files larger than this are also sealed by pieces
   // Called on the calling thread a few times a second: (bytes hashed, bytes total).
   std::function<void(uint64_t, uint64_t)> on_progress;
+  // seal --distributed: the tasks that share the files (split_by_size of their sizes); every task
+  // gathers every file's seal, rank 0 alone writes the seal file, atomically.
+  ByteCollective* distributed = nullptr;
 };
 
 struct SealSummary {

@@ -10,6 +10,7 @@
 #include "base/byte_source.h"
 #include "base/sha256.h"
 #include "base/sha256_batch.h"
+#include "distributed/share_exchange.h"
 #include "formats/native_shard_format.h"
 
 namespace ckpt {
@@ -157,6 +158,48 @@ Result<ShardScan> ShardScanner::finish() {
     }
   }
   return std::move(scan_);
+}
+
+// Positions [first, last) of order_ are the unit's chunks; the unit that starts at 0 (or the whole
+// file) holds the shard's digest.
+nlohmann::json ShardScanner::unit_result(size_t unit) const {
+  const ScanUnit& u = units_[unit];
+  nlohmann::json chunks = nlohmann::json::array();
+  for (size_t p = u.first; p < u.last; ++p) {
+    const size_t i = order_[p];
+    chunks.push_back({scan_.chunk_sha256[i], scan_.chunk_nonfinite[i].nan, scan_.chunk_nonfinite[i].inf});
+  }
+  const Status& status = unit_status_[unit];
+  return {{"code", static_cast<int>(status.code())},
+          {"message", status.message()},
+          {"stray", unit_stray_[unit]},
+          {"digest", u.begin == 0 ? scan_.file_sha256 : std::string()},
+          {"chunks", std::move(chunks)}};
+}
+
+Status ShardScanner::take_unit_result(size_t unit, const nlohmann::json& result) {
+  if (unit >= units_.size())
+    return Status::corruption(path_ + ": unit " + std::to_string(unit) + " not planned");
+  const ScanUnit& u = units_[unit];
+  try {
+    const nlohmann::json& chunks = result.at("chunks");
+    if (!chunks.is_array() || chunks.size() != u.last - u.first)
+      return Status::corruption(path_ + ": unit " + std::to_string(unit) +
+                                " result has the wrong chunk count");
+    for (size_t p = u.first; p < u.last; ++p) {
+      const nlohmann::json& c = chunks[p - u.first];
+      const size_t i = order_[p];
+      scan_.chunk_sha256[i] = c.at(0).get<std::string>();
+      scan_.chunk_nonfinite[i] = NonfiniteCount{c.at(1).get<uint64_t>(), c.at(2).get<uint64_t>()};
+    }
+    if (u.begin == 0) scan_.file_sha256 = result.at("digest").get<std::string>();
+    unit_stray_[unit] = result.at("stray").get<int64_t>();
+    unit_status_[unit] =
+        status_from_code(result.at("code").get<int>(), result.at("message").get<std::string>());
+  } catch (const nlohmann::json::exception& e) {
+    return Status::corruption(path_ + ": unit " + std::to_string(unit) + " result is malformed: " + e.what());
+  }
+  return Status::ok();
 }
 
 // One unit's scan in progress, a block at a time: read() reads the next block, counts its NaNs,

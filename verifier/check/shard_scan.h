@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -85,11 +86,19 @@ class ShardScanner {
   // then the file passed to plan() must stay open until finish().
   bool needs_file() const { return !one_pass_; }
   uint64_t unit_size(size_t unit) const { return units_[unit].end - units_[unit].begin; }
+  uint64_t unit_begin(size_t unit) const { return units_[unit].begin; }
+  const std::string& path() const { return path_; }
   // Scans one unit; distinct units may run concurrently. `bytes_done` (may be null) grows as bytes
   // are read, for progress.
   void scan_unit(size_t unit, std::atomic<uint64_t>* bytes_done, size_t block_bytes = kScanBlockBytes);
   // The result, once every unit was scanned: the first unit's error, if any.
   Result<ShardScan> finish();
+
+  // verify --distributed: what scanning `unit` found (its status, stray byte, the digest it holds,
+  // its chunks' SHA-256 and NaN/Inf counts), as JSON for the other tasks; and such a result taken
+  // in as if this scanner had scanned the unit itself, so finish() is the same on every task.
+  nlohmann::json unit_result(size_t unit) const;
+  Status take_unit_result(size_t unit, const nlohmann::json& result);
 
  private:
   class UnitStream;

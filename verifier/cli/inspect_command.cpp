@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "distributed/mpi_world.h"
 #include "verifier/cli/commands.h"
 #include "verifier/tensors/inspect_report.h"
 
@@ -25,12 +26,30 @@ class InspectCommand : public Command {
     sub->add_flag("--json", json_, "print one JSON object instead of the table");
     sub->add_flag("--stats", options_.stats, "add min, max, mean, L2 norm and NaN/Inf counts per tensor");
     sub->add_option("--tensor", options_.tensor, "inspect only this tensor");
+    sub->add_flag("--distributed", distributed_,
+                  "one of many tasks started by mpirun or srun --mpi=pmix: the tasks split the tensors by "
+                  "size, gather their hashes and statistics through MPI, and rank 0 prints the one report");
     return sub;
   }
 
   int run() override {
+    std::unique_ptr<MpiWorld> world;
+    if (distributed_) {
+      auto started = MpiWorld::init();
+      if (!started.is_ok()) return report_failure("inspect", started.status());
+      world = std::move(*started);
+      options_.distributed = world.get();
+    }
     auto report = inspect_checkpoint(path_, options_);
+    if (!report.is_ok() && world) {
+      // The other tasks may be waiting in a gather this one will never reach: end the job.
+      std::fprintf(stderr, "ckptcheck inspect: rank %d of %d on %s: %s\n", world->rank(), world->world_size(),
+                   world->host().c_str(), report.status().to_string().c_str());
+      world->abort(2);
+    }
     if (!report.is_ok()) return report_failure("inspect", report.status());
+    // Every task built the same report from the gathered results; rank 0 prints it.
+    if (world && world->rank() != 0) return report->ok() ? kExitOk : kExitCheckFailed;
     const std::string out =
         json_ ? inspect_report_to_json(*report).dump() + "\n" : inspect_report_to_text(*report);
     std::fwrite(out.data(), 1, out.size(), stdout);
@@ -40,6 +59,7 @@ class InspectCommand : public Command {
  private:
   std::string path_;
   bool json_ = false;
+  bool distributed_ = false;
   InspectOptions options_;
 };
 

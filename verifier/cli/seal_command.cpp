@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "base/progress.h"
+#include "distributed/mpi_world.h"
 #include "verifier/check/seal.h"
 #include "verifier/cli/commands.h"
 
@@ -23,12 +24,25 @@ class SealCommand : public Command {
     sub->add_option("--jobs", options_.jobs, "files hashed in parallel (default: all cores)")
         ->check(CLI::Range(1, 1024));
     sub->add_flag("--json", json_, "print one JSON object instead of the summary");
+    sub->add_flag("--distributed", distributed_,
+                  "one of many tasks started by mpirun or srun --mpi=pmix: every task seals its share of the "
+                  "files, the seals are gathered through MPI and rank 0 writes the one seal file");
     return sub;
   }
 
   int run() override {
+    std::unique_ptr<MpiWorld> world;
+    if (distributed_) {
+      auto started = MpiWorld::init();
+      if (!started.is_ok()) {
+        std::fprintf(stderr, "ckptcheck seal: %s\n", started.status().to_string().c_str());
+        return kExitUsage;
+      }
+      world = std::move(*started);
+      options_.distributed = world.get();
+    }
     Progress progress;
-    if (progress.enabled()) {
+    if (progress.enabled() && (!world || world->rank() == 0)) {
       options_.on_progress = [&progress](uint64_t done, uint64_t total) {
         progress.update("seal bytes", static_cast<long long>(done), static_cast<long long>(total));
       };
@@ -36,9 +50,16 @@ class SealCommand : public Command {
     auto summary = seal_checkpoint(path_, options_);
     progress.finish();
     if (!summary.is_ok()) {
+      if (world) {
+        // The other tasks may be waiting in a gather this one will never reach: end the job.
+        std::fprintf(stderr, "ckptcheck seal: rank %d of %d on %s: %s\n", world->rank(), world->world_size(),
+                     world->host().c_str(), summary.status().to_string().c_str());
+        world->abort(kExitUsage);
+      }
       std::fprintf(stderr, "ckptcheck seal: %s\n", summary.status().to_string().c_str());
       return kExitUsage;
     }
+    if (world && world->rank() != 0) return kExitOk;  // rank 0 prints the one summary
     if (json_) {
       nlohmann::json j = {{"seal", summary->seal_path},
                           {"files", summary->files},
@@ -60,6 +81,7 @@ class SealCommand : public Command {
  private:
   std::string path_;
   bool json_ = false;
+  bool distributed_ = false;
   SealOptions options_;
 };
 

@@ -3,10 +3,14 @@
 // readable checkpoint or root, or (--against-env) a blocking pin differs from this environment.
 // Torch-free: the LibTorch facts in the pins come from the build configuration.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "base/progress.h"
+#include "distributed/mpi_world.h"
+#include "distributed/step_gather.h"
 #include "fixtures/pilot_config.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/manifest.h"
@@ -46,6 +50,9 @@ class VerifyCommand : public Command {
                     "global outside torch.load(weights_only=True)'s allowlist fails verify");
     sub->add_flag("--against-env", against_env_,
                   "compare the checkpoint's pins with this environment (dependencies, container)");
+    sub->add_flag("--distributed", distributed_,
+                  "one of many tasks started by mpirun or srun: every task plans the same scan units, "
+                  "hashes its share and all-gathers the results through MPI; rank 0 prints the one report");
     sub->add_option("--config", config_path_,
                     "with --against-env: also compare config, model and dataset revisions with this config");
     return sub;
@@ -59,8 +66,21 @@ class VerifyCommand : public Command {
       if (!pins.is_ok()) return usage_error(pins.status());
       options_.current_pins = *pins;
     }
+    std::unique_ptr<MpiWorld> world;
+    if (distributed_) {
+      if (all_)
+        return usage_error(Status::invalid_argument("--distributed verifies one checkpoint, not --all"));
+      auto started = MpiWorld::init();
+      if (!started.is_ok()) return usage_error(started.status());
+      world = std::move(*started);
+      options_.distributed = world.get();
+      options_.on_share = [this](size_t units, uint64_t bytes) {
+        share_units_ = units;
+        share_bytes_ = bytes;
+      };
+    }
     Progress progress;
-    if (progress.enabled()) {
+    if (progress.enabled() && (!world || world->rank() == 0)) {
       options_.on_progress = [&progress](uint64_t done, uint64_t total) {
         progress.update("verify bytes", static_cast<long long>(done), static_cast<long long>(total));
       };
@@ -74,13 +94,10 @@ class VerifyCommand : public Command {
     }
     auto report = verify_path(path_, options_);
     progress.finish();
+    if (world) return finish_distributed(*world, report);
     if (!report.is_ok()) return usage_error(report.status());
     print(report_to_json(*report), report_to_text(*report));
-    if (report->ok()) return kExitOk;
-    // Refusing an environment is a usage outcome, like `train --resume`; damage is a check failure.
-    bool only_drift = true;
-    for (const auto& e : report->errors) only_drift = only_drift && e.code == verify_code::kPinsDrift;
-    return only_drift ? kExitUsage : kExitCheckFailed;
+    return exit_code_of(*report);
   }
 
  private:
@@ -102,6 +119,82 @@ class VerifyCommand : public Command {
                           {"container_fingerprint", container_fingerprint(threads)}};
   }
 
+  static int exit_code_of(const VerifyReport& report) {
+    if (report.ok()) return kExitOk;
+    // Refusing an environment is a usage outcome, like `train --resume`; damage is a check failure.
+    bool only_drift = true;
+    for (const auto& e : report.errors) only_drift = only_drift && e.code == verify_code::kPinsDrift;
+    return only_drift ? kExitUsage : kExitCheckFailed;
+  }
+
+  // Every task built the whole report from the gathered results; they must agree (timings aside),
+  // then rank 0 prints it and every task exits with its code. A task that failed ends the job with
+  // its own error (MPI_Abort): the other tasks may be waiting in a gather it will never reach.
+  int finish_distributed(MpiWorld& world, const Result<VerifyReport>& report) const {
+    const std::string who = "rank " + std::to_string(world.rank()) + " of " +
+                            std::to_string(world.world_size()) + " on " + world.host();
+    if (!report.is_ok()) {
+      std::fprintf(stderr, "ckptcheck verify: %s: %s\n", who.c_str(), report.status().to_string().c_str());
+      world.abort(kExitUsage);
+    }
+    nlohmann::json json = report_to_json(*report);
+    nlohmann::json agreed = json;
+    agreed.erase("seconds");
+    const nlohmann::json task = {{"host", world.host()},
+                                 {"units", share_units_},
+                                 {"bytes", share_bytes_},
+                                 {"seconds", report->seconds}};
+    // The report first, then this task's share on one line: only the report must agree.
+    auto all = all_gather_step(world, "verify: report", agreed.dump() + "\n" + task.dump());
+    if (!all.is_ok()) {
+      std::fprintf(stderr, "ckptcheck verify: %s: %s\n", who.c_str(), all.status().to_string().c_str());
+      world.abort(kExitUsage);
+    }
+    std::vector<std::string> reports, tasks;
+    for (const std::string& a : *all) {
+      const size_t cut = a.rfind('\n');
+      reports.push_back(a.substr(0, cut));
+      tasks.push_back(cut == std::string::npos ? std::string() : a.substr(cut + 1));
+    }
+    if (world.rank() == 0) print_shares(tasks);
+    for (size_t r = 0; r < reports.size(); ++r) {
+      if (reports[r] == reports[0]) continue;
+      if (world.rank() == 0) {
+        std::fprintf(stderr, "ckptcheck verify: rank %zu's report differs from rank 0's: %s\n", r,
+                     reports[r].substr(0, 400).c_str());
+      }
+      return kExitUsage;
+    }
+    if (world.rank() == 0) print(json, report_to_text(*report));
+    std::fflush(stdout);
+    return exit_code_of(*report);
+  }
+
+  // One line on stderr: which node scanned how much, and how even the split was.
+  static void print_shares(const std::vector<std::string>& tasks) {
+    std::string line = "verify --distributed: " + std::to_string(tasks.size()) + " tasks;";
+    uint64_t largest = 0, total = 0;
+    double slowest = 0;
+    for (size_t r = 0; r < tasks.size(); ++r) {
+      const nlohmann::json t = nlohmann::json::parse(tasks[r], nullptr, false);
+      if (!t.is_object()) continue;
+      const uint64_t bytes = t.value("bytes", uint64_t{0});
+      largest = std::max(largest, bytes);
+      total += bytes;
+      slowest = std::max(slowest, t.value("seconds", 0.0));
+      line += " rank " + std::to_string(r) + " on " + t.value("host", std::string("?")) + ": " +
+              std::to_string(t.value("units", size_t{0})) + " units, " + std::to_string(bytes) + " B;";
+    }
+    char tail[96];
+    std::snprintf(
+        tail, sizeof tail, " largest/mean share %.3f, slowest task %.2f s\n",
+        total ? static_cast<double>(largest) * static_cast<double>(tasks.size()) / static_cast<double>(total)
+              : 1.0,
+        slowest);
+    line += tail;
+    std::fwrite(line.data(), 1, line.size(), stderr);
+  }
+
   int usage_error(const Status& status) const {
     std::fprintf(stderr, "ckptcheck verify: %s\n", status.to_string().c_str());
     return kExitUsage;
@@ -116,6 +209,9 @@ class VerifyCommand : public Command {
   bool json_ = false;
   bool all_ = false;
   bool against_env_ = false;
+  bool distributed_ = false;
+  size_t share_units_ = 0;  // --distributed: this task's share, for the line rank 0 prints
+  uint64_t share_bytes_ = 0;
   std::string config_path_;
   VerifyOptions options_;
 };

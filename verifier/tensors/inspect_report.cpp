@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
 #include "base/parallel_jobs.h"
+#include "distributed/share_exchange.h"
+#include "distributed/share_split.h"
 
 namespace ckpt {
 
@@ -54,6 +57,47 @@ Result<InspectedTensor> inspect_tensor(const TensorSource& source, const SourceT
   }
   report.stats = accumulator.stats();
   return report;
+}
+
+// A long double exactly, as a hex float ("%La"): the sums behind mean and L2 norm must come back
+// bit for bit, or a distributed inspect would print other last digits than a single one.
+std::string exact(long double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%La", v);
+  return buf;
+}
+
+// One tensor's result as the task that read it sends it (inspect --distributed).
+nlohmann::json inspected_to_json(const InspectedTensor& t) {
+  nlohmann::json chunks = nlohmann::json::array();
+  for (const ChunkCheck& c : t.chunks) chunks.push_back({c.label, c.file, c.stored, c.computed});
+  const TensorStats& s = t.stats;
+  return {
+      {"chunks", std::move(chunks)},
+      {"stats",
+       {s.elements, s.finite, s.nan, s.inf, exact(s.min), exact(s.max), exact(s.sum), exact(s.sum_squares)}}};
+}
+
+Result<InspectedTensor> inspected_from_json(const nlohmann::json& j) {
+  InspectedTensor t;
+  try {
+    for (const auto& c : j.at("chunks")) {
+      t.chunks.push_back({c.at(0).get<std::string>(), c.at(1).get<std::string>(), c.at(2).get<std::string>(),
+                          c.at(3).get<std::string>()});
+    }
+    const auto& s = j.at("stats");
+    t.stats.elements = s.at(0).get<uint64_t>();
+    t.stats.finite = s.at(1).get<uint64_t>();
+    t.stats.nan = s.at(2).get<uint64_t>();
+    t.stats.inf = s.at(3).get<uint64_t>();
+    t.stats.min = static_cast<double>(std::strtold(s.at(4).get<std::string>().c_str(), nullptr));
+    t.stats.max = static_cast<double>(std::strtold(s.at(5).get<std::string>().c_str(), nullptr));
+    t.stats.sum = std::strtold(s.at(6).get<std::string>().c_str(), nullptr);
+    t.stats.sum_squares = std::strtold(s.at(7).get<std::string>().c_str(), nullptr);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::corruption(std::string("a task's inspect result is malformed: ") + e.what());
+  }
+  return t;
 }
 
 // Every global the files' pickles name, with what torch.load(weights_only=False) would do with it.
@@ -169,9 +213,44 @@ Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectO
   const auto reads_target = [&](size_t i) {
     return !selected[i]->alias_of.empty() && index_of.count(selected[i]->alias_of) != 0;
   };
-  run_parallel(selected.size(), resolve_jobs(options.jobs, selected.size()), [&](size_t i) {
-    if (!reads_target(i)) results[i] = inspect_tensor(src, *selected[i], options.stats);
-  });
+  // Distributed: this task reads its share of the tensors (by bytes, the same split on every task)
+  // and takes in every other tensor's hashes and statistics.
+  ByteCollective* world =
+      options.distributed && options.distributed->world_size() > 1 ? options.distributed : nullptr;
+  std::vector<uint64_t> sizes(selected.size(), 0);
+  for (size_t i = 0; i < selected.size(); ++i) {
+    if (!reads_target(i)) sizes[i] = selected[i]->bytes;  // an alias is read with its target
+  }
+  const std::vector<int> owners =
+      world ? split_by_size(sizes, world->world_size()) : std::vector<int>(selected.size(), 0);
+  std::vector<size_t> mine;
+  for (size_t i = 0; i < selected.size(); ++i) {
+    if (!reads_target(i) && owners[i] == (world ? world->rank() : 0)) mine.push_back(i);
+  }
+  run_parallel(mine.size(), resolve_jobs(options.jobs, mine.size()),
+               [&](size_t k) { results[mine[k]] = inspect_tensor(src, *selected[mine[k]], options.stats); });
+  if (world) {
+    CKPT_RETURN_IF_ERROR(exchange_unit_results(
+        *world, "inspect: tensors", sizes, owners,
+        [&](size_t i) -> nlohmann::json {
+          if (reads_target(i)) return nullptr;
+          if (!results[i].is_ok())
+            return {static_cast<int>(results[i].status().code()), results[i].status().message()};
+          return {0, inspected_to_json(*results[i])};
+        },
+        [&](size_t i, const nlohmann::json& r) -> Status {
+          if (reads_target(i)) return Status::ok();
+          const int code = r.at(0).get<int>();
+          if (code != 0) {
+            results[i] = status_from_code(code, r.at(1).get<std::string>());
+            return Status::ok();
+          }
+          CKPT_ASSIGN_OR_RETURN(InspectedTensor t, inspected_from_json(r.at(1)));
+          t.tensor = selected[i];
+          results[i] = std::move(t);
+          return Status::ok();
+        }));
+  }
   for (size_t i = 0; i < selected.size(); ++i) {
     if (!reads_target(i)) continue;
     results[i] = results[index_of[selected[i]->alias_of]];

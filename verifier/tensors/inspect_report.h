@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "distributed/byte_collective.h"
 #include "verifier/tensors/state_compare.h"
 #include "verifier/tensors/tensor_source.h"
 #include "verifier/tensors/tensor_stats.h"
@@ -19,6 +20,9 @@ struct InspectOptions {
   bool stats = false;  // min, max, mean, L2 norm and NaN/Inf counts per tensor
   std::string tensor;  // only this tensor ("" = all)
   size_t jobs = 0;     // tensors read in parallel; 0 = one per core
+  // inspect --distributed: the tasks that share the tensors (split by their bytes); every task
+  // gathers every tensor's hashes and statistics and builds the same report.
+  ByteCollective* distributed = nullptr;
 };
 
 struct InspectedTensor {
