@@ -106,13 +106,17 @@ class LiveDrill {
   Status take_snapshot() {
     record_.phase("snapshot of the live checkpoint");
     CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(o_.live_metrics));
-    // Newest first. Without --checkpoint, one at the log's last step is passed over: a finished
-    // run will never log the steps after it.
+    // Newest first. Without --checkpoint, one at the log's last step is passed over while an older
+    // one exists: a finished run will never log the steps after it.
     const int64_t at = last_step(log);
     std::vector<CheckpointEvent> candidates;
     for (auto it = log.checkpoints.rbegin(); it != log.checkpoints.rend(); ++it)
       if (o_.live_checkpoint.empty() ? it->step < at : same_path(it->path, o_.live_checkpoint))
         candidates.push_back(*it);
+    // A live run that has just announced its first checkpoint has logged no step after it yet:
+    // then that one is the candidate, and the drill waits for the steps after it.
+    if (candidates.empty() && o_.live_checkpoint.empty())
+      for (auto it = log.checkpoints.rbegin(); it != log.checkpoints.rend(); ++it) candidates.push_back(*it);
     if (candidates.empty())
       return Status::not_found(
           o_.live_metrics + ": " +
