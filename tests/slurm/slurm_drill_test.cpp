@@ -7,12 +7,10 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "tests/support/process_scan.h"
+#include "tests/support/slurm_cluster.h"
 #include "tests/support/test_support.h"
 
 namespace ckpt {
@@ -24,13 +22,7 @@ class Slurm : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(::access(CKPTCHECK_BIN, X_OK), 0) << CKPTCHECK_BIN << " is not built";
-    const char* conf = std::getenv("SLURM_CONF");
-    ASSERT_TRUE(conf != nullptr && ::access(conf, R_OK) == 0)
-        << "no Slurm cluster: run these through ctest, whose slurm_cluster fixture starts one "
-           "(tests/slurm/slurm_cluster.sh)";
-    const CommandResult nodes = run_command("sinfo --noheader --Node --format='%N %t' 2>&1");
-    ASSERT_EQ(nodes.exit_code, 0) << nodes.output;
-    ASSERT_NE(nodes.output.find("n2"), std::string::npos) << nodes.output;
+    ASSERT_TRUE(slurm_cluster_is_up());
   }
   void TearDown() override {
     const auto left = processes_whose_environment_contains(work_.path());

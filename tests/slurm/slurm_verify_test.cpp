@@ -8,10 +8,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <regex>
-#include <sstream>
 
+#include "tests/support/slurm_cluster.h"
+#include "tests/support/test_support.h"
 #include "tests/support/training_state_fixture.h"
 #include "verifier/check/checkpoint_verifier.h"
 
@@ -19,13 +19,6 @@ namespace ckpt {
 namespace {
 
 using namespace ckpt::testing;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string without_seconds(const std::string& json) {
   return std::regex_replace(json, std::regex("\"seconds\":[0-9.eE+-]+"), "\"seconds\":0");
@@ -35,13 +28,7 @@ class SlurmVerify : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(::access(CKPTCHECK_BIN, X_OK), 0) << CKPTCHECK_BIN << " is not built";
-    const char* conf = std::getenv("SLURM_CONF");
-    ASSERT_TRUE(conf != nullptr && ::access(conf, R_OK) == 0)
-        << "no Slurm cluster: run these through ctest, whose slurm_cluster fixture starts one "
-           "(tests/slurm/slurm_cluster.sh)";
-    const CommandResult nodes = run_command("sinfo --noheader --Node --format='%N %t' 2>&1");
-    ASSERT_EQ(nodes.exit_code, 0) << nodes.output;
-    ASSERT_NE(nodes.output.find("n2"), std::string::npos) << nodes.output;
+    ASSERT_TRUE(slurm_cluster_is_up());
     // Tensors of 1-3 MiB in 2 shards: the scan is cut into many units, so each task has a share.
     std::vector<LoadedTensor> state = full_training_state();
     for (int i = 0; i < 12; ++i)
@@ -79,8 +66,8 @@ class SlurmVerify : public ::testing::Test {
           kill + " " + verify;
     }
     const CommandResult r = run_command("(" + command + ")");
-    out_ = slurp(out);
-    err_ = slurp(err);
+    out_ = read_text_file(out);
+    err_ = read_text_file(err);
     return r.exit_code;
   }
   std::string verify_on_one_node() const {
@@ -177,8 +164,8 @@ TEST_F(SlurmVerify, TheReadmesNightlySbatchLineVerifiesOnTwoNodes) {
   const CommandResult r = run_command(
       "sbatch --wait --nodes=2 --ntasks-per-node=1 --job-name=ckptcheck-verify-nightly --output=" + log +
       " --wrap \"srun --mpi=pmix " + CKPTCHECK_BIN + " verify --distributed --json '" + dir_ + "'\" 2>&1");
-  ASSERT_EQ(r.exit_code, 0) << r.output << slurp(log);
-  const std::string out = slurp(log);
+  ASSERT_EQ(r.exit_code, 0) << r.output << read_text_file(log);
+  const std::string out = read_text_file(log);
   // The report is the one line that is a JSON object; rank 0's stderr line shares the file.
   std::string report;
   std::istringstream lines(out);
@@ -216,7 +203,7 @@ TEST_F(SlurmVerify, TwoNodesSealADcpCheckpointAsOneNodeDoes) {
       "srun --nodes=2 --ntasks-per-node=1 --mpi=pmix --kill-on-bad-exit=1 --job-name=ckptcheck-seal-test " +
       std::string(CKPTCHECK_BIN) + " seal --distributed '" + two + "' 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(slurp(two + "/ckptcheck.seal.json"), slurp(one + "/ckptcheck.seal.json"));
+  EXPECT_EQ(read_text_file(two + "/ckptcheck.seal.json"), read_text_file(one + "/ckptcheck.seal.json"));
   // Rank 0 alone printed the summary.
   EXPECT_EQ(r.output.find("sealed "), r.output.rfind("sealed ")) << r.output;
 }
@@ -231,8 +218,8 @@ TEST_F(SlurmVerify, TwoNodesInspectStatsAsOneNodeDoes) {
       "srun --nodes=2 --ntasks-per-node=1 --mpi=pmix --kill-on-bad-exit=1 "
       "--job-name=ckptcheck-inspect-test " +
       std::string(CKPTCHECK_BIN) + " inspect --stats --json --distributed '" + dir_ + "' > " + out + " 2>&1");
-  ASSERT_EQ(two.exit_code, 0) << slurp(out);
-  EXPECT_EQ(slurp(out), one.output);
+  ASSERT_EQ(two.exit_code, 0) << read_text_file(out);
+  EXPECT_EQ(read_text_file(out), one.output);
 }
 
 }  // namespace

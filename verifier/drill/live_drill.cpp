@@ -17,6 +17,7 @@
 #include "verifier/drill/program_launcher.h"
 #include "verifier/drill/resume_comparison.h"
 #include "verifier/drill/run_measurements.h"
+#include "verifier/drill/save_watch.h"
 #include "verifier/process/child_process.h"
 
 namespace ckpt {
@@ -215,36 +216,40 @@ class LiveDrill {
   }
 
   // Waits for the live run to log step N+K (and, briefly, for its checkpoint of that step), then
-  // takes the golden window N+1..N+K from its log.
+  // takes the golden window N+1..N+K from its log. The log of a long run is large: while waiting
+  // only the lines it appends are read; the whole log is parsed (strictly) once, at the end.
   Status wait_for_live_run() {
     record_.phase("waiting for the live run");
     const auto start = std::chrono::steady_clock::now();
-    MetricsLog log;
-    int64_t at = -1;
-    while (true) {
-      CKPT_ASSIGN_OR_RETURN(log, read_metrics_log(o_.live_metrics));
-      at = last_step(log);
-      if (at >= n_ + k_) break;
+    const auto nap = std::chrono::milliseconds(static_cast<int>(kLivePollSeconds * 1000));
+    MetricsTail tail(o_.live_metrics);
+    CheckpointEvent ignored;
+    bool final_announced = tail.poll_for_checkpoint(n_ + k_, &ignored);
+    while (tail.last_step() < n_ + k_) {
       if (seconds_since(start) > o_.wait_timeout_seconds)
-        return Status::io_error("the live run (" + o_.live_metrics + ") is at step " + std::to_string(at) +
-                                ": it did not reach step " + std::to_string(n_ + k_) + " within " +
+        return Status::io_error("the live run (" + o_.live_metrics + ") is at step " +
+                                std::to_string(tail.last_step()) + ": it did not reach step " +
+                                std::to_string(n_ + k_) + " within " +
                                 format_number(o_.wait_timeout_seconds) + " s (--wait-timeout)");
       if (record_.progress)
-        record_.progress->update("drill: waiting for the live run, step", std::max<int64_t>(at, 0), n_ + k_);
-      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(kLivePollSeconds * 1000)));
+        record_.progress->update("drill: waiting for the live run, step",
+                                 std::max<int64_t>(tail.last_step(), 0), n_ + k_);
+      std::this_thread::sleep_for(nap);
+      final_announced = tail.poll_for_checkpoint(n_ + k_, &ignored) || final_announced;
     }
     const auto reached = std::chrono::steady_clock::now();
+    while (!final_announced && tail.last_step() == n_ + k_ &&
+           seconds_since(reached) < kFinalCheckpointGraceSeconds &&
+           seconds_since(start) < o_.wait_timeout_seconds) {
+      std::this_thread::sleep_for(nap);
+      final_announced = tail.poll_for_checkpoint(n_ + k_, &ignored);
+    }
+    CKPT_ASSIGN_OR_RETURN(const MetricsLog log, read_metrics_log(o_.live_metrics));
     auto final_event = [&]() -> const CheckpointEvent* {
       for (const auto& e : log.checkpoints)
         if (e.step == n_ + k_) return &e;
       return nullptr;
     };
-    while (!final_event() && last_step(log) == n_ + k_ &&
-           seconds_since(reached) < kFinalCheckpointGraceSeconds &&
-           seconds_since(start) < o_.wait_timeout_seconds) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(kLivePollSeconds * 1000)));
-      CKPT_ASSIGN_OR_RETURN(log, read_metrics_log(o_.live_metrics));
-    }
     waited_seconds_ = seconds_since(start);
     for (const auto& s : log.steps)
       if (s.step > n_ && s.step <= n_ + k_) golden_.push_back(s);

@@ -4,11 +4,11 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <regex>
 #include <sstream>
 #include <thread>
 
+#include "base/file_io.h"
 #include "base/seconds_since.h"
 
 namespace ckpt {
@@ -37,13 +37,6 @@ Result<CommandOutput> run_command(const std::vector<std::string>& argv, double t
   CKPT_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::spawn(spawn));
   const ChildExit e = child.wait(timeout_seconds);
   return CommandOutput{e, child.captured_stdout()};
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -92,7 +85,8 @@ Result<SlurmAllocation> SlurmAllocation::acquire(int nodes, const std::vector<st
                                    "--job-name=ckptcheck-drill", "--nodes=" + std::to_string(nodes)};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   CKPT_ASSIGN_OR_RETURN(CommandOutput r, run_command(argv, timeout_seconds + kClientTimeoutSeconds, log));
-  const std::string said = read_text(log);
+  auto read = read_small_file(log, 1u << 20);
+  const std::string said = read.is_ok() ? *read : std::string();
   static const std::regex granted("Granted job allocation ([0-9]+)");
   std::smatch m;
   std::string::const_iterator from = said.begin();
