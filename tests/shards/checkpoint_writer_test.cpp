@@ -4,16 +4,15 @@
 #include <signal.h>
 #include <sys/resource.h>
 
-#include <condition_variable>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "formats/native_shard.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
 #include "tests/support/test_support.h"
+#include "tests/support/thread_world.h"
 
 namespace ckpt {
 namespace {
@@ -144,49 +143,6 @@ TEST(CheckpointReader, ScatterPlacesAnInnerBlock) {
   EXPECT_EQ(global, expected);
 }
 
-// Ranks as threads of one process: the same all-gather contract c10d gives the real ranks, so the
-// one save pipeline is tested for a world of two without LibTorch.
-class ThreadWorld {
- public:
-  explicit ThreadWorld(int size) : size_(size), slots_(size) {}
-  class Rank : public ByteCollective {
-   public:
-    Rank(ThreadWorld* world, int rank) : world_(world), rank_(rank) {}
-    int rank() const override { return rank_; }
-    int world_size() const override { return world_->size_; }
-    std::vector<std::string> all_gather_bytes(const std::string& bytes) override {
-      return world_->gather(rank_, bytes);
-    }
-
-   private:
-    ThreadWorld* world_;
-    int rank_;
-  };
-
- private:
-  std::vector<std::string> gather(int rank, const std::string& bytes) {
-    std::unique_lock<std::mutex> lock(mu_);
-    const int64_t round = round_;
-    slots_[rank] = bytes;
-    if (++arrived_ == size_) {
-      result_ = slots_;
-      arrived_ = 0;
-      ++round_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return round_ != round; });
-    }
-    return result_;
-  }
-
-  int size_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int arrived_ = 0;
-  int64_t round_ = 0;
-  std::vector<std::string> slots_, result_;
-};
-
 TEST(CheckpointWriter, TwoRanksCommitOneCheckpointWithEachRanksFileAndOwnTensors) {
   TempDir dir;
   const auto replicated = sample_state();
@@ -197,12 +153,12 @@ TEST(CheckpointWriter, TwoRanksCommitOneCheckpointWithEachRanksFileAndOwnTensors
   const size_t half = full.bytes.size() / 2;
   const std::vector<uint8_t> top(full.bytes.begin(), full.bytes.begin() + half);
   const std::vector<uint8_t> bottom(full.bytes.begin() + half, full.bytes.end());
-  ThreadWorld world(2);
+  testing::ThreadWorld world(2);
   std::vector<Result<CommittedCheckpoint>> results(2, Status::io_error("not run"));
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
-      ThreadWorld::Rank me(&world, r);
+      testing::ThreadWorld::Rank me(world, r);
       const LoadedTensor& rng = r == 0 ? rng0 : rng1;
       const std::vector<uint8_t>& rows = r == 0 ? top : bottom;
       std::vector<RankTensor> own = {
@@ -246,12 +202,12 @@ TEST(CheckpointWriter, TwoRanksCommitOneCheckpointWithEachRanksFileAndOwnTensors
 TEST(CheckpointWriter, ARankThatCannotWriteLeavesNothingCommitted) {
   TempDir dir;
   const auto replicated = sample_state();
-  ThreadWorld world(2);
+  testing::ThreadWorld world(2);
   std::vector<Result<CommittedCheckpoint>> results(2, Status::io_error("not run"));
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
-      ThreadWorld::Rank me(&world, r);
+      testing::ThreadWorld::Rank me(world, r);
       CheckpointMetadata meta;
       meta.step = 3;
       meta.world_size = 2;

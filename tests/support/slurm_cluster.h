@@ -20,8 +20,8 @@ inline ::testing::AssertionResult slurm_cluster_is_up() {
                                             "fixture starts one (tests/slurm/slurm_cluster.sh)";
   const CommandResult nodes = run_command("sinfo --noheader --Node --format='%N %t' 2>&1");
   if (nodes.exit_code != 0 || nodes.output.find("n2") == std::string::npos)
-    return ::testing::AssertionFailure() << "sinfo does not list nodes n1 and n2 (exit " << nodes.exit_code
-                                         << "): " << nodes.output;
+    return ::testing::AssertionFailure()
+           << "sinfo does not list nodes n1 and n2 (exit " << nodes.exit_code << "): " << nodes.output;
   return ::testing::AssertionSuccess();
 }
 

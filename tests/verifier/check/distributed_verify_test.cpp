@@ -4,11 +4,10 @@
 // MPI under a real Slurm: tests/slurm/slurm_verify_test.cpp.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "tests/support/thread_world.h"
 #include "tests/support/training_state_fixture.h"
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/seal.h"
@@ -18,49 +17,6 @@ namespace ckpt {
 namespace {
 
 using namespace ckpt::testing;
-
-// The tasks of one world as threads: all_gather_bytes waits until every rank has deposited.
-class ThreadWorld {
- public:
-  explicit ThreadWorld(int size) : size_(size), slots_(static_cast<size_t>(size)) {}
-  std::vector<std::string> all_gather(int rank, const std::string& bytes) {
-    std::unique_lock<std::mutex> lock(mu_);
-    const uint64_t round = round_;
-    slots_[static_cast<size_t>(rank)] = bytes;
-    if (++arrived_ == size_) {
-      result_ = slots_;
-      arrived_ = 0;
-      ++round_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return round_ != round; });
-    }
-    return result_;
-  }
-  int size() const { return size_; }
-
- private:
-  int size_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> slots_, result_;
-  int arrived_ = 0;
-  uint64_t round_ = 0;
-};
-
-class ThreadTask final : public ByteCollective {
- public:
-  ThreadTask(ThreadWorld& world, int rank) : world_(world), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_.size(); }
-  std::vector<std::string> all_gather_bytes(const std::string& bytes) override {
-    return world_.all_gather(rank_, bytes);
-  }
-
- private:
-  ThreadWorld& world_;
-  int rank_;
-};
 
 std::string without_timing(const VerifyReport& report) {
   nlohmann::json j = report_to_json(report);
@@ -75,7 +31,7 @@ std::vector<std::string> verify_on_tasks(const std::string& dir, int tasks) {
   std::vector<std::thread> threads;
   for (int r = 0; r < tasks; ++r) {
     threads.emplace_back([&, r] {
-      ThreadTask task(world, r);
+      ThreadWorld::Rank task(world, r);
       VerifyOptions options;
       options.jobs = 1;
       options.distributed = &task;
@@ -140,7 +96,7 @@ TEST(DistributedVerify, ATaskThatSeesOtherFilesFailsTheVerify) {
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      ThreadTask task(world, r);
+      ThreadWorld::Rank task(world, r);
       VerifyOptions options;
       options.distributed = &task;
       reports[static_cast<size_t>(r)] = verify_path(r == 0 ? a : b, options);
@@ -197,7 +153,7 @@ TEST(DistributedSeal, ManyTasksWriteTheSealOneProcessWrites) {
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r) {
     threads.emplace_back([&, r] {
-      ThreadTask task(world, r);
+      ThreadWorld::Rank task(world, r);
       SealOptions options;
       options.distributed = &task;
       auto summary = seal_checkpoint(b / "dcp", options);
@@ -226,7 +182,7 @@ TEST(DistributedInspect, ManyTasksPrintTheStatisticsOneProcessPrints) {
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r) {
     threads.emplace_back([&, r] {
-      ThreadTask task(world, r);
+      ThreadWorld::Rank task(world, r);
       InspectOptions options;
       options.stats = true;
       options.distributed = &task;
