@@ -1,11 +1,12 @@
 // verify --distributed: how evenly the split every task computes spreads the bytes (largest share
-// over the mean share, for 8 and 64 tasks) on a 20,000-tensor checkpoint and on the 1 GiB
-// synthetic one, and 1 against 2 tasks (mpirun, one thread each) on this machine; plus the inputs
-// of the N-node model in docs/performance.md: the per-file metadata cost (verify --quick of the
-// 20,000-tensor checkpoint's shards) and the bytes each task sends in the gather.
+// over the mean share, for 8 and 64 tasks) on a 20,000-tensor checkpoint, on a sealed PyTorch DCP
+// directory and on the 1 GiB synthetic checkpoint, and 1 against 2 tasks (mpirun, one thread each) on this
+// machine; plus the inputs of the N-node model in docs/performance.md: the per-file metadata cost (verify
+// --quick of the 20,000-tensor checkpoint's shards) and the bytes each task sends in the gather.
 #include <unistd.h>
 
 #include <cstdlib>
+#include <functional>
 #include <random>
 
 #include "base/file_io.h"
@@ -13,6 +14,7 @@
 #include "distributed/share_split.h"
 #include "shards/checkpoint_writer.h"
 #include "verifier/check/checkpoint_verifier.h"
+#include "verifier/check/seal.h"
 
 namespace ckpt::bench {
 
@@ -56,7 +58,15 @@ Result<std::string> write_many_tensor_checkpoint(const std::string& root, bool q
   return committed.dir;
 }
 
-BenchRow balance_row(const std::string& what, const std::string& dir) {
+// The units of one split and the task each went to.
+struct Split {
+  std::vector<uint64_t> sizes;
+  std::vector<int> owners;
+};
+
+// Largest/mean share at 8 and 64 tasks of the split `split_for(tasks)` returns.
+BenchRow balance_row(const std::string& what, const std::string& unit_note,
+                     const std::function<Result<Split>(int tasks)>& split_for) {
   const std::string name = "verify --distributed split, " + what + ": largest/mean share at 8 / 64 tasks";
   BenchRow row;
   row.name = name;
@@ -64,29 +74,71 @@ BenchRow balance_row(const std::string& what, const std::string& dir) {
   std::string ours, baseline;
   double worst = 0;
   for (int tasks : kTaskCounts) {
-    auto units = plan_verify_shares(dir, static_cast<size_t>(tasks), kThreadsPerTask);
-    if (!units.is_ok()) return unavailable_row(name, row.goal, "error", units.status().message());
-    std::vector<uint64_t> sizes;
-    std::vector<int> owners;
-    for (const ShareUnit& u : *units) {
-      sizes.push_back(u.end - u.begin);
-      owners.push_back(u.task);
-    }
-    const std::vector<uint64_t> shares = share_bytes(sizes, owners, tasks);
+    auto split = split_for(tasks);
+    if (!split.is_ok()) return unavailable_row(name, row.goal, "error", split.status().message());
+    const std::vector<uint64_t> shares = share_bytes(split->sizes, split->owners, tasks);
     const double balance = share_balance(shares);
     worst = std::max(worst, balance);
     char text[96];
     std::snprintf(text, sizeof text, "%s%.3f", ours.empty() ? "" : " / ", balance);
     ours += text;
-    baseline += (baseline.empty() ? "" : " / ") + std::to_string(units->size()) + " units";
+    baseline += (baseline.empty() ? "" : " / ") + std::to_string(split->sizes.size()) + " units";
     row.numbers["tasks_" + std::to_string(tasks)] = {
-        {"balance", balance}, {"units", units->size()}, {"share_bytes", shares}};
+        {"balance", balance}, {"units", split->sizes.size()}, {"share_bytes", shares}};
   }
   row.ours = ours;
-  row.baseline = baseline + " (" + std::to_string(kThreadsPerTask) + " threads a task)";
+  row.baseline = baseline + " (" + unit_note + ")";
   row.ratio = worst;
   row.met = worst <= 1.05 ? "yes" : "NO";
   return row;
+}
+
+// A ckptcheck checkpoint: the scan units verify plans for tasks x kThreadsPerTask workers.
+BenchRow checkpoint_balance_row(const std::string& what, const std::string& dir) {
+  return balance_row(what, std::to_string(kThreadsPerTask) + " threads a task",
+                     [&](int tasks) -> Result<Split> {
+                       CKPT_ASSIGN_OR_RETURN(
+                           auto units, plan_verify_shares(dir, static_cast<size_t>(tasks), kThreadsPerTask));
+                       Split split;
+                       for (const ShareUnit& u : units) {
+                         split.sizes.push_back(u.end - u.begin);
+                         split.owners.push_back(u.task);
+                       }
+                       return split;
+                     });
+}
+
+// A real PyTorch DCP directory (torch 1.13's FileSystemWriter, from Debian's python3-torch), sealed
+// with the default piece size by the ckptcheck binary: verify --distributed splits the seal's
+// pieces (and whole small files) among its tasks, the same split whatever the thread count.
+BenchRow dcp_balance_row(const BenchSettings& s, uint64_t bytes) {
+  const std::string root = s.work_dir + "/dcp-balance";
+  const std::string dcp = root + "/dcp";
+  const std::string what = "PyTorch DCP (" + format_mib(static_cast<double>(bytes)) + ", sealed)";
+  auto run = [&](const std::vector<std::string>& argv) -> Status {
+    CKPT_ASSIGN_OR_RETURN(ChildRun r, run_child(argv, false, 1800));
+    if (r.exit_code != 0)
+      return Status::io_error(argv[0] + " " + argv[1] + ": exit code " + std::to_string(r.exit_code) + ": " +
+                              r.log_tail);
+    return Status::ok();
+  };
+  (void)remove_tree(root);
+  Status made = run({"mkdir", "-p", root});
+  // torch_baselines.py writes N randn(4096, 4096) F32 tensors (64 MiB each).
+  const std::string tensors = std::to_string(std::max<uint64_t>(1, bytes / (64 * kMiB)));
+  if (made.is_ok())
+    made = run({s.python, s.source_dir + "/bench/torch_baselines.py", "write-dcp", dcp, tensors});
+  if (made.is_ok()) made = run({s.ckptcheck_bin, "seal", dcp});
+  if (!made.is_ok()) return unavailable_row(what, "<= 1.05", "not available", made.message());
+  auto text = read_small_file(seal_path_for(dcp), 64 << 20);
+  auto seal = text.is_ok() ? parse_seal(*text, seal_path_for(dcp)) : Result<Seal>(text.status());
+  (void)remove_tree(root);
+  if (!seal.is_ok()) return unavailable_row(what, "<= 1.05", "error", seal.status().message());
+  const std::vector<uint64_t> sizes = sealed_unit_sizes(*seal);
+  const std::string note = "seal pieces of " + format_mib(static_cast<double>(seal_piece_bytes(bytes)));
+  return balance_row(what, note, [&](int tasks) -> Result<Split> {
+    return Split{sizes, split_by_size(sizes, tasks)};
+  });
 }
 
 std::vector<std::string> mpirun(int tasks, const BenchSettings& s, const std::string& dir) {
@@ -109,9 +161,9 @@ std::vector<BenchRow> run_distributed_bench(const BenchSettings& s) {
     rows.push_back(unavailable_row("verify --distributed split, 20,000 tensors", "<= 1.05", "error",
                                    many.status().message()));
   } else {
-    rows.push_back(balance_row(std::string(s.quick ? "1,800" : "20,001") + "-tensor checkpoint (" +
-                                   format_mib(static_cast<double>(many_bytes)) + ", 16 shards)",
-                               *many));
+    rows.push_back(checkpoint_balance_row(std::string(s.quick ? "1,800" : "20,001") + "-tensor checkpoint (" +
+                                              format_mib(static_cast<double>(many_bytes)) + ", 16 shards)",
+                                          *many));
     // The per-file metadata cost: every task opens every shard and reads its header.
     // Exit 1 is a full run too: the layout has no resume state, which verify reports.
     auto quick =
@@ -130,6 +182,9 @@ std::vector<BenchRow> run_distributed_bench(const BenchSettings& s) {
   }
 
   const uint64_t bytes = s.quick ? 64 * kMiB : 1024 * kMiB;
+  std::fprintf(stderr, "writing and sealing a %s PyTorch DCP directory...\n",
+               format_mib(static_cast<double>(bytes)).c_str());
+  rows.push_back(dcp_balance_row(s, bytes));
   std::fprintf(stderr, "writing the %s distributed-verify checkpoint...\n",
                format_mib(static_cast<double>(bytes)).c_str());
   auto checkpoint = write_synthetic_checkpoint(s.work_dir + "/distributed", bytes, 8, 31);
@@ -138,7 +193,7 @@ std::vector<BenchRow> run_distributed_bench(const BenchSettings& s) {
                                    checkpoint.status().message()));
     return rows;
   }
-  rows.push_back(balance_row(
+  rows.push_back(checkpoint_balance_row(
       "synthetic checkpoint (" + format_mib(static_cast<double>(checkpoint->bytes)) + ", 8 shards)",
       checkpoint->dir));
   (void)read_files_once(checkpoint->shard_paths);

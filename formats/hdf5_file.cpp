@@ -18,164 +18,17 @@
 #include "base/isolated_call.h"
 #include "base/json_fields.h"
 #include "base/sha256.h"
+#include "formats/hdf5_library.h"
 #include "formats/mapped_tensor_file.h"
 
 namespace ckpt {
 
 namespace {
 
+using hdf5::Handle;
+
 constexpr size_t kMaxRank = 32;
 constexpr size_t kMaxStringAttribute = 64u << 20;
-
-// Held by every libhdf5 call in this process (the writer) and across the reader's fork(): the
-// library has a global lock, and a child forked while another thread holds it would wait forever.
-std::mutex& hdf5_library_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-// HDF5 prints a stack trace to stderr on every failed call unless told not to; readers report
-// failures as Status values instead.
-void silence_hdf5_errors() {
-  static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
-}
-
-// Owns one hid_t and closes it with the right H5*close.
-class Handle {
- public:
-  using Closer = herr_t (*)(hid_t);
-  Handle(hid_t id, Closer close) : id_(id), close_(close) {}
-  Handle(Handle&& other) noexcept : id_(other.id_), close_(other.close_) { other.id_ = -1; }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  ~Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  hid_t get() const { return id_; }
-  bool valid() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-  Closer close_;
-};
-
-// The on-disk HDF5 type for a dtype (caller closes it).
-hid_t file_type(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return H5Tcopy(H5T_IEEE_F32LE);
-    case DType::kF64: return H5Tcopy(H5T_IEEE_F64LE);
-    case DType::kF16: {
-      // IEEE binary16, defined the way h5py defines numpy.float16.
-      hid_t t = H5Tcopy(H5T_IEEE_F32LE);
-      H5Tset_fields(t, 15, 10, 5, 0, 10);
-      H5Tset_size(t, 2);
-      H5Tset_ebias(t, 15);
-      return t;
-    }
-    case DType::kBF16: return H5Tcopy(H5T_STD_U16LE);
-    case DType::kI64: return H5Tcopy(H5T_STD_I64LE);
-    case DType::kI32: return H5Tcopy(H5T_STD_I32LE);
-    case DType::kI16: return H5Tcopy(H5T_STD_I16LE);
-    case DType::kI8: return H5Tcopy(H5T_STD_I8LE);
-    case DType::kU8:
-    case DType::kBool: return H5Tcopy(H5T_STD_U8LE);
-    case DType::kU16: return H5Tcopy(H5T_STD_U16LE);
-    case DType::kU32: return H5Tcopy(H5T_STD_U32LE);
-    case DType::kU64: return H5Tcopy(H5T_STD_U64LE);
-    case DType::kF8E4M3:
-    case DType::kF8E5M2: return -1;  // no HDF5 type; the writer refuses them
-  }
-  return -1;
-}
-
-std::string chunk_dataset_name(const ChunkInfo& c) {
-  if (c.label() == c.name) return "all";
-  std::string s;
-  for (size_t d = 0; d < c.shape.size(); ++d) {
-    if (d) s += ",";
-    s += std::to_string(c.offsets[d]) + ":" + std::to_string(c.offsets[d] + c.shape[d]);
-  }
-  return s;
-}
-
-Status h5_fail(const std::string& path, const std::string& what) {
-  return Status::io_error(path + ": HDF5 " + what + " failed");
-}
-
-Status write_string_attr(hid_t obj, const char* name, const std::string& value, const std::string& path) {
-  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  if (!type.valid() || H5Tset_size(type.get(), std::max<size_t>(1, value.size())) < 0)
-    return h5_fail(path, "string type");
-  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle attr(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  std::string padded = value.empty() ? std::string(1, '\0') : value;
-  if (!attr.valid() || H5Awrite(attr.get(), type.get(), padded.data()) < 0) {
-    return h5_fail(path, std::string("write of attribute ") + name);
-  }
-  return Status::ok();
-}
-
-Status write_dims_attr(hid_t obj, const char* name, const std::vector<int64_t>& dims,
-                       const std::string& path) {
-  // A scalar tensor has no dims: a null dataspace, since HDF5 cannot write a zero-length array.
-  const hsize_t n = dims.size();
-  Handle space(dims.empty() ? H5Screate(H5S_NULL) : H5Screate_simple(1, &n, nullptr), H5Sclose);
-  Handle attr(H5Acreate2(obj, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.valid() || (!dims.empty() && H5Awrite(attr.get(), H5T_NATIVE_INT64, dims.data()) < 0)) {
-    return h5_fail(path, std::string("write of attribute ") + name);
-  }
-  return Status::ok();
-}
-
-// Writes one chunk's dataset; `sha256` is its payload's digest, computed once by the caller.
-Result<uint64_t> write_dataset(hid_t file, const ChunkPayload& c, const std::string& sha256,
-                               const std::string& path) {
-  const std::string group = "/" + hdf5_group_name(c.info.name);
-  if (H5Lexists(file, group.c_str(), H5P_DEFAULT) <= 0) {
-    Handle g(H5Gcreate2(file, group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-    if (!g.valid()) return h5_fail(path, "create of group " + group);
-  }
-  const std::string ds_name = group + "/" + chunk_dataset_name(c.info);
-  std::vector<hsize_t> dims(c.info.shape.begin(), c.info.shape.end());
-  Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
-                            : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-               H5Sclose);
-  Handle type(file_type(c.info.dtype), H5Tclose);
-  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-  // Early allocation gives every dataset (even one never written) an address we can report.
-  if (!space.valid() || !type.valid() || !dcpl.valid() || H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS) < 0 ||
-      H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY) < 0) {
-    return h5_fail(path, "dataset setup for " + c.info.label());
-  }
-  Handle ds(H5Dcreate2(file, ds_name.c_str(), type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-            H5Dclose);
-  if (!ds.valid()) return h5_fail(path, "create of dataset " + ds_name);
-  // Memory type == file type: little-endian bytes go in unconverted, so the payload is bit-exact.
-  if (c.info.data_bytes && H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, c.data) < 0) {
-    return h5_fail(path, "write of dataset " + ds_name);
-  }
-  CKPT_RETURN_IF_ERROR(write_string_attr(ds.get(), "name", c.info.name, path));
-  CKPT_RETURN_IF_ERROR(write_string_attr(ds.get(), "component", c.info.component, path));
-  CKPT_RETURN_IF_ERROR(write_string_attr(ds.get(), "dtype", dtype_name(c.info.dtype), path));
-  CKPT_RETURN_IF_ERROR(write_string_attr(ds.get(), "sha256", sha256, path));
-  CKPT_RETURN_IF_ERROR(write_dims_attr(ds.get(), "global_shape", c.info.global_shape, path));
-  CKPT_RETURN_IF_ERROR(write_dims_attr(ds.get(), "offsets", c.info.offsets, path));
-  if (c.info.data_bytes == 0) return uint64_t{0};
-  const haddr_t addr = H5Dget_offset(ds.get());
-  if (addr == HADDR_UNDEF) return h5_fail(path, "offset of dataset " + ds_name);
-  return static_cast<uint64_t>(addr);
-}
-
-Status fsync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::io_error(path + ": cannot reopen for fsync: " + std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return Status::io_error(path + ": fsync failed: " + std::strerror(err));
-  return Status::ok();
-}
 
 // ---- reading ----------------------------------------------------------------------------------
 
@@ -222,7 +75,7 @@ Result<std::vector<int64_t>> read_dims_attr(hid_t obj, const char* name, const s
 
 // The dataset's HDF5 type must be the one we write for its dtype attribute.
 bool type_matches(hid_t type, DType dtype) {
-  Handle expected(file_type(dtype), H5Tclose);
+  Handle expected(hdf5::file_type(dtype), H5Tclose);
   return expected.valid() && H5Tequal(type, expected.get()) > 0;
 }
 
@@ -922,62 +775,8 @@ Result<ParsedHdf5> judge_report(const std::string& report, uint64_t file_size, c
   return out;
 }
 
-Status write_hdf5_contents(const std::string& path, const std::vector<ChunkPayload>& chunks,
-                           const nlohmann::json& metadata, WrittenFile* out, bool* created) {
-  // H5F_ACC_EXCL: like DurableFile::create_exclusive, an existing file is never overwritten.
-  Handle file(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!file.valid()) return Status::io_error(path + ": cannot create HDF5 file (exists, or no permission)");
-  *created = true;
-  CKPT_RETURN_IF_ERROR(write_string_attr(file.get(), kHdf5MetadataAttribute, metadata.dump(), path));
-  for (const auto& c : chunks) {
-    ChunkInfo info = c.info;
-    info.sha256 = sha256_hex(c.data, c.info.data_bytes);  // once: the attribute and the manifest
-    CKPT_ASSIGN_OR_RETURN(info.data_offset, write_dataset(file.get(), c, info.sha256, path));
-    out->chunks.push_back(std::move(info));
-  }
-  if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) return h5_fail(path, "flush");
-  return Status::ok();
-}
-
 }  // namespace
 
-std::string hdf5_group_name(const std::string& tensor_name) {
-  if (tensor_name == "." || tensor_name == "..") {
-    std::string s;
-    for (size_t i = 0; i < tensor_name.size(); ++i) s += "%2E";
-    return s;
-  }
-  std::string s;
-  for (char ch : tensor_name) {
-    if (ch == '%')
-      s += "%25";
-    else if (ch == '/')
-      s += "%2F";
-    else
-      s += ch;
-  }
-  return s;
-}
-
-Result<WrittenFile> write_hdf5_file(const std::string& path, const std::vector<ChunkPayload>& chunks,
-                                    const nlohmann::json& metadata) {
-  CKPT_RETURN_IF_ERROR(check_chunk_payloads(chunks));
-  WrittenFile out;
-  out.path = path;
-  {
-    std::lock_guard<std::mutex> lock(hdf5_library_mutex());
-    silence_hdf5_errors();
-    bool created = false;
-    Status s = write_hdf5_contents(path, chunks, metadata, &out, &created);
-    if (!s.is_ok()) {
-      if (created) ::unlink(path.c_str());  // a half-written shard must not look like a shard
-      return s;
-    }
-  }
-  CKPT_RETURN_IF_ERROR(fsync_path(path));
-  CKPT_ASSIGN_OR_RETURN(out.sha256, sha256_hex_of_file(path, &out.bytes));
-  return out;
-}
 Result<std::unique_ptr<TensorFile>> open_hdf5(const std::string& path) {
   return open_hdf5(path, IsolationLimits{});
 }
@@ -990,7 +789,7 @@ Result<std::unique_ptr<TensorFile>> open_hdf5(const std::string& path, const Iso
   const std::string fd_path = "/proc/self/fd/" + std::to_string(source->fd());
   const std::string open_path = ::access(fd_path.c_str(), R_OK) == 0 ? fd_path : path;
   IsolationLimits child_limits = limits;
-  child_limits.fork_lock = &hdf5_library_mutex();
+  child_limits.fork_lock = &hdf5::library_mutex();
   CKPT_ASSIGN_OR_RETURN(IsolatedOutcome outcome,
                         run_isolated([&] { return parse_in_child(open_path, path); }, child_limits));
   if (!outcome.completed) return Status::corruption(path + ": hdf5 parser child " + outcome.failure);

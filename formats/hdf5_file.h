@@ -30,7 +30,10 @@
 // shape, reason} and never read: decoding would mean running libhdf5's filters on untrusted bytes.
 // metadata()["hdf5_generic_datasets"] counts generic datasets. A child that crashes, exceeds a limit or
 // overruns its time is Status::corruption("<file>: hdf5 parser child killed by SIGSEGV").
-// The writer runs libhdf5 in-process: it only writes our own data.
+// The writer runs libhdf5 in-process (it only writes our own data), for the metadata only: payloads
+// are streamed by our own writer, hashed once (formats/hdf5_writer.cpp). Payloads of 4 KiB and
+// more start on a 4 KiB boundary. Shards written before that (the whole file hashed, sha256_of
+// "file" in the manifest) read and verify as before.
 //
 // Test-only: CKPTCHECK_TEST_HDF5_CHILD_FAULT, read only in the parser child, makes it fail on
 // purpose, as a crafted file might: "segv" (a wild write), "hang" (blocks forever), "bad-offset"

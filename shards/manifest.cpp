@@ -89,9 +89,9 @@ Result<ManifestShard> parse_shard(const nlohmann::json& j, const std::string& wh
   if (s.sha256_of != "file" && s.sha256_of != "header") {
     return Status::corruption(where + ": sha256_of is '" + s.sha256_of + "', expected 'file' or 'header'");
   }
-  if (s.sha256_of == "header" && s.format != "native" && s.format != "safetensors") {
+  if (s.sha256_of == "header" && s.format != "native" && s.format != "safetensors" && s.format != "hdf5") {
     return Status::corruption(where +
-                              ": sha256_of 'header' is defined only for native and safetensors shards");
+                              ": sha256_of 'header' is defined only for native, safetensors and hdf5 shards");
   }
   if (s.sha256.size() != 64)
     return Status::corruption(where + ": sha256 of '" + s.path + "' is not 64 hex digits");

@@ -25,7 +25,8 @@ struct ManifestShard {
   std::string sha256;
   int64_t rank = 0;                // the process that wrote it
   std::string sha256_of = "file";  // "file" (whole file) | "header" (native: preamble + header;
-                                   // safetensors: length field + JSON header)
+                                   // safetensors: length field + JSON header; hdf5:
+                                   // the metadata before the first payload)
 };
 
 struct ManifestChunk {

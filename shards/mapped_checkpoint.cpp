@@ -105,6 +105,7 @@ class CheckpointMapper {
       : dir_(dir), manifest_(manifest), options_(options) {}
 
   Result<MappedCheckpoint> run() {
+    CKPT_RETURN_IF_ERROR(open_shards());
     for (const ManifestTensor& t : manifest_.tensors) {
       if (options_.select && !options_.select(t)) continue;
       CKPT_RETURN_IF_ERROR(add_tensor(t));
@@ -116,6 +117,28 @@ class CheckpointMapper {
   }
 
  private:
+  // Every shard a selected tensor needs, opened side by side: an HDF5 shard's header is parsed in
+  // a child process (formats/hdf5_file.h), tens of milliseconds that overlap this way.
+  Status open_shards() {
+    std::vector<size_t> needed;
+    for (const ManifestTensor& t : manifest_.tensors) {
+      if (options_.select && !options_.select(t)) continue;
+      for (const ManifestChunk& c : t.chunks) needed.push_back(c.shard);
+    }
+    std::sort(needed.begin(), needed.end());
+    needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
+    std::vector<Result<std::unique_ptr<TensorFile>>> opened;
+    opened.reserve(needed.size());
+    for (size_t i = 0; i < needed.size(); ++i) opened.emplace_back(Status::io_error("not opened"));
+    run_parallel(needed.size(), resolve_jobs(0, needed.size()),
+                 [&](size_t i) { opened[i] = open_manifest_shard(dir_, manifest_, needed[i]); });
+    for (size_t i = 0; i < needed.size(); ++i) {
+      if (!opened[i].is_ok()) return opened[i].status();
+      files_[needed[i]] = std::move(*opened[i]);
+    }
+    return Status::ok();
+  }
+
   Result<const TensorFile*> shard(size_t index) {
     auto& file = files_[index];
     if (!file) {

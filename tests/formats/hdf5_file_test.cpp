@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <thread>
 
 #include "base/file_io.h"
@@ -18,6 +19,11 @@
 
 namespace ckpt {
 namespace {
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
 
 std::string temp_dir() {
   std::string t = "/tmp/ckpt_h5_XXXXXX";
@@ -59,11 +65,13 @@ TEST(Hdf5File, RoundTripKeepsBytesHashesAndAttributes) {
   const std::string dir = temp_dir();
   WrittenFile written;
   const std::string path = write_sample(dir, &written);
-  uint64_t size = 0;
-  auto sha = sha256_hex_of_file(path, &size);
-  ASSERT_TRUE(sha.is_ok());
-  EXPECT_EQ(written.sha256, *sha);
-  EXPECT_EQ(written.bytes, size);
+  const std::vector<uint8_t> file = read_bytes(path);
+  EXPECT_EQ(written.bytes, file.size());
+  // The shard digest is the metadata prefix's: everything before the first payload.
+  EXPECT_EQ(written.sha256_of, "header");
+  uint64_t first = file.size();
+  for (const auto& c : written.chunks) first = std::min(first, c.data_offset);
+  EXPECT_EQ(written.sha256, sha256_hex(file.data(), first));
 
   auto r = open_hdf5(path);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
@@ -88,6 +96,70 @@ TEST(Hdf5File, RoundTripKeepsBytesHashesAndAttributes) {
   }
   EXPECT_EQ(written.chunks[2].sha256, sha256_hex(s.bf16.data(), 8));
   EXPECT_FALSE(write_hdf5_file(path, s.chunks(), {}).is_ok());  // never overwrites
+}
+
+// The layout the stream phase relies on and the verifier checks: all metadata before the first
+// payload, payloads of 4 KiB and more page-aligned, only zeros between and after payloads, and
+// every chunk's sha256 attribute the real digest (no placeholder left behind), for thousands of
+// tensors of every size including empty ones.
+TEST(Hdf5File, ThousandsOfTensorsLayOutMetadataFirstAndPayloadsAligned) {
+  const std::string dir = temp_dir();
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<ChunkPayload> chunks;
+  std::mt19937 rng(7);
+  const size_t count = 3000;
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t n = i % 500 == 0  ? 0
+                      : i % 97 == 0 ? 4096 + static_cast<int64_t>(rng() % 9000)
+                                    : rng() % 300;
+    data.emplace_back(static_cast<size_t>(n) * 4);
+    for (auto& b : data.back()) b = static_cast<uint8_t>(rng());
+    chunks.push_back({{"layer." + std::to_string(i) + ".w",
+                       i % 2 ? "model" : "optimizer",
+                       DType::kF32,
+                       {n},
+                       {0},
+                       {n},
+                       0,
+                       static_cast<uint64_t>(n) * 4,
+                       ""},
+                      data.back().data()});
+  }
+  const std::string path = dir + "/many.h5";
+  auto w = write_hdf5_file(path, chunks, {{"step", 1}});
+  ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+  const std::vector<uint8_t> file = read_bytes(path);
+  std::vector<std::pair<uint64_t, uint64_t>> payloads;
+  for (size_t i = 0; i < count; ++i) {
+    const ChunkInfo& c = w->chunks[i];
+    EXPECT_EQ(c.sha256, sha256_hex(data[i].data(), data[i].size())) << c.name;
+    if (!c.data_bytes) continue;
+    if (c.data_bytes >= 4096) {
+      EXPECT_EQ(c.data_offset % 4096, 0u) << c.name;
+    }
+    payloads.push_back({c.data_offset, c.data_offset + c.data_bytes});
+  }
+  std::sort(payloads.begin(), payloads.end());
+  ASSERT_FALSE(payloads.empty());
+  EXPECT_EQ(w->sha256, sha256_hex(file.data(), payloads[0].first));
+  for (size_t p = 0; p < payloads.size(); ++p) {
+    const uint64_t gap_end = p + 1 < payloads.size() ? payloads[p + 1].first : file.size();
+    ASSERT_LE(payloads[p].second, gap_end);
+    for (uint64_t b = payloads[p].second; b < gap_end; ++b) ASSERT_EQ(file[b], 0) << "@" << b;
+  }
+  const std::string text(file.begin(), file.end());
+  EXPECT_EQ(text.find("ckptcheck:sha256:"), std::string::npos) << "a placeholder was left in the file";
+  auto r = open_hdf5(path);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  ASSERT_EQ((*r)->chunks().size(), count);
+  for (const ChunkInfo& got : (*r)->chunks()) {
+    const size_t i = std::stoul(got.name.substr(6));
+    EXPECT_EQ(got.sha256, w->chunks[i].sha256) << got.name;
+    EXPECT_EQ(got.data_bytes, w->chunks[i].data_bytes) << got.name;
+    if (got.data_bytes) {
+      EXPECT_EQ(got.data_offset, w->chunks[i].data_offset) << got.name;
+    }
+  }
 }
 
 TEST(Hdf5File, GroupNamesEscapeSlashAndPercent) {

@@ -53,6 +53,24 @@ class ShardFormatConformance : public ::testing::TestWithParam<std::string> {
     return out;
   }
 
+  // Every shard's payload ranges, sorted, with the shard's path.
+  struct ShardLayout {
+    std::string path;
+    std::vector<std::pair<uint64_t, uint64_t>> payloads;  // [begin, end)
+  };
+  std::vector<ShardLayout> shard_layouts() {
+    const Manifest m = read_fixture_manifest(dir_);
+    std::vector<ShardLayout> out(m.shards.size());
+    for (size_t i = 0; i < m.shards.size(); ++i) out[i].path = dir_ + "/" + m.shards[i].path;
+    for (const auto& t : m.tensors) {
+      for (const auto& c : t.chunks) {
+        if (c.data_bytes) out[c.shard].payloads.push_back({c.data_offset, c.data_offset + c.data_bytes});
+      }
+    }
+    for (auto& s : out) std::sort(s.payloads.begin(), s.payloads.end());
+    return out;
+  }
+
   TempDir root_;
   std::vector<LoadedTensor> state_;
   std::string dir_;
@@ -74,6 +92,71 @@ TEST_P(ShardFormatConformance, FlippedPayloadByteIsNamedByChunk) {
   EXPECT_FALSE(r.ok());
   EXPECT_TRUE(r.has_error(verify_code::kShardSha256Mismatch) ||
               r.has_error(verify_code::kChunkSha256Mismatch));
+}
+
+// The shard digest covers the header (HDF5: the metadata before the first payload): a flipped
+// byte there fails verify, naming the shard, whatever that byte means to the format's parser.
+TEST_P(ShardFormatConformance, FlippedHeaderByteFailsVerifyNamingTheShard) {
+  const Manifest m = read_fixture_manifest(dir_);
+  EXPECT_EQ(m.shards[0].sha256_of, "header");
+  const ShardLayout shard = shard_layouts()[0];
+  ASSERT_FALSE(shard.payloads.empty());
+  auto bytes = read_file_bytes(shard.path);
+  bytes[shard.payloads[0].first / 2] ^= 0x01;
+  write_file_bytes(shard.path, bytes);
+  const VerifyReport r = verify();
+  EXPECT_FALSE(r.ok());
+  ASSERT_FALSE(r.errors.empty());
+  EXPECT_EQ(r.errors[0].shard, m.shards[0].path) << r.errors[0].code << ": " << r.errors[0].message;
+}
+
+// Every byte of a shard is covered: by the digest, by a payload's hash, or as padding that must be
+// zero. Tensors of 1025 F32 elements leave padding after payloads in formats that align them; a
+// non-zero byte there fails verify. A format that packs payloads back to back has no such byte:
+// its payloads must then tile the file from the first one to the end.
+TEST_P(ShardFormatConformance, EveryByteAfterTheHeaderIsAPayloadOrCheckedPadding) {
+  std::vector<float> values(1025);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * static_cast<float>(i);
+  std::vector<TensorView> views;
+  for (int t = 0; t < 6; ++t) {
+    views.push_back({"odd." + std::to_string(t),
+                     "model",
+                     DType::kF32,
+                     {1025},
+                     reinterpret_cast<const uint8_t*>(values.data()),
+                     4100});
+  }
+  CheckpointMetadata meta;
+  meta.step = kFixtureStep + 1;
+  CheckpointWriteOptions options;
+  options.num_shards = 2;
+  options.format = GetParam();
+  auto committed = write_checkpoint(root_.path(), views, meta, options);
+  ASSERT_TRUE(committed.is_ok()) << committed.status().to_string();
+  dir_ = committed->dir;
+  bool damaged = false;
+  for (const ShardLayout& shard : shard_layouts()) {
+    const uint64_t size = std::filesystem::file_size(shard.path);
+    ASSERT_FALSE(shard.payloads.empty());
+    for (size_t i = 0; i < shard.payloads.size() && !damaged; ++i) {
+      const uint64_t end = shard.payloads[i].second;
+      const uint64_t next = i + 1 < shard.payloads.size() ? shard.payloads[i + 1].first : size;
+      ASSERT_LE(end, next) << shard.path << ": payloads overlap";
+      if (next == end) continue;
+      auto bytes = read_file_bytes(shard.path);
+      ASSERT_EQ(bytes[end], 0) << shard.path << " @" << end;
+      bytes[end] = 0x5a;
+      write_file_bytes(shard.path, bytes);
+      damaged = true;
+    }
+  }
+  if (!damaged) {
+    SUCCEED() << GetParam() << " packs payloads back to back: no padding to damage";
+    return;
+  }
+  const VerifyReport r = verify();
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(r.has_error(verify_code::kShardSha256Mismatch));
 }
 
 TEST_P(ShardFormatConformance, TruncatedOrMissingShardFails) {

@@ -468,6 +468,25 @@ Result<Seal> parse_seal(const std::string& text, const std::string& where) {
   return seal;
 }
 
+std::vector<uint64_t> sealed_unit_sizes(const Seal& seal) {
+  std::vector<uint64_t> sizes;
+  for (const SealedFile& f : seal.files) {
+    if (f.pieces.empty() || f.piece_bytes == 0) {
+      sizes.push_back(f.bytes);
+      continue;
+    }
+    for (size_t p = 0; p < f.pieces.size(); ++p)
+      sizes.push_back(std::min(f.piece_bytes, f.bytes - p * f.piece_bytes));
+  }
+  return sizes;
+}
+
+uint64_t seal_piece_bytes(uint64_t total_bytes) {
+  uint64_t piece = kSealMinPieceBytes;
+  while (piece < kSealMaxPieceBytes && total_bytes / piece > kSealTargetPieces) piece *= 2;
+  return piece;
+}
+
 Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& options) {
   CKPT_ASSIGN_OR_RETURN(SealTarget target, seal_target(path));
   SealSummary summary;
@@ -488,6 +507,7 @@ Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& 
     CKPT_ASSIGN_OR_RETURN(std::string resolved, resolve_shard_path(target.dir, f));
     total += file_size_or_zero(resolved);
   }
+  const uint64_t piece_bytes = options.piece_bytes ? options.piece_bytes : seal_piece_bytes(total);
   const ItemRanges dcp_items =
       !target.single_file && is_dcp_directory(target.dir) ? dcp_item_ranges(target.dir) : ItemRanges();
   const size_t count = target.files.size();
@@ -514,7 +534,7 @@ Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& 
       mine.size(), resolve_jobs(options.jobs, mine.size()),
       [&](size_t k) {
         const size_t i = mine[k];
-        sealed[i] = seal_file(target.dir, target.files[i], dcp_items, options.piece_bytes, &hashed);
+        sealed[i] = seal_file(target.dir, target.files[i], dcp_items, piece_bytes, &hashed);
       },
       report);
   if (world) {

@@ -81,17 +81,23 @@ struct SealedFile {
   std::string tensors_unread;  // why the tensors are not listed, when a reader refused the file
 };
 
-// Files larger than this are sealed piece by piece too (64 MiB: a 1 GiB file gives 16 pieces).
-constexpr uint64_t kSealPieceBytes = 64ull << 20;
+// Files larger than one piece are sealed piece by piece too. The piece is sized from the sealed
+// bytes so a checkpoint has about kSealTargetPieces of them, between 1 and 64 MiB (a power of two):
+// verify --distributed splits pieces among its tasks, and 2,048 pieces keep 64 tasks within a few
+// percent of an even share (one 1.1 TB checkpoint: 64 MiB pieces, ~17,000 of them).
+constexpr uint64_t kSealMinPieceBytes = 1ull << 20;
+constexpr uint64_t kSealMaxPieceBytes = 64ull << 20;
+constexpr uint64_t kSealTargetPieces = 2048;
+uint64_t seal_piece_bytes(uint64_t total_bytes);
 
 struct Seal {
   std::vector<SealedFile> files;
 };
 
 struct SealOptions {
-  size_t jobs = 0;                         // files hashed in parallel; 0 = one per core
-  bool write_integrity = false;            // also write Megatron-Core's integrity.json (directories only)
-  uint64_t piece_bytes = kSealPieceBytes;  // files larger than this are also sealed by pieces
+  size_t jobs = 0;               // files hashed in parallel; 0 = one per core
+  bool write_integrity = false;  // also write Megatron-Core's integrity.json (directories only)
+  uint64_t piece_bytes = 0;      // files larger than this are also sealed by pieces; 0: seal_piece_bytes
   // Called on the calling thread a few times a second: (bytes hashed, bytes total).
   std::function<void(uint64_t, uint64_t)> on_progress;
   // seal --distributed: the tasks that share the files (split_by_size of their sizes); every task
@@ -119,6 +125,10 @@ Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& 
 // Strict parse of a seal's text: every field typed, paths relative and inside, hashes 64 hex.
 Result<Seal> parse_seal(const std::string& text, const std::string& where);
 std::string seal_to_json_text(const Seal& seal);
+
+// The bytes of each unit verify hashes for this seal, the sizes verify --distributed splits among
+// its tasks: every piece of a file sealed by pieces, else the whole file.
+std::vector<uint64_t> sealed_unit_sizes(const Seal& seal);
 
 // Whether `path` carries a seal or an integrity.json that verify_sealed can check.
 bool has_seal(const std::string& path);

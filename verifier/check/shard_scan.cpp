@@ -36,8 +36,11 @@ size_t first_nonzero(const uint8_t* data, size_t n) {
 }
 
 // Where the digest of a header-scoped shard ends: native, the preamble and the header its preamble
-// sizes; safetensors, the length field and the JSON header it sizes.
-Result<uint64_t> header_digest_end(const ByteSource& source, std::string_view format) {
+// sizes; safetensors, the length field and the JSON header it sizes; HDF5, the metadata prefix
+// before the first non-empty payload (formats/README.md: every non-payload byte after it is zero,
+// which the scan checks like any gap).
+Result<uint64_t> header_digest_end(const ByteSource& source, std::string_view format,
+                                   const std::vector<ChunkInfo>& chunks) {
   uint8_t len[8];
   if (format == "native") {
     if (source.size() < kNativePreambleBytes) {
@@ -61,8 +64,15 @@ Result<uint64_t> header_digest_end(const ByteSource& source, std::string_view fo
     }
     return 8 + header;
   }
-  return Status::invalid_argument(source.name() + ": a header digest is defined only for native and " +
-                                  "safetensors shards, not " + std::string(format));
+  if (format == "hdf5") {
+    uint64_t end = source.size();
+    for (const ChunkInfo& c : chunks) {
+      if (c.data_bytes) end = std::min(end, c.data_offset);
+    }
+    return end;
+  }
+  return Status::invalid_argument(source.name() + ": a header digest is defined only for native, " +
+                                  "safetensors and hdf5 shards, not " + std::string(format));
 }
 
 // Payloads that are plain byte ranges, in file order, none overlapping the next: one pass can
@@ -117,7 +127,7 @@ Result<ShardScanner> ShardScanner::plan(const std::string& path, const TensorFil
     CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
     s.scan_.file_bytes = source->size();
     if (digest == ShardDigest::kHeader) {
-      CKPT_ASSIGN_OR_RETURN(s.header_end_, header_digest_end(*source, file.format_name()));
+      CKPT_ASSIGN_OR_RETURN(s.header_end_, header_digest_end(*source, file.format_name(), s.chunks_));
     }
   }
   s.order_.resize(s.chunks_.size());
