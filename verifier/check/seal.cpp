@@ -433,7 +433,7 @@ Status choose_seal_outputs(const std::string& path, const SealTarget& target, co
                                     "checkpoint is known to be good)");
   }
   if (options.write_integrity) {
-    if (target.single_file) return Status::invalid_argument(path + ": --integrity-json seals a directory");
+    if (target.single_file) return Status::invalid_argument(path + ": `write_integrity` seals a directory");
     summary.integrity_path = target.dir + "/" + kIntegrityFileName;
     if (path_exists(summary.integrity_path))
       return Status::invalid_argument(summary.integrity_path + ": already exists; never replaced");
