@@ -144,13 +144,10 @@ bool reap_by(pid_t pid, Clock::time_point deadline, int* status) {
   }
 }
 
-}  // namespace
-
-bool built_with_address_sanitizer() {
-  return kAddressSanitizer;
-}
-
-Result<IsolatedOutcome> run_isolated(const std::function<std::string()>& fn, const IsolationLimits& limits) {
+// Forks the child that runs `fn` (under `limits`) and writes its result down a pipe. Returns the
+// child's pid and the pipe's read end, non-blocking.
+Result<std::pair<pid_t, int>> fork_isolated_child(const std::function<std::string()>& fn,
+                                                  const IsolationLimits& limits) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     return Status::io_error(std::string("isolated call: cannot create a pipe: ") + std::strerror(errno));
@@ -158,6 +155,8 @@ Result<IsolatedOutcome> run_isolated(const std::function<std::string()>& fn, con
   const uint64_t parent_address_space = address_space_bytes();
   pid_t pid;
   {
+    // fork() never happens while another thread is inside a library with a global lock that the
+    // child would find held forever (isolated_call.h).
     std::unique_lock<std::mutex> lock;
     if (limits.fork_lock) lock = std::unique_lock<std::mutex>(*limits.fork_lock);
     pid = ::fork();
@@ -172,73 +171,95 @@ Result<IsolatedOutcome> run_isolated(const std::function<std::string()>& fn, con
     ::close(fds[0]);
     return Status::io_error(std::string("isolated call: cannot fork: ") + std::strerror(fork_errno));
   }
-  const int in = fds[0];
-  ::fcntl(in, F_SETFL, ::fcntl(in, F_GETFL) | O_NONBLOCK);
-  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                        std::chrono::duration<double>(limits.wall_seconds));
+  ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  return std::make_pair(pid, fds[0]);
+}
 
-  IsolatedOutcome outcome;
+// What came down the pipe: a little-endian length, then that many bytes.
+struct ChildOutput {
   std::string received;
   uint64_t announced = 0;  // valid once received holds the length
   bool timed_out = false, too_large = false, reaped = false;
-  int status = 0;
+  int status = 0;  // the child's wait status, when reaped
+};
+
+// Reads the child's output until it is whole, the pipe closes, the deadline passes or it outgrows
+// `max_bytes`. Closes `in`.
+ChildOutput read_child_output(int in, pid_t pid, Clock::time_point deadline, uint64_t max_bytes) {
+  ChildOutput out;
   for (;;) {
-    const bool have_length = received.size() >= kLengthBytes;
+    const bool have_length = out.received.size() >= kLengthBytes;
     if (have_length) {
-      announced = decode_le64(reinterpret_cast<const uint8_t*>(received.data()));
-      if (announced > limits.max_output_bytes || received.size() - kLengthBytes > announced) {
-        too_large = true;
+      out.announced = decode_le64(reinterpret_cast<const uint8_t*>(out.received.data()));
+      if (out.announced > max_bytes || out.received.size() - kLengthBytes > out.announced) {
+        out.too_large = true;
         break;
       }
-      if (received.size() - kLengthBytes == announced) break;
+      if (out.received.size() - kLengthBytes == out.announced) break;
     }
     char buf[64 << 10];
     const ssize_t n = ::read(in, buf, sizeof buf);
     if (n > 0) {
-      received.append(buf, static_cast<size_t>(n));
+      out.received.append(buf, static_cast<size_t>(n));
       continue;
     }
     if (n == 0) break;  // end of file: every writer is gone
     if (errno == EINTR) continue;
     if (errno != EAGAIN) break;
-    if (reaped) break;  // drained after the child ended
+    if (out.reaped) break;  // drained after the child ended
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) {
-      timed_out = true;
+      out.timed_out = true;
       break;
     }
     pollfd p{in, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 50))) == 0) {
       // Nothing arrived: the child may have died while a sibling keeps the pipe open.
-      reaped = ::waitpid(pid, &status, WNOHANG) == pid;
+      out.reaped = ::waitpid(pid, &out.status, WNOHANG) == pid;
     }
   }
   ::close(in);
-  if (timed_out || too_large) {
+  return out;
+}
+
+}  // namespace
+
+bool built_with_address_sanitizer() {
+  return kAddressSanitizer;
+}
+
+Result<IsolatedOutcome> run_isolated(const std::function<std::string()>& fn, const IsolationLimits& limits) {
+  CKPT_ASSIGN_OR_RETURN(auto child, fork_isolated_child(fn, limits));
+  const pid_t pid = child.first;
+  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                        std::chrono::duration<double>(limits.wall_seconds));
+  ChildOutput got = read_child_output(child.second, pid, deadline, limits.max_output_bytes);
+  IsolatedOutcome outcome;
+  if (got.timed_out || got.too_large) {
     ::kill(pid, SIGKILL);
-    if (!reaped) {
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    if (!got.reaped) {
+      while (::waitpid(pid, &got.status, 0) < 0 && errno == EINTR) {
       }
     }
-    outcome.failure = timed_out ? "exceeded " + seconds_text(limits.wall_seconds) + " s"
-                                : "wrote more than " + std::to_string(limits.max_output_bytes) + " bytes";
+    outcome.failure = got.timed_out ? "exceeded " + seconds_text(limits.wall_seconds) + " s"
+                                    : "wrote more than " + std::to_string(limits.max_output_bytes) + " bytes";
     return outcome;
   }
-  if (!reaped && !reap_by(pid, deadline, &status)) {
+  if (!got.reaped && !reap_by(pid, deadline, &got.status)) {
     outcome.failure = "exceeded " + seconds_text(limits.wall_seconds) + " s";
     return outcome;
   }
-  const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  const bool exited_ok = WIFEXITED(got.status) && WEXITSTATUS(got.status) == 0;
   if (!exited_ok) {
-    outcome.failure = describe_exit(status, limits);
+    outcome.failure = describe_exit(got.status, limits);
     return outcome;
   }
-  if (received.size() < kLengthBytes || received.size() - kLengthBytes != announced) {
-    outcome.failure = "exited without its whole output (" + std::to_string(received.size()) + " bytes)";
+  if (got.received.size() < kLengthBytes || got.received.size() - kLengthBytes != got.announced) {
+    outcome.failure = "exited without its whole output (" + std::to_string(got.received.size()) + " bytes)";
     return outcome;
   }
   outcome.completed = true;
-  outcome.output = received.substr(kLengthBytes);
+  outcome.output = got.received.substr(kLengthBytes);
   return outcome;
 }
 

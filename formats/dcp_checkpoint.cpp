@@ -273,6 +273,36 @@ Result<std::vector<int64_t>> saved_offsets(const nlohmann::json& info, const Chu
   return offsets;
 }
 
+// Moves tensor item `it` of a safetensors blob (which starts at `base`) from where `.metadata`
+// records it (the blob's start) to its tensor's bytes inside the blob. Returns "" when the blob's
+// header agrees with `.metadata`, else how it disagrees (the item then stays as recorded).
+std::string place_item_in_blob(const TensorFile& blob, uint64_t base, const nlohmann::json& info,
+                               const std::string& name, DcpItem& it) {
+  it.safetensors = true;
+  it.container_offset = base;
+  const std::string at = name + ": item " + it.label();
+  if (it.offset != base) {
+    return at + " is recorded at " + hex_offset(it.offset) + ", but the file's safetensors blob starts at " +
+           hex_offset(base);
+  }
+  const size_t k = chunk_named(blob, it.fqn);
+  if (k == SIZE_MAX) return at + ": '" + it.fqn + "' is not in the safetensors header";
+  const ChunkInfo& c = blob.chunks()[k];
+  auto offsets = saved_offsets(info, c, name);
+  if (!offsets.is_ok()) return offsets.status().message();
+  if (*offsets != it.offsets) {
+    return at + ": DCP_SHARDING_INFO saved_offsets " + shape_to_string(*offsets) +
+           " disagree with .metadata's " + shape_to_string(it.offsets);
+  }
+  if (c.data_bytes != it.length) {
+    return at + ": the header gives " + std::to_string(c.data_bytes) + " bytes, .metadata " +
+           std::to_string(it.length);
+  }
+  it.offset = base + c.data_offset;
+  it.length = c.data_bytes;
+  return "";
+}
+
 // `.metadata` synthesized from the headers of a sharded safetensors directory (no `.metadata`).
 Result<DcpMetadata> sharded_safetensors_metadata(const std::string& dir) {
   DcpMetadata out;
@@ -335,6 +365,175 @@ Result<DcpMetadata> sharded_safetensors_metadata(const std::string& dir) {
   return out;
 }
 
+// The Metadata object's own fields: which torch wrote it (the layout), and what it carries besides
+// the state dict, kept as-is for the report.
+Status read_metadata_fields(const nlohmann::json& root, const std::string& where, DcpMetadata& out) {
+  const std::string mclass = class_of(root);
+  out.layout = mclass.find("._shard.checkpoint.") != std::string::npos ? "torch-1.13" : "torch-2.0";
+  if (root.contains("storage_meta") || root.contains("version")) out.layout = "torch-2.4";
+  if (root.contains("version") && root["version"].is_string())
+    out.version = root["version"].get<std::string>();
+  out.metadata_class = mclass;
+  out.mcore_data = root.value("mcore_data", nlohmann::json());
+  if (!out.mcore_data.is_null() && !out.mcore_data.is_object())
+    return Status::corruption(where + ": mcore_data is " + out.mcore_data.type_name() + ", not a dict");
+  out.planner_data = root.value("planner_data", nlohmann::json());
+  out.storage_meta = root.value("storage_meta", nlohmann::json());
+  return Status::ok();
+}
+
+// One ChunkStorageMetadata: its offsets and sizes must lie inside the tensor's size.
+Result<DcpChunk> parse_dcp_chunk(const nlohmann::json& c, const std::vector<int64_t>& shape,
+                                 const std::string& at) {
+  if (class_tail(c) != "ChunkStorageMetadata" || !c.contains("offsets") || !c.contains("sizes"))
+    return Status::corruption(at + ": a chunk is not a ChunkStorageMetadata(offsets, sizes)");
+  DcpChunk chunk;
+  CKPT_ASSIGN_OR_RETURN(chunk.offsets, get_dims(c["offsets"], at + ": chunk offsets"));
+  CKPT_ASSIGN_OR_RETURN(chunk.sizes, get_dims(c["sizes"], at + ": chunk sizes"));
+  if (chunk.offsets.size() != shape.size() || chunk.sizes.size() != shape.size()) {
+    return Status::corruption(at + ": chunk at " + shape_to_string(chunk.offsets) + " sized " +
+                              shape_to_string(chunk.sizes) + " has the wrong rank for size " +
+                              shape_to_string(shape));
+  }
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (chunk.offsets[d] > shape[d] || chunk.sizes[d] > shape[d] - chunk.offsets[d]) {
+      return Status::corruption(at + ": chunk at " + shape_to_string(chunk.offsets) + " sized " +
+                                shape_to_string(chunk.sizes) + " leaves size " + shape_to_string(shape) +
+                                " in dim " + std::to_string(d));
+    }
+  }
+  return chunk;
+}
+
+// One TensorStorageMetadata: dtype, size and chunks (sorted by offset). Properties of the
+// torch.distributed.checkpoint.metadata class mark a torch 2.4+ writer, so `layout` may change.
+Result<DcpTensor> parse_dcp_tensor(const std::string& fqn, const nlohmann::json& t, const std::string& at,
+                                   std::string& layout) {
+  if (class_tail(t.value("properties", nlohmann::json())) == "" && !t.contains("properties"))
+    return Status::corruption(at + ": no properties");
+  if (t.contains("properties") && t["properties"].is_object() && t["properties"].contains("__class__")) {
+    if (class_of(t["properties"]).find("torch.distributed.checkpoint.metadata.") == 0) layout = "torch-2.4";
+  }
+  DcpTensor tensor;
+  tensor.fqn = fqn;
+  CKPT_ASSIGN_OR_RETURN(auto dt, properties_dtype(t.value("properties", nlohmann::json()), at));
+  tensor.dtype = dt.first;
+  tensor.torch_dtype = dt.second;
+  if (!t.contains("size")) return Status::corruption(at + ": no size");
+  CKPT_ASSIGN_OR_RETURN(tensor.shape, get_dims(t["size"], at + ": size"));
+  if (!checked_nbytes(tensor.shape, tensor.dtype))
+    return Status::corruption(at + ": size " + shape_to_string(tensor.shape) + " overflows");
+  if (!t.contains("chunks") || !t["chunks"].is_array()) return Status::corruption(at + ": no chunks list");
+  for (const auto& c : t["chunks"]) {
+    CKPT_ASSIGN_OR_RETURN(DcpChunk chunk, parse_dcp_chunk(c, tensor.shape, at));
+    tensor.chunks.push_back(std::move(chunk));
+  }
+  std::sort(tensor.chunks.begin(), tensor.chunks.end(),
+            [](const DcpChunk& a, const DcpChunk& b) { return a.offsets < b.offsets; });
+  return tensor;
+}
+
+// state_dict_metadata: every tensor (sorted by name) and bytes entry the checkpoint holds.
+Status parse_state_dict_metadata(const nlohmann::json& root, const std::string& where, DcpMetadata& out) {
+  const nlohmann::json& sdm =
+      root.contains("state_dict_metadata") ? root["state_dict_metadata"] : nlohmann::json();
+  if (!sdm.is_object() || sdm.contains("__pairs__") || sdm.contains("__class__"))
+    return Status::corruption(where + ": state_dict_metadata is not a dict keyed by names");
+  for (auto it = sdm.begin(); it != sdm.end(); ++it) {
+    const std::string& fqn = it.key();
+    const std::string at = where + ": " + fqn;
+    const std::string kind = class_tail(it.value());
+    if (kind == "BytesStorageMetadata") {
+      out.bytes.push_back({fqn, SIZE_MAX});
+      continue;
+    }
+    if (kind != "TensorStorageMetadata")
+      return Status::not_supported(at + ": unknown storage metadata '" + class_of(it.value()) + "'");
+    CKPT_ASSIGN_OR_RETURN(DcpTensor tensor, parse_dcp_tensor(fqn, it.value(), at, out.layout));
+    out.tensors.push_back(std::move(tensor));
+  }
+  std::sort(out.tensors.begin(), out.tensors.end(),
+            [](const DcpTensor& a, const DcpTensor& b) { return a.fqn < b.fqn; });
+  return Status::ok();
+}
+
+// One storage_data pair, MetadataIndex -> _StorageInfo: which chunk (or bytes entry) lies where.
+Result<DcpItem> parse_storage_item(const nlohmann::json& p, const std::string& at) {
+  if (!p.is_array() || p.size() != 2 || class_tail(p[0]) != "MetadataIndex" ||
+      class_tail(p[1]) != "_StorageInfo")
+    return Status::corruption(at + ": not a MetadataIndex -> _StorageInfo pair");
+  const auto& key = p[0];
+  const auto& info = p[1];
+  DcpItem item;
+  if (!key.contains("fqn") || !key["fqn"].is_string())
+    return Status::corruption(at + ": MetadataIndex has no fqn");
+  item.fqn = key["fqn"].get<std::string>();
+  const nlohmann::json off = key.value("offset", nlohmann::json());
+  if (off.is_null()) {
+    item.is_bytes = true;
+  } else {
+    CKPT_ASSIGN_OR_RETURN(item.offsets, get_dims(off, at + " (" + item.fqn + "): offset"));
+  }
+  if (!info.contains("relative_path") || !info["relative_path"].is_string())
+    return Status::corruption(at + " (" + item.fqn + "): _StorageInfo has no relative_path");
+  item.relative_path = info["relative_path"].get<std::string>();
+  CKPT_ASSIGN_OR_RETURN(item.offset, get_uint(info, "offset", at + " (" + item.fqn + ")"));
+  CKPT_ASSIGN_OR_RETURN(item.length, get_uint(info, "length", at + " (" + item.fqn + ")"));
+  if (item.offset > UINT64_MAX - item.length)
+    return Status::corruption(at + " (" + item.fqn + "): offset + length overflows");
+  item.container_offset = item.recorded_offset = item.offset;
+  item.recorded_length = item.length;
+  const nlohmann::json td = info.value("transform_descriptors", nlohmann::json());
+  if (td.is_array()) {
+    for (const auto& d : td) item.transforms.push_back(d.is_string() ? d.get<std::string>() : d.dump());
+  }
+  return item;
+}
+
+// storage_data: every item, in the order the pickle lists them.
+Status parse_storage_data(const nlohmann::json& root, const std::string& where, DcpMetadata& out) {
+  const nlohmann::json sd = root.value("storage_data", nlohmann::json());
+  nlohmann::json pairs = nlohmann::json::array();
+  if (sd.is_object() && sd.contains("__pairs__") && sd["__pairs__"].is_array()) {
+    pairs = sd["__pairs__"];
+  } else if (!(sd.is_object() && sd.empty())) {
+    return Status::corruption(where + ": storage_data is not a dict of MetadataIndex -> _StorageInfo");
+  }
+  if (pairs.size() > kDcpMaxItems)
+    return Status::corruption(where + ": " + std::to_string(pairs.size()) +
+                              " storage items, more than the limit");
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    CKPT_ASSIGN_OR_RETURN(DcpItem item,
+                          parse_storage_item(pairs[i], where + ": storage_data item " + std::to_string(i)));
+    out.items.push_back(std::move(item));
+  }
+  return Status::ok();
+}
+
+// Ties every chunk and bytes entry to its item. One left untied (item == SIZE_MAX) is reported by
+// the verifier as missing from storage_data, not here: the metadata itself still parses.
+Status link_chunks_to_items(const std::string& where, DcpMetadata& out) {
+  std::map<std::pair<std::string, std::vector<int64_t>>, size_t> by_key;
+  std::map<std::string, size_t> bytes_by_fqn;
+  for (size_t i = 0; i < out.items.size(); ++i) {
+    const DcpItem& it = out.items[i];
+    if (it.is_bytes ? !bytes_by_fqn.emplace(it.fqn, i).second
+                    : !by_key.emplace(std::make_pair(it.fqn, it.offsets), i).second)
+      return Status::corruption(where + ": storage item " + it.label() + " is listed twice");
+  }
+  for (auto& t : out.tensors) {
+    for (auto& c : t.chunks) {
+      auto f = by_key.find({t.fqn, c.offsets});
+      if (f != by_key.end()) c.item = f->second;
+    }
+  }
+  for (auto& b : out.bytes) {
+    auto f = bytes_by_fqn.find(b.fqn);
+    if (f != bytes_by_fqn.end()) b.item = f->second;
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 std::string DcpItem::label() const {
@@ -371,139 +570,10 @@ Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const s
   DcpMetadata out;
   out.globals = std::move(dict.globals);
   for (PickleGlobal& g : out.globals) g.pickle = kDcpMetadataFileName;
-  const std::string mclass = class_of(root);
-  out.layout = mclass.find("._shard.checkpoint.") != std::string::npos ? "torch-1.13" : "torch-2.0";
-  if (root.contains("storage_meta") || root.contains("version")) out.layout = "torch-2.4";
-  if (root.contains("version") && root["version"].is_string())
-    out.version = root["version"].get<std::string>();
-  out.metadata_class = mclass;
-  out.mcore_data = root.value("mcore_data", nlohmann::json());
-  if (!out.mcore_data.is_null() && !out.mcore_data.is_object())
-    return Status::corruption(where + ": mcore_data is " + out.mcore_data.type_name() + ", not a dict");
-  out.planner_data = root.value("planner_data", nlohmann::json());
-  out.storage_meta = root.value("storage_meta", nlohmann::json());
-
-  const nlohmann::json& sdm =
-      root.contains("state_dict_metadata") ? root["state_dict_metadata"] : nlohmann::json();
-  if (!sdm.is_object() || sdm.contains("__pairs__") || sdm.contains("__class__"))
-    return Status::corruption(where + ": state_dict_metadata is not a dict keyed by names");
-  for (auto it = sdm.begin(); it != sdm.end(); ++it) {
-    const std::string& fqn = it.key();
-    const std::string at = where + ": " + fqn;
-    const std::string kind = class_tail(it.value());
-    if (kind == "BytesStorageMetadata") {
-      out.bytes.push_back({fqn, SIZE_MAX});
-      continue;
-    }
-    if (kind != "TensorStorageMetadata")
-      return Status::not_supported(at + ": unknown storage metadata '" + class_of(it.value()) + "'");
-    const nlohmann::json& t = it.value();
-    if (class_tail(t.value("properties", nlohmann::json())) == "" && !t.contains("properties"))
-      return Status::corruption(at + ": no properties");
-    if (t.contains("properties") && t["properties"].is_object() && t["properties"].contains("__class__")) {
-      if (class_of(t["properties"]).find("torch.distributed.checkpoint.metadata.") == 0)
-        out.layout = "torch-2.4";
-    }
-    DcpTensor tensor;
-    tensor.fqn = fqn;
-    CKPT_ASSIGN_OR_RETURN(auto dt, properties_dtype(t.value("properties", nlohmann::json()), at));
-    tensor.dtype = dt.first;
-    tensor.torch_dtype = dt.second;
-    if (!t.contains("size")) return Status::corruption(at + ": no size");
-    CKPT_ASSIGN_OR_RETURN(tensor.shape, get_dims(t["size"], at + ": size"));
-    if (!checked_nbytes(tensor.shape, tensor.dtype))
-      return Status::corruption(at + ": size " + shape_to_string(tensor.shape) + " overflows");
-    if (!t.contains("chunks") || !t["chunks"].is_array()) return Status::corruption(at + ": no chunks list");
-    for (const auto& c : t["chunks"]) {
-      if (class_tail(c) != "ChunkStorageMetadata" || !c.contains("offsets") || !c.contains("sizes"))
-        return Status::corruption(at + ": a chunk is not a ChunkStorageMetadata(offsets, sizes)");
-      DcpChunk chunk;
-      CKPT_ASSIGN_OR_RETURN(chunk.offsets, get_dims(c["offsets"], at + ": chunk offsets"));
-      CKPT_ASSIGN_OR_RETURN(chunk.sizes, get_dims(c["sizes"], at + ": chunk sizes"));
-      if (chunk.offsets.size() != tensor.shape.size() || chunk.sizes.size() != tensor.shape.size()) {
-        return Status::corruption(at + ": chunk at " + shape_to_string(chunk.offsets) + " sized " +
-                                  shape_to_string(chunk.sizes) + " has the wrong rank for size " +
-                                  shape_to_string(tensor.shape));
-      }
-      for (size_t d = 0; d < tensor.shape.size(); ++d) {
-        if (chunk.offsets[d] > tensor.shape[d] || chunk.sizes[d] > tensor.shape[d] - chunk.offsets[d]) {
-          return Status::corruption(at + ": chunk at " + shape_to_string(chunk.offsets) + " sized " +
-                                    shape_to_string(chunk.sizes) + " leaves size " +
-                                    shape_to_string(tensor.shape) + " in dim " + std::to_string(d));
-        }
-      }
-      tensor.chunks.push_back(std::move(chunk));
-    }
-    std::sort(tensor.chunks.begin(), tensor.chunks.end(),
-              [](const DcpChunk& a, const DcpChunk& b) { return a.offsets < b.offsets; });
-    out.tensors.push_back(std::move(tensor));
-  }
-  std::sort(out.tensors.begin(), out.tensors.end(),
-            [](const DcpTensor& a, const DcpTensor& b) { return a.fqn < b.fqn; });
-
-  const nlohmann::json sd = root.value("storage_data", nlohmann::json());
-  nlohmann::json pairs = nlohmann::json::array();
-  if (sd.is_object() && sd.contains("__pairs__") && sd["__pairs__"].is_array()) {
-    pairs = sd["__pairs__"];
-  } else if (!(sd.is_object() && sd.empty())) {
-    return Status::corruption(where + ": storage_data is not a dict of MetadataIndex -> _StorageInfo");
-  }
-  if (pairs.size() > kDcpMaxItems)
-    return Status::corruption(where + ": " + std::to_string(pairs.size()) +
-                              " storage items, more than the limit");
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    const std::string at = where + ": storage_data item " + std::to_string(i);
-    const auto& p = pairs[i];
-    if (!p.is_array() || p.size() != 2 || class_tail(p[0]) != "MetadataIndex" ||
-        class_tail(p[1]) != "_StorageInfo")
-      return Status::corruption(at + ": not a MetadataIndex -> _StorageInfo pair");
-    const auto& key = p[0];
-    const auto& info = p[1];
-    DcpItem item;
-    if (!key.contains("fqn") || !key["fqn"].is_string())
-      return Status::corruption(at + ": MetadataIndex has no fqn");
-    item.fqn = key["fqn"].get<std::string>();
-    const nlohmann::json off = key.value("offset", nlohmann::json());
-    if (off.is_null()) {
-      item.is_bytes = true;
-    } else {
-      CKPT_ASSIGN_OR_RETURN(item.offsets, get_dims(off, at + " (" + item.fqn + "): offset"));
-    }
-    if (!info.contains("relative_path") || !info["relative_path"].is_string())
-      return Status::corruption(at + " (" + item.fqn + "): _StorageInfo has no relative_path");
-    item.relative_path = info["relative_path"].get<std::string>();
-    CKPT_ASSIGN_OR_RETURN(item.offset, get_uint(info, "offset", at + " (" + item.fqn + ")"));
-    CKPT_ASSIGN_OR_RETURN(item.length, get_uint(info, "length", at + " (" + item.fqn + ")"));
-    if (item.offset > UINT64_MAX - item.length)
-      return Status::corruption(at + " (" + item.fqn + "): offset + length overflows");
-    item.container_offset = item.recorded_offset = item.offset;
-    item.recorded_length = item.length;
-    const nlohmann::json td = info.value("transform_descriptors", nlohmann::json());
-    if (td.is_array()) {
-      for (const auto& d : td) item.transforms.push_back(d.is_string() ? d.get<std::string>() : d.dump());
-    }
-    out.items.push_back(std::move(item));
-  }
-
-  // Tie every chunk and bytes entry to its item.
-  std::map<std::pair<std::string, std::vector<int64_t>>, size_t> by_key;
-  std::map<std::string, size_t> bytes_by_fqn;
-  for (size_t i = 0; i < out.items.size(); ++i) {
-    const DcpItem& it = out.items[i];
-    if (it.is_bytes ? !bytes_by_fqn.emplace(it.fqn, i).second
-                    : !by_key.emplace(std::make_pair(it.fqn, it.offsets), i).second)
-      return Status::corruption(where + ": storage item " + it.label() + " is listed twice");
-  }
-  for (auto& t : out.tensors) {
-    for (auto& c : t.chunks) {
-      auto f = by_key.find({t.fqn, c.offsets});
-      if (f != by_key.end()) c.item = f->second;
-    }
-  }
-  for (auto& b : out.bytes) {
-    auto f = bytes_by_fqn.find(b.fqn);
-    if (f != bytes_by_fqn.end()) b.item = f->second;
-  }
+  CKPT_RETURN_IF_ERROR(read_metadata_fields(root, where, out));
+  CKPT_RETURN_IF_ERROR(parse_state_dict_metadata(root, where, out));
+  CKPT_RETURN_IF_ERROR(parse_storage_data(root, where, out));
+  CKPT_RETURN_IF_ERROR(link_chunks_to_items(where, out));
   return out;
 }
 
@@ -585,76 +655,51 @@ void DcpCheckpoint::resolve_safetensors_items() {
     if (!it.is_bytes) first[it.file] = std::min(first[it.file], it.offset);
   for (size_t f = 0; f < files_.size(); ++f) {
     if (first[f] == UINT64_MAX) continue;
-    const uint64_t base = first[f], size = sources_[f]->size();
-    uint8_t head[9];
-    bool looks = false;
-    if (base <= size && size - base >= sizeof(head) &&
-        sources_[f]->read_at(base, head, sizeof(head)).is_ok()) {
-      looks = !(head[0] == 'P' && head[1] == 'K') && head[8] == '{' &&
-              decode_le64(head) <= kSafetensorsMaxHeaderBytes;
-    }
-    if (!looks && !ends_with(files_[f], ".safetensors")) continue;
-    SafetensorsBlob& b = blobs_[f];
-    b.present = true;
-    b.base = base;
-    const std::string name = dir_ + "/" + files_[f] + "@" + hex_offset(base);
-    if (base >= size) {
-      b.status = Status::truncated(name + ": the safetensors blob starts at or past the file's end (" +
-                                   std::to_string(size) + " bytes)");
-      continue;
-    }
-    auto opened = open_safetensors(std::make_unique<SliceByteSource>(sources_[f], base, size - base, name));
-    if (!opened.is_ok()) {
-      b.status = opened.status();
-      continue;
-    }
-    b.file = std::shared_ptr<const TensorFile>(std::move(*opened));
-    b.header_end = base + 8 + decode_le64(head);
-    auto info = sharding_info(*b.file, name);
-    if (!info.is_ok()) {
-      b.status = info.status();
-      b.file.reset();
-      continue;
-    }
-    const nlohmann::json& meta = b.file->metadata();
-    if (meta.is_object() && meta.contains(kDcpVersionKey) && meta[kDcpVersionKey].is_string())
-      b.dcp_version = meta[kDcpVersionKey].get<std::string>();
+    const std::string name = dir_ + "/" + files_[f] + "@" + hex_offset(first[f]);
+    const std::optional<nlohmann::json> info = open_safetensors_blob(f, first[f], name);
+    if (!info) continue;
     for (size_t i = 0; i < items.size(); ++i) {
-      DcpItem& it = items[i];
-      if (it.file != f || it.is_bytes) continue;
-      it.safetensors = true;
-      it.container_offset = base;
-      const std::string at = name + ": item " + it.label();
-      if (it.offset != base) {
-        item_problems_[i] = at + " is recorded at " + hex_offset(it.offset) +
-                            ", but the file's safetensors blob starts at " + hex_offset(base);
-        continue;
-      }
-      const size_t k = chunk_named(*b.file, it.fqn);
-      if (k == SIZE_MAX) {
-        item_problems_[i] = at + ": '" + it.fqn + "' is not in the safetensors header";
-        continue;
-      }
-      const ChunkInfo& c = b.file->chunks()[k];
-      auto offsets = saved_offsets(*info, c, name);
-      if (!offsets.is_ok()) {
-        item_problems_[i] = offsets.status().message();
-        continue;
-      }
-      if (*offsets != it.offsets) {
-        item_problems_[i] = at + ": DCP_SHARDING_INFO saved_offsets " + shape_to_string(*offsets) +
-                            " disagree with .metadata's " + shape_to_string(it.offsets);
-        continue;
-      }
-      if (c.data_bytes != it.length) {
-        item_problems_[i] = at + ": the header gives " + std::to_string(c.data_bytes) + " bytes, .metadata " +
-                            std::to_string(it.length);
-        continue;
-      }
-      it.offset = base + c.data_offset;
-      it.length = c.data_bytes;
+      if (items[i].file != f || items[i].is_bytes) continue;
+      item_problems_[i] = place_item_in_blob(*blobs_[f].file, first[f], *info, name, items[i]);
     }
   }
+}
+
+std::optional<nlohmann::json> DcpCheckpoint::open_safetensors_blob(size_t f, uint64_t base,
+                                                                   const std::string& name) {
+  const uint64_t size = sources_[f]->size();
+  uint8_t head[9];
+  bool looks = false;
+  if (base <= size && size - base >= sizeof(head) && sources_[f]->read_at(base, head, sizeof(head)).is_ok()) {
+    looks = !(head[0] == 'P' && head[1] == 'K') && head[8] == '{' &&
+            decode_le64(head) <= kSafetensorsMaxHeaderBytes;
+  }
+  if (!looks && !ends_with(files_[f], ".safetensors")) return std::nullopt;
+  SafetensorsBlob& b = blobs_[f];
+  b.present = true;
+  b.base = base;
+  if (base >= size) {
+    b.status = Status::truncated(name + ": the safetensors blob starts at or past the file's end (" +
+                                 std::to_string(size) + " bytes)");
+    return std::nullopt;
+  }
+  auto opened = open_safetensors(std::make_unique<SliceByteSource>(sources_[f], base, size - base, name));
+  if (!opened.is_ok()) {
+    b.status = opened.status();
+    return std::nullopt;
+  }
+  b.file = std::shared_ptr<const TensorFile>(std::move(*opened));
+  b.header_end = base + 8 + decode_le64(head);
+  auto info = sharding_info(*b.file, name);
+  if (!info.is_ok()) {
+    b.status = info.status();
+    b.file.reset();
+    return std::nullopt;
+  }
+  const nlohmann::json& meta = b.file->metadata();
+  if (meta.is_object() && meta.contains(kDcpVersionKey) && meta[kDcpVersionKey].is_string())
+    b.dcp_version = meta[kDcpVersionKey].get<std::string>();
+  return std::move(*info);
 }
 
 bool DcpCheckpoint::safetensors_header_range(size_t f, uint64_t* begin, uint64_t* end) const {

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -194,6 +195,9 @@ class DcpCheckpoint {
     std::string dcp_version;
   };
   void resolve_safetensors_items();
+  // Opens data file `f`'s safetensors blob at `base` into blobs_[f]; its DCP_SHARDING_INFO (null
+  // when absent), or nullopt when the file holds no blob or it did not open (blobs_[f].status).
+  std::optional<nlohmann::json> open_safetensors_blob(size_t f, uint64_t base, const std::string& name);
   std::vector<SafetensorsBlob> blobs_;
   std::vector<std::string> item_problems_;  // per item: "" or how it disagrees with its blob
 };

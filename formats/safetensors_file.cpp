@@ -101,17 +101,17 @@ Status apply_chunk_metadata(const nlohmann::json& meta, const HeaderEntry& e, co
   return check_chunk_geometry(*c, file);
 }
 
-}  // namespace
-
-Result<std::unique_ptr<TensorFile>> open_safetensors(std::unique_ptr<ByteSource> source) {
-  const std::string file = source->name();
-  const uint64_t size = source->size();
+// The header: its 8-byte little-endian length, then that many bytes of JSON holding an object.
+// Sets *length to the JSON's byte count (the data section starts at 8 + *length).
+Result<nlohmann::json> read_safetensors_header(const ByteSource& source, uint64_t* length) {
+  const std::string file = source.name();
+  const uint64_t size = source.size();
   if (size < 8) {
     return Status::truncated(file + ": " + std::to_string(size) +
                              " bytes, expected at least 8 (header length)");
   }
   uint8_t len_bytes[8];
-  CKPT_RETURN_IF_ERROR(source->read_at(0, len_bytes, 8));
+  CKPT_RETURN_IF_ERROR(source.read_at(0, len_bytes, 8));
   const uint64_t n = decode_le64(len_bytes);
   if (n > kSafetensorsMaxHeaderBytes) {
     return Status::corruption(file + " @0x0: header length " + std::to_string(n) + " exceeds the limit of " +
@@ -122,7 +122,7 @@ Result<std::unique_ptr<TensorFile>> open_safetensors(std::unique_ptr<ByteSource>
                              std::to_string(size - 8) + " bytes after the length field");
   }
   std::string text(n, '\0');
-  CKPT_RETURN_IF_ERROR(source->read_at(8, text.data(), n));
+  CKPT_RETURN_IF_ERROR(source.read_at(8, text.data(), n));
   if (n == 0 || text[0] != '{') return Status::corruption(file + " @0x8: header does not start with '{'");
   if (!json_nesting_within(text, kMaxJsonNesting)) {
     return Status::corruption(file + ": header nests deeper than " + std::to_string(kMaxJsonNesting));
@@ -130,8 +130,14 @@ Result<std::unique_ptr<TensorFile>> open_safetensors(std::unique_ptr<ByteSource>
   // nlohmann rejects invalid UTF-8 inside strings, which is the spec's UTF-8 requirement.
   CKPT_ASSIGN_OR_RETURN(nlohmann::json header, parse_json(text, file + ": header"));
   if (!header.is_object()) return Status::corruption(file + ": header is not a JSON object");
+  *length = n;
+  return header;
+}
 
-  nlohmann::json meta;
+// The header's entries apart from __metadata__ (a string -> string object, into *meta), each
+// checked on its own, sorted by where their data lies.
+Result<std::vector<HeaderEntry>> header_entries(const nlohmann::json& header, const std::string& file,
+                                                nlohmann::json* meta) {
   std::vector<HeaderEntry> entries;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
@@ -142,7 +148,7 @@ Result<std::unique_ptr<TensorFile>> open_safetensors(std::unique_ptr<ByteSource>
                                     m->type_name());
         }
       }
-      meta = *it;
+      *meta = *it;
       continue;
     }
     CKPT_ASSIGN_OR_RETURN(HeaderEntry e, parse_entry(it.key(), *it, file));
@@ -151,7 +157,13 @@ Result<std::unique_ptr<TensorFile>> open_safetensors(std::unique_ptr<ByteSource>
   std::sort(entries.begin(), entries.end(), [](const HeaderEntry& a, const HeaderEntry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  // Contiguity: each tensor starts where the previous ended; this rules out holes and overlaps.
+  return entries;
+}
+
+// The sorted entries tile the data section exactly: each tensor starts where the previous ended
+// (no holes, no overlaps) and the last ends at the file's end.
+Status check_entries_tile_data(const std::vector<HeaderEntry>& entries, uint64_t data_size,
+                               const std::string& file) {
   uint64_t expected_begin = 0;
   for (const auto& e : entries) {
     if (e.begin != expected_begin) {
@@ -162,19 +174,28 @@ Result<std::unique_ptr<TensorFile>> open_safetensors(std::unique_ptr<ByteSource>
     }
     expected_begin = e.end;
   }
-  const uint64_t data_start = 8 + n, data_size = size - data_start;
-  if (expected_begin != data_size) {
-    const std::string last = entries.empty() ? std::string("(none)") : entries.back().key;
-    if (expected_begin > data_size) {
-      return Status::truncated(file + ": tensor '" + last + "' ends at data offset " +
-                               std::to_string(expected_begin) + " but the data section has " +
-                               std::to_string(data_size) + " bytes");
-    }
-    return Status::corruption(file + ": " + std::to_string(data_size - expected_begin) +
-                              " bytes after the last tensor '" + last + "' (data ends at " +
-                              std::to_string(expected_begin) + ", file has " + std::to_string(data_size) +
-                              ")");
+  if (expected_begin == data_size) return Status::ok();
+  const std::string last = entries.empty() ? std::string("(none)") : entries.back().key;
+  if (expected_begin > data_size) {
+    return Status::truncated(file + ": tensor '" + last + "' ends at data offset " +
+                             std::to_string(expected_begin) + " but the data section has " +
+                             std::to_string(data_size) + " bytes");
   }
+  return Status::corruption(file + ": " + std::to_string(data_size - expected_begin) +
+                            " bytes after the last tensor '" + last + "' (data ends at " +
+                            std::to_string(expected_begin) + ", file has " + std::to_string(data_size) + ")");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TensorFile>> open_safetensors(std::unique_ptr<ByteSource> source) {
+  const std::string file = source->name();
+  uint64_t n = 0;
+  CKPT_ASSIGN_OR_RETURN(nlohmann::json header, read_safetensors_header(*source, &n));
+  nlohmann::json meta;
+  CKPT_ASSIGN_OR_RETURN(std::vector<HeaderEntry> entries, header_entries(header, file, &meta));
+  const uint64_t data_start = 8 + n, data_size = source->size() - data_start;
+  CKPT_RETURN_IF_ERROR(check_entries_tile_data(entries, data_size, file));
 
   std::vector<ChunkInfo> chunks;
   chunks.reserve(entries.size());

@@ -183,125 +183,152 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
   return zip;
 }
 
-Status ZipArchive::check_local_headers(const ByteSource& src) const {
+namespace {
+
+// A local header field that disagrees with the central directory's copy.
+Status field_mismatch(const std::string& at, const char* field, uint64_t local, uint64_t central) {
+  char values[96];
+  std::snprintf(values, sizeof values, "0x%llx, central directory says 0x%llx",
+                static_cast<unsigned long long>(local), static_cast<unsigned long long>(central));
+  return Status::corruption(at + ": " + field + " is " + values);
+}
+
+// The local header's fields that must repeat the central directory's (method 0: stored).
+Status check_repeated_fields(const uint8_t* lh, const ZipEntry& e, const std::string& at) {
+  const struct {
+    const char* field;
+    size_t at;
+    uint64_t central;
+  } same[] = {{"version needed", 4, e.version_needed},
+              {"flags", 6, e.flags},
+              {"method", 8, 0},
+              {"modification time", 10, e.mod_time},
+              {"modification date", 12, e.mod_date}};
+  for (const auto& f : same) {
+    if (decode_le(lh + f.at, 2) != f.central)
+      return field_mismatch(at, f.field, decode_le(lh + f.at, 2), f.central);
+  }
+  return Status::ok();
+}
+
+// The local extra field: records that exactly fill it; ZIP64 sizes (which replace *csize and
+// *usize where those are 0xffffffff); PyTorch's padding, every byte of it 'Z'. An unknown id is
+// refused: it is more likely a damaged "FB" than a real record, whose padding would then go
+// unchecked.
+Status check_local_extra(const uint8_t* extra, size_t extra_len, uint64_t extra_offset, const std::string& at,
+                         uint64_t* csize, uint64_t* usize) {
+  for (size_t pos = 0; pos < extra_len;) {
+    if (pos + 4 > extra_len || pos + 4 + decode_le(extra + pos + 2, 2) > extra_len) {
+      return Status::corruption(at + ": extra field record at byte " + std::to_string(pos) + " of " +
+                                std::to_string(extra_len) + " overruns the extra field");
+    }
+    const uint64_t id = decode_le(extra + pos, 2), len = decode_le(extra + pos + 2, 2);
+    const uint8_t* data = extra + pos + 4;
+    if (id == kTorchPaddingExtraId) {
+      for (size_t i = 0; i < len; ++i) {
+        if (data[i] != kTorchPaddingByte) {
+          char found[48];
+          std::snprintf(found, sizeof found, "0x%02x, expected 0x%02x ('Z')", data[i], kTorchPaddingByte);
+          return Status::corruption(at + ": PyTorch alignment padding byte " + std::to_string(i) + " (at " +
+                                    hex_offset(extra_offset + pos + 4 + i) + ") is " + found);
+        }
+      }
+    } else if (id == 1) {
+      size_t q = 0;
+      for (uint64_t* field : {usize, csize}) {
+        if (*field != 0xffffffff) continue;
+        if (q + 8 > len) return Status::corruption(at + ": ZIP64 extra field too short");
+        *field = decode_le(data + q, 8);
+        q += 8;
+      }
+    } else if (id != 0x000a && id != 0x5455 && id != 0x7875) {
+      // Beyond PyTorch's two, the timestamps/ids zip tools add (NTFS, "UT", "ux") are allowed.
+      char found[48];
+      std::snprintf(found, sizeof found, "0x%04llx", static_cast<unsigned long long>(id));
+      return Status::corruption(at + ": unknown extra field id " + found + " at byte " + std::to_string(pos) +
+                                " (PyTorch writes only 0x4246 'FB' padding and 0x0001 ZIP64)");
+    }
+    pos += 4 + len;
+  }
+  return Status::ok();
+}
+
+// With flag bit 3 the header's CRC-32 and sizes may be zero (what torch writes); any other value
+// must be the true one. The descriptor after the data holds them: optional signature, CRC-32, then
+// 4- or 8-byte sizes. Returns where the member's record (data and descriptor) ends.
+Result<uint64_t> check_data_descriptor(const ByteSource& src, const ZipEntry& e, const std::string& at,
+                                       uint64_t crc, uint64_t csize, uint64_t usize) {
   constexpr uint32_t kDescriptorSig = 0x08074b50;
+  const auto sizes_agree = [&](uint64_t c, uint64_t u) { return c == e.size && u == e.size; };
+  const uint64_t end = e.data_offset + e.size;
+  if (crc != 0 && crc != e.crc32) return field_mismatch(at, "CRC-32", crc, e.crc32);
+  for (uint64_t v : {csize, usize}) {
+    if (v != 0 && v != 0xffffffff && v != e.size) return field_mismatch(at, "size", v, e.size);
+  }
+  uint8_t d[24] = {};
+  const uint64_t avail = std::min<uint64_t>(sizeof d, src.size() - std::min(src.size(), end));
+  CKPT_RETURN_IF_ERROR(src.read_at(end, d, static_cast<size_t>(avail)));
+  const size_t sig = avail >= 4 && decode_le(d, 4) == kDescriptorSig ? 4 : 0;
+  if (avail < sig + 12) {
+    return Status::truncated(at + ": its data descriptor at " + hex_offset(end) + " runs past the end (" +
+                             std::to_string(src.size()) + " bytes)");
+  }
+  if (decode_le(d + sig, 4) != e.crc32)
+    return field_mismatch(at, "data descriptor CRC-32", decode_le(d + sig, 4), e.crc32);
+  if (sizes_agree(decode_le(d + sig + 4, 4), decode_le(d + sig + 8, 4))) return end + sig + 12;
+  if (avail >= sig + 20 && sizes_agree(decode_le(d + sig + 4, 8), decode_le(d + sig + 12, 8)))
+    return end + sig + 20;
+  return field_mismatch(at, "data descriptor size", decode_le(d + sig + 4, 4), e.size);
+}
+
+// One member's local header against its central directory entry. open() checked that the header,
+// name, extra and data lie inside the source. Returns where the member's record ends.
+Result<uint64_t> check_local_header(const ByteSource& src, const ZipEntry& e) {
+  const std::string at =
+      src.name() + ": zip member '" + e.name + "' local header at " + hex_offset(e.local_header);
+  uint8_t lh[kLocalBytes];
+  CKPT_RETURN_IF_ERROR(src.read_at(e.local_header, lh, sizeof lh));
+  CKPT_RETURN_IF_ERROR(check_repeated_fields(lh, e, at));
+  const size_t name_len = decode_le(lh + 26, 2), extra_len = decode_le(lh + 28, 2);
+  std::vector<uint8_t> name_extra(name_len + extra_len);
+  CKPT_RETURN_IF_ERROR(src.read_at(e.local_header + kLocalBytes, name_extra.data(), name_extra.size()));
+  if (std::string(name_extra.begin(), name_extra.begin() + name_len) != e.name) {
+    return Status::corruption(
+        at + ": name is '" +
+        std::string(name_extra.begin(), name_extra.begin() + std::min<size_t>(name_len, 256)) +
+        "', central directory says '" + e.name + "'");
+  }
+  uint64_t crc = decode_le(lh + 14, 4), csize = decode_le(lh + 18, 4), usize = decode_le(lh + 22, 4);
+  CKPT_RETURN_IF_ERROR(check_local_extra(name_extra.data() + name_len, extra_len,
+                                         e.local_header + kLocalBytes + name_len, at, &csize, &usize));
+  if (e.flags & 8) return check_data_descriptor(src, e, at, crc, csize, usize);
+  if (crc != e.crc32) return field_mismatch(at, "CRC-32", crc, e.crc32);
+  if (csize != e.size || usize != e.size)
+    return field_mismatch(at, "size", csize != e.size ? csize : usize, e.size);
+  return e.data_offset + e.size;
+}
+
+}  // namespace
+
+// The members' records must tile the bytes before the central directory: every byte belongs to
+// exactly one member, so nothing can hide between them.
+Status ZipArchive::check_local_headers(const ByteSource& src) const {
   std::vector<const ZipEntry*> order;
   for (const ZipEntry& e : entries_) order.push_back(&e);
   std::sort(order.begin(), order.end(),
             [](const ZipEntry* a, const ZipEntry* b) { return a->local_header < b->local_header; });
   uint64_t expected = 0;  // where the next local header must start
   for (const ZipEntry* e : order) {
-    const std::string at =
-        src.name() + ": zip member '" + e->name + "' local header at " + hex_offset(e->local_header);
     if (e->local_header != expected) {
+      const std::string at =
+          src.name() + ": zip member '" + e->name + "' local header at " + hex_offset(e->local_header);
       return Status::corruption(
           e->local_header > expected
               ? src.name() + ": " + std::to_string(e->local_header - expected) + " bytes at " +
                     hex_offset(expected) + " belong to no zip member (before member '" + e->name + "')"
               : at + ": overlaps the previous member's record, which ends at " + hex_offset(expected));
     }
-    // open() checked that the header, name, extra and data lie inside the source.
-    uint8_t lh[kLocalBytes];
-    CKPT_RETURN_IF_ERROR(src.read_at(e->local_header, lh, sizeof lh));
-    const auto mismatch = [&](const char* field, uint64_t local, uint64_t central) {
-      char values[96];
-      std::snprintf(values, sizeof values, "0x%llx, central directory says 0x%llx",
-                    static_cast<unsigned long long>(local), static_cast<unsigned long long>(central));
-      return Status::corruption(at + ": " + field + " is " + values);
-    };
-    const struct {
-      const char* field;
-      size_t at;
-      uint64_t central;
-    } same[] = {{"version needed", 4, e->version_needed},
-                {"flags", 6, e->flags},
-                {"method", 8, 0},
-                {"modification time", 10, e->mod_time},
-                {"modification date", 12, e->mod_date}};
-    for (const auto& f : same) {
-      if (decode_le(lh + f.at, 2) != f.central) return mismatch(f.field, decode_le(lh + f.at, 2), f.central);
-    }
-    const size_t name_len = decode_le(lh + 26, 2), extra_len = decode_le(lh + 28, 2);
-    std::vector<uint8_t> name_extra(name_len + extra_len);
-    CKPT_RETURN_IF_ERROR(src.read_at(e->local_header + kLocalBytes, name_extra.data(), name_extra.size()));
-    if (std::string(name_extra.begin(), name_extra.begin() + name_len) != e->name) {
-      return Status::corruption(
-          at + ": name is '" +
-          std::string(name_extra.begin(), name_extra.begin() + std::min<size_t>(name_len, 256)) +
-          "', central directory says '" + e->name + "'");
-    }
-    const bool descriptor = e->flags & 8;
-    uint64_t crc = decode_le(lh + 14, 4), csize = decode_le(lh + 18, 4), usize = decode_le(lh + 22, 4);
-    // Extra fields: records that exactly fill the field; ZIP64 sizes; PyTorch's padding.
-    const uint8_t* extra = name_extra.data() + name_len;
-    for (size_t pos = 0; pos < extra_len;) {
-      if (pos + 4 > extra_len || pos + 4 + decode_le(extra + pos + 2, 2) > extra_len) {
-        return Status::corruption(at + ": extra field record at byte " + std::to_string(pos) + " of " +
-                                  std::to_string(extra_len) + " overruns the extra field");
-      }
-      const uint64_t id = decode_le(extra + pos, 2), len = decode_le(extra + pos + 2, 2);
-      const uint8_t* data = extra + pos + 4;
-      if (id == kTorchPaddingExtraId) {
-        for (size_t i = 0; i < len; ++i) {
-          if (data[i] != kTorchPaddingByte) {
-            char found[48];
-            std::snprintf(found, sizeof found, "0x%02x, expected 0x%02x ('Z')", data[i], kTorchPaddingByte);
-            return Status::corruption(at + ": PyTorch alignment padding byte " + std::to_string(i) + " (at " +
-                                      hex_offset(e->local_header + kLocalBytes + name_len + pos + 4 + i) +
-                                      ") is " + found);
-          }
-        }
-      } else if (id == 1) {
-        size_t q = 0;
-        for (uint64_t* field : {&usize, &csize}) {
-          if (*field != 0xffffffff) continue;
-          if (q + 8 > len) return Status::corruption(at + ": ZIP64 extra field too short");
-          *field = decode_le(data + q, 8);
-          q += 8;
-        }
-      } else if (id != 0x000a && id != 0x5455 && id != 0x7875) {
-        // Beyond PyTorch's two and the timestamps/ids zip tools add (NTFS, "UT", "ux"), an id is
-        // more likely a damaged "FB" than a real record, whose padding would then go unchecked.
-        char found[48];
-        std::snprintf(found, sizeof found, "0x%04llx", static_cast<unsigned long long>(id));
-        return Status::corruption(at + ": unknown extra field id " + found + " at byte " +
-                                  std::to_string(pos) +
-                                  " (PyTorch writes only 0x4246 'FB' padding and 0x0001 ZIP64)");
-      }
-      pos += 4 + len;
-    }
-    const auto sizes_agree = [&](uint64_t c, uint64_t u) { return c == e->size && u == e->size; };
-    uint64_t end = e->data_offset + e->size;
-    if (!descriptor) {
-      if (crc != e->crc32) return mismatch("CRC-32", crc, e->crc32);
-      if (!sizes_agree(csize, usize)) return mismatch("size", csize != e->size ? csize : usize, e->size);
-    } else {
-      // With bit 3 the header's CRC-32 and sizes may be zero (what torch writes); any other
-      // value must be the true one. The descriptor after the data holds them: optional signature,
-      // CRC-32, then 4- or 8-byte sizes.
-      if (crc != 0 && crc != e->crc32) return mismatch("CRC-32", crc, e->crc32);
-      for (uint64_t v : {csize, usize}) {
-        if (v != 0 && v != 0xffffffff && v != e->size) return mismatch("size", v, e->size);
-      }
-      uint8_t d[24] = {};
-      const uint64_t avail = std::min<uint64_t>(sizeof d, src.size() - std::min(src.size(), end));
-      CKPT_RETURN_IF_ERROR(src.read_at(end, d, static_cast<size_t>(avail)));
-      const size_t sig = avail >= 4 && decode_le(d, 4) == kDescriptorSig ? 4 : 0;
-      if (avail < sig + 12) {
-        return Status::truncated(at + ": its data descriptor at " + hex_offset(end) + " runs past the end (" +
-                                 std::to_string(src.size()) + " bytes)");
-      }
-      if (decode_le(d + sig, 4) != e->crc32)
-        return mismatch("data descriptor CRC-32", decode_le(d + sig, 4), e->crc32);
-      if (sizes_agree(decode_le(d + sig + 4, 4), decode_le(d + sig + 8, 4))) {
-        end += sig + 12;
-      } else if (avail >= sig + 20 && sizes_agree(decode_le(d + sig + 4, 8), decode_le(d + sig + 12, 8))) {
-        end += sig + 20;
-      } else {
-        return mismatch("data descriptor size", decode_le(d + sig + 4, 4), e->size);
-      }
-    }
-    expected = end;
+    CKPT_ASSIGN_OR_RETURN(expected, check_local_header(src, *e));
   }
   if (expected != directory_offset_) {
     return Status::corruption(

@@ -102,23 +102,23 @@ Result<VerifyTarget> resolve_verify_target(const std::string& raw_path) {
 Status refuse_unhonoured_options(CheckpointKind kind, const VerifyOptions& options) {
   const std::string name = checkpoint_kind_name(kind);
   if (!options.current_pins.is_null() && kind != CheckpointKind::kCkptcheck) {
-    return Status::invalid_argument("--against-env: a " + name +
+    return Status::invalid_argument("`current_pins`: a " + name +
                                     " checkpoint records no pins to compare; only ckptcheck's own "
                                     "checkpoints do");
   }
   if (options.weights_only && kind == CheckpointKind::kCkptcheck) {
     return Status::invalid_argument(
-        "--weights-only: a ckptcheck checkpoint's manifest always lists the whole training state, so "
+        "`weights_only`: a ckptcheck checkpoint's manifest always lists the whole training state, so "
         "there is no weights-only check to run; it is for foreign checkpoints");
   }
   if (!options.allowed_globals.empty() && !kind_holds_pickles(kind)) {
-    return Status::invalid_argument("--allow-global: a " + name +
+    return Status::invalid_argument("`allowed_globals`: a " + name +
                                     " checkpoint holds no pickle, so no global can be allowed");
   }
   for (const std::string& g : options.allowed_globals) {
     if (g.find('.') == std::string::npos || g.front() == '.' || g.back() == '.' ||
         g.find_first_of(" \t\n*") != std::string::npos) {
-      return Status::invalid_argument("--allow-global '" + g +
+      return Status::invalid_argument("`allowed_globals` '" + g +
                                       "': expected one MODULE.NAME as torch names it (posix.system, "
                                       "argparse.Namespace), no wildcard");
     }

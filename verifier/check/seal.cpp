@@ -422,6 +422,277 @@ void check_seal_signature(const std::string& seal_path, const std::string& text,
   check_detached_signature(seal_path + ".sig", text, pubkey, report);
 }
 
+// Where the seal (and integrity.json, when asked for) will be written. Neither is ever replaced: a
+// seal written over an old one would vouch for whatever the checkpoint has become.
+Status choose_seal_outputs(const std::string& path, const SealTarget& target, const SealOptions& options,
+                           SealSummary& summary) {
+  summary.seal_path = seal_path_for(path);
+  if (path_exists(summary.seal_path)) {
+    return Status::invalid_argument(summary.seal_path +
+                                    ": already exists; a seal is never replaced (remove it first only if the "
+                                    "checkpoint is known to be good)");
+  }
+  if (options.write_integrity) {
+    if (target.single_file) return Status::invalid_argument(path + ": `write_integrity` seals a directory");
+    summary.integrity_path = target.dir + "/" + kIntegrityFileName;
+    if (path_exists(summary.integrity_path))
+      return Status::invalid_argument(summary.integrity_path + ": already exists; never replaced");
+  }
+  return Status::ok();
+}
+
+// Seals the target's files in parallel, one slot per file. Distributed: this task seals its share of
+// the files (the same split on every task), then takes in every other file's seal.
+Result<std::vector<Result<SealedFile>>> seal_every_file(const SealTarget& target, const SealOptions& options,
+                                                        ByteCollective* world) {
+  uint64_t total = 0;
+  for (const auto& f : target.files) {
+    CKPT_ASSIGN_OR_RETURN(std::string resolved, resolve_shard_path(target.dir, f));
+    total += file_size_or_zero(resolved);
+  }
+  const uint64_t piece_bytes = options.piece_bytes ? options.piece_bytes : seal_piece_bytes(total);
+  const ItemRanges dcp_items =
+      !target.single_file && is_dcp_directory(target.dir) ? dcp_item_ranges(target.dir) : ItemRanges();
+  const size_t count = target.files.size();
+  std::vector<Result<SealedFile>> sealed(count, Status::io_error("not sealed"));
+  std::atomic<uint64_t> hashed{0};
+  std::function<void()> report;
+  if (options.on_progress) report = [&] { options.on_progress(hashed.load(), total); };
+  std::vector<uint64_t> sizes;
+  for (const auto& f : target.files) {
+    auto resolved = resolve_shard_path(target.dir, f);
+    sizes.push_back(resolved.is_ok() ? file_size_or_zero(*resolved) : 0);
+  }
+  const std::vector<int> owners =
+      world ? split_by_size(sizes, world->world_size()) : std::vector<int>(count, 0);
+  std::vector<size_t> mine;
+  for (size_t i = 0; i < count; ++i) {
+    if (owners[i] == (world ? world->rank() : 0)) mine.push_back(i);
+  }
+  run_parallel_reporting(
+      mine.size(), resolve_jobs(options.jobs, mine.size()),
+      [&](size_t k) {
+        const size_t i = mine[k];
+        sealed[i] = seal_file(target.dir, target.files[i], dcp_items, piece_bytes, &hashed);
+      },
+      report);
+  if (world) {
+    CKPT_RETURN_IF_ERROR(exchange_unit_results(
+        *world, "seal: files", sizes, owners,
+        [&](size_t i) -> nlohmann::json {
+          if (sealed[i].is_ok()) return {0, sealed_file_to_json(*sealed[i])};
+          return {static_cast<int>(sealed[i].status().code()), sealed[i].status().message()};
+        },
+        [&](size_t i, const nlohmann::json& r) -> Status {
+          const int code = r.at(0).get<int>();
+          if (code == 0) {
+            sealed[i] = parse_sealed_file(r.at(1), "rank result for " + target.files[i]);
+          } else {
+            sealed[i] = status_from_code(code, r.at(1).get<std::string>());
+          }
+          return Status::ok();
+        }));
+  }
+  return sealed;
+}
+
+// One writer: rank 0 (or the only process); every task then learns how the write went, so all of
+// them succeed or fail together.
+Status write_seal_once(const Seal& seal, const SealSummary& summary, bool write_integrity,
+                       ByteCollective* world) {
+  Status written = Status::ok();
+  if (!world || world->rank() == 0) {
+    written = write_file_atomically(summary.seal_path, seal_to_json_text(seal));
+    if (written.is_ok() && write_integrity)
+      written = write_file_atomically(summary.integrity_path, integrity_to_json_text(seal));
+  }
+  if (world) {
+    CKPT_ASSIGN_OR_RETURN(
+        std::vector<std::string> all,
+        all_gather_step(*world, "seal: written", written.is_ok() ? std::string() : written.to_string()));
+    if (!all[0].empty()) return Status::io_error("rank 0 could not write the seal: " + all[0]);
+  }
+  return written;
+}
+
+// The seal verify checks against: read, its digest checked, its signature checked when a public
+// key is given. A seal that cannot be trusted is a finding, not an error, and verify goes on with
+// no sealed files: integrity.json, when present, can still vouch for the bytes.
+Result<Seal> read_seal_to_verify(const std::string& seal_path, const std::string& integrity_path,
+                                 bool has_integrity, const std::string& pubkey_path, VerifyReport& report) {
+  Seal seal;
+  if (path_exists(seal_path)) {
+    auto text = read_small_file(seal_path, kMaxSealBytes);
+    if (!text.is_ok()) {
+      report.add_error(verify_code::kSealInvalid, "", "", text.status().message());
+    } else {
+      if (!pubkey_path.empty()) check_seal_signature(seal_path, *text, pubkey_path, report);
+      auto parsed = parse_seal(*text, seal_path);
+      auto digest = read_embedded_digest(*text, kSealDigestField, seal_path);
+      if (!parsed.is_ok()) {
+        report.add_error(verify_code::kSealInvalid, "", "", parsed.status().message());
+      } else if (!digest.is_ok() || !digest->matches()) {
+        report.add_error(verify_code::kSealDigestMismatch, "", "",
+                         seal_path + ": " + kSealDigestField + " " +
+                             (digest.is_ok() && digest->present
+                                  ? "mismatch: recorded " + digest->recorded + ", content hashes to " +
+                                        digest->computed + " (edited after sealing)"
+                                  : std::string("missing")));
+      } else {
+        seal = std::move(*parsed);
+      }
+    }
+  } else if (!has_integrity) {
+    return Status::not_found(seal_path + ": no seal (run `ckptcheck seal " + report.path + "` after saving)");
+  } else if (!pubkey_path.empty()) {
+    report.add_error(verify_code::kSignatureMissing, "", "",
+                     integrity_path + " carries no signature; --pubkey needs a signed seal");
+  }
+  return seal;
+}
+
+// Every sealed file's plan and the units of parallel work they make. The units' digest slots point
+// into `plans`, so a SealHashWork is not copied once the units are ranged.
+struct SealHashWork {
+  std::vector<FilePlan> plans;  // one per sealed file, in seal order
+  std::vector<HashUnit> units;
+  uint64_t total = 0;  // bytes of the files that could be opened, for progress
+};
+
+SealHashWork plan_seal_hashing(const std::string& dir, const Seal& seal, bool quick) {
+  SealHashWork work;
+  for (size_t i = 0; i < seal.files.size(); ++i) {
+    work.plans.push_back(plan_sealed_file(dir, seal.files[i]));
+    if (!work.plans.back().source) continue;
+    work.total += work.plans.back().source->size();
+    if (quick) continue;  // sizes only: plan_sealed_file compared them
+    if (work.plans.back().by_pieces) {
+      for (size_t p = 0; p < seal.files[i].pieces.size(); ++p) work.units.push_back({i, p});
+    } else {
+      work.units.push_back({i, SIZE_MAX});
+    }
+  }
+  return work;
+}
+
+// Hashes every unit into its slot in `work.plans`. Each worker hashes two units at once, largest
+// first, and takes the next whenever one ends. Distributed: this task hashes only its share of the
+// units (the same split on every task), then every task takes in the others' digests, so the
+// findings that follow are a single process's.
+Status hash_seal_units(const Seal& seal, SealHashWork& work, const VerifyOptions& options) {
+  std::atomic<uint64_t> hashed{0};
+  std::function<void()> progress;
+  if (options.on_progress) progress = [&] { options.on_progress(hashed.load(), work.total); };
+  std::vector<RangeToHash> ranges;
+  for (const HashUnit& unit : work.units)
+    ranges.push_back(range_of_unit(unit, seal.files[unit.file], work.plans[unit.file]));
+  std::vector<uint64_t> sizes;
+  for (const RangeToHash& range : ranges) sizes.push_back(range.length);
+  ByteCollective* world =
+      options.distributed && options.distributed->world_size() > 1 ? options.distributed : nullptr;
+  const std::vector<int> owners =
+      world ? split_by_size(sizes, world->world_size()) : std::vector<int>(sizes.size(), 0);
+  std::vector<size_t> mine;
+  std::vector<uint64_t> mine_sizes;
+  for (size_t u = 0; u < sizes.size(); ++u) {
+    if (owners[u] != (world ? world->rank() : 0)) continue;
+    mine.push_back(u);
+    mine_sizes.push_back(sizes[u]);
+  }
+  run_hashing_workers(
+      mine_sizes, options.jobs,
+      [&](const NextQueuedJob& next) {
+        sha256_ranges_two_at_a_time(
+            [&]() -> std::optional<RangeToHash> {
+              const std::optional<QueuedJob> job = next();
+              if (!job) return std::nullopt;
+              RangeToHash range = ranges[mine[job->index]];
+              range.alone = job->alone;
+              return range;
+            },
+            &hashed);
+      },
+      progress);
+  if (!world) return Status::ok();
+  return exchange_unit_results(
+      *world, "verify: seal", sizes, owners,
+      [&](size_t u) -> nlohmann::json {
+        const Result<std::string>& d = *ranges[u].digest;
+        if (d.is_ok()) return {0, *d};
+        return {static_cast<int>(d.status().code()), d.status().message()};
+      },
+      [&](size_t u, const nlohmann::json& r) -> Status {
+        const int code = r.at(0).get<int>();
+        std::string text = r.at(1).get<std::string>();
+        *ranges[u].digest = code == 0 ? Result<std::string>(std::move(text))
+                                      : Result<std::string>(status_from_code(code, text));
+        return Status::ok();
+      });
+}
+
+// Each file's verdict, merged into the report in seal order. Returns the digest of each file as it
+// is now, by sealed path, where it was hashed: integrity.json is checked against these without
+// hashing the files again.
+std::map<std::string, std::string> merge_seal_findings(const Seal& seal, std::vector<FilePlan>& plans,
+                                                       bool quick, VerifyReport& report) {
+  std::map<std::string, std::string> hashed_now;
+  for (size_t i = 0; i < seal.files.size(); ++i) {
+    if (!quick) conclude_sealed_file(seal.files[i], plans[i]);
+    FileFinding& finding = plans[i].finding;
+    for (auto& e : finding.errors) report.errors.push_back(std::move(e));
+    report.bytes_hashed += finding.bytes_hashed;
+    if (!finding.sha256.empty()) hashed_now[seal.files[i].path] = finding.sha256;
+    report.tensors += seal.files[i].tensors.size();
+  }
+  report.shards = seal.files.size();
+  return hashed_now;
+}
+
+// integrity.json's whole-file digests against the files now; a file the seal did not cover (or
+// that could not be hashed through it) is hashed here.
+void check_integrity_file(const std::string& integrity_path, const std::string& dir,
+                          const std::map<std::string, std::string>& hashed_now, const Seal& seal,
+                          VerifyReport& report) {
+  auto integrity = read_integrity_file(integrity_path);
+  if (!integrity.is_ok()) {
+    report.add_error(verify_code::kSealInvalid, kIntegrityFileName, "", integrity.status().message());
+    return;
+  }
+  for (const auto& [name, expected] : *integrity) {
+    auto it = hashed_now.find(name);
+    std::string now;
+    if (it != hashed_now.end()) {
+      now = it->second;
+    } else {
+      auto resolved = resolve_shard_path(dir, name);
+      auto digest = resolved.is_ok() ? sha256_hex_of_file(*resolved) : Result<std::string>(resolved.status());
+      if (!digest.is_ok()) {
+        report.add_error(verify_code::kIntegritySha256Mismatch, name, "", digest.status().message());
+        continue;
+      }
+      now = *digest;
+    }
+    if (now != expected) {
+      report.add_error(verify_code::kIntegritySha256Mismatch, name, "",
+                       dir + "/" + name + ": sha256 differs from " + kIntegrityFileName + ": expected " +
+                           expected + ", got " + now);
+    }
+  }
+  if (seal.files.empty()) report.shards = integrity->size();
+}
+
+// A file added to a sealed directory since sealing is reported, not failed: the sealed files are
+// still the ones checked.
+void warn_unlisted_files(const std::string& dir, const Seal& seal, VerifyReport& report) {
+  std::set<std::string> listed;
+  for (const auto& f : seal.files) listed.insert(f.path);
+  for (const auto& f : list_files_under(dir, kMaxSealDepth)) {
+    if (!listed.count(f) && !is_seal_bookkeeping(f)) {
+      report.add_warning(verify_code::kSealUnlistedFile, f, "", dir + "/" + f + ": not listed in the seal");
+    }
+  }
+}
+
 }  // namespace
 
 std::string seal_path_for(const std::string& raw) {
@@ -490,71 +761,10 @@ uint64_t seal_piece_bytes(uint64_t total_bytes) {
 Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& options) {
   CKPT_ASSIGN_OR_RETURN(SealTarget target, seal_target(path));
   SealSummary summary;
-  summary.seal_path = seal_path_for(path);
-  if (path_exists(summary.seal_path)) {
-    return Status::invalid_argument(summary.seal_path +
-                                    ": already exists; a seal is never replaced (remove it first only if the "
-                                    "checkpoint is known to be good)");
-  }
-  if (options.write_integrity) {
-    if (target.single_file) return Status::invalid_argument(path + ": --integrity-json seals a directory");
-    summary.integrity_path = target.dir + "/" + kIntegrityFileName;
-    if (path_exists(summary.integrity_path))
-      return Status::invalid_argument(summary.integrity_path + ": already exists; never replaced");
-  }
-  uint64_t total = 0;
-  for (const auto& f : target.files) {
-    CKPT_ASSIGN_OR_RETURN(std::string resolved, resolve_shard_path(target.dir, f));
-    total += file_size_or_zero(resolved);
-  }
-  const uint64_t piece_bytes = options.piece_bytes ? options.piece_bytes : seal_piece_bytes(total);
-  const ItemRanges dcp_items =
-      !target.single_file && is_dcp_directory(target.dir) ? dcp_item_ranges(target.dir) : ItemRanges();
-  const size_t count = target.files.size();
-  std::vector<Result<SealedFile>> sealed(count, Status::io_error("not sealed"));
-  std::atomic<uint64_t> hashed{0};
-  std::function<void()> report;
-  if (options.on_progress) report = [&] { options.on_progress(hashed.load(), total); };
-  // Distributed: this task seals its share of the files (the same split on every task), then takes
-  // in every other file's seal.
+  CKPT_RETURN_IF_ERROR(choose_seal_outputs(path, target, options, summary));
   ByteCollective* world =
       options.distributed && options.distributed->world_size() > 1 ? options.distributed : nullptr;
-  std::vector<uint64_t> sizes;
-  for (const auto& f : target.files) {
-    auto resolved = resolve_shard_path(target.dir, f);
-    sizes.push_back(resolved.is_ok() ? file_size_or_zero(*resolved) : 0);
-  }
-  const std::vector<int> owners =
-      world ? split_by_size(sizes, world->world_size()) : std::vector<int>(count, 0);
-  std::vector<size_t> mine;
-  for (size_t i = 0; i < count; ++i) {
-    if (owners[i] == (world ? world->rank() : 0)) mine.push_back(i);
-  }
-  run_parallel_reporting(
-      mine.size(), resolve_jobs(options.jobs, mine.size()),
-      [&](size_t k) {
-        const size_t i = mine[k];
-        sealed[i] = seal_file(target.dir, target.files[i], dcp_items, piece_bytes, &hashed);
-      },
-      report);
-  if (world) {
-    CKPT_RETURN_IF_ERROR(exchange_unit_results(
-        *world, "seal: files", sizes, owners,
-        [&](size_t i) -> nlohmann::json {
-          if (sealed[i].is_ok()) return {0, sealed_file_to_json(*sealed[i])};
-          return {static_cast<int>(sealed[i].status().code()), sealed[i].status().message()};
-        },
-        [&](size_t i, const nlohmann::json& r) -> Status {
-          const int code = r.at(0).get<int>();
-          if (code == 0) {
-            sealed[i] = parse_sealed_file(r.at(1), "rank result for " + target.files[i]);
-          } else {
-            sealed[i] = status_from_code(code, r.at(1).get<std::string>());
-          }
-          return Status::ok();
-        }));
-  }
-
+  CKPT_ASSIGN_OR_RETURN(std::vector<Result<SealedFile>> sealed, seal_every_file(target, options, world));
   Seal seal;
   for (auto& r : sealed) {
     if (!r.is_ok()) return r.status();
@@ -564,186 +774,28 @@ Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& 
     seal.files.push_back(std::move(*r));
   }
   summary.files = seal.files.size();
-  // One writer: rank 0 (or the only process); every task then learns how the write went.
-  Status written = Status::ok();
-  if (!world || world->rank() == 0) {
-    written = write_file_atomically(summary.seal_path, seal_to_json_text(seal));
-    if (written.is_ok() && options.write_integrity)
-      written = write_file_atomically(summary.integrity_path, integrity_to_json_text(seal));
-  }
-  if (world) {
-    CKPT_ASSIGN_OR_RETURN(
-        std::vector<std::string> all,
-        all_gather_step(*world, "seal: written", written.is_ok() ? std::string() : written.to_string()));
-    if (!all[0].empty()) return Status::io_error("rank 0 could not write the seal: " + all[0]);
-  }
-  CKPT_RETURN_IF_ERROR(written);
+  CKPT_RETURN_IF_ERROR(write_seal_once(seal, summary, options.write_integrity, world));
   return summary;
 }
 
 Result<VerifyReport> verify_sealed(const std::string& raw, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string& pubkey_path = options.pubkey_path;
-  const size_t jobs = options.jobs;
-  const auto& on_progress = options.on_progress;
-  if (!pubkey_path.empty()) CKPT_RETURN_IF_ERROR(check_public_key(pubkey_path));
+  if (!options.pubkey_path.empty()) CKPT_RETURN_IF_ERROR(check_public_key(options.pubkey_path));
   CKPT_ASSIGN_OR_RETURN(SealTarget target, seal_target(raw));
   VerifyReport report;
   report.path = strip_trailing_slashes(raw);
-  const std::string seal_path = seal_path_for(raw);
   const std::string integrity_path = target.dir + "/" + kIntegrityFileName;
   const bool has_integrity = !target.single_file && path_exists(integrity_path);
+  CKPT_ASSIGN_OR_RETURN(Seal seal, read_seal_to_verify(seal_path_for(raw), integrity_path, has_integrity,
+                                                       options.pubkey_path, report));
 
-  Seal seal;
-  if (path_exists(seal_path)) {
-    auto text = read_small_file(seal_path, kMaxSealBytes);
-    if (!text.is_ok()) {
-      report.add_error(verify_code::kSealInvalid, "", "", text.status().message());
-    } else {
-      if (!pubkey_path.empty()) check_seal_signature(seal_path, *text, pubkey_path, report);
-      auto parsed = parse_seal(*text, seal_path);
-      auto digest = read_embedded_digest(*text, kSealDigestField, seal_path);
-      if (!parsed.is_ok()) {
-        report.add_error(verify_code::kSealInvalid, "", "", parsed.status().message());
-      } else if (!digest.is_ok() || !digest->matches()) {
-        report.add_error(verify_code::kSealDigestMismatch, "", "",
-                         seal_path + ": " + kSealDigestField + " " +
-                             (digest.is_ok() && digest->present
-                                  ? "mismatch: recorded " + digest->recorded + ", content hashes to " +
-                                        digest->computed + " (edited after sealing)"
-                                  : std::string("missing")));
-      } else {
-        seal = std::move(*parsed);
-      }
-    }
-  } else if (!has_integrity) {
-    return Status::not_found(seal_path + ": no seal (run `ckptcheck seal " + report.path + "` after saving)");
-  } else if (!pubkey_path.empty()) {
-    report.add_error(verify_code::kSignatureMissing, "", "",
-                     integrity_path + " carries no signature; --pubkey needs a signed seal");
-  }
-
-  const size_t count = seal.files.size();
-  std::vector<FilePlan> plans;
-  std::vector<HashUnit> units;
-  uint64_t total = 0;
-  for (size_t i = 0; i < count; ++i) {
-    plans.push_back(plan_sealed_file(target.dir, seal.files[i]));
-    if (!plans.back().source) continue;
-    total += plans.back().source->size();
-    if (options.quick) continue;  // sizes only: plan_sealed_file compared them
-    if (plans.back().by_pieces) {
-      for (size_t p = 0; p < seal.files[i].pieces.size(); ++p) units.push_back({i, p});
-    } else {
-      units.push_back({i, SIZE_MAX});
-    }
-  }
-  std::atomic<uint64_t> hashed{0};
-  std::function<void()> progress;
-  if (on_progress) progress = [&] { on_progress(hashed.load(), total); };
-  // Each worker hashes two units at once, largest first, and takes the next whenever one ends.
-  std::vector<RangeToHash> ranges;
-  for (const HashUnit& unit : units)
-    ranges.push_back(range_of_unit(unit, seal.files[unit.file], plans[unit.file]));
-  std::vector<uint64_t> sizes;
-  for (const RangeToHash& range : ranges) sizes.push_back(range.length);
-  // Distributed: this task hashes only its share of the units (the same split on every task), then
-  // every task takes in the others' digests, so the findings below are a single process's.
-  ByteCollective* world =
-      options.distributed && options.distributed->world_size() > 1 ? options.distributed : nullptr;
-  const std::vector<int> owners =
-      world ? split_by_size(sizes, world->world_size()) : std::vector<int>(sizes.size(), 0);
-  std::vector<size_t> mine;
-  std::vector<uint64_t> mine_sizes;
-  for (size_t u = 0; u < sizes.size(); ++u) {
-    if (owners[u] != (world ? world->rank() : 0)) continue;
-    mine.push_back(u);
-    mine_sizes.push_back(sizes[u]);
-  }
-  run_hashing_workers(
-      mine_sizes, jobs,
-      [&](const NextQueuedJob& next) {
-        sha256_ranges_two_at_a_time(
-            [&]() -> std::optional<RangeToHash> {
-              const std::optional<QueuedJob> job = next();
-              if (!job) return std::nullopt;
-              RangeToHash range = ranges[mine[job->index]];
-              range.alone = job->alone;
-              return range;
-            },
-            &hashed);
-      },
-      progress);
-  if (world) {
-    CKPT_RETURN_IF_ERROR(exchange_unit_results(
-        *world, "verify: seal", sizes, owners,
-        [&](size_t u) -> nlohmann::json {
-          const Result<std::string>& d = *ranges[u].digest;
-          if (d.is_ok()) return {0, *d};
-          return {static_cast<int>(d.status().code()), d.status().message()};
-        },
-        [&](size_t u, const nlohmann::json& r) -> Status {
-          const int code = r.at(0).get<int>();
-          std::string text = r.at(1).get<std::string>();
-          *ranges[u].digest = code == 0 ? Result<std::string>(std::move(text))
-                                        : Result<std::string>(status_from_code(code, text));
-          return Status::ok();
-        }));
-  }
-  std::vector<FileFinding> findings;
-  for (size_t i = 0; i < count; ++i) {
-    if (!options.quick) conclude_sealed_file(seal.files[i], plans[i]);
-    findings.push_back(std::move(plans[i].finding));
-  }
-  std::map<std::string, std::string> hashed_now;
-  for (size_t i = 0; i < count; ++i) {
-    for (auto& e : findings[i].errors) report.errors.push_back(std::move(e));
-    report.bytes_hashed += findings[i].bytes_hashed;
-    if (!findings[i].sha256.empty()) hashed_now[seal.files[i].path] = findings[i].sha256;
-    report.tensors += seal.files[i].tensors.size();
-  }
-  report.shards = count;
-
-  if (has_integrity && !options.quick) {
-    auto integrity = read_integrity_file(integrity_path);
-    if (!integrity.is_ok()) {
-      report.add_error(verify_code::kSealInvalid, kIntegrityFileName, "", integrity.status().message());
-    } else {
-      for (const auto& [name, expected] : *integrity) {
-        auto it = hashed_now.find(name);
-        std::string now;
-        if (it != hashed_now.end()) {
-          now = it->second;
-        } else {
-          auto resolved = resolve_shard_path(target.dir, name);
-          auto digest =
-              resolved.is_ok() ? sha256_hex_of_file(*resolved) : Result<std::string>(resolved.status());
-          if (!digest.is_ok()) {
-            report.add_error(verify_code::kIntegritySha256Mismatch, name, "", digest.status().message());
-            continue;
-          }
-          now = *digest;
-        }
-        if (now != expected) {
-          report.add_error(verify_code::kIntegritySha256Mismatch, name, "",
-                           target.dir + "/" + name + ": sha256 differs from " + kIntegrityFileName +
-                               ": expected " + expected + ", got " + now);
-        }
-      }
-      if (count == 0) report.shards = integrity->size();
-    }
-  }
-
-  if (!target.single_file && count > 0) {
-    std::set<std::string> listed;
-    for (const auto& f : seal.files) listed.insert(f.path);
-    for (const auto& f : list_files_under(target.dir, kMaxSealDepth)) {
-      if (!listed.count(f) && !is_seal_bookkeeping(f)) {
-        report.add_warning(verify_code::kSealUnlistedFile, f, "",
-                           target.dir + "/" + f + ": not listed in the seal");
-      }
-    }
-  }
+  SealHashWork work = plan_seal_hashing(target.dir, seal, options.quick);
+  CKPT_RETURN_IF_ERROR(hash_seal_units(seal, work, options));
+  const std::map<std::string, std::string> hashed_now =
+      merge_seal_findings(seal, work.plans, options.quick, report);
+  if (has_integrity && !options.quick)
+    check_integrity_file(integrity_path, target.dir, hashed_now, seal, report);
+  if (!target.single_file && !seal.files.empty()) warn_unlisted_files(target.dir, seal, report);
   report.seconds = seconds_since(start);
   return report;
 }

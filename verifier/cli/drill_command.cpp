@@ -6,6 +6,7 @@
 
 #include "base/progress.h"
 #include "verifier/cli/commands.h"
+#include "verifier/cli/option_flags.h"
 #include "verifier/drill/drill.h"
 #include "verifier/drill/drill_history.h"
 #include "verifier/drill/drill_junit.h"
@@ -128,7 +129,8 @@ class DrillCommand : public Command {
       o_.tolerance.atol = kCrossWorldAtol;
     }
     Progress progress;
-    const DrillOutcome outcome = run_resume_drill(o_, &progress);
+    DrillOutcome outcome = run_resume_drill(o_, &progress);
+    outcome.error = with_flags(outcome.error, drill_field_flags());  // report.json shows the flags too
     nlohmann::json report = drill_report_json(outcome, o_);
     if (!history_path_.empty()) {
       auto past = read_drill_history(history_path_);
@@ -204,6 +206,35 @@ class DrillCommand : public Command {
 };
 
 }  // namespace
+
+const FieldFlags& drill_field_flags() {
+  static const FieldFlags flags = {{"command", "-- COMMAND"},
+                                   {"config_path", "--config"},
+                                   {"save_at", "--save-at"},
+                                   {"resume_steps", "--resume-steps"},
+                                   {"save_every", "--save-every"},
+                                   {"modes", "--kill"},
+                                   {"inject", "--inject"},
+                                   {"long_run_path", "--long-run"},
+                                   {"shards", "--shards"},
+                                   {"format", "--format"},
+                                   {"work_dir", "--work-dir"},
+                                   {"child_timeout_seconds", "--child-timeout"},
+                                   {"nproc", "--nproc-per-node"},
+                                   {"resume_nproc", "--resume-nproc"},
+                                   {"launcher", "--launcher"},
+                                   {"nodes", "--nodes"},
+                                   {"resume_nodes", "--resume-nodes"},
+                                   {"slurm_args", "--slurm-args"},
+                                   {"slurm_start_timeout_seconds", "--slurm-start-timeout"},
+                                   {"faults", "--faults"},
+                                   {"control", "--control"},
+                                   {"control_multiple", "--control-multiple"},
+                                   {"live_metrics", "--live"},
+                                   {"live_checkpoint", "--checkpoint"},
+                                   {"wait_timeout_seconds", "--wait-timeout"}};
+  return flags;
+}
 
 std::unique_ptr<Command> make_drill_command() {
   return std::make_unique<DrillCommand>();

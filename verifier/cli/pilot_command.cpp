@@ -7,6 +7,7 @@
 #include "base/file_io.h"
 #include "base/progress.h"
 #include "verifier/cli/commands.h"
+#include "verifier/cli/option_flags.h"
 #include "verifier/pilot/pilot_html.h"
 #include "verifier/pilot/pilot_study.h"
 
@@ -50,7 +51,8 @@ class PilotCommand : public Command {
     Progress progress;
     const PilotStudy study = run_pilot_study(o_, &progress);
     if (study.exit_code == kExitUsage) {
-      std::fprintf(stderr, "ckptcheck pilot: error: %s\n", study.error.c_str());
+      std::fprintf(stderr, "ckptcheck pilot: error: %s\n",
+                   with_flags(study.error, pilot_field_flags()).c_str());
       return kExitUsage;
     }
     if (!report_dir_.empty()) {
@@ -111,6 +113,13 @@ class PilotCommand : public Command {
 };
 
 }  // namespace
+
+const FieldFlags& pilot_field_flags() {
+  static const FieldFlags flags = {
+      {"config_path", "--config"}, {"matrix", "--matrix"},     {"scaling_worlds", "--scaling"},
+      {"steps", "--steps"},        {"work_dir", "--work-dir"}, {"child_timeout_seconds", "--child-timeout"}};
+  return flags;
+}
 
 std::unique_ptr<Command> make_pilot_command() {
   return std::make_unique<PilotCommand>();

@@ -8,6 +8,7 @@
 #include "distributed/mpi_world.h"
 #include "verifier/check/seal.h"
 #include "verifier/cli/commands.h"
+#include "verifier/cli/option_flags.h"
 
 namespace ckpt {
 namespace {
@@ -53,10 +54,12 @@ class SealCommand : public Command {
       if (world) {
         // The other tasks may be waiting in a gather this one will never reach: end the job.
         std::fprintf(stderr, "ckptcheck seal: rank %d of %d on %s: %s\n", world->rank(), world->world_size(),
-                     world->host().c_str(), summary.status().to_string().c_str());
+                     world->host().c_str(),
+                     with_flags(summary.status().to_string(), seal_field_flags()).c_str());
         world->abort(kExitUsage);
       }
-      std::fprintf(stderr, "ckptcheck seal: %s\n", summary.status().to_string().c_str());
+      std::fprintf(stderr, "ckptcheck seal: %s\n",
+                   with_flags(summary.status().to_string(), seal_field_flags()).c_str());
       return kExitUsage;
     }
     if (world && world->rank() != 0) return kExitOk;  // rank 0 prints the one summary
@@ -86,6 +89,12 @@ class SealCommand : public Command {
 };
 
 }  // namespace
+
+const FieldFlags& seal_field_flags() {
+  static const FieldFlags flags = {
+      {"write_integrity", "--integrity-json"}, {"jobs", "--jobs"}, {"distributed", "--distributed"}};
+  return flags;
+}
 
 std::unique_ptr<Command> make_seal_command() {
   return std::make_unique<SealCommand>();

@@ -17,6 +17,7 @@
 #include "verifier/check/checkpoint_kind.h"
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/cli/commands.h"
+#include "verifier/cli/option_flags.h"
 #include "verifier/pins/container_fingerprint.h"
 #include "verifier/pins/pins.h"
 #include "verifier/train/config_pins.h"
@@ -134,7 +135,8 @@ class VerifyCommand : public Command {
     const std::string who = "rank " + std::to_string(world.rank()) + " of " +
                             std::to_string(world.world_size()) + " on " + world.host();
     if (!report.is_ok()) {
-      std::fprintf(stderr, "ckptcheck verify: %s: %s\n", who.c_str(), report.status().to_string().c_str());
+      std::fprintf(stderr, "ckptcheck verify: %s: %s\n", who.c_str(),
+                   with_flags(report.status().to_string(), verify_field_flags()).c_str());
       world.abort(kExitUsage);
     }
     nlohmann::json json = report_to_json(*report);
@@ -196,7 +198,8 @@ class VerifyCommand : public Command {
   }
 
   int usage_error(const Status& status) const {
-    std::fprintf(stderr, "ckptcheck verify: %s\n", status.to_string().c_str());
+    std::fprintf(stderr, "ckptcheck verify: %s\n",
+                 with_flags(status.to_string(), verify_field_flags()).c_str());
     return kExitUsage;
   }
 
@@ -217,6 +220,17 @@ class VerifyCommand : public Command {
 };
 
 }  // namespace
+
+const FieldFlags& verify_field_flags() {
+  static const FieldFlags flags = {{"jobs", "--jobs"},
+                                   {"quick", "--quick"},
+                                   {"weights_only", "--weights-only"},
+                                   {"pubkey_path", "--pubkey"},
+                                   {"allowed_globals", "--allow-global"},
+                                   {"current_pins", "--against-env"},
+                                   {"distributed", "--distributed"}};
+  return flags;
+}
 
 std::unique_ptr<Command> make_verify_command() {
   return std::make_unique<VerifyCommand>();

@@ -546,7 +546,7 @@ class ResumeDrill {
 
   Status run_faults() {
     if (o_.faults.empty()) return Status::ok();
-    if (!after_save_checkpoint_) return Status::invalid_argument("--faults need the after-save kill");
+    if (!after_save_checkpoint_) return Status::invalid_argument("`faults` need the after-save kill");
     CKPT_RETURN_IF_ERROR(finish_reference());
     auto log = read_metrics_log(work_ + "/after-save/metrics.jsonl");
     CheckpointEvent older;

@@ -43,6 +43,9 @@ const char* fault_outcome_name(FaultOutcome outcome);  // "refused" | "silent-di
 // "truncate", "bitflip", "drop-file", "stale-file"; false on anything else.
 bool is_known_fault(const std::string& name);
 
+// Validation of these options (plan_drill, the live drill, check_launcher_options) names their
+// fields in backquotes, "`save_at` must be >= 1", never a flag: the CLI shows each field as the
+// flag that sets it (verifier/cli/option_flags.h).
 struct DrillOptions {
   std::vector<std::string> command;  // `drill -- COMMAND ARGS...`; empty = the built-in workload
   std::string config_path;           // the built-in workload's config

@@ -63,23 +63,24 @@ class LiveDrill {
   Status validate() const {
     if (o_.command.empty())
       return Status::invalid_argument(
-          "drill --live needs -- PROGRAM: the program the live run runs, to resume it");
+          "drill `live_metrics` needs `command`: the program the live run runs, to resume it");
     if (!o_.config_path.empty() || !o_.inject.empty())
       return Status::invalid_argument(
-          "--config and --inject drive the built-in workload; --live resumes -- PROGRAM");
+          "`config_path` and `inject` drive the built-in workload; `live_metrics` resumes `command`");
     if (o_.save_at >= 0)
       return Status::invalid_argument(
-          "--save-at does not apply to --live (the live run chose its checkpoints): "
-          "give --checkpoint PATH");
+          "`save_at` does not apply to `live_metrics` (the live run chose its checkpoints): "
+          "give `live_checkpoint` PATH");
     if (o_.modes.size() != 1 || o_.modes[0] != KillMode::kAfterSave)
-      return Status::invalid_argument("--kill does not apply to --live: the live run is never killed");
+      return Status::invalid_argument(
+          "`modes` does not apply to `live_metrics`: the live run is never killed");
     if (o_.resume_nproc > 0 || o_.resume_nodes > 0)
       return Status::invalid_argument(
-          "--resume-nproc and --resume-nodes do not apply to --live: --nproc-per-node (and --nodes) are the "
+          "`resume_nproc` and `resume_nodes` do not apply to `live_metrics`: `nproc` (and `nodes`) are the "
           "resumed run's");
     for (const auto& f : o_.faults)
       if (!is_known_fault(f))
-        return Status::invalid_argument("--faults: unknown fault '" + f +
+        return Status::invalid_argument("`faults`: unknown fault '" + f +
                                         "' (truncate, bitflip, drop-file, stale-file)");
     return check_launcher_options(o_);
   }

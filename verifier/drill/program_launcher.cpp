@@ -13,11 +13,11 @@ namespace ckpt {
 
 Status check_launcher_options(const DrillOptions& o) {
   if (o.launcher != "local" && o.launcher != "slurm")
-    return Status::invalid_argument("--launcher: expected local or slurm, got '" + o.launcher + "'");
+    return Status::invalid_argument("`launcher`: expected local or slurm, got '" + o.launcher + "'");
   if (o.launcher != "slurm" && (o.nodes != 1 || o.resume_nodes != 0 || !o.slurm_args.empty()))
-    return Status::invalid_argument("--nodes, --resume-nodes and --slurm-args need --launcher slurm");
+    return Status::invalid_argument("`nodes`, `resume_nodes` and `slurm_args` need `launcher` slurm");
   if (o.nodes < 1 || o.resume_nodes < 0)
-    return Status::invalid_argument("--nodes must be >= 1 and --resume-nodes >= 1 (got " +
+    return Status::invalid_argument("`nodes` must be >= 1 and `resume_nodes` >= 1 (got " +
                                     std::to_string(o.nodes) + ", " + std::to_string(o.resume_nodes) + ")");
   return Status::ok();
 }

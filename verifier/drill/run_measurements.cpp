@@ -172,18 +172,25 @@ uint64_t bytes_on_disk(const std::string& path) {
   return total;
 }
 
-nlohmann::json outside_measurements(const OutsideInputs& in) {
-  const TimelineFigures ref = timeline_figures(in.reference);
-  nlohmann::json sources = nlohmann::json::object();
-  nlohmann::json memory = nlohmann::json::object(), timings = nlohmann::json::object();
-  auto put = [&sources](nlohmann::json& table, const char* key, const std::optional<double>& v,
-                        const std::string& source) {
-    table[key] = value_or_null(v);
-    sources[key] = v ? source : std::string("not measured");
-  };
-  const char* kNoProbe = "";  // what only a probe inside the program could give
+namespace {
 
-  // Memory.
+constexpr const char* kNoProbe = "";  // what only a probe inside the program could give
+
+// A table of figures, each with where it came from in the shared `sources` ("not measured" when
+// there is no figure): a reader of the JSON can tell a measurement from a guess.
+struct SourcedTable {
+  nlohmann::json& sources;
+  nlohmann::json values = nlohmann::json::object();
+  void put(const char* key, const std::optional<double>& v, const std::string& source) {
+    values[key] = value_or_null(v);
+    sources[key] = v ? source : std::string("not measured");
+  }
+};
+
+// Memory as seen from outside: the reference run's sampled resident set, what the program logged,
+// and the final checkpoint's components standing in for parameters, gradients and optimizer state.
+nlohmann::json outside_memory(const OutsideInputs& in, const TimelineFigures& ref, nlohmann::json& sources) {
+  SourcedTable memory{sources};
   char sampled[160];
   std::snprintf(sampled, sizeof sampled,
                 "measured: the reference run's process tree (%d process(es) at most), its resident set "
@@ -193,81 +200,96 @@ nlohmann::json outside_measurements(const OutsideInputs& in) {
   const std::optional<double> rss =
       in.reference.rss.samples > 0 ? std::optional<double>(static_cast<double>(in.reference.rss.peak_bytes))
                                    : std::nullopt;
-  put(memory, "peak_rss_bytes", rss, sampled);
+  memory.put("peak_rss_bytes", rss, sampled);
   const int ranks = std::max(in.ranks, 1);
-  put(memory, "peak_rss_bytes_per_rank", rss ? std::optional<double>(*rss / ranks) : std::nullopt,
-      "derived: peak_rss_bytes / " + std::to_string(ranks) + " rank(s)");
-  memory["peak_rss_sampling"] = {{"interval_seconds", in.reference.rss.interval_seconds},
-                                 {"samples", in.reference.rss.samples},
-                                 {"max_processes", in.reference.rss.max_processes},
-                                 {"ranks", ranks}};
-  put(memory, "peak_memory_bytes", ref.peak_memory_bytes,
-      "reported by the program: the largest `peak_memory_bytes` it logged (one full step, optimizer step "
-      "included)");
+  memory.put("peak_rss_bytes_per_rank", rss ? std::optional<double>(*rss / ranks) : std::nullopt,
+             "derived: peak_rss_bytes / " + std::to_string(ranks) + " rank(s)");
+  memory.values["peak_rss_sampling"] = {{"interval_seconds", in.reference.rss.interval_seconds},
+                                        {"samples", in.reference.rss.samples},
+                                        {"max_processes", in.reference.rss.max_processes},
+                                        {"ranks", ranks}};
+  memory.put("peak_memory_bytes", ref.peak_memory_bytes,
+             "reported by the program: the largest `peak_memory_bytes` it logged (one full step, optimizer "
+             "step included)");
   auto component = [&in](const std::string& name) -> std::optional<double> {
     auto it = in.components.find(name);
     return it == in.components.end() ? std::nullopt : std::optional<double>(static_cast<double>(it->second));
   };
   const std::optional<double> params = component("model"), optimizer = component("optimizer");
-  put(memory, "parameter_bytes", params,
-      "measured: tensor bytes of the `model` component of the reference's final checkpoint");
-  put(memory, "gradient_bytes", params,
-      "assumed: one gradient per parameter of the same dtype (= parameter_bytes)");
-  put(memory, "optimizer_state_bytes", optimizer,
-      "measured: tensor bytes of the `optimizer` component of the reference's final checkpoint");
+  memory.put("parameter_bytes", params,
+             "measured: tensor bytes of the `model` component of the reference's final checkpoint");
+  memory.put("gradient_bytes", params,
+             "assumed: one gradient per parameter of the same dtype (= parameter_bytes)");
+  memory.put("optimizer_state_bytes", optimizer,
+             "measured: tensor bytes of the `optimizer` component of the reference's final checkpoint");
   double other = 0;
   for (const auto& [name, bytes] : in.components)
     if (name != "model" && name != "optimizer") other += static_cast<double>(bytes);
-  put(memory, "other_state_bytes", in.components.empty() ? std::nullopt : std::optional<double>(other),
-      "measured: tensor bytes of every other component (scheduler, scaler, rng, data, ...)");
-  memory["checkpoint_component_bytes"] = in.components;
-  put(memory, "activation_bytes_estimate", std::nullopt, kNoProbe);
-  put(memory, "rss_before_bytes", std::nullopt, kNoProbe);
-  put(memory, "cuda", std::nullopt, kNoProbe);  // nothing reads a device from outside
+  memory.put("other_state_bytes", in.components.empty() ? std::nullopt : std::optional<double>(other),
+             "measured: tensor bytes of every other component (scheduler, scaler, rng, data, ...)");
+  memory.values["checkpoint_component_bytes"] = in.components;
+  memory.put("activation_bytes_estimate", std::nullopt, kNoProbe);
+  memory.put("rss_before_bytes", std::nullopt, kNoProbe);
+  memory.put("cuda", std::nullopt, kNoProbe);  // nothing reads a device from outside
+  return memory.values;
+}
 
-  // Timings.
-  put(timings, "step_seconds_mean", ref.step_seconds_mean,
-      "measured: mean time between the reference's step lines (" + std::to_string(ref.step_intervals) +
-          " intervals, the file polled every " + std::to_string(kMetricsPollInterval.count()) +
-          " ms), saves excluded");
-  put(timings, "data_wait_seconds_mean", ref.data_wait_seconds_mean,
-      "reported by the program: mean `data_wait_ms`");
-  put(timings, "forward_backward_seconds_mean", std::nullopt, kNoProbe);
-  put(timings, "optimizer_seconds_mean", std::nullopt, kNoProbe);
-  put(timings, "eval_seconds", std::nullopt, kNoProbe);
-  put(timings, "checkpoint_save_seconds", ref.save_stall_seconds_mean,
-      "measured: mean time from a step's line to its checkpoint event in the reference (" +
-          std::to_string(ref.saves) + " save(s), the file polled every " +
-          std::to_string(kMetricsPollInterval.count()) + " ms)");
-  put(timings, "checkpoint_save_seconds_max", ref.save_stall_seconds_max,
-      "measured: the longest of those save stalls");
+// Timings as seen from outside: the gaps between the runs' logged lines (the log polled every
+// kMetricsPollInterval), and what the program itself reported.
+nlohmann::json outside_timings(const OutsideInputs& in, const TimelineFigures& ref, nlohmann::json& sources) {
+  SourcedTable timings{sources};
+  timings.put("step_seconds_mean", ref.step_seconds_mean,
+              "measured: mean time between the reference's step lines (" +
+                  std::to_string(ref.step_intervals) + " intervals, the file polled every " +
+                  std::to_string(kMetricsPollInterval.count()) + " ms), saves excluded");
+  timings.put("data_wait_seconds_mean", ref.data_wait_seconds_mean,
+              "reported by the program: mean `data_wait_ms`");
+  timings.put("forward_backward_seconds_mean", std::nullopt, kNoProbe);
+  timings.put("optimizer_seconds_mean", std::nullopt, kNoProbe);
+  timings.put("eval_seconds", std::nullopt, kNoProbe);
+  timings.put("checkpoint_save_seconds", ref.save_stall_seconds_mean,
+              "measured: mean time from a step's line to its checkpoint event in the reference (" +
+                  std::to_string(ref.saves) + " save(s), the file polled every " +
+                  std::to_string(kMetricsPollInterval.count()) + " ms)");
+  timings.put("checkpoint_save_seconds_max", ref.save_stall_seconds_max,
+              "measured: the longest of those save stalls");
   const std::optional<double> bytes = in.checkpoint_bytes > 0
                                           ? std::optional<double>(static_cast<double>(in.checkpoint_bytes))
                                           : std::nullopt;
-  put(timings, "checkpoint_bytes", bytes, "measured: bytes on disk of the reference's final checkpoint");
+  timings.put("checkpoint_bytes", bytes, "measured: bytes on disk of the reference's final checkpoint");
   std::optional<double> rate;
   if (bytes && ref.save_stall_seconds_mean && *ref.save_stall_seconds_mean > 0)
     rate = *bytes / 1e6 / *ref.save_stall_seconds_mean;
-  put(timings, "checkpoint_mb_per_second", rate, "derived: checkpoint_bytes / checkpoint_save_seconds");
+  timings.put("checkpoint_mb_per_second", rate, "derived: checkpoint_bytes / checkpoint_save_seconds");
   std::optional<double> restore;
   for (const auto& r : in.resumed) {
     const auto first = timeline_figures(r).first_step_seconds;
     if (first) restore = std::max(restore.value_or(0), *first);
   }
-  put(timings, "restore_seconds", restore,
-      "measured: from a relaunch to its first logged step (start-up, the load and one step; the longest "
-      "of " +
-          std::to_string(in.resumed.size()) + " relaunch(es))");
-  put(timings, "fresh_start_seconds", ref.first_step_seconds,
-      "measured: from the reference's start to its first logged step (start-up and one step)");
-  put(timings, "verify_seconds", std::nullopt, kNoProbe);
-  put(timings, "process_start_seconds", std::nullopt, kNoProbe);
-  put(timings, "model_load_seconds", std::nullopt, kNoProbe);
+  timings.put("restore_seconds", restore,
+              "measured: from a relaunch to its first logged step (start-up, the load and one step; the "
+              "longest of " +
+                  std::to_string(in.resumed.size()) + " relaunch(es))");
+  timings.put("fresh_start_seconds", ref.first_step_seconds,
+              "measured: from the reference's start to its first logged step (start-up and one step)");
+  timings.put("verify_seconds", std::nullopt, kNoProbe);
+  timings.put("process_start_seconds", std::nullopt, kNoProbe);
+  timings.put("model_load_seconds", std::nullopt, kNoProbe);
   std::optional<double> tokens_per_second;
   if (ref.tokens_per_step_mean && ref.step_seconds_mean && *ref.step_seconds_mean > 0)
     tokens_per_second = *ref.tokens_per_step_mean / *ref.step_seconds_mean;
-  put(timings, "tokens_per_second", tokens_per_second,
-      "derived: the program's reported `tokens` per step / the measured step_seconds_mean");
+  timings.put("tokens_per_second", tokens_per_second,
+              "derived: the program's reported `tokens` per step / the measured step_seconds_mean");
+  return timings.values;
+}
+
+}  // namespace
+
+nlohmann::json outside_measurements(const OutsideInputs& in) {
+  const TimelineFigures ref = timeline_figures(in.reference);
+  nlohmann::json sources = nlohmann::json::object();
+  nlohmann::json memory = outside_memory(in, ref, sources);
+  nlohmann::json timings = outside_timings(in, ref, sources);
   sources["eval_every_steps"] = "not measured";
   return {{"memory", memory}, {"timings", timings}, {"eval_every_steps", nullptr}, {"sources", sources}};
 }

@@ -52,7 +52,7 @@ class Study {
  private:
   Status prepare() {
     if (!o_.matrix && o_.scaling_worlds.empty())
-      return Status::invalid_argument("pilot: nothing to measure: give --matrix and/or --scaling");
+      return Status::invalid_argument("pilot: nothing to measure: give `matrix` and/or `scaling_worlds`");
     CKPT_ASSIGN_OR_RETURN(config_, load_pilot_config(o_.config_path));
     if (config_.device != "cpu") {
       return Status::not_supported(o_.config_path +

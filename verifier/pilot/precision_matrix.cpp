@@ -57,6 +57,118 @@ LossDiff compare_losses(const std::vector<double>& got, const std::vector<double
   return d;
 }
 
+void add_check(nlohmann::json& out, const std::string& name, bool passed, const std::string& detail) {
+  out["checks"].push_back({{"name", name}, {"passed", passed}, {"detail", detail}});
+}
+
+// One variant's measurements and how its numerics compare with plain fp32's.
+nlohmann::json variant_row(const VariantMeasurement& v, const VariantMeasurement& fp32) {
+  const LossDiff d = compare_losses(v.losses, fp32.losses);
+  return {{"name", v.name()},
+          {"precision", v.precision},
+          {"activation_checkpointing", v.activation_checkpointing},
+          {"step_peak_rss_bytes", v.step_peak_rss_bytes},
+          {"step_memory_bytes", v.step_memory_bytes()},
+          {"step_seconds", v.step_seconds},
+          {"tokens_per_second", v.tokens_per_second},
+          {"eval_loss", v.eval_loss},
+          {"eval_logits_sha256", v.eval_logits_sha256},
+          {"vs_fp32",
+           {{"loss_max_relative_difference", d.max_relative},
+            {"loss_mean_relative_difference", d.mean_relative},
+            {"steps_compared", d.steps},
+            {"eval_loss_relative_difference", relative_difference(fp32.eval_loss, v.eval_loss)},
+            {"bit_identical", d.identical && v.eval_logits_sha256 == fp32.eval_logits_sha256}}}};
+}
+
+// Activation checkpointing at each precision: its check (bit-exact), its memory/time trade in
+// out["recompute"], and a summary line.
+void add_recompute_findings(const std::vector<VariantMeasurement>& variants, nlohmann::json& out) {
+  for (const std::string precision : {"fp32", "bf16"}) {
+    const VariantMeasurement& off = *find(variants, precision, "none");
+    const VariantMeasurement& on = *find(variants, precision, "blocks");
+    // Recompute replays the same ops on the same inputs with the same RNG: not one bit may move.
+    const LossDiff d = compare_losses(on.losses, off.losses);
+    const bool same = d.identical && on.eval_logits_sha256 == off.eval_logits_sha256;
+    add_check(out, precision + " activation checkpointing is bit-exact", same,
+              same ? "every step's loss and the eval logits identical with and without recompute"
+                   : "recompute changed the numerics: max relative loss difference " +
+                         format("%.3g", d.max_relative) + " over " + std::to_string(d.steps) + " steps");
+    const double memory_saved =
+        off.step_memory_bytes() > 0 ? 1 - on.step_memory_bytes() / off.step_memory_bytes() : 0;
+    const double time_cost = off.step_seconds > 0 ? on.step_seconds / off.step_seconds - 1 : 0;
+    out["recompute"][precision] = {
+        {"step_memory_saved_fraction", memory_saved},
+        {"step_memory_saved_bytes", off.step_memory_bytes() - on.step_memory_bytes()},
+        {"step_time_cost_fraction", time_cost}};
+    out["summary"].push_back(
+        "Activation checkpointing (" + precision + "): the step's memory " +
+        format("%.1f", off.step_memory_bytes() / kMiB) + " -> " +
+        format("%.1f", on.step_memory_bytes() / kMiB) + " MiB (" +
+        (memory_saved >= 0 ? percent(memory_saved) + " less" : percent(-memory_saved) + " more") + ") for " +
+        signed_percent(time_cost) + " step time (the recompute); " +
+        (same ? "numerics unchanged, bit for bit." : "NUMERICS CHANGED."));
+  }
+}
+
+// bf16 against fp32, with and without recompute: its checks (losses within the tolerance), then a
+// summary line of what bf16 buys.
+void add_bf16_findings(const std::vector<VariantMeasurement>& variants, const MatrixOptions& options,
+                       nlohmann::json& out) {
+  for (const std::string ac : {"none", "blocks"}) {
+    const VariantMeasurement& bf16 = *find(variants, "bf16", ac);
+    const VariantMeasurement& base = *find(variants, "fp32", ac);
+    const LossDiff d = compare_losses(bf16.losses, base.losses);
+    const double eval_diff = relative_difference(base.eval_loss, bf16.eval_loss);
+    const bool within = d.max_relative <= options.loss_rtol && eval_diff <= options.loss_rtol;
+    add_check(out, std::string("bf16 numerics") + (ac == "blocks" ? " (with activation checkpointing)" : ""),
+              within,
+              "per-step loss max relative difference " + format("%.3g", d.max_relative) + ", mean " +
+                  format("%.3g", d.mean_relative) + ", eval loss " + format("%.4f", bf16.eval_loss) + " vs " +
+                  format("%.4f", base.eval_loss) + " (" + format("%.3g", eval_diff) + "); tolerance " +
+                  format("%.3g", options.loss_rtol));
+  }
+  const VariantMeasurement& fp32 = *find(variants, "fp32", "none");
+  const VariantMeasurement& bf16 = *find(variants, "bf16", "none");
+  const double bf16_memory =
+      fp32.step_memory_bytes() > 0 ? 1 - bf16.step_memory_bytes() / fp32.step_memory_bytes() : 0;
+  const double bf16_time = fp32.step_seconds > 0 ? bf16.step_seconds / fp32.step_seconds - 1 : 0;
+  const LossDiff bf16_losses = compare_losses(bf16.losses, fp32.losses);
+  out["summary"].push_back(
+      "bf16 autocast: the step's memory " +
+      (bf16_memory >= 0 ? percent(bf16_memory) + " less" : percent(-bf16_memory) + " more") + ", step time " +
+      signed_percent(bf16_time) + "; losses within " + format("%.2g%%", 100 * bf16_losses.max_relative) +
+      " of fp32 (largest step), eval loss " + format("%.4f", bf16.eval_loss) + " vs " +
+      format("%.4f", fp32.eval_loss) +
+      ". Parameters, gradients and AdamW moments stay fp32 under autocast: bf16 saves activation memory "
+      "only.");
+}
+
+// Which fits where: the cheapest variant in time, the smallest in memory, and the price of moving
+// from the first to the second.
+void add_recommendation(const std::vector<VariantMeasurement>& variants, nlohmann::json& out) {
+  const VariantMeasurement* fastest = &variants.front();
+  const VariantMeasurement* smallest = &variants.front();
+  for (const VariantMeasurement& v : variants) {
+    if (v.step_seconds < fastest->step_seconds) fastest = &v;
+    if (v.step_memory_bytes() < smallest->step_memory_bytes()) smallest = &v;
+  }
+  out["fastest"] = fastest->name();
+  out["smallest"] = smallest->name();
+  if (fastest == smallest) {
+    out["summary"].push_back("Use " + fastest->name() + ": it is both the fastest and the smallest here.");
+  } else {
+    out["summary"].push_back(
+        "Where memory is not the limit, use " + fastest->name() + " (fastest, " +
+        format("%.1f", fastest->step_memory_bytes() / kMiB) + " MiB per step). Where it is, " +
+        smallest->name() + " needs " + format("%.1f", smallest->step_memory_bytes() / kMiB) + " MiB for " +
+        signed_percent(fastest->step_seconds > 0 ? smallest->step_seconds / fastest->step_seconds - 1 : 0) +
+        " step time. Take the cheaper choice that fits the accelerator (`ckptcheck plan` sizes it), and "
+        "measure again "
+        "on the target: CPU bf16 timings do not carry over to tensor cores.");
+  }
+}
+
 }  // namespace
 
 std::string VariantMeasurement::name() const {
@@ -82,104 +194,11 @@ Result<nlohmann::json> analyze_matrix(const std::vector<VariantMeasurement>& var
                         {"recompute", nlohmann::json::object()},
                         {"checks", nlohmann::json::array()},
                         {"summary", nlohmann::json::array()}};
-  for (const auto& [precision, ac] : matrix_variants()) {
-    const VariantMeasurement& v = *find(variants, precision, ac);
-    const LossDiff d = compare_losses(v.losses, fp32.losses);
-    out["variants"].push_back(
-        {{"name", v.name()},
-         {"precision", v.precision},
-         {"activation_checkpointing", v.activation_checkpointing},
-         {"step_peak_rss_bytes", v.step_peak_rss_bytes},
-         {"step_memory_bytes", v.step_memory_bytes()},
-         {"step_seconds", v.step_seconds},
-         {"tokens_per_second", v.tokens_per_second},
-         {"eval_loss", v.eval_loss},
-         {"eval_logits_sha256", v.eval_logits_sha256},
-         {"vs_fp32",
-          {{"loss_max_relative_difference", d.max_relative},
-           {"loss_mean_relative_difference", d.mean_relative},
-           {"steps_compared", d.steps},
-           {"eval_loss_relative_difference", relative_difference(fp32.eval_loss, v.eval_loss)},
-           {"bit_identical", d.identical && v.eval_logits_sha256 == fp32.eval_logits_sha256}}}});
-  }
-
-  auto add_check = [&](const std::string& name, bool passed, const std::string& detail) {
-    out["checks"].push_back({{"name", name}, {"passed", passed}, {"detail", detail}});
-  };
-  for (const std::string precision : {"fp32", "bf16"}) {
-    const VariantMeasurement& off = *find(variants, precision, "none");
-    const VariantMeasurement& on = *find(variants, precision, "blocks");
-    // Recompute replays the same ops on the same inputs with the same RNG: not one bit may move.
-    const LossDiff d = compare_losses(on.losses, off.losses);
-    const bool same = d.identical && on.eval_logits_sha256 == off.eval_logits_sha256;
-    add_check(precision + " activation checkpointing is bit-exact", same,
-              same ? "every step's loss and the eval logits identical with and without recompute"
-                   : "recompute changed the numerics: max relative loss difference " +
-                         format("%.3g", d.max_relative) + " over " + std::to_string(d.steps) + " steps");
-    const double memory_saved =
-        off.step_memory_bytes() > 0 ? 1 - on.step_memory_bytes() / off.step_memory_bytes() : 0;
-    const double time_cost = off.step_seconds > 0 ? on.step_seconds / off.step_seconds - 1 : 0;
-    out["recompute"][precision] = {
-        {"step_memory_saved_fraction", memory_saved},
-        {"step_memory_saved_bytes", off.step_memory_bytes() - on.step_memory_bytes()},
-        {"step_time_cost_fraction", time_cost}};
-    out["summary"].push_back(
-        "Activation checkpointing (" + precision + "): the step's memory " +
-        format("%.1f", off.step_memory_bytes() / kMiB) + " -> " +
-        format("%.1f", on.step_memory_bytes() / kMiB) + " MiB (" +
-        (memory_saved >= 0 ? percent(memory_saved) + " less" : percent(-memory_saved) + " more") + ") for " +
-        signed_percent(time_cost) + " step time (the recompute); " +
-        (same ? "numerics unchanged, bit for bit." : "NUMERICS CHANGED."));
-  }
-  for (const std::string ac : {"none", "blocks"}) {
-    const VariantMeasurement& bf16 = *find(variants, "bf16", ac);
-    const VariantMeasurement& base = *find(variants, "fp32", ac);
-    const LossDiff d = compare_losses(bf16.losses, base.losses);
-    const double eval_diff = relative_difference(base.eval_loss, bf16.eval_loss);
-    const bool within = d.max_relative <= options.loss_rtol && eval_diff <= options.loss_rtol;
-    add_check(std::string("bf16 numerics") + (ac == "blocks" ? " (with activation checkpointing)" : ""),
-              within,
-              "per-step loss max relative difference " + format("%.3g", d.max_relative) + ", mean " +
-                  format("%.3g", d.mean_relative) + ", eval loss " + format("%.4f", bf16.eval_loss) + " vs " +
-                  format("%.4f", base.eval_loss) + " (" + format("%.3g", eval_diff) + "); tolerance " +
-                  format("%.3g", options.loss_rtol));
-  }
-  const VariantMeasurement& bf16 = *find(variants, "bf16", "none");
-  const double bf16_memory =
-      fp32.step_memory_bytes() > 0 ? 1 - bf16.step_memory_bytes() / fp32.step_memory_bytes() : 0;
-  const double bf16_time = fp32.step_seconds > 0 ? bf16.step_seconds / fp32.step_seconds - 1 : 0;
-  const LossDiff bf16_losses = compare_losses(bf16.losses, fp32.losses);
-  out["summary"].push_back(
-      "bf16 autocast: the step's memory " +
-      (bf16_memory >= 0 ? percent(bf16_memory) + " less" : percent(-bf16_memory) + " more") + ", step time " +
-      signed_percent(bf16_time) + "; losses within " + format("%.2g%%", 100 * bf16_losses.max_relative) +
-      " of fp32 (largest step), eval loss " + format("%.4f", bf16.eval_loss) + " vs " +
-      format("%.4f", fp32.eval_loss) +
-      ". Parameters, gradients and AdamW moments stay fp32 under autocast: bf16 saves activation memory "
-      "only.");
-
-  // Which fits where: the cheapest variant in time, the smallest in memory, and the price of moving
-  // from the first to the second.
-  const VariantMeasurement* fastest = &variants.front();
-  const VariantMeasurement* smallest = &variants.front();
-  for (const VariantMeasurement& v : variants) {
-    if (v.step_seconds < fastest->step_seconds) fastest = &v;
-    if (v.step_memory_bytes() < smallest->step_memory_bytes()) smallest = &v;
-  }
-  out["fastest"] = fastest->name();
-  out["smallest"] = smallest->name();
-  if (fastest == smallest) {
-    out["summary"].push_back("Use " + fastest->name() + ": it is both the fastest and the smallest here.");
-  } else {
-    out["summary"].push_back(
-        "Where memory is not the limit, use " + fastest->name() + " (fastest, " +
-        format("%.1f", fastest->step_memory_bytes() / kMiB) + " MiB per step). Where it is, " +
-        smallest->name() + " needs " + format("%.1f", smallest->step_memory_bytes() / kMiB) + " MiB for " +
-        signed_percent(fastest->step_seconds > 0 ? smallest->step_seconds / fastest->step_seconds - 1 : 0) +
-        " step time. Take the cheaper choice that fits the accelerator (`ckptcheck plan` sizes it), and "
-        "measure again "
-        "on the target: CPU bf16 timings do not carry over to tensor cores.");
-  }
+  for (const auto& [precision, ac] : matrix_variants())
+    out["variants"].push_back(variant_row(*find(variants, precision, ac), fp32));
+  add_recompute_findings(variants, out);
+  add_bf16_findings(variants, options, out);
+  add_recommendation(variants, out);
   bool all_passed = true;
   for (const auto& c : out["checks"]) all_passed = all_passed && c["passed"].get<bool>();
   out["passed"] = all_passed;
