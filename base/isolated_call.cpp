@@ -134,7 +134,8 @@ bool reap_by(pid_t pid, Clock::time_point deadline, int* status) {
   const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (pidfd >= 0) {
     for (;;) {  // readable once the child has exited, or at the deadline
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       pollfd p{pidfd, POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left) + 1)) >= 0 || errno != EINTR) break;
     }

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/block_buffer.h"
 #include "base/sha256.h"
 #include "base/sha256_batch.h"
 
@@ -14,12 +15,11 @@ namespace {
 class RangeStream {
  public:
   RangeStream(const RangeToHash& range, std::atomic<uint64_t>* hashed)
-      : range_(range), hashed_(hashed), at_(range.offset) {}
+      : range_(range), hashed_(hashed), at_(range.offset), buffer_(kStreamBlockBytes) {}
 
   Status read(Sha256Batch& batch) {
     const uint64_t end = range_.offset + range_.length;
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kStreamBlockBytes, end - at_));
-    buffer_.resize(n);
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer_.size(), end - at_));
     CKPT_RETURN_IF_ERROR(range_.source->read_at(at_, buffer_.data(), n));
     batch.add(hash_, buffer_.data(), n);
     at_ += n;
@@ -42,7 +42,7 @@ class RangeStream {
   RangeToHash range_;
   std::atomic<uint64_t>* hashed_;
   uint64_t at_;
-  std::vector<uint8_t> buffer_;
+  BlockBuffer buffer_;
   Sha256 hash_;
 };
 

@@ -17,9 +17,18 @@ namespace ckpt {
 // (after symlinks) leaves the directory or is not a regular file.
 Result<std::string> resolve_shard_path(const std::string& checkpoint_dir, const std::string& relative);
 
+enum class ShardOpening {
+  kParseFile,  // the format's reader parses the file's own header (inspect, diff: they show it)
+  // Loads: an HDF5 shard whose metadata prefix hashes to the manifest's digest is described by the
+  // manifest's chunk table instead of a libhdf5 parse in a child process (the two are the same
+  // layout; checkpoint_reader.cpp says why). Its metadata() is then empty.
+  kForLoad,
+};
+
 // Opens shard `index` of a manifest with the reader of its recorded format.
 Result<std::unique_ptr<TensorFile>> open_manifest_shard(const std::string& checkpoint_dir,
-                                                        const Manifest& manifest, size_t index);
+                                                        const Manifest& manifest, size_t index,
+                                                        ShardOpening opening = ShardOpening::kParseFile);
 
 // The chunk of a shard file's own header that a manifest chunk of tensor `name` refers to (same
 // offsets and shape), or null; its index in file.chunks() goes to `index_out`.

@@ -117,32 +117,33 @@ class CheckpointMapper {
   }
 
  private:
-  // Every shard a selected tensor needs, opened side by side: an HDF5 shard's header is parsed in
-  // a child process (formats/hdf5_file.h), tens of milliseconds that overlap this way.
+  // Every shard the manifest names, opened side by side before any tensor is selected (an HDF5
+  // shard whose header does not match the manifest is parsed in a child process: tens of
+  // milliseconds that overlap this way). A shard that fails to open fails the load only if a
+  // selected tensor needs it, as when shards were opened one by one on first use.
   Status open_shards() {
-    std::vector<size_t> needed;
-    for (const ManifestTensor& t : manifest_.tensors) {
-      if (options_.select && !options_.select(t)) continue;
-      for (const ManifestChunk& c : t.chunks) needed.push_back(c.shard);
-    }
-    std::sort(needed.begin(), needed.end());
-    needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
+    const size_t count = manifest_.shards.size();
     std::vector<Result<std::unique_ptr<TensorFile>>> opened;
-    opened.reserve(needed.size());
-    for (size_t i = 0; i < needed.size(); ++i) opened.emplace_back(Status::io_error("not opened"));
-    run_parallel(needed.size(), resolve_jobs(0, needed.size()),
-                 [&](size_t i) { opened[i] = open_manifest_shard(dir_, manifest_, needed[i]); });
-    for (size_t i = 0; i < needed.size(); ++i) {
-      if (!opened[i].is_ok()) return opened[i].status();
-      files_[needed[i]] = std::move(*opened[i]);
+    opened.reserve(count);
+    for (size_t i = 0; i < count; ++i) opened.emplace_back(Status::io_error("not opened"));
+    run_parallel(count, resolve_jobs(0, count), [&](size_t i) {
+      opened[i] = open_manifest_shard(dir_, manifest_, i, ShardOpening::kForLoad);
+    });
+    for (size_t i = 0; i < count; ++i) {
+      if (opened[i].is_ok()) {
+        files_[i] = std::move(*opened[i]);
+      } else {
+        open_errors_.emplace(i, opened[i].status());
+      }
     }
     return Status::ok();
   }
 
   Result<const TensorFile*> shard(size_t index) {
+    if (auto failed = open_errors_.find(index); failed != open_errors_.end()) return failed->second;
     auto& file = files_[index];
     if (!file) {
-      CKPT_ASSIGN_OR_RETURN(file, open_manifest_shard(dir_, manifest_, index));
+      CKPT_ASSIGN_OR_RETURN(file, open_manifest_shard(dir_, manifest_, index, ShardOpening::kForLoad));
     }
     return file.get();
   }
@@ -326,6 +327,7 @@ class CheckpointMapper {
   const Manifest& manifest_;
   const LoadOptions& options_;
   std::map<size_t, std::unique_ptr<TensorFile>> files_;
+  std::map<size_t, Status> open_errors_;
   std::map<size_t, std::shared_ptr<const MappedFile>> mappings_;
   std::vector<ChunkJob> jobs_;
   MappedCheckpoint out_;

@@ -37,7 +37,8 @@ Result<std::map<std::string, at::Tensor>> load_distributed_state(const std::stri
       const ManifestChunk& mc = t->chunks[r.chunk];
       auto& shard = open_shards[mc.shard];
       if (!shard) {
-        CKPT_ASSIGN_OR_RETURN(shard, open_manifest_shard(checkpoint_dir, manifest, mc.shard));
+        CKPT_ASSIGN_OR_RETURN(
+            shard, open_manifest_shard(checkpoint_dir, manifest, mc.shard, ShardOpening::kForLoad));
       }
       const std::string& shard_name = manifest.shards[mc.shard].path;
       size_t index = 0;

@@ -192,6 +192,54 @@ TEST_P(ShardFormatConformance, ResumeLoadsEveryTensorBitForBit) {
       << damaged.status().to_string();
 }
 
+#ifdef CKPTCHECK_WITH_HDF5
+// A load opens an HDF5 shard from the manifest's chunk table when the shard's metadata prefix
+// hashes to the manifest digest (no libhdf5 child: an empty metadata() shows it), and falls back
+// to parsing the file when it does not (the file's own metadata attribute is then read).
+TEST(Hdf5ShardLoad, OpensFromTheManifestOnlyWhenTheHeaderMatchesItsDigest) {
+  TempDir root;
+  const std::vector<LoadedTensor> state = full_training_state();
+  std::vector<TensorView> views;
+  for (const auto& t : state) views.push_back(t.view());
+  CheckpointMetadata meta;
+  meta.step = kFixtureStep;
+  CheckpointWriteOptions options;
+  options.num_shards = 2;
+  options.format = "hdf5";
+  auto committed = write_checkpoint(root.path(), views, meta, options);
+  ASSERT_TRUE(committed.is_ok()) << committed.status().to_string();
+  const Manifest m = read_fixture_manifest(committed->dir);
+  auto matching = open_manifest_shard(committed->dir, m, 0, ShardOpening::kForLoad);
+  ASSERT_TRUE(matching.is_ok()) << matching.status().to_string();
+  EXPECT_TRUE((*matching)->metadata().empty());
+  auto parsed = open_manifest_shard(committed->dir, m, 0);
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+  EXPECT_EQ((*parsed)->metadata()["step"], kFixtureStep);
+  // The same chunk table either way: the manifest's was recorded from the file's layout.
+  ASSERT_EQ((*matching)->chunks().size(), (*parsed)->chunks().size());
+  for (const ChunkInfo& c : (*parsed)->chunks()) {
+    size_t i = 0;
+    const auto& fast = (*matching)->chunks();
+    while (i < fast.size() && fast[i].label() != c.label()) ++i;
+    ASSERT_LT(i, fast.size()) << c.label();
+    EXPECT_EQ(fast[i].data_offset, c.data_offset) << c.label();
+    EXPECT_EQ(fast[i].sha256, c.sha256) << c.label();
+  }
+  // One byte of the metadata prefix changed: the shard is parsed (and its metadata read) again.
+  const std::string shard = committed->dir + "/" + m.shards[0].path;
+  auto bytes = read_file_bytes(shard);
+  uint64_t first = bytes.size();
+  for (const ChunkInfo& c : (*parsed)->chunks()) {
+    if (c.data_bytes) first = std::min(first, c.data_offset);
+  }
+  bytes[first - 1] ^= 0x01;
+  write_file_bytes(shard, bytes);
+  auto fallback = open_manifest_shard(committed->dir, m, 0, ShardOpening::kForLoad);
+  ASSERT_TRUE(fallback.is_ok()) << fallback.status().to_string();
+  EXPECT_EQ((*fallback)->metadata()["step"], kFixtureStep);
+}
+#endif
+
 INSTANTIATE_TEST_SUITE_P(EveryShardFormat, ShardFormatConformance,
                          ::testing::Values("native", "safetensors", "hdf5"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });

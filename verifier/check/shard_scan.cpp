@@ -6,6 +6,7 @@
 #include <numeric>
 #include <string_view>
 
+#include "base/block_buffer.h"
 #include "base/byte_coding.h"
 #include "base/byte_source.h"
 #include "base/sha256.h"
@@ -336,7 +337,7 @@ class ShardScanner::UnitStream {
   const ScanUnit& unit_;
   size_t index_;
   bool alone_;
-  std::vector<uint8_t> buffer_;
+  BlockBuffer buffer_;
   std::atomic<uint64_t>* bytes_done_;
   std::unique_ptr<FileByteSource> source_;
   uint64_t at_;         // the next byte to read

@@ -24,6 +24,11 @@ class SealCommand : public Command {
                   "also write Megatron-Core's integrity.json into the directory");
     sub->add_option("--jobs", options_.jobs, "files hashed in parallel (default: all cores)")
         ->check(CLI::Range(1, 1024));
+    sub->add_option(
+           "--piece-mib", piece_mib_,
+           "seal files larger than this many MiB piece by piece too, so verify --distributed can split "
+           "them (default: sized for ~2,048 pieces, 1-64 MiB)")
+        ->check(CLI::Range(1, 4096));
     sub->add_flag("--json", json_, "print one JSON object instead of the summary");
     sub->add_flag("--distributed", distributed_,
                   "one of many tasks started by mpirun or srun --mpi=pmix: every task seals its share of the "
@@ -32,6 +37,7 @@ class SealCommand : public Command {
   }
 
   int run() override {
+    options_.piece_bytes = piece_mib_ << 20;
     std::unique_ptr<MpiWorld> world;
     if (distributed_) {
       auto started = MpiWorld::init();
@@ -85,6 +91,7 @@ class SealCommand : public Command {
   std::string path_;
   bool json_ = false;
   bool distributed_ = false;
+  uint64_t piece_mib_ = 0;  // 0: seal_piece_bytes chooses
   SealOptions options_;
 };
 
