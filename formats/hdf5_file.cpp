@@ -560,166 +560,201 @@ struct ParsedHdf5 {
   nlohmann::json unsupported = nlohmann::json::array();  // {path, type, shape, reason}
 };
 
-// The parent's judgment of a generic dataset: its chunks (one for a contiguous dataset, one per
-// HDF5 chunk for a chunked, unfiltered one), or an entry in `out->unsupported` saying why its
-// values cannot be read as plain byte ranges. Numbers that contradict each other or the file are
-// corruption, as for our own datasets.
-Status generic_from_report(ReportReader& r, uint64_t file_size, const std::string& path, ParsedHdf5* out) {
-  const std::string ds_name = r.str(kMaxDatasetPathBytes, "dataset path");
-  const uint32_t type_mask = r.u32();
-  const std::string type_desc = r.str(256, "type description");
-  const int32_t layout = r.i32();
-  const int32_t filters = r.i32();
-  const std::string filter_names = r.str(4096, "filter names");
-  const ReportedExtent extent = read_extent(r);
-  const int32_t rank = extent.rank;
-  const std::vector<uint64_t>& dims = extent.dims;
-  const uint64_t storage = extent.storage;
-  const bool has_offset = extent.has_offset;
-  const uint64_t addr = extent.addr;
-  const uint8_t chunk_state = r.u8();
-  if (r.ok() && chunk_state > kChunksTooMany) r.fail("chunk state " + std::to_string(chunk_state));
+// What the child reported about one generic dataset (report_generic_dataset's fields, in order).
+struct GenericReport {
+  std::string ds_name;
+  uint32_t type_mask = 0;
+  std::string type_desc;
+  int32_t layout = -1;
+  int32_t filters = -1;
+  std::string filter_names;
+  ReportedExtent extent;
+  uint8_t chunk_state = kChunksNone;
   std::vector<uint64_t> chunk_dims;
   struct StoredChunk {
     std::vector<int64_t> offsets;
     uint64_t addr, size;
   };
   std::vector<StoredChunk> stored;
-  if (r.ok() && chunk_state == kChunksListed) {
+};
+
+// Phase 1: read the fields, bounding every count; a malformed report is corruption.
+Result<GenericReport> read_generic_report(ReportReader& r, const std::string& path) {
+  GenericReport g;
+  g.ds_name = r.str(kMaxDatasetPathBytes, "dataset path");
+  g.type_mask = r.u32();
+  g.type_desc = r.str(256, "type description");
+  g.layout = r.i32();
+  g.filters = r.i32();
+  g.filter_names = r.str(4096, "filter names");
+  g.extent = read_extent(r);
+  g.chunk_state = r.u8();
+  if (r.ok() && g.chunk_state > kChunksTooMany) r.fail("chunk state " + std::to_string(g.chunk_state));
+  if (r.ok() && g.chunk_state == kChunksListed) {
     const int32_t chunk_rank = r.i32();
-    if (r.ok() && chunk_rank != rank) r.fail("chunk rank " + std::to_string(chunk_rank));
-    for (int32_t d = 0; r.ok() && d < chunk_rank; ++d) chunk_dims.push_back(r.u64());
+    if (r.ok() && chunk_rank != g.extent.rank) r.fail("chunk rank " + std::to_string(chunk_rank));
+    for (int32_t d = 0; r.ok() && d < chunk_rank; ++d) g.chunk_dims.push_back(r.u64());
     const uint64_t count = r.u64();
     if (r.ok() && count > kHdf5MaxChunks) r.fail(std::to_string(count) + " chunks");
     for (uint64_t i = 0; r.ok() && i < count; ++i) {
-      StoredChunk c;
-      for (int32_t d = 0; r.ok() && d < rank; ++d) c.offsets.push_back(static_cast<int64_t>(r.u64()));
+      GenericReport::StoredChunk c;
+      for (int32_t d = 0; r.ok() && d < g.extent.rank; ++d)
+        c.offsets.push_back(static_cast<int64_t>(r.u64()));
       c.addr = r.u64();
       c.size = r.u64();
-      stored.push_back(std::move(c));
+      g.stored.push_back(std::move(c));
     }
   }
   if (!r.ok()) return Status::corruption(path + ": hdf5 parser child sent a malformed report: " + r.error());
+  return g;
+}
 
-  ++out->generic_datasets;
-  const std::string where = path + ": dataset '/" + ds_name + "'";
+// One generic dataset being judged: what is known of it so far, and how to list it as unsupported.
+struct GenericJudgment {
+  const GenericReport& g;
+  uint64_t file_size;
+  std::string where;  // "<file>: dataset '/<path>'"
   std::optional<DType> dtype;
-  for (DType d : kGenericDTypes) {
-    if (!dtype && (type_mask & dtype_bit(d))) dtype = d;
-  }
   std::vector<int64_t> shape;
-  for (uint64_t d : dims) {
-    if (d > static_cast<uint64_t>(INT64_MAX)) return Status::corruption(where + ": dimension too large");
-    shape.push_back(static_cast<int64_t>(d));
-  }
-  const auto unsupported = [&](const std::string& reason) {
-    out->unsupported.push_back({{"path", "/" + ds_name},
-                                {"type", dtype ? std::string(dtype_name(*dtype)) : type_desc},
+  ParsedHdf5* out;
+
+  Status unsupported(const std::string& reason) const {
+    out->unsupported.push_back({{"path", "/" + g.ds_name},
+                                {"type", dtype ? std::string(dtype_name(*dtype)) : g.type_desc},
                                 {"shape", shape},
                                 {"reason", reason}});
     return Status::ok();
-  };
-  if (rank < 0) return unsupported("unreadable dataspace");
-  if (!dtype) return unsupported("HDF5 type " + type_desc + " is not a little-endian IEEE float or integer");
-  const auto nbytes = checked_nbytes(shape, *dtype);
-  if (!nbytes) return Status::corruption(where + ": shape " + shape_to_string(shape) + " overflows");
-  if (filters != 0) {
-    return unsupported("filtered (" +
-                       (filters < 0 ? std::string("unreadable filter pipeline") : filter_names) +
-                       "): its stored bytes are not its values, and ckptcheck does not run libhdf5's "
-                       "decoders on untrusted bytes");
   }
-  ChunkInfo base;
-  base.name = ds_name;
-  base.component = "model";
-  base.dtype = *dtype;
-  base.global_shape = shape;
-  base.offsets.assign(shape.size(), 0);
-  if (layout == H5D_CONTIGUOUS) {
-    base.shape = shape;
-    base.data_bytes = *nbytes;
-    if (*nbytes > 0) {
-      if (storage == 0) return unsupported("no storage allocated: every element is the fill value");
-      if (storage != *nbytes) {
-        return Status::corruption(where + ": expected " + std::to_string(*nbytes) + " bytes for " +
-                                  dtype_name(*dtype) + " " + shape_to_string(shape) + ", storage has " +
-                                  std::to_string(storage));
-      }
-      if (!has_offset) return unsupported("contiguous but with no address in this file (external storage)");
-      if (!range_within(addr, *nbytes, file_size)) {
-        return Status::corruption(where + ": payload of " + std::to_string(*nbytes) + " bytes at offset " +
-                                  std::to_string(addr) + " is outside the file (" +
-                                  std::to_string(file_size) + " bytes)");
-      }
-      base.data_offset = addr;
-    }
-    CKPT_RETURN_IF_ERROR(check_chunk_geometry(base, where));
-    out->chunks.push_back(std::move(base));
-    return Status::ok();
-  }
-  if (layout == H5D_COMPACT) return unsupported("compact layout: its values live inside the object header");
-  if (layout != H5D_CHUNKED) return unsupported("layout " + std::to_string(layout) + " (virtual or unknown)");
-  if (chunk_state == kChunksTooMany)
-    return unsupported("more than " + std::to_string(kHdf5MaxChunks) + " HDF5 chunks in the file");
-  if (chunk_state != kChunksListed) return unsupported("chunked, and its chunk table could not be read");
+};
 
-  // Chunked, unfiltered: every chunk allocated, on the grid, once; each chunk stores the full
-  // chunk box, so an edge chunk is a plain row-major box only when clipped in dim 0 alone.
+// Phase 2a: a contiguous dataset is one chunk, its payload one byte range of the file.
+Status judge_contiguous(const GenericJudgment& j, ChunkInfo base, uint64_t nbytes) {
+  const ReportedExtent& e = j.g.extent;
+  base.shape = j.shape;
+  base.data_bytes = nbytes;
+  if (nbytes > 0) {
+    if (e.storage == 0) return j.unsupported("no storage allocated: every element is the fill value");
+    if (e.storage != nbytes) {
+      return Status::corruption(j.where + ": expected " + std::to_string(nbytes) + " bytes for " +
+                                dtype_name(*j.dtype) + " " + shape_to_string(j.shape) + ", storage has " +
+                                std::to_string(e.storage));
+    }
+    if (!e.has_offset) return j.unsupported("contiguous but with no address in this file (external storage)");
+    if (!range_within(e.addr, nbytes, j.file_size)) {
+      return Status::corruption(j.where + ": payload of " + std::to_string(nbytes) + " bytes at offset " +
+                                std::to_string(e.addr) + " is outside the file (" +
+                                std::to_string(j.file_size) + " bytes)");
+    }
+    base.data_offset = e.addr;
+  }
+  CKPT_RETURN_IF_ERROR(check_chunk_geometry(base, j.where));
+  j.out->chunks.push_back(std::move(base));
+  return Status::ok();
+}
+
+// Phase 2b: chunked, unfiltered: every chunk allocated, on the grid, once; each chunk stores the
+// full chunk box, so an edge chunk is a plain row-major box only when clipped in dim 0 alone.
+Status judge_chunked(const GenericJudgment& j, const ChunkInfo& base) {
+  const GenericReport& g = j.g;
+  const std::vector<uint64_t>& dims = g.extent.dims;
   uint64_t expected = 1, box_elems = 1;
   for (size_t d = 0; d < dims.size(); ++d) {
-    if (chunk_dims[d] == 0) return Status::corruption(where + ": chunk dimension 0");
-    const uint64_t per_dim = dims[d] / chunk_dims[d] + (dims[d] % chunk_dims[d] != 0);
-    if ((per_dim && expected > UINT64_MAX / per_dim) || box_elems > UINT64_MAX / chunk_dims[d])
-      return Status::corruption(where + ": chunk grid overflows");
+    if (g.chunk_dims[d] == 0) return Status::corruption(j.where + ": chunk dimension 0");
+    const uint64_t per_dim = dims[d] / g.chunk_dims[d] + (dims[d] % g.chunk_dims[d] != 0);
+    if ((per_dim && expected > UINT64_MAX / per_dim) || box_elems > UINT64_MAX / g.chunk_dims[d])
+      return Status::corruption(j.where + ": chunk grid overflows");
     expected *= per_dim;
-    box_elems *= chunk_dims[d];
+    box_elems *= g.chunk_dims[d];
   }
-  const uint64_t elem = dtype_size(*dtype);
-  if (box_elems > UINT64_MAX / elem) return Status::corruption(where + ": chunk size overflows");
-  if (stored.size() != expected) {
-    return unsupported("sparse: " + std::to_string(stored.size()) + " of " + std::to_string(expected) +
-                       " chunks allocated, the rest read as the fill value");
+  const uint64_t elem = dtype_size(*j.dtype);
+  if (box_elems > UINT64_MAX / elem) return Status::corruption(j.where + ": chunk size overflows");
+  if (g.stored.size() != expected) {
+    return j.unsupported("sparse: " + std::to_string(g.stored.size()) + " of " + std::to_string(expected) +
+                         " chunks allocated, the rest read as the fill value");
   }
   std::vector<ChunkInfo> chunks;
   std::set<std::vector<int64_t>> seen;
-  for (const StoredChunk& sc : stored) {
+  for (const GenericReport::StoredChunk& sc : g.stored) {
     ChunkInfo c = base;
     c.offsets = sc.offsets;
     c.shape.clear();
     for (size_t d = 0; d < dims.size(); ++d) {
       const uint64_t o = static_cast<uint64_t>(sc.offsets[d]);
-      if (o >= dims[d] || o % chunk_dims[d] != 0) {
-        return Status::corruption(where + ": chunk at " + shape_to_string(sc.offsets) +
-                                  " is not on the chunk grid of " + shape_to_string(shape));
+      if (o >= dims[d] || o % g.chunk_dims[d] != 0) {
+        return Status::corruption(j.where + ": chunk at " + shape_to_string(sc.offsets) +
+                                  " is not on the chunk grid of " + shape_to_string(j.shape));
       }
-      const uint64_t extent = std::min<uint64_t>(chunk_dims[d], dims[d] - o);
-      if (d > 0 && extent != chunk_dims[d]) {
-        return unsupported("chunked with edge chunks clipped in dimension " + std::to_string(d) +
-                           ": their stored rows are padded, not a plain byte range");
+      const uint64_t extent = std::min<uint64_t>(g.chunk_dims[d], dims[d] - o);
+      if (d > 0 && extent != g.chunk_dims[d]) {
+        return j.unsupported("chunked with edge chunks clipped in dimension " + std::to_string(d) +
+                             ": their stored rows are padded, not a plain byte range");
       }
       c.shape.push_back(static_cast<int64_t>(extent));
     }
     if (!seen.insert(sc.offsets).second)
-      return Status::corruption(where + ": chunk at " + shape_to_string(sc.offsets) + " is stored twice");
+      return Status::corruption(j.where + ": chunk at " + shape_to_string(sc.offsets) + " is stored twice");
     if (sc.size != box_elems * elem) {
-      return Status::corruption(where + ": chunk at " + shape_to_string(sc.offsets) + " stores " +
+      return Status::corruption(j.where + ": chunk at " + shape_to_string(sc.offsets) + " stores " +
                                 std::to_string(sc.size) + " bytes, expected " +
                                 std::to_string(box_elems * elem));
     }
-    if (!range_within(sc.addr, sc.size, file_size)) {
-      return Status::corruption(where + ": chunk at " + shape_to_string(sc.offsets) + ": " +
+    if (!range_within(sc.addr, sc.size, j.file_size)) {
+      return Status::corruption(j.where + ": chunk at " + shape_to_string(sc.offsets) + ": " +
                                 std::to_string(sc.size) + " bytes at offset " + std::to_string(sc.addr) +
-                                " are outside the file (" + std::to_string(file_size) + " bytes)");
+                                " are outside the file (" + std::to_string(j.file_size) + " bytes)");
     }
     c.data_offset = sc.addr;
     c.data_bytes = *checked_nbytes(c.shape, c.dtype);
-    CKPT_RETURN_IF_ERROR(check_chunk_geometry(c, where));
+    CKPT_RETURN_IF_ERROR(check_chunk_geometry(c, j.where));
     chunks.push_back(std::move(c));
   }
   std::sort(chunks.begin(), chunks.end(),
             [](const ChunkInfo& a, const ChunkInfo& b) { return a.offsets < b.offsets; });
-  for (auto& c : chunks) out->chunks.push_back(std::move(c));
+  for (auto& c : chunks) j.out->chunks.push_back(std::move(c));
   return Status::ok();
+}
+
+// The parent's judgment of a generic dataset: its chunks (one for a contiguous dataset, one per
+// HDF5 chunk for a chunked, unfiltered one), or an entry in `out->unsupported` saying why its
+// values cannot be read as plain byte ranges. Numbers that contradict each other or the file are
+// corruption, as for our own datasets.
+Status generic_from_report(ReportReader& r, uint64_t file_size, const std::string& path, ParsedHdf5* out) {
+  CKPT_ASSIGN_OR_RETURN(const GenericReport g, read_generic_report(r, path));
+  ++out->generic_datasets;
+  GenericJudgment j{g, file_size, path + ": dataset '/" + g.ds_name + "'", std::nullopt, {}, out};
+  for (DType d : kGenericDTypes) {
+    if (!j.dtype && (g.type_mask & dtype_bit(d))) j.dtype = d;
+  }
+  for (uint64_t d : g.extent.dims) {
+    if (d > static_cast<uint64_t>(INT64_MAX)) return Status::corruption(j.where + ": dimension too large");
+    j.shape.push_back(static_cast<int64_t>(d));
+  }
+  if (g.extent.rank < 0) return j.unsupported("unreadable dataspace");
+  if (!j.dtype)
+    return j.unsupported("HDF5 type " + g.type_desc + " is not a little-endian IEEE float or integer");
+  const auto nbytes = checked_nbytes(j.shape, *j.dtype);
+  if (!nbytes) return Status::corruption(j.where + ": shape " + shape_to_string(j.shape) + " overflows");
+  if (g.filters != 0) {
+    return j.unsupported("filtered (" +
+                         (g.filters < 0 ? std::string("unreadable filter pipeline") : g.filter_names) +
+                         "): its stored bytes are not its values, and ckptcheck does not run libhdf5's "
+                         "decoders on untrusted bytes");
+  }
+  ChunkInfo base;
+  base.name = g.ds_name;
+  base.component = "model";
+  base.dtype = *j.dtype;
+  base.global_shape = j.shape;
+  base.offsets.assign(j.shape.size(), 0);
+  if (g.layout == H5D_CONTIGUOUS) return judge_contiguous(j, std::move(base), *nbytes);
+  if (g.layout == H5D_COMPACT)
+    return j.unsupported("compact layout: its values live inside the object header");
+  if (g.layout != H5D_CHUNKED)
+    return j.unsupported("layout " + std::to_string(g.layout) + " (virtual or unknown)");
+  if (g.chunk_state == kChunksTooMany)
+    return j.unsupported("more than " + std::to_string(kHdf5MaxChunks) + " HDF5 chunks in the file");
+  if (g.chunk_state != kChunksListed) return j.unsupported("chunked, and its chunk table could not be read");
+  return judge_chunked(j, base);
 }
 
 Result<ParsedHdf5> judge_report(const std::string& report, uint64_t file_size, const std::string& path) {
