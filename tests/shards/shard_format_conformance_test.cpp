@@ -15,19 +15,26 @@ namespace {
 
 using namespace ckpt::testing;
 
+// The fixture's full training state saved at kFixtureStep in `format`, by the one save pipeline.
+Result<CommittedCheckpoint> save_fixture_state(const std::string& root,
+                                               const std::vector<LoadedTensor>& state,
+                                               const std::string& format, size_t shards) {
+  std::vector<TensorView> views;
+  for (const auto& t : state) views.push_back(t.view());
+  CheckpointMetadata meta;
+  meta.step = kFixtureStep;
+  CheckpointWriteOptions options;
+  options.num_shards = shards;
+  options.split_min_bytes = 1024;
+  options.format = format;
+  return write_checkpoint(root, views, meta, options);
+}
+
 class ShardFormatConformance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     state_ = full_training_state();
-    std::vector<TensorView> views;
-    for (const auto& t : state_) views.push_back(t.view());
-    CheckpointMetadata meta;
-    meta.step = kFixtureStep;
-    CheckpointWriteOptions options;
-    options.num_shards = 3;
-    options.split_min_bytes = 1024;
-    options.format = GetParam();
-    auto committed = write_checkpoint(root_.path(), views, meta, options);
+    auto committed = save_fixture_state(root_.path(), state_, GetParam(), 3);
     ASSERT_TRUE(committed.is_ok()) << committed.status().to_string();
     dir_ = committed->dir;
   }
@@ -198,15 +205,7 @@ TEST_P(ShardFormatConformance, ResumeLoadsEveryTensorBitForBit) {
 // to parsing the file when it does not (the file's own metadata attribute is then read).
 TEST(Hdf5ShardLoad, OpensFromTheManifestOnlyWhenTheHeaderMatchesItsDigest) {
   TempDir root;
-  const std::vector<LoadedTensor> state = full_training_state();
-  std::vector<TensorView> views;
-  for (const auto& t : state) views.push_back(t.view());
-  CheckpointMetadata meta;
-  meta.step = kFixtureStep;
-  CheckpointWriteOptions options;
-  options.num_shards = 2;
-  options.format = "hdf5";
-  auto committed = write_checkpoint(root.path(), views, meta, options);
+  auto committed = save_fixture_state(root.path(), full_training_state(), "hdf5", 2);
   ASSERT_TRUE(committed.is_ok()) << committed.status().to_string();
   const Manifest m = read_fixture_manifest(committed->dir);
   auto matching = open_manifest_shard(committed->dir, m, 0, ShardOpening::kForLoad);
