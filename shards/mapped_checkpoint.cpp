@@ -105,7 +105,6 @@ class CheckpointMapper {
       : dir_(dir), manifest_(manifest), options_(options) {}
 
   Result<MappedCheckpoint> run() {
-    CKPT_RETURN_IF_ERROR(open_shards());
     for (const ManifestTensor& t : manifest_.tensors) {
       if (options_.select && !options_.select(t)) continue;
       CKPT_RETURN_IF_ERROR(add_tensor(t));
@@ -117,30 +116,7 @@ class CheckpointMapper {
   }
 
  private:
-  // Every shard the manifest names, opened side by side before any tensor is selected (an HDF5
-  // shard whose header does not match the manifest is parsed in a child process: tens of
-  // milliseconds that overlap this way). A shard that fails to open fails the load only if a
-  // selected tensor needs it, as when shards were opened one by one on first use.
-  Status open_shards() {
-    const size_t count = manifest_.shards.size();
-    std::vector<Result<std::unique_ptr<TensorFile>>> opened;
-    opened.reserve(count);
-    for (size_t i = 0; i < count; ++i) opened.emplace_back(Status::io_error("not opened"));
-    run_parallel(count, resolve_jobs(0, count), [&](size_t i) {
-      opened[i] = open_manifest_shard(dir_, manifest_, i, ShardOpening::kForLoad);
-    });
-    for (size_t i = 0; i < count; ++i) {
-      if (opened[i].is_ok()) {
-        files_[i] = std::move(*opened[i]);
-      } else {
-        open_errors_.emplace(i, opened[i].status());
-      }
-    }
-    return Status::ok();
-  }
-
   Result<const TensorFile*> shard(size_t index) {
-    if (auto failed = open_errors_.find(index); failed != open_errors_.end()) return failed->second;
     auto& file = files_[index];
     if (!file) {
       CKPT_ASSIGN_OR_RETURN(file, open_manifest_shard(dir_, manifest_, index, ShardOpening::kForLoad));
@@ -327,7 +303,6 @@ class CheckpointMapper {
   const Manifest& manifest_;
   const LoadOptions& options_;
   std::map<size_t, std::unique_ptr<TensorFile>> files_;
-  std::map<size_t, Status> open_errors_;
   std::map<size_t, std::shared_ptr<const MappedFile>> mappings_;
   std::vector<ChunkJob> jobs_;
   MappedCheckpoint out_;
