@@ -88,6 +88,10 @@ struct ChildRun {
 Result<ChildRun> run_child(const std::vector<std::string>& argv, bool capture_stdout = false,
                            double timeout_seconds = 600, bool own_rss = false);
 
+// Runs a setup step (a fixture writer, `ckptcheck convert`, ...) untimed, up to 30 minutes: an error
+// naming the command line, its exit code and the tail of its output unless it exits 0.
+Status run_ok(const std::vector<std::string>& argv);
+
 // Best-of-N wall time of a child that must exit 0; also reports the largest ru_maxrss seen.
 struct ChildTiming {
   Timing timing;

@@ -95,6 +95,15 @@ Result<ChildRun> run_child(const std::vector<std::string>& command, bool capture
   return run;
 }
 
+Status run_ok(const std::vector<std::string>& argv) {
+  CKPT_ASSIGN_OR_RETURN(ChildRun run, run_child(argv, false, 1800));
+  if (run.exit_code != 0) {
+    return Status::io_error(command_line(argv) + ": exit code " + std::to_string(run.exit_code) + ": " +
+                            run.log_tail);
+  }
+  return Status::ok();
+}
+
 Result<ChildTiming> time_child(int repetitions, const std::vector<std::string>& argv,
                                const std::vector<int>& ok_exit_codes, bool own_rss) {
   ChildTiming result;

@@ -115,20 +115,13 @@ BenchRow dcp_balance_row(const BenchSettings& s, uint64_t bytes) {
   const std::string root = s.work_dir + "/dcp-balance";
   const std::string dcp = root + "/dcp";
   const std::string what = "PyTorch DCP (" + format_mib(static_cast<double>(bytes)) + ", sealed)";
-  auto run = [&](const std::vector<std::string>& argv) -> Status {
-    CKPT_ASSIGN_OR_RETURN(ChildRun r, run_child(argv, false, 1800));
-    if (r.exit_code != 0)
-      return Status::io_error(argv[0] + " " + argv[1] + ": exit code " + std::to_string(r.exit_code) + ": " +
-                              r.log_tail);
-    return Status::ok();
-  };
   (void)remove_tree(root);
-  Status made = run({"mkdir", "-p", root});
+  Status made = run_ok({"mkdir", "-p", root});
   // torch_baselines.py writes N randn(4096, 4096) F32 tensors (64 MiB each).
   const std::string tensors = std::to_string(std::max<uint64_t>(1, bytes / (64 * kMiB)));
   if (made.is_ok())
-    made = run({s.python, s.source_dir + "/bench/torch_baselines.py", "write-dcp", dcp, tensors});
-  if (made.is_ok()) made = run({s.ckptcheck_bin, "seal", dcp});
+    made = run_ok({s.python, s.source_dir + "/bench/torch_baselines.py", "write-dcp", dcp, tensors});
+  if (made.is_ok()) made = run_ok({s.ckptcheck_bin, "seal", dcp});
   if (!made.is_ok()) return unavailable_row(what, "<= 1.05", "not available", made.message());
   auto text = read_small_file(seal_path_for(dcp), 64 << 20);
   auto seal = text.is_ok() ? parse_seal(*text, seal_path_for(dcp)) : Result<Seal>(text.status());

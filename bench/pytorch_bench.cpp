@@ -24,16 +24,6 @@ std::string script(const BenchSettings& s) {
   return s.source_dir + "/bench/torch_baselines.py";
 }
 
-Status run_ok(const std::vector<std::string>& argv) {
-  CKPT_ASSIGN_OR_RETURN(ChildRun run, run_child(argv, false, 1800));
-  if (run.exit_code != 0) {
-    std::string line;
-    for (const auto& a : argv) line += (line.empty() ? "" : " ") + a;
-    return Status::io_error(line + ": exit code " + std::to_string(run.exit_code) + ": " + run.log_tail);
-  }
-  return Status::ok();
-}
-
 Result<Files> write_files(const BenchSettings& s, const std::string& dir, int tensors) {
   CKPT_RETURN_IF_ERROR(remove_tree(dir));
   CKPT_RETURN_IF_ERROR(run_ok({"mkdir", "-p", dir}));

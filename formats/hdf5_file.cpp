@@ -1,15 +1,11 @@
 #include "formats/hdf5_file.h"
 
-#include <fcntl.h>
 #include <hdf5.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <set>
 
@@ -17,7 +13,6 @@
 #include "base/byte_source.h"
 #include "base/isolated_call.h"
 #include "base/json_fields.h"
-#include "base/sha256.h"
 #include "formats/hdf5_library.h"
 #include "formats/mapped_tensor_file.h"
 

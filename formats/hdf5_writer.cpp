@@ -105,6 +105,11 @@ Status write_dims_attr(hid_t obj, const char* name, const std::vector<int64_t>& 
   return Status::ok();
 }
 
+// "/<escaped tensor name>/<chunk ranges>": where a chunk's dataset lives.
+std::string dataset_path(const ChunkInfo& c) {
+  return "/" + hdf5_group_name(c.name) + "/" + hdf5::chunk_dataset_name(c);
+}
+
 // One chunk's dataset, its payload space not yet allocated.
 Status create_dataset(hid_t file, const ChunkPayload& c, const std::string& sha256_placeholder,
                       const std::string& path) {
@@ -113,7 +118,7 @@ Status create_dataset(hid_t file, const ChunkPayload& c, const std::string& sha2
     Handle g(H5Gcreate2(file, group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
     if (!g.valid()) return library_failure(path, "create of group " + group);
   }
-  const std::string ds_name = group + "/" + hdf5::chunk_dataset_name(c.info);
+  const std::string ds_name = dataset_path(c.info);
   std::vector<hsize_t> dims(c.info.shape.begin(), c.info.shape.end());
   Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
                             : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
@@ -140,7 +145,7 @@ Status create_dataset(hid_t file, const ChunkPayload& c, const std::string& sha2
 // contiguous storage on the first write; the element's bytes are the payload's own, and the
 // streamed payload replaces them anyway). Returns the payload's offset.
 Result<uint64_t> allocate_payload(hid_t file, const ChunkPayload& c, const std::string& path) {
-  const std::string ds_name = "/" + hdf5_group_name(c.info.name) + "/" + hdf5::chunk_dataset_name(c.info);
+  const std::string ds_name = dataset_path(c.info);
   Handle ds(H5Dopen2(file, ds_name.c_str(), H5P_DEFAULT), H5Dclose);
   Handle type(hdf5::file_type(c.info.dtype), H5Tclose);
   Handle file_space(ds.valid() ? H5Dget_space(ds.get()) : -1, H5Sclose);

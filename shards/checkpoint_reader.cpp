@@ -9,6 +9,7 @@
 #include "base/file_io.h"
 #include "base/mapped_file.h"
 #include "base/sha256.h"
+#include "formats/hdf5_metadata_prefix.h"
 #include "formats/mapped_tensor_file.h"
 #include "formats/shard_formats.h"
 #include "shards/mapped_checkpoint.h"
@@ -69,7 +70,6 @@ Result<std::unique_ptr<TensorFile>> open_by_matching_header(const std::string& p
   if (shard.format != "hdf5" || shard.sha256_of != "header") return std::unique_ptr<TensorFile>();
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
   std::vector<ChunkInfo> chunks;
-  uint64_t prefix_end = source->size();
   for (const ManifestTensor& t : manifest.tensors) {
     for (const ManifestChunk& mc : t.chunks) {
       if (mc.shard != index) continue;
@@ -84,12 +84,11 @@ Result<std::unique_ptr<TensorFile>> open_by_matching_header(const std::string& p
       c.data_offset = mc.data_offset;
       c.data_bytes = mc.data_bytes;
       c.sha256 = mc.sha256;
-      if (c.data_bytes) prefix_end = std::min(prefix_end, c.data_offset);
       chunks.push_back(std::move(c));
     }
   }
   if (source->size() != shard.bytes) return std::unique_ptr<TensorFile>();
-  auto digest = sha256_hex_of_range(*source, 0, prefix_end);
+  auto digest = sha256_hex_of_range(*source, 0, hdf5_metadata_prefix_end(chunks, source->size()));
   if (!digest.is_ok() || *digest != shard.sha256) return std::unique_ptr<TensorFile>();
   return std::unique_ptr<TensorFile>(
       new MappedTensorFile("hdf5", std::move(source), std::move(chunks), nlohmann::json::object()));

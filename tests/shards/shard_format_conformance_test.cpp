@@ -15,28 +15,12 @@ namespace {
 
 using namespace ckpt::testing;
 
-// The fixture's full training state saved at kFixtureStep in `format`, by the one save pipeline.
-Result<CommittedCheckpoint> save_fixture_state(const std::string& root,
-                                               const std::vector<LoadedTensor>& state,
-                                               const std::string& format, size_t shards) {
-  std::vector<TensorView> views;
-  for (const auto& t : state) views.push_back(t.view());
-  CheckpointMetadata meta;
-  meta.step = kFixtureStep;
-  CheckpointWriteOptions options;
-  options.num_shards = shards;
-  options.split_min_bytes = 1024;
-  options.format = format;
-  return write_checkpoint(root, views, meta, options);
-}
-
 class ShardFormatConformance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     state_ = full_training_state();
-    auto committed = save_fixture_state(root_.path(), state_, GetParam(), 3);
-    ASSERT_TRUE(committed.is_ok()) << committed.status().to_string();
-    dir_ = committed->dir;
+    dir_ = save_training_state(root_.path(), state_, kFixtureStep, 3, GetParam());
+    ASSERT_FALSE(dir_.empty());
   }
 
   VerifyReport verify() {
@@ -205,13 +189,13 @@ TEST_P(ShardFormatConformance, ResumeLoadsEveryTensorBitForBit) {
 // to parsing the file when it does not (the file's own metadata attribute is then read).
 TEST(Hdf5ShardLoad, OpensFromTheManifestOnlyWhenTheHeaderMatchesItsDigest) {
   TempDir root;
-  auto committed = save_fixture_state(root.path(), full_training_state(), "hdf5", 2);
-  ASSERT_TRUE(committed.is_ok()) << committed.status().to_string();
-  const Manifest m = read_fixture_manifest(committed->dir);
-  auto matching = open_manifest_shard(committed->dir, m, 0, ShardOpening::kForLoad);
+  const std::string dir = save_training_state(root.path(), full_training_state(), kFixtureStep, 2, "hdf5");
+  ASSERT_FALSE(dir.empty());
+  const Manifest m = read_fixture_manifest(dir);
+  auto matching = open_manifest_shard(dir, m, 0, ShardOpening::kForLoad);
   ASSERT_TRUE(matching.is_ok()) << matching.status().to_string();
   EXPECT_TRUE((*matching)->metadata().empty());
-  auto parsed = open_manifest_shard(committed->dir, m, 0);
+  auto parsed = open_manifest_shard(dir, m, 0);
   ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
   EXPECT_EQ((*parsed)->metadata()["step"], kFixtureStep);
   // The same chunk table either way: the manifest's was recorded from the file's layout.
@@ -225,7 +209,7 @@ TEST(Hdf5ShardLoad, OpensFromTheManifestOnlyWhenTheHeaderMatchesItsDigest) {
     EXPECT_EQ(fast[i].sha256, c.sha256) << c.label();
   }
   // One byte of the metadata prefix changed: the shard is parsed (and its metadata read) again.
-  const std::string shard = committed->dir + "/" + m.shards[0].path;
+  const std::string shard = dir + "/" + m.shards[0].path;
   auto bytes = read_file_bytes(shard);
   uint64_t first = bytes.size();
   for (const ChunkInfo& c : (*parsed)->chunks()) {
@@ -233,7 +217,7 @@ TEST(Hdf5ShardLoad, OpensFromTheManifestOnlyWhenTheHeaderMatchesItsDigest) {
   }
   bytes[first - 1] ^= 0x01;
   write_file_bytes(shard, bytes);
-  auto fallback = open_manifest_shard(committed->dir, m, 0, ShardOpening::kForLoad);
+  auto fallback = open_manifest_shard(dir, m, 0, ShardOpening::kForLoad);
   ASSERT_TRUE(fallback.is_ok()) << fallback.status().to_string();
   EXPECT_EQ((*fallback)->metadata()["step"], kFixtureStep);
 }

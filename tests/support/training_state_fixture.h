@@ -93,9 +93,11 @@ inline void drop_state_tensor(std::vector<LoadedTensor>& state, const std::strin
   ADD_FAILURE() << "fixture has no tensor " << name;
 }
 
-// Writes `state` as a committed checkpoint under `root` (3 shards; the 2 KiB tensors are split).
+// Writes `state` as a committed checkpoint under `root` (3 shards; the 2 KiB tensors are split) in
+// shard format `format`; returns its directory.
 inline std::string save_training_state(const std::string& root, const std::vector<LoadedTensor>& state,
-                                       int64_t step = kFixtureStep, size_t shards = 3) {
+                                       int64_t step = kFixtureStep, size_t shards = 3,
+                                       const std::string& format = "native") {
   std::vector<TensorView> views;
   for (const auto& t : state) views.push_back(t.view());
   CheckpointMetadata meta;
@@ -103,6 +105,7 @@ inline std::string save_training_state(const std::string& root, const std::vecto
   CheckpointWriteOptions options;
   options.num_shards = shards;
   options.split_min_bytes = 1024;
+  options.format = format;
   auto committed = write_checkpoint(root, views, meta, options);
   EXPECT_TRUE(committed.is_ok()) << committed.status().to_string();
   return committed.is_ok() ? committed->dir : std::string();

@@ -12,6 +12,7 @@
 #include "base/sha256.h"
 #include "base/sha256_batch.h"
 #include "distributed/share_exchange.h"
+#include "formats/hdf5_metadata_prefix.h"
 #include "formats/native_shard_format.h"
 
 namespace ckpt {
@@ -65,13 +66,7 @@ Result<uint64_t> header_digest_end(const ByteSource& source, std::string_view fo
     }
     return 8 + header;
   }
-  if (format == "hdf5") {
-    uint64_t end = source.size();
-    for (const ChunkInfo& c : chunks) {
-      if (c.data_bytes) end = std::min(end, c.data_offset);
-    }
-    return end;
-  }
+  if (format == "hdf5") return hdf5_metadata_prefix_end(chunks, source.size());
   return Status::invalid_argument(source.name() + ": a header digest is defined only for native, " +
                                   "safetensors and hdf5 shards, not " + std::string(format));
 }
