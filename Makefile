@@ -8,6 +8,9 @@ CMAKE_ARGS ?=
 # fresh clone on a machine that built before compiles almost nothing.
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
+# New build dirs use Ninja (installed by deps): it starts a target's objects while the libraries it
+# links are still compiling, where make waits for them. An existing build dir keeps its generator.
+NEW_BUILD_GENERATOR = CMAKE_GENERATOR="$$(command -v ninja >/dev/null && echo Ninja || echo 'Unix Makefiles')"
 
 .PHONY: deps configure build test demo bench sanitize clean format format-check layer-check fuzz soak package
 
@@ -15,15 +18,16 @@ deps:
 	@bash scripts/install-deps.sh
 
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+	$(NEW_BUILD_GENERATOR) cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
 
 configure: $(BUILD)/CMakeCache.txt
 
 build: deps configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-# Every test (ctest prints the time per label at the end: static, unit, torch, cli, install, slow).
-# The inner loop while editing: `cd build && ctest -L 'static|unit' -j2` (static checks, unit tests).
+# Every test (ctest prints the time per label at the end: static, unit, torch, cli, install, slow,
+# slurm). The inner loop while editing: `cd build && ctest -L fast -j2` (static checks and unit
+# tests, about 40 s).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
@@ -31,7 +35,7 @@ demo: build
 	bash scripts/demo.sh $(BUILD)
 
 bench: deps
-	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+	$(NEW_BUILD_GENERATOR) cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
 	cmake --build build-release -j$(JOBS) --target ckptcheck ckptcheck-train ckptcheck_bench
 	mkdir -p $(BUILD)
 	./build-release/ckptcheck_bench --ckptcheck build-release/ckptcheck --out $(BUILD)/bench.json
@@ -41,7 +45,7 @@ bench: deps
 # cli_tests and those that need LibTorch in torch_tests; neither is rebuilt under ASan (the readers
 # and checks they call are the same code).
 sanitize: deps
-	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKPTCHECK_SANITIZE=ON $(CMAKE_ARGS)
+	$(NEW_BUILD_GENERATOR) cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCKPTCHECK_SANITIZE=ON $(CMAKE_ARGS)
 	cmake --build build-asan -j$(JOBS) --target unit_tests
 	cd build-asan && CKPTCHECK_FUZZ_ITERATIONS=$${CKPTCHECK_FUZZ_ITERATIONS:-3000} \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ./unit_tests

@@ -121,4 +121,9 @@ Result<const nlohmann::json*> json_object(const nlohmann::json& obj, const char*
   return v;
 }
 
+const nlohmann::json& json_member_or_null(const nlohmann::json& obj, const char* key) {
+  static const nlohmann::json null_value;
+  return obj.is_object() && obj.contains(key) ? obj[key] : null_value;
+}
+
 }  // namespace ckpt

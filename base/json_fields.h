@@ -24,6 +24,11 @@ Result<nlohmann::json> parse_json(const std::string& text, const std::string& wh
 // read_small_file + parse_json: a JSON file of at most `max_bytes`.
 Result<nlohmann::json> read_json_file(const std::string& path, uint64_t max_bytes);
 
+// For JSON this program wrote itself (drill reports, history lines): obj[key] when obj is an object
+// holding key, else a null value, so a report from an older version renders with gaps instead of
+// throwing.
+const nlohmann::json& json_member_or_null(const nlohmann::json& obj, const char* key);
+
 Result<const nlohmann::json*> json_field(const nlohmann::json& obj, const char* key,
                                          const std::string& where);
 Result<std::string> json_string(const nlohmann::json& obj, const char* key, const std::string& where);

@@ -9,15 +9,8 @@
 
 namespace ckpt {
 
-namespace {
-
-constexpr uint32_t kInitialState[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                       0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-
-}  // namespace
-
 Sha256::Sha256() {
-  std::memcpy(state_, kInitialState, sizeof(state_));
+  std::memcpy(state_, kSha256InitialState, sizeof(state_));
 }
 
 void Sha256::check_not_queued(const char* operation) const {

@@ -185,9 +185,6 @@ void kernel_blocks_two(Sha256Kernel kernel, uint32_t state_a[8], const uint8_t* 
 
 // ---- known-answer self-test ----------------------------------------------------------------
 
-constexpr uint32_t kInitialState[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                       0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-
 // A message, padded as FIPS 180-4 says, and the digest it must have.
 struct KnownAnswer {
   const char* name;
@@ -397,7 +394,7 @@ Status sha256_kernel_self_test(Sha256Kernel kernel) {
   const std::vector<KnownAnswer>& answers = known_answers();
   for (const KnownAnswer& v : answers) {
     uint32_t state[8];
-    std::memcpy(state, kInitialState, sizeof(state));
+    std::memcpy(state, kSha256InitialState, sizeof(state));
     kernel_blocks(kernel, state, v.padded.data(), v.padded.size() / 64);
     const std::string got = state_hex(state, flip);
     if (got != v.digest_hex) return mismatch(kernel, std::string("one stream, ") + v.name, got, v.digest_hex);
@@ -409,8 +406,8 @@ Status sha256_kernel_self_test(Sha256Kernel kernel) {
     for (const KnownAnswer& b : answers) {
       uint32_t state_a[8];
       uint32_t state_b[8];
-      std::memcpy(state_a, kInitialState, sizeof(state_a));
-      std::memcpy(state_b, kInitialState, sizeof(state_b));
+      std::memcpy(state_a, kSha256InitialState, sizeof(state_a));
+      std::memcpy(state_b, kSha256InitialState, sizeof(state_b));
       const size_t blocks_a = a.padded.size() / 64;
       const size_t blocks_b = b.padded.size() / 64;
       const size_t both = std::min(blocks_a, blocks_b);

@@ -15,6 +15,10 @@
 
 namespace ckpt {
 
+// H(0), the state every SHA-256 stream starts from (FIPS 180-4, 5.3.3).
+inline constexpr uint32_t kSha256InitialState[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+
 // Which code compresses blocks.
 enum class Sha256Kernel {
   kShaExtensions,  // x86 SHA-NI, two streams interleaved

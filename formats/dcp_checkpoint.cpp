@@ -18,7 +18,7 @@ namespace ckpt {
 
 namespace {
 
-constexpr size_t kMaxRank = 64;
+constexpr size_t kMaxDcpRank = 64;
 
 // "torch.distributed.checkpoint.metadata.TensorStorageMetadata" -> "TensorStorageMetadata".
 std::string class_of(const nlohmann::json& j) {
@@ -44,7 +44,7 @@ Result<uint64_t> get_uint(const nlohmann::json& obj, const char* key, const std:
 }
 
 Result<std::vector<int64_t>> get_dims(const nlohmann::json& v, const std::string& where) {
-  if (!v.is_array() || v.size() > kMaxRank)
+  if (!v.is_array() || v.size() > kMaxDcpRank)
     return Status::corruption(where + ": " + v.dump().substr(0, 64) + " is not a shape");
   std::vector<int64_t> out;
   for (const auto& d : v) {
@@ -113,7 +113,7 @@ bool safe_file_name(const std::string& name) {
          name.find('\\') == std::string::npos && name.find('\0') == std::string::npos && name.size() <= 255;
 }
 
-std::string guess_component(const std::string& fqn) {
+std::string component_of_dcp_fqn(const std::string& fqn) {
   const std::string first = fqn.substr(0, fqn.find('.'));
   if (first.rfind("optim", 0) == 0) return "optimizer";
   if (first.find("scheduler") != std::string::npos) return "scheduler";
@@ -783,7 +783,7 @@ Result<std::vector<std::unique_ptr<TensorFile>>> DcpCheckpoint::tensor_files() c
       const ChunkInfo& inner = opened.first->chunks()[opened.second];
       ChunkInfo c;
       c.name = t.fqn;
-      c.component = guess_component(t.fqn);
+      c.component = component_of_dcp_fqn(t.fqn);
       c.dtype = t.dtype;
       c.global_shape = t.shape;
       c.offsets = t.chunks[ci].offsets;
@@ -810,7 +810,7 @@ Result<std::vector<std::unique_ptr<TensorFile>>> DcpCheckpoint::tensor_files() c
     for (size_t k = 0; k < inner.size(); ++k) {
       ChunkInfo c = inner[k];
       c.name = c.name.empty() ? b.fqn : b.fqn + "." + c.name;
-      c.component = guess_component(b.fqn);
+      c.component = component_of_dcp_fqn(b.fqn);
       c.data_offset += it.offset;
       df.add_chunk(std::move(c), k);
     }

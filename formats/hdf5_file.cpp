@@ -22,7 +22,7 @@ namespace {
 
 using hdf5::Handle;
 
-constexpr size_t kMaxRank = 32;
+constexpr size_t kMaxHdf5Rank = 32;
 constexpr size_t kMaxStringAttribute = 64u << 20;
 
 // ---- reading ----------------------------------------------------------------------------------
@@ -57,9 +57,9 @@ Result<std::vector<int64_t>> read_dims_attr(hid_t obj, const char* name, const s
     return Status::corruption(where + ": attribute '" + name + "' is not an integer array");
   }
   const hssize_t n = H5Sget_simple_extent_npoints(space.get());
-  if (n < 0 || static_cast<size_t>(n) > kMaxRank) {
+  if (n < 0 || static_cast<size_t>(n) > kMaxHdf5Rank) {
     return Status::corruption(where + ": attribute '" + name + "' has " + std::to_string(n) +
-                              " values, limit " + std::to_string(kMaxRank));
+                              " values, limit " + std::to_string(kMaxHdf5Rank));
   }
   std::vector<int64_t> out(static_cast<size_t>(n));
   if (n > 0 && H5Aread(attr.get(), H5T_NATIVE_INT64, out.data()) < 0) {
@@ -184,7 +184,7 @@ class ReportReader {
   }
   std::vector<int64_t> dims(const char* what) {
     const uint64_t n = u64();
-    if (ok() && n > kMaxRank) fail(std::string(what) + " with " + std::to_string(n) + " values");
+    if (ok() && n > kMaxHdf5Rank) fail(std::string(what) + " with " + std::to_string(n) + " values");
     std::vector<int64_t> d;
     for (uint64_t i = 0; ok() && i < n; ++i) d.push_back(static_cast<int64_t>(u64()));
     return d;
@@ -210,7 +210,7 @@ class ReportReader {
 };
 
 // The parent's side of what describe_dataset() found: rank (-1: unreadable), dims, stored bytes and
-// the contiguous address, as the child wrote them; a rank beyond kMaxRank fails the reader.
+// the contiguous address, as the child wrote them; a rank beyond kMaxHdf5Rank fails the reader.
 struct ReportedExtent {
   int32_t rank = -1;
   std::vector<uint64_t> dims;
@@ -222,7 +222,7 @@ struct ReportedExtent {
 ReportedExtent read_extent(ReportReader& r) {
   ReportedExtent e;
   e.rank = r.i32();
-  if (r.ok() && (e.rank < -1 || e.rank > static_cast<int32_t>(kMaxRank)))
+  if (r.ok() && (e.rank < -1 || e.rank > static_cast<int32_t>(kMaxHdf5Rank)))
     r.fail("rank " + std::to_string(e.rank));
   for (int32_t d = 0; r.ok() && d < e.rank; ++d) e.dims.push_back(r.u64());
   e.storage = r.u64();
@@ -234,7 +234,7 @@ ReportedExtent read_extent(ReportReader& r) {
 // In the child: everything libhdf5 says about one dataset, unjudged (the parent judges).
 // What both dataset reports start from: which of `candidates` its HDF5 type matches (a bit per
 // DType), its layout and filter count from the creation property list, its rank and dimensions
-// (rank -1 and none when unreadable or above kMaxRank), stored bytes and, when contiguous, its file
+// (rank -1 and none when unreadable or above kMaxHdf5Rank), stored bytes and, when contiguous, its file
 // address. The handles stay open for the caller's further questions (filters, chunks).
 struct DatasetLayout {
   uint32_t type_mask = 0;
@@ -269,7 +269,7 @@ DatasetLayout describe_dataset(hid_t ds, const DType (&candidates)[N]) {
   d.layout = d.dcpl.valid() ? static_cast<int32_t>(H5Pget_layout(d.dcpl.get())) : -1;
   d.filters = d.dcpl.valid() ? static_cast<int32_t>(H5Pget_nfilters(d.dcpl.get())) : -1;
   const int32_t rank = d.space.valid() ? H5Sget_simple_extent_ndims(d.space.get()) : -1;
-  if (rank >= 0 && static_cast<size_t>(rank) <= kMaxRank) {
+  if (rank >= 0 && static_cast<size_t>(rank) <= kMaxHdf5Rank) {
     d.dims.resize(static_cast<size_t>(rank));
     if (rank == 0 || H5Sget_simple_extent_dims(d.space.get(), d.dims.data(), nullptr) >= 0) {
       d.rank = rank;

@@ -48,7 +48,7 @@ using hdf5::library_failure;
 
 // Allocations of at least this many bytes (payloads of 4 KiB and more) start on a page, so a load
 // can map them in place and a verify reads them page-aligned.
-constexpr hsize_t kPayloadAlignment = 4096;
+constexpr hsize_t kHdf5PayloadAlignment = 4096;
 
 // A sha256 attribute's placeholder: kPlaceholderMarkerBytes of marker (fixed text + the file's
 // random nonce), then the chunk's index in decimal, zero-padded to 64 characters in all.
@@ -228,7 +228,7 @@ Status run_library(const std::string& scratch_path, const std::vector<ChunkPaylo
   std::lock_guard<std::mutex> lock(hdf5::library_mutex());
   hdf5::silence_errors();
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  if (!fapl.valid() || H5Pset_alignment(fapl.get(), kPayloadAlignment, kPayloadAlignment) < 0)
+  if (!fapl.valid() || H5Pset_alignment(fapl.get(), kHdf5PayloadAlignment, kHdf5PayloadAlignment) < 0)
     return library_failure(path, "file access setup");
   Handle file(H5Fcreate(scratch_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
   if (!file.valid()) return library_failure(path, "create of the layout scratch file");

@@ -17,7 +17,7 @@ constexpr const char* kComponents[] = {"model", "optimizer", "scheduler", "scale
                                        "rng",   "data",      "progress"};
 
 // A bare state dict carries no component; a full training-state dict says it in its first key.
-std::string guess_component(const std::string& name) {
+std::string component_of_pickle_key(const std::string& name) {
   const std::string first = name.substr(0, name.find('.'));
   for (const char* c : kComponents) {
     if (first == c) return c;
@@ -160,7 +160,7 @@ Status locate_tensor(const PickledTensor& t, const StorageBytes* storage, const 
   const std::string where = file + ": tensor '" + t.name + "'";
   const size_t elem = dtype_size(t.dtype);
   c->name = t.name;
-  c->component = guess_component(t.name);
+  c->component = component_of_pickle_key(t.name);
   c->dtype = t.dtype;
   c->global_shape = t.shape;
   c->shape = t.shape;

@@ -16,7 +16,7 @@ namespace ckpt {
 namespace {
 
 constexpr size_t kMaxJsonNesting = 64;
-constexpr size_t kMaxRank = 64;
+constexpr size_t kMaxSafetensorsRank = 64;
 constexpr uint64_t kMaxIndexBytes = 64ull << 20;
 
 // nlohmann parses iteratively, but a hostile header of a million '[' still costs a deep tree;
@@ -58,7 +58,7 @@ Result<HeaderEntry> parse_entry(const std::string& key, const nlohmann::json& v,
   auto dt = dtype_from_name(dtype);
   if (!dt) return Status::not_supported(where + ": unknown dtype '" + dtype + "'");
   e.dtype = *dt;
-  CKPT_ASSIGN_OR_RETURN(e.shape, json_dims(v, "shape", where, kMaxRank));
+  CKPT_ASSIGN_OR_RETURN(e.shape, json_dims(v, "shape", where, kMaxSafetensorsRank));
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* offs, json_array(v, "data_offsets", where));
   if (offs->size() != 2 || !(*offs)[0].is_number_unsigned() || !(*offs)[1].is_number_unsigned()) {
     return Status::corruption(where + ": data_offsets: expected [begin, end] non-negative integers, got " +
@@ -95,8 +95,8 @@ Status apply_chunk_metadata(const nlohmann::json& meta, const HeaderEntry& e, co
   CKPT_ASSIGN_OR_RETURN(nlohmann::json j, parse_json(it->get<std::string>(), where));
   CKPT_ASSIGN_OR_RETURN(c->name, json_string(j, "name", where));
   CKPT_ASSIGN_OR_RETURN(c->component, json_string(j, "component", where));
-  CKPT_ASSIGN_OR_RETURN(c->global_shape, json_dims(j, "global_shape", where, kMaxRank));
-  CKPT_ASSIGN_OR_RETURN(c->offsets, json_dims(j, "offsets", where, kMaxRank));
+  CKPT_ASSIGN_OR_RETURN(c->global_shape, json_dims(j, "global_shape", where, kMaxSafetensorsRank));
+  CKPT_ASSIGN_OR_RETURN(c->offsets, json_dims(j, "offsets", where, kMaxSafetensorsRank));
   CKPT_ASSIGN_OR_RETURN(c->sha256, json_string(j, "sha256", where));
   return check_chunk_geometry(*c, file);
 }

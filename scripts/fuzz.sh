@@ -33,6 +33,7 @@ done
 # paths relative to the source root, and the build dir left out of the hash (it only changes the
 # debug info's compile directory).
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR=1
+if [ -z "${CMAKE_GENERATOR:-}" ] && command -v ninja >/dev/null; then export CMAKE_GENERATOR=Ninja; fi
 mkdir -p "$build"
 log="$build/fuzz-build.log"
 # HDF5 is not fuzzed (libhdf5 itself reads out of bounds on crafted metadata), so it is left out of

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake g++ make ccache pkg-config python3 clang-format
+  cmake ninja-build g++ make ccache pkg-config python3 clang-format
   dpkg-dev file  # make package: CPack's .deb takes Depends from dpkg-shlibdeps, which needs file
   clang libclang-rt-dev  # libFuzzer and sanitizer runtimes (make fuzz): only a Recommends of clang
   libtorch-dev libgloo-dev

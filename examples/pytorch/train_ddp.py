@@ -177,6 +177,10 @@ def main():
             path = save(ckpt_dir, step, rank, shared, own)
             if rank == 0:
                 log(metrics, {"event": "checkpoint", "step": step, "path": path})
+    # DDP goes before the process group. Left to interpreter exit, torch 1.13's Reducer drops the
+    # last reference to the Gloo group while holding the GIL and joins a worker thread that is
+    # waiting for the GIL: the rank never exits (seen: one rank spinning for 10 minutes).
+    del ddp
     dist.destroy_process_group()
 
 

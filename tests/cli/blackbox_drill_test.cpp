@@ -9,11 +9,11 @@
 namespace ckpt {
 namespace {
 
-const std::string kExample = std::string(CKPTCHECK_SOURCE_DIR) + "/examples/pytorch/train.py";
+using testing::kExampleTrainScript;
 
 testing::CommandResult drill(const std::string& options, const std::string& program_args = "") {
   return testing::run_ckptcheck("drill --save-at 4 --resume-steps 4 " + options +
-                                " --json -- /usr/bin/python3 " + kExample + " " + program_args);
+                                " --json -- /usr/bin/python3 " + kExampleTrainScript + " " + program_args);
 }
 
 nlohmann::json report_of(const testing::CommandResult& r) {
@@ -49,7 +49,7 @@ TEST(BlackBoxDrill, PytorchProgramPassesBothKillModesBitExactly) {
 TEST(BlackBoxDrill, TerminalShowsPhaseAndTheChildsLastStepPipedStaysQuiet) {
   const std::string drill_line =
       std::string(CKPTCHECK_BIN) +
-      " drill --save-at 4 --resume-steps 4 --kill after-save -- /usr/bin/python3 " + kExample;
+      " drill --save-at 4 --resume-steps 4 --kill after-save -- /usr/bin/python3 " + kExampleTrainScript;
   // script(1) gives the drill a terminal on stderr; CKPTCHECK_NO_PROGRESS is left unset in both runs.
   const auto tty =
       testing::run_command("env -u CKPTCHECK_NO_PROGRESS script -qec '" + drill_line + "' /dev/null");

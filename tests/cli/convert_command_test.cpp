@@ -9,6 +9,7 @@
 
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
+#include "tests/support/test_support.h"
 #include "tests/support/training_state_fixture.h"
 
 namespace ckpt {
@@ -155,7 +156,7 @@ TEST_F(ConvertCommandTest, VerifyCatchesAFlippedPayloadByteInSafetensorsAndHdf5)
 }
 
 TEST_F(ConvertCommandTest, TrainWritesEveryFormatThatVerifies) {
-  const std::string config = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/configs/pilot.yaml";
+  const std::string config = testing::kPilotConfig;
   for (const char* format : {"safetensors", "hdf5"}) {
     SCOPED_TRACE(format);
     const std::string root = work_ / (std::string("train-") + format);

@@ -23,7 +23,7 @@ namespace {
 using namespace ckpt::testing;
 namespace fs = std::filesystem;
 
-const std::string kExample = std::string(CKPTCHECK_SOURCE_DIR) + "/examples/pytorch/train.py";
+using testing::kExampleTrainScript;
 
 class LiveDrill : public ::testing::Test {
  protected:
@@ -32,8 +32,8 @@ class LiveDrill : public ::testing::Test {
   // The live run: `steps` steps, a checkpoint every 4, the last 2 kept; `step_sleep` slows it down.
   ChildProcess start_live_run(int steps, double step_sleep) {
     SpawnOptions spawn;
-    spawn.argv = {"/usr/bin/python3",        kExample, "--keep-last", "2", "--step-sleep",
-                  std::to_string(step_sleep)};
+    spawn.argv = {"/usr/bin/python3", kExampleTrainScript,       "--keep-last", "2",
+                  "--step-sleep",     std::to_string(step_sleep)};
     spawn.env = {"CKPTCHECK_CKPT_DIR=" + ckpt_dir(), "CKPTCHECK_STEPS=" + std::to_string(steps),
                  "CKPTCHECK_SAVE_EVERY=4", "CKPTCHECK_METRICS=" + metrics()};
     spawn.unset_env = {"CKPTCHECK_RESUME"};
@@ -50,7 +50,7 @@ class LiveDrill : public ::testing::Test {
   }
   CommandResult drill(const std::string& options, const std::string& program_args = "") {
     return run_ckptcheck("drill --live " + metrics() + " --work-dir " + work_.path() + " " + options +
-                         " -- /usr/bin/python3 " + kExample + " " + program_args + " 2>&1");
+                         " -- /usr/bin/python3 " + kExampleTrainScript + " " + program_args + " 2>&1");
   }
   std::string ckpt_dir() const { return live_ / "ckpt"; }
   std::string metrics() const { return live_ / "metrics.jsonl"; }
@@ -153,7 +153,7 @@ TEST_F(LiveDrill, TheNightlyScriptDrillsAFinishedRunFromItsNewestCheckpointWithS
   run_live_to_the_end(24);  // retention left step_20 and step_24; 24 is the last step
   const CommandResult r = run_command("OUT=" + out_.path() + " CKPTCHECK=" + CKPTCHECK_BIN + " " +
                                       CKPTCHECK_SOURCE_DIR + "/examples/ci/nightly-drill.sh " + live_.path() +
-                                      " -- /usr/bin/python3 " + kExample + " 2>&1");
+                                      " -- /usr/bin/python3 " + kExampleTrainScript + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("N=20 K=4"), std::string::npos) << r.output;
   EXPECT_NE(read_text_file(out_ / "junit.xml").find("failures=\"0\""), std::string::npos);

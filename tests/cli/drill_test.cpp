@@ -11,7 +11,7 @@
 namespace ckpt {
 namespace {
 
-const std::string kPilot = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/configs/pilot.yaml";
+using testing::kPilotConfig;
 const std::string kLongRun = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/configs/long-run.yaml";
 
 // The drill verifies through `ckptcheck verify --json`: a binary whose verify is broken fails these
@@ -19,10 +19,6 @@ const std::string kLongRun = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/conf
 bool verify_registered() {
   static const bool registered = testing::run_ckptcheck("verify --help").exit_code == 0;
   return registered;
-}
-
-nlohmann::json read_json(const std::string& path) {
-  return nlohmann::json::parse(testing::read_text_file(path), nullptr, false);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -37,7 +33,7 @@ TEST(Drill, ActivationCheckpointingResumesBitIdentically) {
                                         "/fixtures/configs/pilot-activations.yaml --report-dir " +
                                         (tmp / "report") + " --work-dir " + tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const nlohmann::json report = read_json(tmp / "report/report.json");
+  const nlohmann::json report = testing::read_json_file(tmp / "report/report.json");
   ASSERT_TRUE(report.is_object());
   EXPECT_EQ(report["bit_identical"], true);
   EXPECT_EQ(report["config"]["activation_checkpointing"], "blocks");
@@ -47,13 +43,13 @@ TEST(Drill, PilotResumesBitIdenticallyAfterBothKills) {
   ASSERT_TRUE(verify_registered()) << "`ckptcheck verify --help` fails: the binary under test is broken";
   testing::TempDir tmp;
   const auto start = std::chrono::steady_clock::now();
-  const auto r = testing::run_ckptcheck("drill --config " + kPilot + " --kill both --report-dir " +
+  const auto r = testing::run_ckptcheck("drill --config " + kPilotConfig + " --kill both --report-dir " +
                                         (tmp / "report") + " --work-dir " + tmp.path());
   std::printf("[ timing ] full pilot drill, both kills: %.1f s\n", seconds_since(start));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("PASS"), std::string::npos);
 
-  const nlohmann::json report = read_json(tmp / "report/report.json");
+  const nlohmann::json report = testing::read_json_file(tmp / "report/report.json");
   ASSERT_TRUE(report.is_object()) << "report.json does not parse";
   EXPECT_EQ(report["verdict"], "pass");
   EXPECT_EQ(report["bit_identical"], true);
@@ -118,13 +114,13 @@ TEST_P(DrillInject, FailsNamingTheComponentThatDiverged) {
   ASSERT_TRUE(verify_registered()) << "`ckptcheck verify --help` fails: the binary under test is broken";
   testing::TempDir tmp;
   const auto start = std::chrono::steady_clock::now();
-  const auto r = testing::run_ckptcheck("drill --config " + kPilot +
+  const auto r = testing::run_ckptcheck("drill --config " + kPilotConfig +
                                         " --save-at 4 --resume-steps 4 --inject " + GetParam().inject +
                                         " --work-dir " + tmp.path() + " --report-dir " + (tmp / "report"));
   std::printf("[ timing ] inject %s: %.1f s\n", GetParam().inject, seconds_since(start));
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find(std::string("FAIL: ") + GetParam().must_name), std::string::npos) << r.output;
-  const nlohmann::json report = read_json(tmp / "report/report.json");
+  const nlohmann::json report = testing::read_json_file(tmp / "report/report.json");
   ASSERT_TRUE(report.is_object());
   EXPECT_EQ(report["verdict"], "fail");
   EXPECT_EQ(report["bit_identical"], false);
@@ -149,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(NegativeControls, DrillInject,
 TEST(Drill, StaleShardNamesTheComponentsInTheShard) {
   ASSERT_TRUE(verify_registered()) << "`ckptcheck verify --help` fails: the binary under test is broken";
   testing::TempDir tmp;
-  const auto r = testing::run_ckptcheck("drill --config " + kPilot +
+  const auto r = testing::run_ckptcheck("drill --config " + kPilotConfig +
                                         " --save-at 2 --resume-steps 1 --inject stale-shard"
                                         " --shards 1 --work-dir " +
                                         tmp.path());
@@ -161,18 +157,20 @@ TEST(Drill, StaleShardNamesTheComponentsInTheShard) {
 }
 
 TEST(Drill, RefusesAPilotThatHidesTheLongRunsMemory) {
-  const auto r = testing::run_ckptcheck("drill --config " + kPilot + " --long-run " + kLongRun);
+  const auto r = testing::run_ckptcheck("drill --config " + kPilotConfig + " --long-run " + kLongRun);
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("seq_len: pilot 64 < long run 256"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("micro_batch: pilot 8 < long run 16"), std::string::npos) << r.output;
 }
 
 TEST(Drill, BadFlagsAreUsageErrors) {
-  EXPECT_EQ(testing::run_ckptcheck("drill --config " + kPilot + " --kill sideways").exit_code, 2);
-  const auto unknown = testing::run_ckptcheck("drill --config " + kPilot + " --inject forget-everything");
+  EXPECT_EQ(testing::run_ckptcheck("drill --config " + kPilotConfig + " --kill sideways").exit_code, 2);
+  const auto unknown =
+      testing::run_ckptcheck("drill --config " + kPilotConfig + " --inject forget-everything");
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.output.find("forget-everything"), std::string::npos) << unknown.output;
-  const auto odd = testing::run_ckptcheck("drill --config " + kPilot + " --kill during-save --save-at 3");
+  const auto odd =
+      testing::run_ckptcheck("drill --config " + kPilotConfig + " --kill during-save --save-at 3");
   EXPECT_EQ(odd.exit_code, 2);
   EXPECT_NE(odd.output.find("even"), std::string::npos) << odd.output;
   EXPECT_EQ(testing::run_ckptcheck("drill --config /nonexistent.yaml").exit_code, 2);

@@ -12,10 +12,6 @@ namespace {
 
 const std::string kConfigs = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/configs/";
 
-nlohmann::json read_json(const std::string& path) {
-  return nlohmann::json::parse(testing::read_text_file(path), nullptr, false);
-}
-
 const nlohmann::json* variant(const nlohmann::json& matrix, const std::string& name) {
   for (const auto& v : matrix["variants"]) {
     if (v["name"] == name) return &v;
@@ -31,7 +27,7 @@ TEST(PilotCommand, MatrixMeasuresFourVariantsAndRecomputeSavesMemoryBitExactly) 
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("fp32+ac"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Activation checkpointing (fp32)"), std::string::npos) << r.output;
-  const nlohmann::json report = read_json(tmp / "report/report.json");
+  const nlohmann::json report = testing::read_json_file(tmp / "report/report.json");
   ASSERT_TRUE(report.is_object());
   const nlohmann::json& m = report["matrix"];
   ASSERT_EQ(m["variants"].size(), 4u);
@@ -75,7 +71,7 @@ TEST(PilotCommand, ScalingMeasuresWorldSizesAndPlanModelsThem) {
       testing::run_ckptcheck("pilot --config " + kConfigs + "pilot-ddp.yaml --scaling 1,2 --steps 3" +
                              " --report-dir " + (tmp / "report") + " --work-dir " + tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const nlohmann::json report = read_json(tmp / "report/report.json");
+  const nlohmann::json report = testing::read_json_file(tmp / "report/report.json");
   const nlohmann::json& sc = report["scaling"];
   ASSERT_EQ(sc["runs"].size(), 2u);
   EXPECT_GT(sc["gradient_bytes"].get<double>(), 0);

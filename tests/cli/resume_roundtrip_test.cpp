@@ -17,7 +17,7 @@ namespace {
 using testing::run_ckptcheck;
 using testing::TempDir;
 
-const std::string kPilot = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/configs/pilot.yaml";
+using testing::kPilotConfig;
 constexpr int kHalf = 4;
 
 // The step lines of a metrics file (checkpoint events, the drill contract's other lines, skipped).
@@ -45,12 +45,12 @@ TEST(ResumeRoundTrip, KilledAndResumedRunIsBitIdenticalToUninterrupted) {
   TempDir dir;
   const std::string steps = std::to_string(2 * kHalf);
   auto reference =
-      run_ckptcheck("train --config " + kPilot + " --steps " + steps + " --save-final --ckpt-dir " +
+      run_ckptcheck("train --config " + kPilotConfig + " --steps " + steps + " --save-final --ckpt-dir " +
                     (dir / "ref") + " --metrics " + (dir / "ref.jsonl"));
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
 
   auto subject =
-      ChildProcess::spawn({CKPTCHECK_BIN, "train", "--config", kPilot, "--steps", steps, "--save-every",
+      ChildProcess::spawn({CKPTCHECK_BIN, "train", "--config", kPilotConfig, "--steps", steps, "--save-every",
                            std::to_string(kHalf), "--ckpt-dir", dir / "run", "--metrics", dir / "run.jsonl",
                            "--shards", "3", "--drill-hold", "after-save"},
                           dir / "subject.out", dir / "subject.err", /*pipe_stdout=*/true);
@@ -61,7 +61,7 @@ TEST(ResumeRoundTrip, KilledAndResumedRunIsBitIdenticalToUninterrupted) {
   EXPECT_EQ(*resolve_latest_checkpoint(dir / "run"), dir / "run/step_00000004");
 
   auto resumed =
-      run_ckptcheck("train --config " + kPilot + " --steps " + steps + " --save-final --ckpt-dir " +
+      run_ckptcheck("train --config " + kPilotConfig + " --steps " + steps + " --save-final --ckpt-dir " +
                     (dir / "run") + " --resume latest --metrics " + (dir / "run.jsonl"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
 
@@ -88,8 +88,8 @@ TEST(ResumeRoundTrip, KilledAndResumedRunIsBitIdenticalToUninterrupted) {
 TEST(ResumeRoundTrip, KillDuringSaveLeavesLatestOnThePreviousCheckpoint) {
   TempDir dir;
   auto subject =
-      ChildProcess::spawn({CKPTCHECK_BIN, "train", "--config", kPilot, "--steps", "8", "--save-every", "2",
-                           "--ckpt-dir", dir / "run", "--metrics", dir / "run.jsonl", "--shards", "3",
+      ChildProcess::spawn({CKPTCHECK_BIN, "train", "--config", kPilotConfig, "--steps", "8", "--save-every",
+                           "2", "--ckpt-dir", dir / "run", "--metrics", dir / "run.jsonl", "--shards", "3",
                            "--drill-hold", "during-save", "--drill-hold-step", "4"},
                           dir / "subject.out", dir / "subject.err", /*pipe_stdout=*/true);
   ASSERT_TRUE(subject.is_ok()) << subject.status().to_string();
@@ -100,7 +100,7 @@ TEST(ResumeRoundTrip, KillDuringSaveLeavesLatestOnThePreviousCheckpoint) {
   EXPECT_EQ(listing.committed[0], dir / "run/step_00000002");
   ASSERT_EQ(listing.uncommitted.size(), 1u);
   EXPECT_EQ(*resolve_latest_checkpoint(dir / "run"), dir / "run/step_00000002");
-  auto resumed = run_ckptcheck("train --config " + kPilot + " --steps 6 --ckpt-dir " + (dir / "run") +
+  auto resumed = run_ckptcheck("train --config " + kPilotConfig + " --steps 6 --ckpt-dir " + (dir / "run") +
                                " --resume latest --metrics " + (dir / "resumed.jsonl"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   const auto metrics = read_metrics(dir / "resumed.jsonl");
@@ -110,7 +110,7 @@ TEST(ResumeRoundTrip, KillDuringSaveLeavesLatestOnThePreviousCheckpoint) {
 
 TEST(TrainCommand, ConfigErrorsExitTwoNamingTheKey) {
   TempDir dir;
-  std::ifstream in(kPilot);
+  std::ifstream in(kPilotConfig);
   std::string text((std::istreambuf_iterator<char>(in)), {});
   const auto pos = text.find("lr:");
   ASSERT_NE(pos, std::string::npos);
@@ -132,13 +132,14 @@ TEST(TrainCommand, ConfigErrorsExitTwoNamingTheKey) {
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.output.find("nope.yaml"), std::string::npos) << missing.output;
 
-  auto flag = run_ckptcheck("train --config " + kPilot + " --shards zero");
+  auto flag = run_ckptcheck("train --config " + kPilotConfig + " --shards zero");
   EXPECT_EQ(flag.exit_code, 2);
 }
 
 TEST(TrainCommand, ResumeFromACorruptShardFailsNamingTheTensor) {
   TempDir dir;
-  auto run = run_ckptcheck("train --config " + kPilot + " --steps 2 --save-final --ckpt-dir " + (dir / "c"));
+  auto run =
+      run_ckptcheck("train --config " + kPilotConfig + " --steps 2 --save-final --ckpt-dir " + (dir / "c"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   auto manifest = read_manifest_file(dir / "c/step_00000002");
   ASSERT_TRUE(manifest.is_ok());
@@ -147,8 +148,8 @@ TEST(TrainCommand, ResumeFromACorruptShardFailsNamingTheTensor) {
   auto bytes = testing::read_file_bytes(shard);
   bytes[chunk.data_offset] ^= 0x40;
   testing::write_file_bytes(shard, bytes);
-  auto resumed =
-      run_ckptcheck("train --config " + kPilot + " --steps 3 --ckpt-dir " + (dir / "c") + " --resume latest");
+  auto resumed = run_ckptcheck("train --config " + kPilotConfig + " --steps 3 --ckpt-dir " + (dir / "c") +
+                               " --resume latest");
   EXPECT_EQ(resumed.exit_code, 1) << resumed.output;
   EXPECT_NE(resumed.output.find(manifest->tensors[0].name), std::string::npos) << resumed.output;
 }
@@ -161,7 +162,7 @@ namespace {
 
 // A copy of the pilot with one value changed, in a tree where its data path still resolves.
 std::string drifted_config(const testing::TempDir& dir, const std::string& key, const std::string& value) {
-  std::ifstream in(kPilot);
+  std::ifstream in(kPilotConfig);
   std::string text((std::istreambuf_iterator<char>(in)), {});
   const auto pos = text.find(key + ":");
   const auto eol = text.find('\n', pos);
@@ -177,9 +178,10 @@ std::string drifted_config(const testing::TempDir& dir, const std::string& key, 
 
 TEST(Drift, ResumeWithAnotherConfigIsRefusedUnlessAllowedAndRecorded) {
   TempDir dir;
-  ASSERT_EQ(run_ckptcheck("train --config " + kPilot + " --steps 2 --save-final --ckpt-dir " + (dir / "c"))
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      run_ckptcheck("train --config " + kPilotConfig + " --steps 2 --save-final --ckpt-dir " + (dir / "c"))
+          .exit_code,
+      0);
   const std::string drifted = drifted_config(dir, "  weight_decay", "0.05");
   auto refused = run_ckptcheck("train --config " + drifted + " --steps 3 --ckpt-dir " + (dir / "c") +
                                " --resume latest");
@@ -190,7 +192,7 @@ TEST(Drift, ResumeWithAnotherConfigIsRefusedUnlessAllowedAndRecorded) {
   auto verify = run_ckptcheck("verify " + (dir / "c") + " --against-env --config " + drifted + " --json");
   EXPECT_EQ(verify.exit_code, 2) << verify.output;
   EXPECT_NE(verify.output.find("pins_drift"), std::string::npos) << verify.output;
-  EXPECT_EQ(run_ckptcheck("verify " + (dir / "c") + " --against-env --config " + kPilot).exit_code, 0);
+  EXPECT_EQ(run_ckptcheck("verify " + (dir / "c") + " --against-env --config " + kPilotConfig).exit_code, 0);
 
   auto allowed = run_ckptcheck("train --config " + drifted + " --steps 3 --save-final --ckpt-dir " +
                                (dir / "c") + " --resume latest --allow-drift config_sha256");

@@ -15,7 +15,7 @@ namespace {
 using testing::run_ckptcheck;
 using testing::TempDir;
 
-const std::string kPilot = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/configs/pilot.yaml";
+using testing::kPilotConfig;
 
 std::vector<std::string> paths(const TempDir& dir, const std::string& root,
                                const std::vector<int64_t>& steps) {
@@ -27,15 +27,16 @@ std::vector<std::string> paths(const TempDir& dir, const std::string& root,
 std::vector<std::string> train_argv(const TempDir& dir, const std::string& root, int64_t steps,
                                     std::vector<std::string> extra) {
   std::vector<std::string> argv = {
-      CKPTCHECK_BIN,  "train", "--config",   kPilot,     "--steps",   std::to_string(steps),
-      "--save-every", "2",     "--ckpt-dir", dir / root, "--metrics", dir / (root + ".jsonl")};
+      CKPTCHECK_BIN,  "train", "--config",   kPilotConfig, "--steps",   std::to_string(steps),
+      "--save-every", "2",     "--ckpt-dir", dir / root,   "--metrics", dir / (root + ".jsonl")};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }
 
 std::string train_args(const TempDir& dir, const std::string& root, int64_t steps, const std::string& extra) {
-  return "train --config " + kPilot + " --steps " + std::to_string(steps) + " --save-every 2 --ckpt-dir " +
-         (dir / root) + " --metrics " + (dir / (root + ".jsonl")) + " " + extra;
+  return "train --config " + kPilotConfig + " --steps " + std::to_string(steps) +
+         " --save-every 2 --ckpt-dir " + (dir / root) + " --metrics " + (dir / (root + ".jsonl")) + " " +
+         extra;
 }
 
 TEST(Retention, KeepsTheLastNPlusEveryMultipleOfM) {

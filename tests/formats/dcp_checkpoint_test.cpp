@@ -14,6 +14,8 @@
 namespace ckpt {
 namespace {
 
+using testing::kDcpTorch113Dir;
+
 using testing::TempDir;
 
 const std::string kSample = "/work/shared/realworld-samples/dcp-lightning-2rank";
@@ -158,16 +160,14 @@ TEST(DcpCheckpoint, MissingDataFileIsNotFound) {
 
 // Written by Debian's torch 1.13 (torch.distributed._shard.checkpoint.save_state_dict, no_dist=True)
 // through scripts/make_pytorch_fixtures.py; the expected hashes come from the tensors themselves.
-const std::string kTorch113 = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/torch113";
-
 nlohmann::json torch113_expected() {
-  const auto bytes = testing::read_file_bytes(kTorch113 + "/../torch113_expected.json");
+  const auto bytes = testing::read_file_bytes(kDcpTorch113Dir + "/../torch113_expected.json");
   return nlohmann::json::parse(bytes.begin(), bytes.end());
 }
 
 TEST(DcpCheckpoint, ReadsATorch113Checkpoint) {
   const nlohmann::json expected = torch113_expected();
-  auto dcp = DcpCheckpoint::open(kTorch113);
+  auto dcp = DcpCheckpoint::open(kDcpTorch113Dir);
   ASSERT_TRUE(dcp.is_ok()) << dcp.status().to_string();
   const DcpMetadata& md = dcp->metadata();
   EXPECT_EQ(md.layout, "torch-1.13");
@@ -229,7 +229,7 @@ TEST(DcpCheckpoint, ReadsATorch113Checkpoint) {
 }
 
 TEST(DcpMetadata, EveryTruncationOfTheTorch113MetadataFailsCleanly) {
-  const auto bytes = testing::read_file_bytes(kTorch113 + "/.metadata");
+  const auto bytes = testing::read_file_bytes(kDcpTorch113Dir + "/.metadata");
   for (size_t n = 0; n < bytes.size(); ++n)
     EXPECT_FALSE(parse_dcp_metadata(bytes.data(), n, "x/.metadata").is_ok()) << n;
   EXPECT_TRUE(parse_dcp_metadata(bytes.data(), bytes.size(), "x/.metadata").is_ok());
@@ -250,7 +250,7 @@ TEST(DcpMetadata, FuzzFoundInvalidUtf8GlobalDumpsAsJson) {
 }
 
 TEST(DcpMetadata, AGlobalWithInvalidUtf8IsListedCleanly) {
-  auto bytes = testing::read_file_bytes(kTorch113 + "/.metadata");
+  auto bytes = testing::read_file_bytes(kDcpTorch113Dir + "/.metadata");
   const std::string from = "_get_layout";
   auto at = std::search(bytes.begin(), bytes.end(), from.begin(), from.end());
   ASSERT_NE(at, bytes.end());

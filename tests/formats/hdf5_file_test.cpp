@@ -207,7 +207,7 @@ print("ok")
 
 // ---- defect files, one defect each, written through the HDF5 API ------------------------------
 
-void expect_error(const std::string& path, StatusCode code, const std::string& needle) {
+void expect_hdf5_error(const std::string& path, StatusCode code, const std::string& needle) {
   auto r = open_hdf5(path);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), code) << r.status().to_string();
@@ -218,7 +218,7 @@ void expect_error(const std::string& path, StatusCode code, const std::string& n
 TEST(Hdf5Defects, NotAnHdf5File) {
   const std::string path = temp_dir() + "/x.h5";
   ASSERT_TRUE(write_file_atomically(path, "definitely not hdf5").is_ok());
-  expect_error(path, StatusCode::kCorruption, "cannot open");
+  expect_hdf5_error(path, StatusCode::kCorruption, "cannot open");
 }
 
 TEST(Hdf5Defects, TruncatedFile) {
@@ -289,22 +289,22 @@ TEST(Hdf5Defects, HandmadeValidFileOpens) {
 }
 
 TEST(Hdf5Defects, MissingAttribute) {
-  expect_error(handmade(temp_dir(), false, false, "F32"), StatusCode::kCorruption,
-               "missing attribute 'name'");
+  expect_hdf5_error(handmade(temp_dir(), false, false, "F32"), StatusCode::kCorruption,
+                    "missing attribute 'name'");
 }
 
 TEST(Hdf5Defects, DtypeAttributeContradictsType) {
-  expect_error(handmade(temp_dir(), false, true, "I32"), StatusCode::kCorruption,
-               "does not match dtype attribute I32");
+  expect_hdf5_error(handmade(temp_dir(), false, true, "I32"), StatusCode::kCorruption,
+                    "does not match dtype attribute I32");
 }
 
 TEST(Hdf5Defects, UnknownDtypeAttribute) {
-  expect_error(handmade(temp_dir(), false, true, "F8"), StatusCode::kNotSupported, "unknown dtype 'F8'");
+  expect_hdf5_error(handmade(temp_dir(), false, true, "F8"), StatusCode::kNotSupported, "unknown dtype 'F8'");
 }
 
 TEST(Hdf5Defects, CompressedDataset) {
-  expect_error(handmade(temp_dir(), true, true, "F32"), StatusCode::kNotSupported,
-               "not a contiguous, unfiltered");
+  expect_hdf5_error(handmade(temp_dir(), true, true, "F32"), StatusCode::kNotSupported,
+                    "not a contiguous, unfiltered");
 }
 
 // ---- the parser child ---------------------------------------------------------------------------
@@ -353,7 +353,7 @@ TEST(Hdf5Isolation, AHangingParserIsKilledAtItsDeadline) {
 TEST(Hdf5Isolation, PayloadOffsetsOutsideTheFileReportedByTheChildAreRefused) {
   const std::string path = write_sample(temp_dir());
   ScopedEnv fault(kFault, "bad-offset");
-  expect_error(path, StatusCode::kCorruption, "is outside the file");
+  expect_hdf5_error(path, StatusCode::kCorruption, "is outside the file");
 }
 
 // The same through a real crafted file: the contiguous layout message's address moved past the end
@@ -378,9 +378,9 @@ TEST(Hdf5Isolation, ALayoutAddressPastTheEndOfTheFileIsRefused) {
   for (int i = 0; i < 8; ++i) at[2 + i] = static_cast<uint8_t>(past >> (8 * i));
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  expect_error(path, StatusCode::kCorruption,
-               "payload of 16 bytes at offset " + std::to_string(past) + " is outside the file (" +
-                   std::to_string(bytes.size()) + " bytes)");
+  expect_hdf5_error(path, StatusCode::kCorruption,
+                    "payload of 16 bytes at offset " + std::to_string(past) + " is outside the file (" +
+                        std::to_string(bytes.size()) + " bytes)");
 }
 
 // A file h5py wrote in our layout (the attributes our writer sets) reads as libhdf5 itself reads it:

@@ -22,12 +22,12 @@
 namespace ckpt {
 namespace {
 
+using testing::kDcpTorch113Dir;
+
 using testing::TempDir;
 
 const std::string kMegatron = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/megatron_torch_dist";
-const std::string kTorch113 = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/torch113";
-
-nlohmann::json expected() {
+nlohmann::json expected_megatron_state() {
   const auto bytes = testing::read_file_bytes(kMegatron + "/../megatron_torch_dist_expected.json");
   return nlohmann::json::parse(bytes.begin(), bytes.end());
 }
@@ -40,7 +40,7 @@ const std::vector<std::string> kMegatronFiles = {".metadata", "__0_0.distcp", "_
                                                  "metadata.json"};
 
 TEST(MegatronDistCheckpoint, ReadsTheTorchDistFixture) {
-  const nlohmann::json e = expected();
+  const nlohmann::json e = expected_megatron_state();
   auto dcp = DcpCheckpoint::open(kMegatron);
   ASSERT_TRUE(dcp.is_ok()) << dcp.status().to_string();
   const DcpMetadata& md = dcp->metadata();
@@ -107,7 +107,7 @@ TEST(MegatronDistCheckpoint, ReadsTheTorchDistFixture) {
 }
 
 TEST(MegatronDistCheckpoint, TensorsSplitAcrossRanksReassembleByGlobalOffset) {
-  const nlohmann::json e = expected();
+  const nlohmann::json e = expected_megatron_state();
   auto source = TensorSource::open(kMegatron);
   ASSERT_TRUE(source.is_ok()) << source.status().to_string();
   size_t checked = 0;
@@ -176,7 +176,7 @@ TEST(MegatronDistCheckpoint, MissingOrBrokenPartsAreRecordedNotFatal) {
 TEST(MegatronDistCheckpoint, APlainDcpDirectoryWithMetadataJsonIsMegatron) {
   // Megatron before MCoreMetadata pickled DCP's own Metadata; metadata.json still marks the layout.
   TempDir tmp;
-  copy_dir(kTorch113, tmp,
+  copy_dir(kDcpTorch113Dir, tmp,
            {".metadata", "__0_0.distcp", "__0_1.distcp", "__0_2.distcp", "__0_3.distcp", "__0_4.distcp",
             "__0_5.distcp", "__0_6.distcp"});
   auto plain = DcpCheckpoint::open(tmp.path());

@@ -17,7 +17,7 @@ Result<PickledStateDict> run(const std::string& p) {
   return read_tensor_pickle(reinterpret_cast<const uint8_t*>(p.data()), p.size(), "x.pt: data.pkl");
 }
 
-void expect_error(const std::string& p, StatusCode code, const std::string& needle) {
+void expect_pickle_error(const std::string& p, StatusCode code, const std::string& needle) {
   auto r = run(p);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), code) << r.status().to_string();
@@ -229,34 +229,35 @@ TEST(PickleReader, IntegersWiderThan64BitsAreKeptAsHex) {
 TEST(PickleReader, BadPersistentId) {
   std::string pid = mark() + str("module") + global("torch", "FloatStorage") + str("0") + str("cpu") +
                     int1(4) + tuple() + binpersid();
-  expect_error(proto() + pid + stop(), StatusCode::kCorruption, "bad persistent id: tag is not 'storage'");
+  expect_pickle_error(proto() + pid + stop(), StatusCode::kCorruption,
+                      "bad persistent id: tag is not 'storage'");
   std::string escape = mark() + str("storage") + global("torch", "FloatStorage") + str("../x") + str("cpu") +
                        int1(4) + tuple() + binpersid();
-  expect_error(proto() + escape + stop(), StatusCode::kCorruption, "key is not a plain name");
+  expect_pickle_error(proto() + escape + stop(), StatusCode::kCorruption, "key is not a plain name");
 }
 
 TEST(PickleReader, UnsupportedOpcode) {
-  expect_error(proto() + "i", StatusCode::kNotSupported, "opcode 69");
+  expect_pickle_error(proto() + "i", StatusCode::kNotSupported, "opcode 69");
 }
 
 TEST(PickleReader, MissingStop) {
-  expect_error(proto() + empty_dict(), StatusCode::kTruncated, "without STOP");
+  expect_pickle_error(proto() + empty_dict(), StatusCode::kTruncated, "without STOP");
 }
 
 TEST(PickleReader, TruncatedOperand) {
-  expect_error(proto() + "X\x10\x00\x00\x00ab", StatusCode::kTruncated, "ends inside");
+  expect_pickle_error(proto() + "X\x10\x00\x00\x00ab", StatusCode::kTruncated, "ends inside");
 }
 
 TEST(PickleReader, StackUnderflow) {
-  expect_error(proto() + "s", StatusCode::kCorruption, "underflow");
+  expect_pickle_error(proto() + "s", StatusCode::kCorruption, "underflow");
 }
 
 TEST(PickleReader, MemoKeyNeverStored) {
-  expect_error(proto() + "h\x05", StatusCode::kCorruption, "memo key 5");
+  expect_pickle_error(proto() + "h\x05", StatusCode::kCorruption, "memo key 5");
 }
 
 TEST(PickleReader, RebuildTensorWithWrongArguments) {
-  expect_error(
+  expect_pickle_error(
       proto() + global("torch._utils", "_rebuild_tensor_v2") + mark() + int1(1) + tuple() + reduce() + stop(),
       StatusCode::kCorruption, "expects 6 or 7 arguments");
 }
@@ -265,7 +266,7 @@ TEST(PickleReader, SelfContainingListHitsTheDepthBound) {
   // l = [T]; l.append(l) — the tensor makes flatten() descend into the cycle.
   std::string p = proto() + "]" + "q\x01" + tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 2, 1) + "a" +
                   "h\x01" + "a" + stop();
-  expect_error(p, StatusCode::kCorruption, "nests deeper");
+  expect_pickle_error(p, StatusCode::kCorruption, "nests deeper");
 }
 
 std::string weight() {
@@ -391,9 +392,9 @@ TEST(PickleReader, SharedTensorReachedTooDeepHitsTheDepthBound) {
   // The alias does not walk the second path, but that path still nests 33 deep.
   std::string deep = binget(1);
   for (size_t k = 0; k < kPickleMaxNesting; ++k) deep = empty_list() + mark() + deep + appends();
-  expect_error(proto() + empty_dict() + mark() + str("a") + weight() + binput(1) + str("b") + deep +
-                   setitems() + stop(),
-               StatusCode::kCorruption, "nests deeper than 32");
+  expect_pickle_error(proto() + empty_dict() + mark() + str("a") + weight() + binput(1) + str("b") + deep +
+                          setitems() + stop(),
+                      StatusCode::kCorruption, "nests deeper than 32");
 }
 
 TEST(PickleReader, MutationsNeverCrash) {

@@ -177,12 +177,12 @@ std::vector<uint8_t> torch_zip(const std::string& tensor_ops, const std::string&
                    {false, method});
 }
 
-Result<std::unique_ptr<TensorFile>> open_bytes(std::vector<uint8_t> b) {
+Result<std::unique_ptr<TensorFile>> open_pytorch_bytes(std::vector<uint8_t> b) {
   return open_pytorch(std::make_unique<MemoryByteSource>(std::move(b), "m.pt"));
 }
 
-void expect_error(std::vector<uint8_t> b, StatusCode code, const std::string& needle) {
-  auto r = open_bytes(std::move(b));
+void expect_pytorch_error(std::vector<uint8_t> b, StatusCode code, const std::string& needle) {
+  auto r = open_pytorch_bytes(std::move(b));
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), code) << r.status().to_string();
   EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().to_string();
@@ -193,7 +193,7 @@ TEST(PytorchFile, StorageOffsetViewPointsIntoTheEntry) {
   std::string storage(24, '\0');
   for (int i = 0; i < 24; ++i) storage[i] = static_cast<char>(i);
   auto b = torch_zip(tensor2d(pk::storage("FloatStorage", "0", 6), 2, 2, 2, 2, 1), storage);
-  auto r = open_bytes(b);
+  auto r = open_pytorch_bytes(b);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   std::vector<uint8_t> got(16);
   ASSERT_TRUE((*r)->read_chunk(0, 0, got.data(), got.size()).is_ok());
@@ -202,34 +202,38 @@ TEST(PytorchFile, StorageOffsetViewPointsIntoTheEntry) {
 }
 
 TEST(PytorchDefects, CompressedEntry) {
-  expect_error(
+  expect_pytorch_error(
       torch_zip(tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 2, 1), std::string(16, 0), "little", 8),
       StatusCode::kNotSupported, "compression method 8");
 }
 
 TEST(PytorchDefects, NoDataPkl) {
-  expect_error(build_zip({{"arch/other", "x"}}), StatusCode::kNotSupported, "no <archive>/data.pkl");
+  expect_pytorch_error(build_zip({{"arch/other", "x"}}), StatusCode::kNotSupported, "no <archive>/data.pkl");
 }
 
 TEST(PytorchDefects, BigEndian) {
-  expect_error(torch_zip(tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 2, 1), std::string(16, 0), "big"),
-               StatusCode::kNotSupported, "byteorder 'big'");
+  expect_pytorch_error(
+      torch_zip(tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 2, 1), std::string(16, 0), "big"),
+      StatusCode::kNotSupported, "byteorder 'big'");
 }
 
 TEST(PytorchDefects, MissingStorageEntry) {
-  expect_error(torch_zip(tensor2d(storage("FloatStorage", "9", 4), 0, 2, 2, 2, 1), std::string(16, 0)),
-               StatusCode::kCorruption, "tensor 'w': storage entry 'arch/data/9' is missing");
+  expect_pytorch_error(
+      torch_zip(tensor2d(storage("FloatStorage", "9", 4), 0, 2, 2, 2, 1), std::string(16, 0)),
+      StatusCode::kCorruption, "tensor 'w': storage entry 'arch/data/9' is missing");
 }
 
 TEST(PytorchDefects, StorageSizeMismatch) {
-  expect_error(torch_zip(tensor2d(storage("DoubleStorage", "0", 4), 0, 2, 2, 2, 1), std::string(16, 0)),
-               StatusCode::kCorruption, "should hold 4 F64 elements, entry has 16 bytes");
+  expect_pytorch_error(
+      torch_zip(tensor2d(storage("DoubleStorage", "0", 4), 0, 2, 2, 2, 1), std::string(16, 0)),
+      StatusCode::kCorruption, "should hold 4 F64 elements, entry has 16 bytes");
 }
 
 TEST(PytorchFile, TransposedViewIsGathered) {
   std::string storage_bytes;
   for (float v : {0.f, 1.f, 2.f, 3.f}) storage_bytes.append(reinterpret_cast<const char*>(&v), 4);
-  auto r = open_bytes(torch_zip(tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 1, 2), storage_bytes));
+  auto r =
+      open_pytorch_bytes(torch_zip(tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 1, 2), storage_bytes));
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   float got[4];
   ASSERT_TRUE((*r)->read_chunk(0, 0, got, sizeof got).is_ok());
@@ -237,8 +241,9 @@ TEST(PytorchFile, TransposedViewIsGathered) {
 }
 
 TEST(PytorchDefects, StridedViewPastStorage) {
-  expect_error(torch_zip(tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 1, 3), std::string(16, 0)),
-               StatusCode::kCorruption, "reaches element 4, past the storage's 4 elements");
+  expect_pytorch_error(
+      torch_zip(tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 1, 3), std::string(16, 0)),
+      StatusCode::kCorruption, "reaches element 4, past the storage's 4 elements");
 }
 
 TEST(PytorchDefects, StrideOverflow) {
@@ -248,20 +253,21 @@ TEST(PytorchDefects, StrideOverflow) {
                           storage("FloatStorage", "0", 4) + int1(0) + int1(255) + int1(255) + tuple2() + big +
                           big + tuple2() + newfalse() + global("collections", "OrderedDict") + empty_tuple() +
                           reduce() + tuple() + reduce();
-  expect_error(torch_zip(ops, std::string(16, 0)), StatusCode::kCorruption, "past the storage's 4 elements");
+  expect_pytorch_error(torch_zip(ops, std::string(16, 0)), StatusCode::kCorruption,
+                       "past the storage's 4 elements");
 }
 
 TEST(PytorchDefects, CrcMismatchNamesTheMember) {
   auto bytes = torch_zip(tensor2d(storage("FloatStorage", "0", 4), 0, 2, 2, 2, 1), std::string(16, 0));
   uint64_t at = 0;
   {
-    auto clean = open_bytes(bytes);
+    auto clean = open_pytorch_bytes(bytes);
     ASSERT_TRUE(clean.is_ok()) << clean.status().to_string();
     EXPECT_TRUE((*clean)->check_container().is_ok()) << (*clean)->check_container().to_string();
     at = (*clean)->chunks()[0].data_offset + 5;
   }
   bytes[at] ^= 0x40;  // inside arch/data/0
-  auto r = open_bytes(bytes);
+  auto r = open_pytorch_bytes(bytes);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();  // torch.load would not notice either
   const Status st = (*r)->check_container();
   EXPECT_EQ(st.code(), StatusCode::kCorruption);
@@ -273,12 +279,12 @@ TEST(PytorchDefects, CrcMismatchNamesTheMember) {
 TEST(PytorchDefects, FlippedByteInARealFixtureStorageIsCaughtByCrc) {
   std::ifstream f(kDir + "model_state.pt", std::ios::binary);
   std::vector<uint8_t> bytes(std::istreambuf_iterator<char>(f), {});
-  auto clean = open_bytes(bytes);
+  auto clean = open_pytorch_bytes(bytes);
   ASSERT_TRUE(clean.is_ok());
   ASSERT_TRUE((*clean)->check_container().is_ok()) << (*clean)->check_container().to_string();
   const ChunkInfo& c = (*clean)->chunks()[0];
   bytes[c.data_offset + 3] ^= 1;
-  auto r = open_bytes(bytes);
+  auto r = open_pytorch_bytes(bytes);
   ASSERT_TRUE(r.is_ok());
   const Status st = (*r)->check_container();
   EXPECT_EQ(st.code(), StatusCode::kCorruption);
@@ -289,14 +295,14 @@ TEST(PytorchDefects, TrailingGarbageAfterTheZip) {
   std::ifstream f(kDir + "model_state.pt", std::ios::binary);
   std::vector<uint8_t> bytes(std::istreambuf_iterator<char>(f), {});
   bytes.insert(bytes.end(), {'j', 'u', 'n', 'k'});
-  expect_error(bytes, StatusCode::kCorruption, "4 bytes after the zip end record");
+  expect_pytorch_error(bytes, StatusCode::kCorruption, "4 bytes after the zip end record");
 }
 
 TEST(PytorchDefects, TruncatedZip) {
   std::ifstream f(kDir + "model_state.pt", std::ios::binary);
   std::vector<uint8_t> bytes(std::istreambuf_iterator<char>(f), {});
   bytes.resize(bytes.size() - 100);
-  expect_error(bytes, StatusCode::kTruncated, "truncated");
+  expect_pytorch_error(bytes, StatusCode::kTruncated, "truncated");
 }
 
 Result<std::unique_ptr<TensorFile>> open_legacy_bytes(std::vector<uint8_t> b) {
@@ -369,12 +375,14 @@ TEST(PytorchLegacy, MutationsNeverCrash) {
 }
 
 TEST(PytorchDefects, ViewPastStorage) {
-  expect_error(torch_zip(tensor2d(storage("FloatStorage", "0", 4), 1, 2, 2, 2, 1), std::string(16, 0)),
-               StatusCode::kCorruption, "reaches element 4, past the storage's 4 elements");
+  expect_pytorch_error(
+      torch_zip(tensor2d(storage("FloatStorage", "0", 4), 1, 2, 2, 2, 1), std::string(16, 0)),
+      StatusCode::kCorruption, "reaches element 4, past the storage's 4 elements");
 }
 
 TEST(PytorchFile, DangerousGlobalInsideZipIsAPlaceholder) {
-  auto r = open_bytes(torch_zip(global("os", "system") + str("x") + "\x85" + reduce(), std::string(16, 0)));
+  auto r = open_pytorch_bytes(
+      torch_zip(global("os", "system") + str("x") + "\x85" + reduce(), std::string(16, 0)));
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_EQ((*r)->metadata()["value"]["w"]["__call__"], "os.system");  // no tensor: the whole dict
   ASSERT_EQ((*r)->pickle_globals().size(), 1u);
@@ -388,7 +396,7 @@ TEST(PytorchFile, MutationsNeverCrash) {
   std::mt19937_64 rng(99);
   int opened = 0;
   for (int i = 0, n = fuzz_iterations(); i < n; ++i) {
-    auto r = open_bytes(mutate(valid, rng));
+    auto r = open_pytorch_bytes(mutate(valid, rng));
     if (!r.is_ok()) continue;
     ++opened;
     for (size_t c = 0; c < (*r)->chunks().size(); ++c) {

@@ -10,15 +10,10 @@
 #include "base/file_io.h"
 #include "base/sha256.h"
 #include "tests/support/byte_mutations.h"
+#include "tests/support/test_support.h"
 
 namespace ckpt {
 namespace {
-
-std::string temp_dir() {
-  std::string t = "/tmp/ckpt_st_XXXXXX";
-  EXPECT_NE(mkdtemp(t.data()), nullptr);
-  return t;
-}
 
 std::vector<uint8_t> file_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -36,7 +31,7 @@ std::vector<uint8_t> make_file(const nlohmann::json& header, const std::string& 
   return out;
 }
 
-Result<std::unique_ptr<TensorFile>> open_bytes(std::vector<uint8_t> bytes) {
+Result<std::unique_ptr<TensorFile>> open_safetensors_bytes(std::vector<uint8_t> bytes) {
   return open_safetensors(std::make_unique<MemoryByteSource>(std::move(bytes), "t.safetensors"));
 }
 
@@ -45,8 +40,8 @@ nlohmann::json two_tensors() {
           {"b", {{"dtype", "I16"}, {"shape", {1, 2}}, {"data_offsets", {8, 12}}}}};
 }
 
-void expect_error(std::vector<uint8_t> bytes, StatusCode code, const std::string& needle) {
-  auto r = open_bytes(std::move(bytes));
+void expect_safetensors_error(std::vector<uint8_t> bytes, StatusCode code, const std::string& needle) {
+  auto r = open_safetensors_bytes(std::move(bytes));
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), code) << r.status().to_string();
   EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().to_string();
@@ -54,7 +49,7 @@ void expect_error(std::vector<uint8_t> bytes, StatusCode code, const std::string
 }
 
 TEST(Safetensors, PlainHuggingFaceFileOpensAsWholeTensors) {
-  auto r = open_bytes(make_file(two_tensors(), std::string(12, '\x01')));
+  auto r = open_safetensors_bytes(make_file(two_tensors(), std::string(12, '\x01')));
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   const auto& chunks = (*r)->chunks();
   ASSERT_EQ(chunks.size(), 2u);
@@ -69,7 +64,8 @@ TEST(Safetensors, PlainHuggingFaceFileOpensAsWholeTensors) {
 }
 
 TEST(Safetensors, RoundTripKeepsBytesHashesAndChunkFacts) {
-  const std::string dir = temp_dir();
+  const testing::TempDir scratch;
+  const std::string dir = scratch.path();
   std::vector<float> w(12);
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5f * static_cast<float>(i);
   std::vector<uint16_t> bf = {0x3f80, 0x4000, 0xc040};
@@ -112,7 +108,8 @@ TEST(Safetensors, RoundTripKeepsBytesHashesAndChunkFacts) {
 }
 
 TEST(Safetensors, WriterRejectsInconsistentChunk) {
-  const std::string dir = temp_dir();
+  const testing::TempDir scratch;
+  const std::string dir = scratch.path();
   uint8_t data[8] = {};
   ChunkPayload bad{{"x", "model", DType::kF32, {4}, {2}, {3}, 0, 12, ""}, data};  // 2 + 3 > 4
   EXPECT_EQ(write_safetensors_file(dir + "/x.safetensors", {bad}, {}).status().code(),
@@ -120,26 +117,26 @@ TEST(Safetensors, WriterRejectsInconsistentChunk) {
 }
 
 TEST(SafetensorsDefects, TooShortForLength) {
-  expect_error({1, 2, 3}, StatusCode::kTruncated, "at least 8");
+  expect_safetensors_error({1, 2, 3}, StatusCode::kTruncated, "at least 8");
 }
 
 TEST(SafetensorsDefects, HeaderLongerThanLimit) {
   std::vector<uint8_t> b(16, 0);
   const uint64_t n = kSafetensorsMaxHeaderBytes + 1;
   for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(n >> (8 * i));
-  expect_error(b, StatusCode::kCorruption, "exceeds the limit");
+  expect_safetensors_error(b, StatusCode::kCorruption, "exceeds the limit");
 }
 
 TEST(SafetensorsDefects, HeaderLongerThanFile) {
   auto b = make_file(two_tensors(), std::string(12, 0));
   b[0] = 0xf0;
   b[1] = 0xff;
-  expect_error(b, StatusCode::kTruncated, "header length");
+  expect_safetensors_error(b, StatusCode::kTruncated, "header length");
 }
 
 TEST(SafetensorsDefects, HeaderNotJson) {
   std::vector<uint8_t> b = {8, 0, 0, 0, 0, 0, 0, 0, '{', 'x', ' ', ' ', ' ', ' ', ' ', ' '};
-  expect_error(b, StatusCode::kCorruption, "not valid JSON");
+  expect_safetensors_error(b, StatusCode::kCorruption, "not valid JSON");
 }
 
 TEST(SafetensorsDefects, HeaderNotUtf8) {
@@ -152,11 +149,11 @@ TEST(SafetensorsDefects, HeaderNotUtf8) {
       break;
     }
   }
-  expect_error(b, StatusCode::kCorruption, "not valid JSON");
+  expect_safetensors_error(b, StatusCode::kCorruption, "not valid JSON");
 }
 
 TEST(SafetensorsDefects, HeaderNotAnObject) {
-  expect_error(make_file(nlohmann::json::array(), ""), StatusCode::kCorruption, "'{'");
+  expect_safetensors_error(make_file(nlohmann::json::array(), ""), StatusCode::kCorruption, "'{'");
 }
 
 TEST(SafetensorsDefects, DeepNesting) {
@@ -168,14 +165,14 @@ TEST(SafetensorsDefects, DeepNesting) {
   b[0] = static_cast<uint8_t>(text.size());
   b[1] = static_cast<uint8_t>(text.size() >> 8);
   b.insert(b.end(), text.begin(), text.end());
-  expect_error(b, StatusCode::kCorruption, "nests deeper");
+  expect_safetensors_error(b, StatusCode::kCorruption, "nests deeper");
 }
 
 TEST(SafetensorsDefects, UnknownDtype) {
   auto h = two_tensors();
   h["a"]["dtype"] = "Q4_K";
-  expect_error(make_file(h, std::string(12, 0)), StatusCode::kNotSupported,
-               "tensor 'a': unknown dtype 'Q4_K'");
+  expect_safetensors_error(make_file(h, std::string(12, 0)), StatusCode::kNotSupported,
+                           "tensor 'a': unknown dtype 'Q4_K'");
 }
 
 TEST(Safetensors, EveryDtypeOfTheSpecOpensWithItsElementSize) {
@@ -189,7 +186,7 @@ TEST(Safetensors, EveryDtypeOfTheSpecOpensWithItsElementSize) {
         {"dtype", name}, {"shape", {3}}, {"data_offsets", {offset, offset + 3 * size}}};
     offset += 3 * size;
   }
-  auto r = open_bytes(make_file(h, std::string(offset, '\x01')));
+  auto r = open_safetensors_bytes(make_file(h, std::string(offset, '\x01')));
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   ASSERT_EQ((*r)->chunks().size(), std::size(dtypes));
   for (const ChunkInfo& c : (*r)->chunks()) {
@@ -222,60 +219,62 @@ TEST(DType, NewDtypesDecode) {
 TEST(SafetensorsDefects, DtypeWrongJsonType) {
   auto h = two_tensors();
   h["a"]["dtype"] = 7;
-  expect_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption, "'dtype': expected a string");
+  expect_safetensors_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption,
+                           "'dtype': expected a string");
 }
 
 TEST(SafetensorsDefects, NegativeShape) {
   auto h = two_tensors();
   h["a"]["shape"] = {-2};
-  expect_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption, "non-negative");
+  expect_safetensors_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption, "non-negative");
 }
 
 TEST(SafetensorsDefects, ShapeOverflow) {
   auto h = two_tensors();
   h["a"]["shape"] = {uint64_t{1} << 40, uint64_t{1} << 40};
-  expect_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption, "overflows");
+  expect_safetensors_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption, "overflows");
 }
 
 TEST(SafetensorsDefects, SizeDoesNotMatchShape) {
   auto h = two_tensors();
   h["a"]["shape"] = {3};
-  expect_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption,
-               "expected 12 bytes for F32 [3], data_offsets span 8");
+  expect_safetensors_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption,
+                           "expected 12 bytes for F32 [3], data_offsets span 8");
 }
 
 TEST(SafetensorsDefects, BeginAfterEnd) {
   auto h = two_tensors();
   h["a"]["data_offsets"] = {8, 0};
-  expect_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption, "begin 8 > end 0");
+  expect_safetensors_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption, "begin 8 > end 0");
 }
 
 TEST(SafetensorsDefects, Overlap) {
   auto h = two_tensors();
   h["b"]["data_offsets"] = {6, 10};
-  expect_error(make_file(h, std::string(10, 0)), StatusCode::kCorruption, "overlaps");
+  expect_safetensors_error(make_file(h, std::string(10, 0)), StatusCode::kCorruption, "overlaps");
 }
 
 TEST(SafetensorsDefects, Hole) {
   auto h = two_tensors();
   h["b"]["data_offsets"] = {10, 14};
-  expect_error(make_file(h, std::string(14, 0)), StatusCode::kCorruption, "hole");
+  expect_safetensors_error(make_file(h, std::string(14, 0)), StatusCode::kCorruption, "hole");
 }
 
 TEST(SafetensorsDefects, DataPastEndOfFile) {
-  expect_error(make_file(two_tensors(), std::string(10, 0)), StatusCode::kTruncated,
-               "data section has 10 bytes");
+  expect_safetensors_error(make_file(two_tensors(), std::string(10, 0)), StatusCode::kTruncated,
+                           "data section has 10 bytes");
 }
 
 TEST(SafetensorsDefects, BytesAfterLastTensor) {
-  expect_error(make_file(two_tensors(), std::string(13, 0)), StatusCode::kCorruption,
-               "1 bytes after the last tensor 'b'");
+  expect_safetensors_error(make_file(two_tensors(), std::string(13, 0)), StatusCode::kCorruption,
+                           "1 bytes after the last tensor 'b'");
 }
 
 TEST(SafetensorsDefects, MetadataValueNotString) {
   auto h = two_tensors();
   h["__metadata__"] = {{"format", 3}};
-  expect_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption, "__metadata__ 'format'");
+  expect_safetensors_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption,
+                           "__metadata__ 'format'");
 }
 
 TEST(SafetensorsDefects, ChunkMetadataOutsideGlobalShape) {
@@ -285,11 +284,13 @@ TEST(SafetensorsDefects, ChunkMetadataOutsideGlobalShape) {
        nlohmann::json{
            {"name", "w"}, {"component", "model"}, {"global_shape", {4}}, {"offsets", {3}}, {"sha256", ""}}
            .dump()}};
-  expect_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption, "exceeds global size 4");
+  expect_safetensors_error(make_file(h, std::string(12, 0)), StatusCode::kCorruption,
+                           "exceeds global size 4");
 }
 
 TEST(SafetensorsFuzz, MutationsNeverCrash) {
-  const std::string dir = temp_dir();
+  const testing::TempDir scratch;
+  const std::string dir = scratch.path();
   std::vector<float> w(16, 1.25f);
   ChunkPayload a{{"model.w", "model", DType::kF32, {8, 2}, {0, 0}, {8, 2}, 0, 64, ""},
                  reinterpret_cast<const uint8_t*>(w.data())};
@@ -300,7 +301,7 @@ TEST(SafetensorsFuzz, MutationsNeverCrash) {
   std::mt19937_64 rng(20240611);
   int opened = 0;
   for (int i = 0, n = fuzz_iterations(); i < n; ++i) {
-    auto r = open_bytes(mutate(valid, rng));
+    auto r = open_safetensors_bytes(mutate(valid, rng));
     if (!r.is_ok()) continue;
     ++opened;
     for (size_t c = 0; c < (*r)->chunks().size(); ++c) {
@@ -319,7 +320,8 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
 }
 
 TEST(SafetensorsIndex, ListsShardsAndTheirTensors) {
-  const std::string dir = temp_dir();
+  const testing::TempDir scratch;
+  const std::string dir = scratch.path();
   write_bytes(dir + "/m-1.safetensors", make_file(two_tensors(), std::string(12, 0)));
   nlohmann::json one = {{"c", {{"dtype", "U8"}, {"shape", {3}}, {"data_offsets", {0, 3}}}}};
   write_bytes(dir + "/m-2.safetensors", make_file(one, "abc"));
@@ -338,7 +340,8 @@ TEST(SafetensorsIndex, ListsShardsAndTheirTensors) {
 }
 
 TEST(SafetensorsIndex, RejectsNamesLeavingTheDirectory) {
-  const std::string dir = temp_dir();
+  const testing::TempDir scratch;
+  const std::string dir = scratch.path();
   for (const char* bad : {"/etc/passwd", "../m.safetensors", "a/../../m.safetensors", "", "a//b"}) {
     nlohmann::json index = {{"weight_map", {{"a", bad}}}};
     const std::string p = dir + "/i.json";
@@ -352,7 +355,8 @@ TEST(SafetensorsIndex, RejectsNamesLeavingTheDirectory) {
 }
 
 TEST(SafetensorsIndex, MappedTensorMissingFromItsFile) {
-  const std::string dir = temp_dir();
+  const testing::TempDir scratch;
+  const std::string dir = scratch.path();
   write_bytes(dir + "/m-1.safetensors", make_file(two_tensors(), std::string(12, 0)));
   nlohmann::json index = {{"weight_map", {{"a", "m-1.safetensors"}, {"zz", "m-1.safetensors"}}}};
   ASSERT_TRUE(write_file_atomically(dir + "/i.json", index.dump()).is_ok());
@@ -364,7 +368,8 @@ TEST(SafetensorsIndex, MappedTensorMissingFromItsFile) {
 }
 
 TEST(SafetensorsIndex, WeightMapWrongType) {
-  const std::string dir = temp_dir();
+  const testing::TempDir scratch;
+  const std::string dir = scratch.path();
   ASSERT_TRUE(write_file_atomically(dir + "/i.json", R"({"weight_map": []})").is_ok());
   auto r = open_safetensors_index(dir + "/i.json");
   ASSERT_FALSE(r.is_ok());
@@ -375,7 +380,8 @@ TEST(SafetensorsIndex, WeightMapWrongType) {
 TEST(SafetensorsDefects, DeeplyNestedJsonInsideMetadataStringIsRefused) {
   nlohmann::json header = two_tensors();
   header["__metadata__"] = {{"ckptcheck_metadata", std::string(200000, '[') + std::string(200000, ']')}};
-  expect_error(make_file(header, std::string(12, '\x01')), StatusCode::kCorruption, "nests deeper than 128");
+  expect_safetensors_error(make_file(header, std::string(12, '\x01')), StatusCode::kCorruption,
+                           "nests deeper than 128");
 }
 
 }  // namespace

@@ -14,19 +14,14 @@
 namespace ckpt {
 namespace {
 
-std::string temp_dir() {
-  std::string t = "/tmp/ckpt_open_XXXXXX";
-  EXPECT_NE(mkdtemp(t.data()), nullptr);
-  return t;
-}
-
 std::vector<ChunkPayload> one_chunk(const float* data) {
   return {
       {{"model.w", "model", DType::kF32, {2}, {0}, {2}, 0, 8, ""}, reinterpret_cast<const uint8_t*>(data)}};
 }
 
 TEST(OpenTensorFile, SniffsSafetensors) {
-  const std::string dir = temp_dir();
+  const testing::TempDir scratch;
+  const std::string dir = scratch.path();
   const float w[2] = {1, 2};
   ASSERT_TRUE(write_safetensors_file(dir + "/x.bin", one_chunk(w), {}).is_ok());
   auto r = open_tensor_file(dir + "/x.bin");  // extension says nothing
@@ -36,7 +31,8 @@ TEST(OpenTensorFile, SniffsSafetensors) {
 
 #ifdef CKPTCHECK_WITH_HDF5
 TEST(OpenTensorFile, SniffsHdf5) {
-  const std::string dir = temp_dir();
+  const testing::TempDir scratch;
+  const std::string dir = scratch.path();
   const float w[2] = {1, 2};
   ASSERT_TRUE(write_hdf5_file(dir + "/x.dat", one_chunk(w), {}).is_ok());
   auto r = open_tensor_file(dir + "/x.dat");
@@ -52,7 +48,8 @@ TEST(OpenTensorFile, SniffsPytorch) {
 }
 
 TEST(OpenTensorFile, UnknownBytesNameTheirHex) {
-  const std::string path = temp_dir() + "/junk";
+  const testing::TempDir scratch;
+  const std::string path = scratch / "junk";
   ASSERT_TRUE(write_file_atomically(path, std::string("\x01\x02\xfe\x03junk", 8)).is_ok());
   auto r = open_tensor_file(path);
   ASSERT_FALSE(r.is_ok());
@@ -63,7 +60,8 @@ TEST(OpenTensorFile, UnknownBytesNameTheirHex) {
 }
 
 TEST(OpenTensorFile, NativeMagicGoesToTheNativeReader) {
-  const std::string path = temp_dir() + "/s.cks";
+  const testing::TempDir scratch;
+  const std::string path = scratch / "s.cks";
   ASSERT_TRUE(write_file_atomically(path, std::string("CKPTSHD\0rest", 12)).is_ok());
   auto r = open_tensor_file(path);
   ASSERT_FALSE(r.is_ok());
@@ -83,7 +81,8 @@ Result<std::unique_ptr<TensorFile>> open_test_format(const std::string& path) {
 
 TEST(OpenTensorFile, RegisteredOpenerIsUsed) {
   register_tensor_file_opener("test", sniff_test_magic, open_test_format);
-  const std::string path = temp_dir() + "/t";
+  const testing::TempDir scratch;
+  const std::string path = scratch / "t";
   ASSERT_TRUE(write_file_atomically(path, "TST!payload").is_ok());
   auto r = open_tensor_file(path);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
@@ -91,7 +90,8 @@ TEST(OpenTensorFile, RegisteredOpenerIsUsed) {
 }
 
 TEST(OpenTensorFile, NonCheckpointsAreNamedForWhatTheyAre) {
-  const std::string dir = temp_dir();
+  const testing::TempDir scratch;
+  const std::string dir = scratch.path();
   const std::pair<std::string, std::string> cases[] = {
       {"", "an empty file (0 bytes)"},
       {"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 1024\n",
@@ -118,7 +118,8 @@ TEST(OpenTensorFile, NonCheckpointsAreNamedForWhatTheyAre) {
 }
 
 TEST(OpenTensorFile, TarArchiveIsNamed) {
-  const std::string dir = temp_dir();
+  const testing::TempDir scratch;
+  const std::string dir = scratch.path();
   std::vector<uint8_t> tar(512, 0);
   std::memcpy(tar.data(), "model.pt", 8);
   std::memcpy(tar.data() + 257, "ustar", 5);

@@ -11,7 +11,7 @@
 namespace ckpt {
 namespace {
 
-Result<ZipArchive> open_bytes(std::vector<uint8_t> b) {
+Result<ZipArchive> open_zip_bytes(std::vector<uint8_t> b) {
   MemoryByteSource src(std::move(b), "a.pt");
   return ZipArchive::open(src);
 }
@@ -40,20 +40,20 @@ TEST(ZipArchive, ReadsZip64EndRecords) {
   expect_entries(build_zip(kEntries, {true, 0}));
 }
 
-void expect_error(std::vector<uint8_t> b, StatusCode code, const std::string& needle) {
-  auto r = open_bytes(std::move(b));
+void expect_zip_error(std::vector<uint8_t> b, StatusCode code, const std::string& needle) {
+  auto r = open_zip_bytes(std::move(b));
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), code) << r.status().to_string();
   EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().to_string();
 }
 
 TEST(ZipArchiveDefects, CompressedEntryNamed) {
-  expect_error(build_zip(kEntries, {false, 8}), StatusCode::kNotSupported,
-               "entry 'a/data.pkl': compression method 8");
+  expect_zip_error(build_zip(kEntries, {false, 8}), StatusCode::kNotSupported,
+                   "entry 'a/data.pkl': compression method 8");
 }
 
 TEST(ZipArchiveDefects, NoEndRecord) {
-  expect_error(std::vector<uint8_t>(64, 'x'), StatusCode::kCorruption, "no zip end");
+  expect_zip_error(std::vector<uint8_t>(64, 'x'), StatusCode::kCorruption, "no zip end");
 }
 
 TEST(ZipArchiveDefects, TooManyEntries) {
@@ -61,26 +61,26 @@ TEST(ZipArchiveDefects, TooManyEntries) {
   const size_t end = b.size() - 22;
   b[end + 10] = 0xff;  // total entries 0xffff... without ZIP64 locator
   b[end + 11] = 0xfe;
-  expect_error(b, StatusCode::kCorruption, "entries");
+  expect_zip_error(b, StatusCode::kCorruption, "entries");
 }
 
 TEST(ZipArchiveDefects, CentralDirectoryOutsideFile) {
   auto b = build_zip(kEntries);
   b[b.size() - 22 + 16 + 3] = 0x10;
-  expect_error(b, StatusCode::kCorruption, "does not fit");
+  expect_zip_error(b, StatusCode::kCorruption, "does not fit");
 }
 
 TEST(ZipArchiveDefects, LocalHeaderOffsetOutsideFile) {
   auto b = build_zip(kEntries);
   const uint64_t cd = b[b.size() - 6] | (b[b.size() - 5] << 8);
   b[cd + 42 + 3] = 0x7f;
-  expect_error(b, StatusCode::kCorruption, "local header offset");
+  expect_zip_error(b, StatusCode::kCorruption, "local header offset");
 }
 
 TEST(ZipArchiveDefects, BadLocalSignature) {
   auto b = build_zip(kEntries);
   b[0] = 'X';
-  expect_error(b, StatusCode::kCorruption, "bad local header signature");
+  expect_zip_error(b, StatusCode::kCorruption, "bad local header signature");
 }
 
 TEST(ZipArchiveDefects, EntryRunsPastEnd) {
@@ -88,14 +88,14 @@ TEST(ZipArchiveDefects, EntryRunsPastEnd) {
   const uint64_t cd = b[b.size() - 6] | (b[b.size() - 5] << 8);
   b[cd + 20 + 2] = 0x10;  // compressed and uncompressed size of entry 0 become huge
   b[cd + 24 + 2] = 0x10;
-  expect_error(b, StatusCode::kTruncated, "run past the end");
+  expect_zip_error(b, StatusCode::kTruncated, "run past the end");
 }
 
 TEST(ZipArchiveDefects, BadZip64Locator) {
   auto b = build_zip(kEntries, {true, 0});
   const size_t loc = b.size() - 22 - 20;
   b[loc + 8 + 4] = 0x55;
-  expect_error(b, StatusCode::kCorruption, "ZIP64 end record");
+  expect_zip_error(b, StatusCode::kCorruption, "ZIP64 end record");
 }
 
 TEST(ZipArchive, MutationsNeverCrash) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
@@ -72,6 +73,10 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
 void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  return nlohmann::json::parse(read_text_file(path), nullptr, false);
 }
 
 }  // namespace ckpt::testing

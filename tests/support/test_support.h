@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,14 @@ class TempDir {
   std::string path_;
 };
 
+// The DCP checkpoint that Debian's torch 1.13 wrote (tests/data/dcp/torch113, README there).
+inline const std::string kDcpTorch113Dir = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/torch113";
+
+// The workload's pilot config and the example PyTorch program that keeps the drill contract.
+inline const std::string kPilotConfig = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/configs/pilot.yaml";
+inline const std::string kExampleTrainScript =
+    std::string(CKPTCHECK_SOURCE_DIR) + "/examples/pytorch/train.py";
+
 // A tensor whose bytes are a deterministic function of (name, index).
 LoadedTensor patterned_tensor(const std::string& name, const std::string& component, DType dtype,
                               std::vector<int64_t> shape);
@@ -38,5 +48,16 @@ std::vector<uint8_t> read_file_bytes(const std::string& path);
 // A whole file as text; "" when it cannot be read (the assertion on its content then fails).
 std::string read_text_file(const std::string& path);
 void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
+// A JSON file the test's program wrote; a discarded value (is_discarded()) when it is missing or
+// does not parse, so the assertion on its content fails with the path in the message.
+nlohmann::json read_json_file(const std::string& path);
+
+// The bytes of `values` as they lie in memory, for tensor payloads built in a test.
+template <typename T>
+std::vector<uint8_t> bytes_of(const std::vector<T>& values) {
+  std::vector<uint8_t> bytes(values.size() * sizeof(T));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
 
 }  // namespace ckpt::testing

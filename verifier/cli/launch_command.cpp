@@ -49,6 +49,10 @@ class LaunchCommand : public Command {
                      "seconds before the ranks left are SIGKILLed once one fails")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
+    sub_->add_option("--finish-window", o_.finish_window_seconds,
+                     "seconds the other ranks have to exit once one has exited 0, before they are SIGKILLed")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     // Everything after `--` is the rank command (CLI11 treats it as positionals).
     sub_->add_option("command", rest_, "the program each rank runs, after -- (or a ckptcheck subcommand)");
     return sub_;
@@ -100,6 +104,7 @@ class LaunchCommand : public Command {
       }
       from_slurm->argv = o_.argv;
       from_slurm->grace_seconds = o_.grace_seconds;
+      from_slurm->finish_window_seconds = o_.finish_window_seconds;
       o_ = *from_slurm;
     }
     auto outcome = launch_ranks(o_);

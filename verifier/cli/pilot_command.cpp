@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "base/byte_units.h"
 #include "base/file_io.h"
 #include "base/progress.h"
 #include "verifier/cli/commands.h"
@@ -13,8 +14,6 @@
 
 namespace ckpt {
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 class PilotCommand : public Command {
  public:
@@ -101,7 +100,8 @@ class PilotCommand : public Command {
           "(step: the modelled parts, forward+backward + optimizer + input wait + all-reduce; compute: "
           "forward+backward)\n");
       if (sc.contains("gradient_bytes"))
-        std::printf("gradients all-reduced per step: %.2f MiB\n", sc["gradient_bytes"].get<double>() / kMiB);
+        std::printf("gradients all-reduced per step: %.2f MiB\n",
+                    sc["gradient_bytes"].get<double>() / kBytesPerMiB);
     }
     if (!report_dir_.empty()) std::printf("report: %s/report.html\n", report_dir_.c_str());
     std::printf("work dir: %s\n", report.value("work_dir", "").c_str());

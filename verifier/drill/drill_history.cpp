@@ -8,14 +8,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/json_fields.h"
+
 namespace ckpt {
 
 namespace {
-
-const nlohmann::json& at(const nlohmann::json& j, const char* key) {
-  static const nlohmann::json null_value;
-  return j.is_object() && j.contains(key) ? j[key] : null_value;
-}
 
 nlohmann::json number_or_null(const nlohmann::json& v) {
   return v.is_number() ? v : nlohmann::json();
@@ -28,35 +25,36 @@ nlohmann::json drill_history_entry(const nlohmann::json& report, std::time_t now
   std::tm utc{};
   gmtime_r(&now, &utc);
   std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  const nlohmann::json& drill = at(report, "drill");
-  const nlohmann::json& timings = at(at(report, "measurements"), "timings");
+  const nlohmann::json& drill = json_member_or_null(report, "drill");
+  const nlohmann::json& timings = json_member_or_null(json_member_or_null(report, "measurements"), "timings");
   nlohmann::json max_abs = nlohmann::json::object();
-  const nlohmann::json& checks = at(report, "checks");
+  const nlohmann::json& checks = json_member_or_null(report, "checks");
   if (checks.is_array())
     for (const auto& c : checks) {
-      const std::string name = at(c, "name").is_string() ? c["name"].get<std::string>() : "";
-      const nlohmann::json& v = at(at(c, "numbers"), "max_abs");
+      const std::string name = json_member_or_null(c, "name").is_string() ? c["name"].get<std::string>() : "";
+      const nlohmann::json& v = json_member_or_null(json_member_or_null(c, "numbers"), "max_abs");
       if (name.rfind("metric_", 0) != 0 || !v.is_number()) continue;
       const std::string field = name.substr(7);
       if (!max_abs.contains(field) || v.get<double>() > max_abs[field].get<double>()) max_abs[field] = v;
     }
-  const std::string mode = at(drill, "mode").is_string() ? drill["mode"].get<std::string>() : "scratch";
-  return {
-      {"time", iso},
-      {"mode", mode == "live"
-                   ? "live"
-                   : "scratch " + (at(drill, "kill").is_string() ? drill["kill"].get<std::string>() : "")},
-      {"program", at(drill, "program")},
-      {"verdict", at(report, "verdict")},
-      {"exit_code", at(report, "exit_code")},
-      {"save_at", at(drill, "save_at")},
-      {"resume_steps", at(drill, "resume_steps")},
-      {"checkpoint_bytes", number_or_null(at(timings, "checkpoint_bytes"))},
-      {"snapshot_seconds", number_or_null(at(timings, "snapshot_seconds"))},
-      {"restore_seconds", number_or_null(at(timings, "restore_seconds"))},
-      {"resume_seconds", number_or_null(at(timings, "resume_seconds"))},
-      {"max_abs", max_abs},
-      {"failures", at(report, "failures").is_array() ? report["failures"].size() : 0}};
+  const std::string mode =
+      json_member_or_null(drill, "mode").is_string() ? drill["mode"].get<std::string>() : "scratch";
+  return {{"time", iso},
+          {"mode", mode == "live" ? "live"
+                                  : "scratch " + (json_member_or_null(drill, "kill").is_string()
+                                                      ? drill["kill"].get<std::string>()
+                                                      : "")},
+          {"program", json_member_or_null(drill, "program")},
+          {"verdict", json_member_or_null(report, "verdict")},
+          {"exit_code", json_member_or_null(report, "exit_code")},
+          {"save_at", json_member_or_null(drill, "save_at")},
+          {"resume_steps", json_member_or_null(drill, "resume_steps")},
+          {"checkpoint_bytes", number_or_null(json_member_or_null(timings, "checkpoint_bytes"))},
+          {"snapshot_seconds", number_or_null(json_member_or_null(timings, "snapshot_seconds"))},
+          {"restore_seconds", number_or_null(json_member_or_null(timings, "restore_seconds"))},
+          {"resume_seconds", number_or_null(json_member_or_null(timings, "resume_seconds"))},
+          {"max_abs", max_abs},
+          {"failures", json_member_or_null(report, "failures").is_array() ? report["failures"].size() : 0}};
 }
 
 Result<std::vector<nlohmann::json>> read_drill_history(const std::string& path) {

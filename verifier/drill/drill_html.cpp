@@ -7,6 +7,8 @@
 #include <sstream>
 #include <vector>
 
+#include "base/json_fields.h"
+
 namespace ckpt {
 
 namespace {
@@ -24,11 +26,6 @@ std::string text_of(const nlohmann::json& v) {
   return v.dump();
 }
 
-const nlohmann::json& at(const nlohmann::json& j, const char* key) {
-  static const nlohmann::json null_value;
-  return j.is_object() && j.contains(key) ? j[key] : null_value;
-}
-
 struct Curve {
   std::string id, css_class, label;
   std::vector<std::pair<double, double>> points;  // (step, loss)
@@ -38,7 +35,8 @@ std::vector<std::pair<double, double>> points_of(const nlohmann::json& losses) {
   std::vector<std::pair<double, double>> p;
   if (!losses.is_array()) return p;
   for (const auto& e : losses)
-    if (at(e, "step").is_number() && at(e, "loss").is_number() && std::isfinite(e["loss"].get<double>()))
+    if (json_member_or_null(e, "step").is_number() && json_member_or_null(e, "loss").is_number() &&
+        std::isfinite(e["loss"].get<double>()))
       p.emplace_back(e["step"].get<double>(), e["loss"].get<double>());
   return p;
 }
@@ -46,14 +44,15 @@ std::vector<std::pair<double, double>> points_of(const nlohmann::json& losses) {
 std::string loss_chart(const nlohmann::json& losses) {
   std::vector<Curve> curves;
   curves.push_back({"curve-reference", "curve-reference", "reference (uninterrupted)",
-                    points_of(at(losses, "reference"))});
-  const auto& by_mode = at(losses, "resumed_by_mode");
+                    points_of(json_member_or_null(losses, "reference"))});
+  const auto& by_mode = json_member_or_null(losses, "resumed_by_mode");
   if (by_mode.is_object() && !by_mode.empty()) {
     for (const auto& [mode, l] : by_mode.items())
       curves.push_back(
           {"curve-resumed-" + mode, "curve-resumed", "resumed after " + mode + " kill", points_of(l)});
   } else {
-    curves.push_back({"curve-resumed", "curve-resumed", "resumed", points_of(at(losses, "resumed"))});
+    curves.push_back(
+        {"curve-resumed", "curve-resumed", "resumed", points_of(json_member_or_null(losses, "resumed"))});
   }
   double x0 = std::numeric_limits<double>::max(), x1 = -x0, y0 = x0, y1 = -x0;
   for (const auto& c : curves)
@@ -102,7 +101,8 @@ std::string trend_chart(const nlohmann::json& history, const char* key, const st
   constexpr int w = 720, h = 160, pad = 40;
   std::vector<std::pair<size_t, double>> points;
   for (size_t i = 0; i < history.size(); ++i)
-    if (at(history[i], key).is_number()) points.emplace_back(i, history[i][key].get<double>());
+    if (json_member_or_null(history[i], key).is_number())
+      points.emplace_back(i, history[i][key].get<double>());
   std::ostringstream s;
   s << "<h3>" << html_escape(title)
     << "</h3>\n<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"trend\" id=\"trend-" << key << "\" width=\""
@@ -124,7 +124,7 @@ std::string trend_chart(const nlohmann::json& history, const char* key, const st
   s << "\"/>\n";
   for (const auto& p : points)
     s << "<circle cx=\"" << x(p.first) << "\" cy=\"" << y(p.second) << "\" r=\"3\"><title>"
-      << html_escape(text_of(at(history[p.first], "time"))) << ": "
+      << html_escape(text_of(json_member_or_null(history[p.first], "time"))) << ": "
       << html_escape(text_of(history[p.first][key])) << "</title></circle>\n";
   s << "<text x=\"2\" y=\"" << y(hi) + 4 << "\">" << html_escape(text_of(nlohmann::json(hi))) << "</text>\n";
   s << "<text x=\"2\" y=\"" << y(lo) + 4 << "\">" << html_escape(text_of(nlohmann::json(lo))) << "</text>\n";
@@ -140,11 +140,12 @@ std::string verdict_strip(const nlohmann::json& history) {
        "width=\""
     << w << "\" height=\"24\">\n";
   for (size_t i = 0; i < history.size(); ++i) {
-    const std::string v = text_of(at(history[i], "verdict"));
+    const std::string v = text_of(json_member_or_null(history[i], "verdict"));
     const char* color = v == "pass" ? "#2a9d4a" : v == "fail" ? "#c62828" : "#e0a01a";
     s << "<rect x=\"" << 4 + 16 * i << "\" y=\"4\" width=\"12\" height=\"16\" fill=\"" << color
       << "\" class=\"verdict-" << html_escape(v) << "\"><title>"
-      << html_escape(text_of(at(history[i], "time"))) << ": " << html_escape(v) << "</title></rect>\n";
+      << html_escape(text_of(json_member_or_null(history[i], "time"))) << ": " << html_escape(v)
+      << "</title></rect>\n";
   }
   s << "</svg>\n";
   return s.str();
@@ -160,7 +161,7 @@ void key_value_table(std::ostringstream& s, const nlohmann::json& obj, const cha
       if (v.is_object()) continue;
       const std::string value = sources && v.is_null() ? "not measured" : text_of(v);
       s << "<tr><th>" << html_escape(k) << "</th><td>" << html_escape(value) << "</td>";
-      if (sources) s << "<td>" << html_escape(text_of(at(*sources, k.c_str()))) << "</td>";
+      if (sources) s << "<td>" << html_escape(text_of(json_member_or_null(*sources, k.c_str()))) << "</td>";
       s << "</tr>\n";
     }
   s << "</tbody></table>\n";
@@ -170,7 +171,7 @@ void key_value_table(std::ostringstream& s, const nlohmann::json& obj, const cha
 
 std::string render_drill_html(const nlohmann::json& report) {
   const std::string verdict =
-      at(report, "verdict").is_string() ? report["verdict"].get<std::string>() : "unknown";
+      json_member_or_null(report, "verdict").is_string() ? report["verdict"].get<std::string>() : "unknown";
   std::ostringstream s;
   s << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ckptcheck drill: "
     << html_escape(verdict) << "</title>\n<style>\n"
@@ -187,63 +188,66 @@ std::string render_drill_html(const nlohmann::json& report) {
     << html_escape(verdict == "pass"   ? "PASS"
                    : verdict == "fail" ? "FAIL"
                                        : "ERROR");
-  s << (at(report, "bit_identical") == true ? " &mdash; bit-identical" : "") << "</div>\n";
-  const auto& tol = at(report, "tolerance");
-  s << "<p>Tolerance: rtol " << html_escape(text_of(at(tol, "rtol"))) << ", atol "
-    << html_escape(text_of(at(tol, "atol"))) << " (" << html_escape(text_of(at(tol, "applied"))) << ")</p>\n";
-  if (at(report, "error").is_string() && !report["error"].get<std::string>().empty())
+  s << (json_member_or_null(report, "bit_identical") == true ? " &mdash; bit-identical" : "") << "</div>\n";
+  const auto& tol = json_member_or_null(report, "tolerance");
+  s << "<p>Tolerance: rtol " << html_escape(text_of(json_member_or_null(tol, "rtol"))) << ", atol "
+    << html_escape(text_of(json_member_or_null(tol, "atol"))) << " ("
+    << html_escape(text_of(json_member_or_null(tol, "applied"))) << ")</p>\n";
+  if (json_member_or_null(report, "error").is_string() && !report["error"].get<std::string>().empty())
     s << "<p id=\"error\"><b>Error:</b> " << html_escape(report["error"].get<std::string>()) << "</p>\n";
-  const auto& failures = at(report, "failures");
+  const auto& failures = json_member_or_null(report, "failures");
   if (failures.is_array() && !failures.empty()) {
     s << "<ul id=\"failures\">\n";
     for (const auto& f : failures) s << "<li>" << html_escape(text_of(f)) << "</li>\n";
     s << "</ul>\n";
   }
-  s << "<h2>Loss: reference vs resumed</h2>\n" << loss_chart(at(report, "losses"));
+  s << "<h2>Loss: reference vs resumed</h2>\n" << loss_chart(json_member_or_null(report, "losses"));
 
   s << "<h2>Final state by component</h2>\n<table "
        "id=\"divergence\"><thead><tr><th>component</th><th>tensors</th>"
     << "<th>max abs</th><th>max rel</th><th>bit-identical</th><th>passed</th><th>first "
        "diverging</th></tr></thead><tbody>\n";
-  const auto& comps = at(report, "components");
+  const auto& comps = json_member_or_null(report, "components");
   if (comps.is_object())
     for (const auto& [name, c] : comps.items()) {
-      const bool ok = at(c, "passed") == true;
+      const bool ok = json_member_or_null(c, "passed") == true;
       s << "<tr" << (ok ? "" : " class=\"bad\"") << "><td>" << html_escape(name) << "</td><td>"
-        << html_escape(text_of(at(c, "tensors"))) << "</td><td>" << html_escape(text_of(at(c, "max_abs")))
-        << "</td><td>" << html_escape(text_of(at(c, "max_rel"))) << "</td><td>"
-        << html_escape(text_of(at(c, "bit_identical"))) << "</td><td>" << (ok ? "yes" : "no") << "</td><td>"
-        << html_escape(text_of(at(c, "message"))) << "</td></tr>\n";
+        << html_escape(text_of(json_member_or_null(c, "tensors"))) << "</td><td>"
+        << html_escape(text_of(json_member_or_null(c, "max_abs"))) << "</td><td>"
+        << html_escape(text_of(json_member_or_null(c, "max_rel"))) << "</td><td>"
+        << html_escape(text_of(json_member_or_null(c, "bit_identical"))) << "</td><td>" << (ok ? "yes" : "no")
+        << "</td><td>" << html_escape(text_of(json_member_or_null(c, "message"))) << "</td></tr>\n";
     }
   s << "</tbody></table>\n";
 
   s << "<h2>Checks</h2>\n<table "
        "id=\"checks\"><thead><tr><th>check</th><th>kill</th><th>passed</th><th>detail</th></tr>"
     << "</thead><tbody>\n";
-  const auto& checks = at(report, "checks");
+  const auto& checks = json_member_or_null(report, "checks");
   if (checks.is_array())
     for (const auto& c : checks) {
-      const bool ok = at(c, "passed") == true;
-      s << "<tr" << (ok ? "" : " class=\"bad\"") << "><td>" << html_escape(text_of(at(c, "name")))
-        << "</td><td>" << html_escape(text_of(at(c, "mode"))) << "</td><td>" << (ok ? "yes" : "no")
-        << "</td><td>" << html_escape(text_of(at(c, "detail"))) << "</td></tr>\n";
+      const bool ok = json_member_or_null(c, "passed") == true;
+      s << "<tr" << (ok ? "" : " class=\"bad\"") << "><td>"
+        << html_escape(text_of(json_member_or_null(c, "name"))) << "</td><td>"
+        << html_escape(text_of(json_member_or_null(c, "mode"))) << "</td><td>" << (ok ? "yes" : "no")
+        << "</td><td>" << html_escape(text_of(json_member_or_null(c, "detail"))) << "</td></tr>\n";
     }
   s << "</tbody></table>\n";
-  const auto& history = at(report, "history");
+  const auto& history = json_member_or_null(report, "history");
   if (history.is_array() && !history.empty()) {
     s << "<h2 id=\"history\">Trend over " << history.size() << " drill(s)</h2>\n"
       << verdict_strip(history) << trend_chart(history, "restore_seconds", "Restore time (seconds)")
       << trend_chart(history, "checkpoint_bytes", "Checkpoint size (bytes)")
       << trend_chart(history, "snapshot_seconds", "Snapshot time (seconds, live drills)");
   }
-  const auto& measurements = at(report, "measurements");
+  const auto& measurements = json_member_or_null(report, "measurements");
   s << "<h2>Timings (seconds unless named)</h2>\n";
-  const nlohmann::json& sources = at(measurements, "sources");
-  key_value_table(s, at(measurements, "timings"), "timings", &sources);
+  const nlohmann::json& sources = json_member_or_null(measurements, "sources");
+  key_value_table(s, json_member_or_null(measurements, "timings"), "timings", &sources);
   s << "<h2>Memory (bytes)</h2>\n";
-  key_value_table(s, at(measurements, "memory"), "memory", &sources);
+  key_value_table(s, json_member_or_null(measurements, "memory"), "memory", &sources);
   s << "<h2>Drill</h2>\n";
-  key_value_table(s, at(report, "drill"), "drill");
+  key_value_table(s, json_member_or_null(report, "drill"), "drill");
   s << "</body></html>\n";
   return s.str();
 }

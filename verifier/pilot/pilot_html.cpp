@@ -5,13 +5,12 @@
 #include <cstdio>
 #include <sstream>
 
+#include "base/byte_units.h"
 #include "verifier/drill/drill_html.h"
 
 namespace ckpt {
 
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 std::string number(double v, const char* pattern = "%.4g") {
   char buf[64];
@@ -34,13 +33,14 @@ void render_matrix(std::ostringstream& s, const nlohmann::json& m) {
   std::vector<std::pair<std::string, double>> memory, time;
   for (const auto& v : m.value("variants", nlohmann::json::array())) {
     const std::string name = text_or_empty(v, "name");
-    const double step_mib = number_or_zero(v, "step_memory_bytes") / kMiB;
+    const double step_mib = number_or_zero(v, "step_memory_bytes") / kBytesPerMiB;
     const double seconds = number_or_zero(v, "step_seconds");
     memory.emplace_back(name, step_mib);
     time.emplace_back(name, seconds);
     s << "<tr><td>" << html_escape(name) << "</td><td>" << number(step_mib, "%.1f") << "</td><td>"
-      << number(number_or_zero(v, "step_peak_rss_bytes") / kMiB, "%.1f") << "</td><td>" << number(seconds)
-      << "</td><td>" << number(number_or_zero(v, "tokens_per_second"), "%.0f") << "</td><td>"
+      << number(number_or_zero(v, "step_peak_rss_bytes") / kBytesPerMiB, "%.1f") << "</td><td>"
+      << number(seconds) << "</td><td>" << number(number_or_zero(v, "tokens_per_second"), "%.0f")
+      << "</td><td>"
       << number(number_or_zero(v.value("vs_fp32", nlohmann::json::object()), "loss_max_relative_difference"),
                 "%.3g")
       << "</td><td>" << number(number_or_zero(v, "eval_loss"), "%.4f") << "</td></tr>\n";

@@ -4,13 +4,12 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/byte_units.h"
 #include "verifier/tensors/state_compare.h"
 
 namespace ckpt {
 
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 std::string format(const char* pattern, double value) {
   char buffer[64];
@@ -103,8 +102,8 @@ void add_recompute_findings(const std::vector<VariantMeasurement>& variants, nlo
         {"step_time_cost_fraction", time_cost}};
     out["summary"].push_back(
         "Activation checkpointing (" + precision + "): the step's memory " +
-        format("%.1f", off.step_memory_bytes() / kMiB) + " -> " +
-        format("%.1f", on.step_memory_bytes() / kMiB) + " MiB (" +
+        format("%.1f", off.step_memory_bytes() / kBytesPerMiB) + " -> " +
+        format("%.1f", on.step_memory_bytes() / kBytesPerMiB) + " MiB (" +
         (memory_saved >= 0 ? percent(memory_saved) + " less" : percent(-memory_saved) + " more") + ") for " +
         signed_percent(time_cost) + " step time (the recompute); " +
         (same ? "numerics unchanged, bit for bit." : "NUMERICS CHANGED."));
@@ -160,8 +159,9 @@ void add_recommendation(const std::vector<VariantMeasurement>& variants, nlohman
   } else {
     out["summary"].push_back(
         "Where memory is not the limit, use " + fastest->name() + " (fastest, " +
-        format("%.1f", fastest->step_memory_bytes() / kMiB) + " MiB per step). Where it is, " +
-        smallest->name() + " needs " + format("%.1f", smallest->step_memory_bytes() / kMiB) + " MiB for " +
+        format("%.1f", fastest->step_memory_bytes() / kBytesPerMiB) + " MiB per step). Where it is, " +
+        smallest->name() + " needs " + format("%.1f", smallest->step_memory_bytes() / kBytesPerMiB) +
+        " MiB for " +
         signed_percent(fastest->step_seconds > 0 ? smallest->step_seconds / fastest->step_seconds - 1 : 0) +
         " step time. Take the cheaper choice that fits the accelerator (`ckptcheck plan` sizes it), and "
         "measure again "
@@ -213,8 +213,8 @@ std::string matrix_table(const nlohmann::json& matrix) {
   text += line;
   for (const auto& v : matrix["variants"]) {
     std::snprintf(line, sizeof line, "%-9s %12.1f %12.1f %10.4f %10.0f %11.2e %11.2e %10.4f\n",
-                  v["name"].get<std::string>().c_str(), v["step_memory_bytes"].get<double>() / kMiB,
-                  v["step_peak_rss_bytes"].get<double>() / kMiB, v["step_seconds"].get<double>(),
+                  v["name"].get<std::string>().c_str(), v["step_memory_bytes"].get<double>() / kBytesPerMiB,
+                  v["step_peak_rss_bytes"].get<double>() / kBytesPerMiB, v["step_seconds"].get<double>(),
                   v["tokens_per_second"].get<double>(),
                   v["vs_fp32"]["loss_max_relative_difference"].get<double>(),
                   v["vs_fp32"]["loss_mean_relative_difference"].get<double>(), v["eval_loss"].get<double>());

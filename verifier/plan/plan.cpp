@@ -4,12 +4,12 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/byte_units.h"
 #include "base/json_fields.h"
 
 namespace ckpt {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kSecondsPerHour = 3600.0;
 
 Result<double> non_negative(const nlohmann::json& obj, const char* key, const std::string& where) {
@@ -461,8 +461,8 @@ std::string plan_table(const nlohmann::json& plan) {
     if (fit == "fsdp") fit += " x" + std::to_string(mem["fsdp_devices"].get<int>());
     const auto& rec = a["recommendation"];
     std::snprintf(line, sizeof line, "%-14s %11.1f %9.1f %-10s %9.1f %10.1f %-20s %6.0f%% %6.0f%%\n",
-                  a["name"].get<std::string>().c_str(), mem["replica_bytes"].get<double>() / kGiB,
-                  mem["capacity_bytes"].get<double>() / kGiB, fit.c_str(),
+                  a["name"].get<std::string>().c_str(), mem["replica_bytes"].get<double>() / kBytesPerGiB,
+                  mem["capacity_bytes"].get<double>() / kBytesPerGiB, fit.c_str(),
                   a["budget_hours"]["training"].get<double>(), a["budget_hours"]["total"].get<double>(),
                   rec["found"].get<bool>() ? rec["reservation"].get<std::string>().c_str() : "none fits",
                   100 * rec["margin_fraction"].get<double>(), 100 * a["useful_work_fraction"].get<double>());

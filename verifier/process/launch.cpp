@@ -64,7 +64,11 @@ std::vector<std::string> LaunchOutcome::report_lines() const {
     } else {
       what = "unknown end";
     }
-    if (r.stopped_by_launcher) what += " (stopped after another rank failed)";
+    if (r.outlived_finish) {
+      what += " (still running after another rank had exited 0: stopped at the end of the finish window)";
+    } else if (r.stopped_by_launcher) {
+      what += " (stopped after another rank failed)";
+    }
     lines.push_back("rank " + std::to_string(r.rank) + ": " + what);
   }
   return lines;
@@ -170,7 +174,7 @@ Result<LaunchOutcome> launch_ranks(const LaunchOptions& o) {
     out.ranks.push_back({global_rank(o, r), {}, false});
   }
   using Clock = std::chrono::steady_clock;
-  std::optional<Clock::time_point> failed_at;
+  std::optional<Clock::time_point> failed_at, finished_at;
   bool killed = false;
   size_t running = ranks.size();
   while (running > 0) {
@@ -184,15 +188,21 @@ Result<LaunchOutcome> launch_ranks(const LaunchOptions& o) {
       if (!ranks[i].try_reap(&out.ranks[i].exit)) continue;
       --running;
       if (!out.ranks[i].exit.ok() && !failed_at) failed_at = Clock::now();
+      if (out.ranks[i].exit.ok() && !finished_at) finished_at = Clock::now();
     }
+    const bool finish_window_over =
+        finished_at &&
+        std::chrono::duration<double>(Clock::now() - *finished_at).count() >= o.finish_window_seconds;
     // Peers of a dead rank normally fail on their own at the next collective; the grace period
     // lets them report why. Past it, a rank blocked elsewhere is SIGKILLed: the launch never hangs.
-    if (failed_at && running > 0 && !killed &&
-        std::chrono::duration<double>(Clock::now() - *failed_at).count() >= o.grace_seconds) {
+    const bool grace_over =
+        failed_at && std::chrono::duration<double>(Clock::now() - *failed_at).count() >= o.grace_seconds;
+    if ((grace_over || finish_window_over) && running > 0 && !killed) {
       for (size_t i = 0; i < ranks.size(); ++i) {
         if (!ranks[i].running()) continue;
         ranks[i].send_signal(SIGKILL);
         out.ranks[i].stopped_by_launcher = true;
+        out.ranks[i].outlived_finish = !grace_over;
       }
       killed = true;
     }

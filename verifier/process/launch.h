@@ -22,12 +22,18 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   std::vector<std::string> argv;  // argv[0] is the program (a path; not searched in PATH)
   double grace_seconds = 5;       // after the first failure, before SIGKILL
+  // After the first rank exits 0, how long the others have to exit too before they are SIGKILLed.
+  // A rank that never ends after its peers finished is a bug a long run would pay for in idle
+  // allocation: seen with torch 1.13's DDP, whose Reducer, dropped at interpreter exit after
+  // destroy_process_group, joins a Gloo worker that waits for the GIL the exiting thread holds.
+  double finish_window_seconds = 60;
 };
 
 struct RankExit {
   int rank = 0;
   ChildExit exit;
   bool stopped_by_launcher = false;  // killed because another rank failed
+  bool outlived_finish = false;      // killed: still running finish_window_seconds after a rank exited 0
 };
 
 struct LaunchOutcome {

@@ -128,7 +128,10 @@ Result<std::unique_ptr<SlurmStep>> SlurmStep::start(const SlurmAllocation& job, 
                 // hold more ranks than the allocation has CPUs.
                 "--overlap", "--overcommit",
                 // One rank failing ends the step, as a failing rank ends a torchrun job.
-                "--kill-on-bad-exit=1", "--export=ALL"};
+                "--kill-on-bad-exit=1",
+                // And one rank finishing ends the others 60 s later: a rank still running then is
+                // stuck (LaunchOptions::finish_window_seconds says how), and the drill never hangs.
+                "--wait=60", "--export=ALL"};
   spawn.argv.insert(spawn.argv.end(), q.extra_args.begin(), q.extra_args.end());
   spawn.argv.insert(spawn.argv.end(), q.program.argv.begin(), q.program.argv.end());
   spawn.search_path = true;

@@ -10,6 +10,7 @@
 
 #include "shards/checkpoint_dir.h"
 #include "tests/support/training_state_fixture.h"
+#include "tests/support/verify_issues_text.h"
 
 namespace ckpt {
 namespace {
@@ -25,12 +26,6 @@ void write_text(const std::string& path, const std::string& text) {
   write_file_bytes(path, std::vector<uint8_t>(text.begin(), text.end()));
 }
 
-std::string codes_of(const std::vector<VerifyIssue>& issues) {
-  std::string s;
-  for (const auto& i : issues) s += "[" + i.code + "] " + i.shard + " " + i.tensor + ": " + i.message + "\n";
-  return s;
-}
-
 VerifyReport verify(const std::string& dir, VerifyOptions options = {}) {
   auto report = verify_checkpoint(dir, options);
   EXPECT_TRUE(report.is_ok()) << report.status().to_string();
@@ -40,7 +35,7 @@ VerifyReport verify(const std::string& dir, VerifyOptions options = {}) {
 // Expects the checkpoint to fail with `code` among its errors.
 void expect_error(const VerifyReport& r, const std::string& code) {
   EXPECT_FALSE(r.ok());
-  EXPECT_TRUE(r.has_error(code)) << "expected [" << code << "], got:\n" << codes_of(r.errors);
+  EXPECT_TRUE(r.has_error(code)) << "expected [" << code << "], got:\n" << issues_text(r.errors);
 }
 
 class VerifierTest : public ::testing::Test {
@@ -53,8 +48,8 @@ class VerifierTest : public ::testing::Test {
 
 TEST_F(VerifierTest, CleanCheckpointPassesWithNoWarnings) {
   const VerifyReport r = verify(dir_);
-  EXPECT_TRUE(r.ok()) << codes_of(r.errors);
-  EXPECT_TRUE(r.warnings.empty()) << codes_of(r.warnings);
+  EXPECT_TRUE(r.ok()) << issues_text(r.errors);
+  EXPECT_TRUE(r.warnings.empty()) << issues_text(r.warnings);
   EXPECT_EQ(r.step, kFixtureStep);
   EXPECT_EQ(r.shards, 3u);
   EXPECT_EQ(r.tensors, full_training_state().size());
@@ -67,7 +62,7 @@ TEST_F(VerifierTest, QuickModeHashesNothingAndStillChecksHeaders) {
   VerifyOptions quick;
   quick.quick = true;
   const VerifyReport r = verify(dir_, quick);
-  EXPECT_TRUE(r.ok()) << codes_of(r.errors);
+  EXPECT_TRUE(r.ok()) << issues_text(r.errors);
   EXPECT_EQ(r.bytes_hashed, 0u);
   edit_manifest(dir_, [](Manifest& m) { m.tensors[0].chunks[0].data_offset += 64; });
   expect_error(verify(dir_, quick), verify_code::kChunkHeaderMismatch);
@@ -81,7 +76,7 @@ TEST_F(VerifierTest, ReportsAreTheSameWhateverTheJobCount) {
   VerifyOptions one, many;
   one.jobs = 1;
   many.jobs = 8;
-  EXPECT_EQ(codes_of(verify(dir_, one).errors), codes_of(verify(dir_, many).errors));
+  EXPECT_EQ(issues_text(verify(dir_, one).errors), issues_text(verify(dir_, many).errors));
 }
 
 TEST_F(VerifierTest, ManifestMissing) {
@@ -146,7 +141,7 @@ TEST_F(VerifierTest, ShardSizeMismatch) {
   edit_manifest(dir_, [](Manifest& m) { m.shards[1].bytes += 1; });
   const VerifyReport r = verify(dir_);
   expect_error(r, verify_code::kShardSizeMismatch);
-  EXPECT_EQ(r.errors.size(), 1u) << codes_of(r.errors);
+  EXPECT_EQ(r.errors.size(), 1u) << issues_text(r.errors);
 }
 
 TEST_F(VerifierTest, ShardSha256Mismatch) {
@@ -183,7 +178,7 @@ TEST_F(VerifierTest, ChunkSha256MismatchNamesShardTensorAndOffset) {
   refresh_shard_hashes(dir_);
   const VerifyReport r = verify(dir_);
   expect_error(r, verify_code::kChunkSha256Mismatch);
-  ASSERT_EQ(r.errors.size(), 1u) << codes_of(r.errors);
+  ASSERT_EQ(r.errors.size(), 1u) << issues_text(r.errors);
   EXPECT_EQ(r.errors[0].tensor, "model.blocks.0.w");
   EXPECT_EQ(r.errors[0].shard, read_fixture_manifest(dir_).shards[c.shard].path);
   EXPECT_NE(r.errors[0].message.find("@" + std::to_string(c.data_offset)), std::string::npos)
@@ -197,7 +192,7 @@ TEST_F(VerifierTest, ChunkMissingInShardAndTheStrayChunkIsAWarning) {
   });
   const VerifyReport r = verify(dir_);
   expect_error(r, verify_code::kChunkMissingInShard);
-  EXPECT_TRUE(r.has_warning(verify_code::kChunkNotInManifest)) << codes_of(r.warnings);
+  EXPECT_TRUE(r.has_warning(verify_code::kChunkNotInManifest)) << issues_text(r.warnings);
 }
 
 TEST_F(VerifierTest, ChunkHeaderMismatchOnDtype) {
@@ -228,7 +223,7 @@ TEST_F(VerifierTest, ChunkOutOfBounds) {
 TEST_F(VerifierTest, UnlistedFileIsAWarningNotAnError) {
   write_file_bytes(dir_ + "/notes.txt", {'h', 'i'});
   const VerifyReport r = verify(dir_);
-  EXPECT_TRUE(r.ok()) << codes_of(r.errors);
+  EXPECT_TRUE(r.ok()) << issues_text(r.errors);
   EXPECT_TRUE(r.has_warning(verify_code::kUnlistedFile));
 }
 
@@ -236,7 +231,7 @@ TEST_F(VerifierTest, UncommittedLeftoversAreListedButDoNotFail) {
   ASSERT_EQ(::mkdir((root_ / ".tmp-step_00000030-999").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir((root_ / "step_00000040").c_str(), 0755), 0);
   const VerifyReport r = verify(dir_);
-  EXPECT_TRUE(r.ok()) << codes_of(r.errors);
+  EXPECT_TRUE(r.ok()) << issues_text(r.errors);
   EXPECT_TRUE(r.has_warning(verify_code::kUncommittedCheckpoint));
   EXPECT_EQ(r.uncommitted.size(), 2u);
 }
@@ -257,7 +252,7 @@ TEST(VerifierValues, NonfiniteValuesAreCountedPerTensor) {
   std::memcpy(w->bytes.data() + 4 * 511, &inf, 4);
   const VerifyReport r = verify_state(state);
   expect_error(r, verify_code::kNonfiniteValues);
-  ASSERT_EQ(r.errors.size(), 1u) << codes_of(r.errors);
+  ASSERT_EQ(r.errors.size(), 1u) << issues_text(r.errors);
   EXPECT_EQ(r.errors[0].tensor, "model.blocks.0.w");
   EXPECT_NE(r.errors[0].message.find("2 NaN and 1 Inf of 512"), std::string::npos) << r.errors[0].message;
 }
@@ -278,7 +273,7 @@ TEST(VerifierResume, NoOptimizerComponentNamesTheFirstParam) {
   }
   const VerifyReport r = verify_state(state);
   expect_error(r, verify_code::kOptimizerStateMissing);
-  EXPECT_EQ(r.errors.size(), 1u) << codes_of(r.errors);
+  EXPECT_EQ(r.errors.size(), 1u) << issues_text(r.errors);
   EXPECT_NE(r.errors[0].message.find("model.blocks.0.w"), std::string::npos);
 }
 
@@ -349,7 +344,7 @@ TEST(VerifierResume, LossScaleMustBePositive) {
     *find_state_tensor(state, "scaler.scale") = f64_scalar("scaler.scale", bad);
     const VerifyReport r = verify_state(state);
     expect_error(r, verify_code::kLossScaleInvalid);
-    EXPECT_EQ(r.errors.size(), 1u) << codes_of(r.errors);
+    EXPECT_EQ(r.errors.size(), 1u) << issues_text(r.errors);
   }
 }
 
@@ -371,7 +366,7 @@ TEST(VerifyPath, RootVerifiesTheLatestCheckpoint) {
   auto r = verify_path(root.path() + "/", {});
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   EXPECT_EQ(r->path, latest);
-  EXPECT_TRUE(r->ok()) << codes_of(r->errors);
+  EXPECT_TRUE(r->ok()) << issues_text(r->errors);
 }
 
 TEST(VerifyPath, StepDirWithoutManifestIsManifestMissing) {
@@ -436,7 +431,7 @@ TEST_F(VerifierTest, EditedConfigFieldFailsTheManifestDigest) {
   write_text(path, text);
   const VerifyReport r = verify(dir_);
   expect_error(r, verify_code::kManifestDigestMismatch);
-  EXPECT_EQ(r.errors.size(), 1u) << codes_of(r.errors);
+  EXPECT_EQ(r.errors.size(), 1u) << issues_text(r.errors);
   auto loaded = read_manifest_file(dir_);
   ASSERT_FALSE(loaded.is_ok());
   EXPECT_EQ(loaded.status().code(), StatusCode::kCorruption);
@@ -451,10 +446,10 @@ TEST_F(VerifierTest, ManifestWithoutDigestWarnsInsteadOfPassingSilently) {
   j.erase("manifest_sha256");
   write_text(path, j.dump(1) + "\n");
   const VerifyReport r = verify(dir_);
-  EXPECT_TRUE(r.ok()) << codes_of(r.errors);
+  EXPECT_TRUE(r.ok()) << issues_text(r.errors);
   bool warned = false;
   for (const auto& w : r.warnings) warned = warned || w.code == verify_code::kManifestDigestMissing;
-  EXPECT_TRUE(warned) << codes_of(r.warnings);
+  EXPECT_TRUE(warned) << issues_text(r.warnings);
 }
 
 TEST_F(VerifierTest, DeeplyNestedConfigIsRefusedNotACrash) {
@@ -470,7 +465,7 @@ TEST_F(VerifierTest, DeeplyNestedConfigIsRefusedNotACrash) {
   write_text(path, text);
   const VerifyReport r = verify(dir_);
   expect_error(r, verify_code::kManifestInvalid);
-  EXPECT_NE(codes_of(r.errors).find("nests deeper than"), std::string::npos) << codes_of(r.errors);
+  EXPECT_NE(issues_text(r.errors).find("nests deeper than"), std::string::npos) << issues_text(r.errors);
 }
 
 // safetensors shards record their header's digest (length field + JSON, which holds every payload's
@@ -492,7 +487,7 @@ TEST(VerifierSafetensors, ShardsAreCoveredByTheirHeaderDigest) {
   const std::string dir = committed->dir;
   EXPECT_EQ(committed->manifest.shards[0].sha256_of, "header");
   const VerifyReport clean = verify(dir);
-  EXPECT_TRUE(clean.ok()) << codes_of(clean.errors);
+  EXPECT_TRUE(clean.ok()) << issues_text(clean.errors);
 
   const std::string shard = fixture_shard_path(dir, 0);
   const auto original = read_file_bytes(shard);
@@ -521,7 +516,7 @@ TEST(VerifierSafetensors, ShardsAreCoveredByTheirHeaderDigest) {
     }
   });
   const VerifyReport old = verify(dir);
-  EXPECT_TRUE(old.ok()) << codes_of(old.errors);
+  EXPECT_TRUE(old.ok()) << issues_text(old.errors);
 }
 
 }  // namespace

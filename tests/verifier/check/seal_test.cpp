@@ -11,6 +11,7 @@
 #include "base/sha256.h"
 #include "formats/tensor_file_open.h"
 #include "tests/support/test_support.h"
+#include "tests/support/verify_issues_text.h"
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/signature.h"
 
@@ -20,12 +21,6 @@ namespace {
 using namespace ckpt::testing;
 
 const std::string kPytorchDir = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/";
-
-std::string codes_of(const std::vector<VerifyIssue>& issues) {
-  std::string s;
-  for (const auto& i : issues) s += "[" + i.code + "] " + i.shard + " " + i.tensor + ": " + i.message + "\n";
-  return s;
-}
 
 void copy_file(const std::string& from, const std::string& to) {
   std::filesystem::create_directories(std::filesystem::path(to).parent_path());
@@ -41,7 +36,7 @@ void flip_byte(const std::string& path, uint64_t offset) {
 
 // The fixtures are weights and optimizer state without a scheduler or RNG state: the seal's checks
 // are under test here, so the kind's resume-state checks are told the checkpoint is weights only.
-VerifyReport verify(const std::string& path, const std::string& pubkey = "") {
+VerifyReport verify_weights_only(const std::string& path, const std::string& pubkey = "") {
   VerifyOptions options;
   options.pubkey_path = pubkey;
   options.weights_only = true;
@@ -95,9 +90,9 @@ TEST_F(SealTest, SealsEveryFileAndEveryTensorAndVerifiesClean) {
   ASSERT_TRUE(digest.is_ok());
   EXPECT_EQ(parsed->files[1].sha256, *digest);
 
-  const VerifyReport r = verify(dir_);
-  EXPECT_TRUE(r.ok()) << codes_of(r.errors);
-  EXPECT_TRUE(r.warnings.empty()) << codes_of(r.warnings);
+  const VerifyReport r = verify_weights_only(dir_);
+  EXPECT_TRUE(r.ok()) << issues_text(r.errors);
+  EXPECT_TRUE(r.warnings.empty()) << issues_text(r.warnings);
   EXPECT_EQ(r.shards, 3u);
   EXPECT_EQ(r.tensors, s.tensors);
 }
@@ -107,10 +102,10 @@ TEST_F(SealTest, FlippedTensorByteNamesFileTensorAndRange) {
   const std::string file = dir_ + "/pytorch_model.bin";
   const ChunkInfo t = first_tensor(file);
   flip_byte(file, t.data_offset + 1);
-  const VerifyReport r = verify(dir_);
+  const VerifyReport r = verify_weights_only(dir_);
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(r.has_error(verify_code::kSealFileSha256Mismatch)) << codes_of(r.errors);
-  ASSERT_TRUE(r.has_error(verify_code::kSealTensorSha256Mismatch)) << codes_of(r.errors);
+  EXPECT_TRUE(r.has_error(verify_code::kSealFileSha256Mismatch)) << issues_text(r.errors);
+  ASSERT_TRUE(r.has_error(verify_code::kSealTensorSha256Mismatch)) << issues_text(r.errors);
   size_t tensor_errors = 0;
   for (const auto& e : r.errors) {
     if (e.code != verify_code::kSealTensorSha256Mismatch) continue;
@@ -120,7 +115,7 @@ TEST_F(SealTest, FlippedTensorByteNamesFileTensorAndRange) {
     EXPECT_NE(e.message.find(file + " @" + std::to_string(t.data_offset) + ".."), std::string::npos)
         << e.message;
   }
-  EXPECT_EQ(tensor_errors, 1u) << codes_of(r.errors);
+  EXPECT_EQ(tensor_errors, 1u) << issues_text(r.errors);
 }
 
 TEST_F(SealTest, LargeFilesAreSealedByPiecesAndAFlipNamesThePieceAndTensor) {
@@ -142,13 +137,13 @@ TEST_F(SealTest, LargeFilesAreSealedByPiecesAndAFlipNamesThePieceAndTensor) {
   EXPECT_EQ(model.pieces[1], sha256_hex(bytes.data() + 1024, 1024));
   EXPECT_EQ(model.sha256, sha256_hex(bytes.data(), bytes.size()));
   EXPECT_TRUE(parsed->files[0].pieces.empty());  // trainer_state.json: smaller than a piece
-  EXPECT_TRUE(verify(dir_).ok());
+  EXPECT_TRUE(verify_weights_only(dir_).ok());
 
   const ChunkInfo t = first_tensor(dir_ + "/pytorch_model.bin");
   flip_byte(dir_ + "/pytorch_model.bin", t.data_offset + 1);
-  const VerifyReport r = verify(dir_);
+  const VerifyReport r = verify_weights_only(dir_);
   ASSERT_FALSE(r.ok());
-  ASSERT_TRUE(r.has_error(verify_code::kSealTensorSha256Mismatch)) << codes_of(r.errors);
+  ASSERT_TRUE(r.has_error(verify_code::kSealTensorSha256Mismatch)) << issues_text(r.errors);
   const uint64_t piece = (t.data_offset + 1) / 1024;
   const std::string range = std::to_string(piece * 1024) + ".." +
                             std::to_string(std::min<uint64_t>((piece + 1) * 1024, model.bytes));
@@ -157,7 +152,7 @@ TEST_F(SealTest, LargeFilesAreSealedByPiecesAndAFlipNamesThePieceAndTensor) {
     named = named || (e.code == verify_code::kSealFileSha256Mismatch &&
                       e.message.find("1 of " + std::to_string(model.pieces.size()) +
                                      " sealed pieces differ (bytes " + range + ")") != std::string::npos);
-  EXPECT_TRUE(named) << codes_of(r.errors);
+  EXPECT_TRUE(named) << issues_text(r.errors);
 }
 
 TEST_F(SealTest, APieceListThatDoesNotFitTheFileIsRefused) {
@@ -178,13 +173,13 @@ TEST_F(SealTest, ChangeOutsideEveryTensorIsSaidSo) {
   seal(dir_);
   // The zip's first local header name byte: not in any tensor payload.
   flip_byte(dir_ + "/optimizer.pt", 31);
-  const VerifyReport r = verify(dir_);
+  const VerifyReport r = verify_weights_only(dir_);
   ASSERT_FALSE(r.ok());
-  EXPECT_FALSE(r.has_error(verify_code::kSealTensorSha256Mismatch)) << codes_of(r.errors);
+  EXPECT_FALSE(r.has_error(verify_code::kSealTensorSha256Mismatch)) << issues_text(r.errors);
   bool outside = false;
   for (const auto& e : r.errors)
     outside = outside || e.message.find("outside their payloads") != std::string::npos;
-  EXPECT_TRUE(outside) << codes_of(r.errors);
+  EXPECT_TRUE(outside) << issues_text(r.errors);
 }
 
 TEST_F(SealTest, TruncatedMissingAndAddedFilesAreNamed) {
@@ -193,11 +188,11 @@ TEST_F(SealTest, TruncatedMissingAndAddedFilesAreNamed) {
   std::filesystem::resize_file(model, std::filesystem::file_size(model) - 100);
   std::filesystem::remove(dir_ + "/extra/trainer_state.json");
   write_file_bytes(dir_ + "/rng_state.pth", {1, 2, 3});
-  const VerifyReport r = verify(dir_);
+  const VerifyReport r = verify_weights_only(dir_);
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(r.has_error(verify_code::kSealFileSizeMismatch)) << codes_of(r.errors);
-  EXPECT_TRUE(r.has_error(verify_code::kSealFileMissing)) << codes_of(r.errors);
-  EXPECT_TRUE(r.has_warning(verify_code::kSealUnlistedFile)) << codes_of(r.warnings);
+  EXPECT_TRUE(r.has_error(verify_code::kSealFileSizeMismatch)) << issues_text(r.errors);
+  EXPECT_TRUE(r.has_error(verify_code::kSealFileMissing)) << issues_text(r.errors);
+  EXPECT_TRUE(r.has_warning(verify_code::kSealUnlistedFile)) << issues_text(r.warnings);
   for (const auto& e : r.errors) {
     if (e.code == verify_code::kSealFileSizeMismatch) {
       EXPECT_NE(e.message.find("(truncated)"), std::string::npos);
@@ -219,8 +214,8 @@ TEST_F(SealTest, EditedSealFailsItsDigest) {
   char& c = edited[at + 11];
   c = c == 'a' ? 'b' : 'a';
   ASSERT_TRUE(write_file_atomically(s.seal_path, edited).is_ok());
-  const VerifyReport r = verify(dir_);
-  EXPECT_TRUE(r.has_error(verify_code::kSealDigestMismatch)) << codes_of(r.errors);
+  const VerifyReport r = verify_weights_only(dir_);
+  EXPECT_TRUE(r.has_error(verify_code::kSealDigestMismatch)) << issues_text(r.errors);
 }
 
 TEST_F(SealTest, ExistingSealIsNeverReplaced) {
@@ -238,11 +233,11 @@ TEST_F(SealTest, SingleFileSealLivesBesideIt) {
   const SealSummary s = seal(file);
   EXPECT_EQ(s.seal_path, file + kSealFileSuffix);
   EXPECT_EQ(s.files, 1u);
-  EXPECT_TRUE(verify(file).ok());
+  EXPECT_TRUE(verify_weights_only(file).ok());
   const ChunkInfo t = first_tensor(file);
   flip_byte(file, t.data_offset + t.data_bytes - 1);
-  const VerifyReport r = verify(file);
-  EXPECT_TRUE(r.has_error(verify_code::kSealTensorSha256Mismatch)) << codes_of(r.errors);
+  const VerifyReport r = verify_weights_only(file);
+  EXPECT_TRUE(r.has_error(verify_code::kSealTensorSha256Mismatch)) << issues_text(r.errors);
 }
 
 TEST_F(SealTest, SymlinkLeavingTheDirectoryIsRefused) {
@@ -260,13 +255,13 @@ TEST_F(SealTest, SignedSealVerifiesAndAForgedOneFails) {
   ASSERT_TRUE(write_ed25519_key_pair(keys / "private.pem", keys / "public.pem").is_ok());
   const SealSummary s = seal(dir_);
   ASSERT_TRUE(sign_file(s.seal_path, keys / "private.pem").is_ok());
-  EXPECT_TRUE(verify(dir_, keys / "public.pem").ok());
+  EXPECT_TRUE(verify_weights_only(dir_, keys / "public.pem").ok());
   // Rewriting data and seal together passes the digest, but not the signature.
   std::filesystem::remove(s.seal_path);
   write_file_bytes(dir_ + "/extra/trainer_state.json", {'{', '}'});
   seal(dir_);
-  const VerifyReport r = verify(dir_, keys / "public.pem");
-  EXPECT_TRUE(r.has_error(verify_code::kSignatureInvalid)) << codes_of(r.errors);
+  const VerifyReport r = verify_weights_only(dir_, keys / "public.pem");
+  EXPECT_TRUE(r.has_error(verify_code::kSignatureInvalid)) << issues_text(r.errors);
 }
 
 TEST_F(SealTest, IntegrityJsonIsWrittenInMegatronsShapeAndChecked) {
@@ -282,10 +277,10 @@ TEST_F(SealTest, IntegrityJsonIsWrittenInMegatronsShapeAndChecked) {
   EXPECT_EQ(j["files"].size(), 3u);
   // Only integrity.json (as Megatron-Core writes it), no seal: still checked.
   std::filesystem::remove(s.seal_path);
-  EXPECT_TRUE(verify(dir_).ok());
+  EXPECT_TRUE(verify_weights_only(dir_).ok());
   flip_byte(dir_ + "/extra/trainer_state.json", 2);
-  const VerifyReport r = verify(dir_);
-  ASSERT_TRUE(r.has_error(verify_code::kIntegritySha256Mismatch)) << codes_of(r.errors);
+  const VerifyReport r = verify_weights_only(dir_);
+  ASSERT_TRUE(r.has_error(verify_code::kIntegritySha256Mismatch)) << issues_text(r.errors);
   EXPECT_EQ(r.errors[0].shard, "extra/trainer_state.json");
 }
 
@@ -316,13 +311,13 @@ TEST(SealDcp, EachStorageItemOfADcpCheckpointIsSealedAndAFlipIsNamedByItem) {
   }
   ASSERT_NE(weight, nullptr) << *text;
   EXPECT_EQ(weight->dtype, "F32");
-  EXPECT_TRUE(verify(dir).ok());
+  EXPECT_TRUE(verify_weights_only(dir).ok());
   flip_byte(dir + "/" + weight_file, weight->offset + weight->bytes / 2);
-  const VerifyReport r = verify(dir);
+  const VerifyReport r = verify_weights_only(dir);
   bool named = false;
   for (const auto& e : r.errors)
     named = named || (e.code == verify_code::kSealTensorSha256Mismatch && e.tensor == weight->name);
-  EXPECT_TRUE(named) << codes_of(r.errors);
+  EXPECT_TRUE(named) << issues_text(r.errors);
 }
 
 TEST(Seal, HostileSealTextIsRefusedNotFollowed) {

@@ -97,6 +97,34 @@ TEST(Launch, OneFailedRankStopsTheOthersAfterTheGrace) {
   EXPECT_TRUE(out->ranks[2].exit.killed_by(SIGKILL));
 }
 
+TEST(Launch, ARankStillRunningAfterAnotherFinishedIsStoppedAndFails) {
+  LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.finish_window_seconds = 0.3;
+  o.argv = {"/bin/sh", "-c", "if [ \"$RANK\" = 0 ]; then exit 0; fi; exec sleep 60"};
+  const auto start = std::chrono::steady_clock::now();
+  auto out = launch_ranks(o);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(out.is_ok());
+  EXPECT_LT(wall, 10.0);  // never waits for the sleeper
+  EXPECT_FALSE(out->all_ok());
+  const auto lines = out->report_lines();
+  EXPECT_EQ(lines[0], "rank 0: exit 0");
+  EXPECT_EQ(lines[1],
+            "rank 1: killed by SIGKILL (still running after another rank had exited 0: stopped at the end of "
+            "the finish window)");
+}
+
+TEST(Launch, RanksFinishingWithinTheWindowAllPass) {
+  LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.finish_window_seconds = 30;
+  o.argv = {"/bin/sh", "-c", "if [ \"$RANK\" = 1 ]; then sleep 0.5; fi; exit 0"};
+  auto out = launch_ranks(o);
+  ASSERT_TRUE(out.is_ok());
+  EXPECT_TRUE(out->all_ok());
+}
+
 TEST(Launch, RankKilledBySignalIsReportedByName) {
   LaunchOptions o;
   o.nproc_per_node = 2;

@@ -6,15 +6,12 @@
 #include <limits>
 #include <vector>
 
+#include "tests/support/test_support.h"
+
 namespace ckpt {
 namespace {
 
-template <typename T>
-std::vector<uint8_t> bytes_of(const std::vector<T>& values) {
-  std::vector<uint8_t> out(values.size() * sizeof(T));
-  std::memcpy(out.data(), values.data(), out.size());
-  return out;
-}
+using testing::bytes_of;
 
 TEST(NonfiniteCounter, CountsF32AndF64NanAndInf) {
   const float fnan = std::numeric_limits<float>::quiet_NaN(), finf = std::numeric_limits<float>::infinity();

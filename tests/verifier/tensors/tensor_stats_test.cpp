@@ -7,15 +7,12 @@
 #include <limits>
 #include <vector>
 
+#include "tests/support/test_support.h"
+
 namespace ckpt {
 namespace {
 
-template <typename T>
-std::vector<uint8_t> bytes_of(const std::vector<T>& values) {
-  std::vector<uint8_t> b(values.size() * sizeof(T));
-  std::memcpy(b.data(), values.data(), b.size());
-  return b;
-}
+using testing::bytes_of;
 
 TEST(TensorStats, F32HandChecked) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
