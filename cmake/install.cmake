@@ -87,7 +87,7 @@ include(CPack)
 add_test(NAME install_embed_drill
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/install/install_embed_drill_test.sh ${CMAKE_BINARY_DIR}
                  ${CMAKE_SOURCE_DIR} ${Torch_DIR})
-set_tests_properties(install_embed_drill PROPERTIES TIMEOUT 900 LABELS "install;slow")
+set_tests_properties(install_embed_drill PROPERTIES TIMEOUT 900 LABELS "install;slow" COST 500)
 add_test(NAME deb_package_verify
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/install/deb_package_test.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
-set_tests_properties(deb_package_verify PROPERTIES TIMEOUT 600 LABELS "install;slow")
+set_tests_properties(deb_package_verify PROPERTIES TIMEOUT 600 LABELS "install;slow" COST 200)
