@@ -24,7 +24,7 @@ namespace ckpt::bench {
 
 namespace {
 
-constexpr size_t kShards = 2;  // one writer thread per core on the 2-core bench machine
+constexpr size_t kSaveLoadShards = 2;  // one writer thread per core on the 2-core bench machine
 
 struct Measured {
   Timing save;
@@ -75,7 +75,7 @@ Result<Measured> measure_shard_format(const BenchSettings& s, const std::string&
                                       const std::vector<TensorView>& views) {
   const std::string root = s.work_dir + "/save-" + format;
   CheckpointWriteOptions options;
-  options.num_shards = kShards;
+  options.num_shards = kSaveLoadShards;
   options.format = format;
   CheckpointMetadata metadata;
   metadata.step = 1000;
@@ -136,7 +136,7 @@ Result<Measured> measure_torch_serialize(const BenchSettings& s, const TrainingS
 // hashes, headers or a manifest.
 Status write_raw_shards(const std::string& dir, const std::vector<TensorView>& views) {
   CKPT_RETURN_IF_ERROR(make_directory(dir));
-  const ShardingPlan plan = plan_shards(views, kShards);
+  const ShardingPlan plan = plan_shards(views, kSaveLoadShards);
   std::vector<Status> results(plan.shards.size(), Status::ok());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < plan.shards.size(); ++i) {
@@ -185,7 +185,7 @@ std::vector<BenchRow> run_save_load_bench(const BenchSettings& s) {
   uint64_t bytes = 0;
   for (const auto& v : views) bytes += v.bytes;
   const std::string size = format_mib(static_cast<double>(bytes));
-  const std::string shards = std::to_string(kShards) + " shards";
+  const std::string shards = std::to_string(kSaveLoadShards) + " shards";
 
   std::vector<BenchRow> rows;
   auto native = measure_shard_format(s, "native", views);

@@ -15,7 +15,7 @@ namespace ckpt::bench {
 namespace {
 
 constexpr int kJobs[] = {1, 2, 4, 8};
-constexpr size_t kShards = 8;
+constexpr size_t kScalingShards = 8;
 
 uint64_t free_bytes(const std::string& dir) {
   struct statvfs st {};
@@ -57,7 +57,7 @@ std::vector<BenchRow> run_scaling_bench(const BenchSettings& s, const HashingLim
   std::vector<uint64_t> sizes = s.quick ? std::vector<uint64_t>{16 * kMiB, 64 * kMiB}
                                         : std::vector<uint64_t>{256 * kMiB, 1024 * kMiB, 4096 * kMiB};
   LinePlot plot;
-  plot.title = "ckptcheck verify throughput (" + std::to_string(kShards) + " shards, page-cached)";
+  plot.title = "ckptcheck verify throughput (" + std::to_string(kScalingShards) + " shards, page-cached)";
   plot.x_label = "--jobs";
   plot.y_label = "GB/s";
   plot.references.push_back(
@@ -66,7 +66,7 @@ std::vector<BenchRow> run_scaling_bench(const BenchSettings& s, const HashingLim
 
   for (uint64_t size : sizes) {
     const std::string name = "verify scaling, " + format_mib(static_cast<double>(size)) + " (" +
-                             std::to_string(kShards) + " shards), GB/s at --jobs 1/2/4/8";
+                             std::to_string(kScalingShards) + " shards), GB/s at --jobs 1/2/4/8";
     // The state is held in memory while written, then the files sit in the page cache.
     const uint64_t need_disk = size + size / 2 + 1024 * kMiB, need_memory = 2 * size + 2048 * kMiB;
     if (free_bytes(s.work_dir) < need_disk || available_memory_bytes() < need_memory) {
@@ -76,7 +76,7 @@ std::vector<BenchRow> run_scaling_bench(const BenchSettings& s, const HashingLim
               " and " + format_mib(static_cast<double>(need_memory)) + " of available memory"));
       continue;
     }
-    auto checkpoint = write_synthetic_checkpoint(s.work_dir + "/scaling", size, kShards, 23);
+    auto checkpoint = write_synthetic_checkpoint(s.work_dir + "/scaling", size, kScalingShards, 23);
     if (!checkpoint) {
       rows.push_back(unavailable_row(name, goal, "error", checkpoint.status().message()));
       continue;
@@ -98,7 +98,7 @@ std::vector<BenchRow> run_scaling_bench(const BenchSettings& s, const HashingLim
     PlotSeries series{format_mib(static_cast<double>(size)), {}};
     double best = 0;
     for (const Point& p : points) {
-      nlohmann::json cell = {{"checkpoint_bytes", checkpoint->bytes}, {"shards", kShards}, {"jobs", p.jobs}};
+      nlohmann::json cell = {{"checkpoint_bytes", checkpoint->bytes}, {"shards", kScalingShards}, {"jobs", p.jobs}};
       if (!p.timing) {
         row.met = "error";
         row.ours += (row.ours.empty() ? "" : " / ") + std::string("error");
