@@ -98,7 +98,8 @@ std::vector<BenchRow> run_scaling_bench(const BenchSettings& s, const HashingLim
     PlotSeries series{format_mib(static_cast<double>(size)), {}};
     double best = 0;
     for (const Point& p : points) {
-      nlohmann::json cell = {{"checkpoint_bytes", checkpoint->bytes}, {"shards", kScalingShards}, {"jobs", p.jobs}};
+      nlohmann::json cell = {
+          {"checkpoint_bytes", checkpoint->bytes}, {"shards", kScalingShards}, {"jobs", p.jobs}};
       if (!p.timing) {
         row.met = "error";
         row.ours += (row.ours.empty() ? "" : " / ") + std::string("error");
