@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <limits>
 
@@ -14,17 +13,11 @@ namespace {
 
 LoadedTensor f32(const std::string& name, const std::string& component, std::vector<int64_t> shape,
                  const std::vector<float>& values) {
-  LoadedTensor t{name, component, DType::kF32, std::move(shape), {}};
-  t.bytes.resize(values.size() * sizeof(float));
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
+  return {name, component, DType::kF32, std::move(shape), testing::bytes_of(values)};
 }
 
 LoadedTensor i64(const std::string& name, const std::string& component, const std::vector<int64_t>& values) {
-  LoadedTensor t{name, component, DType::kI64, {static_cast<int64_t>(values.size())}, {}};
-  t.bytes.resize(values.size() * sizeof(int64_t));
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
+  return {name, component, DType::kI64, {static_cast<int64_t>(values.size())}, testing::bytes_of(values)};
 }
 
 TEST(DrillCompare, ToleranceRuleIsAtolPlusRtolTimesReference) {
