@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tests/support/scratch_dir.h"
 #include "tests/support/test_support.h"
 
 namespace ckpt {
@@ -25,7 +24,7 @@ constexpr double kHeldBytes = 64.0 * (1 << 20);
 // model: 1000 float32; optimizer: two moments of 1000 float32 (safetensors, plus small headers).
 constexpr double kModelBytes = 4000, kOptimizerBytes = 8000;
 
-nlohmann::json drill_report_of(const ScratchDir& dir, const std::string& program_args) {
+nlohmann::json drill_report_of(const testing::TempDir& dir, const std::string& program_args) {
   char args[256];
   std::snprintf(args, sizeof args, "--start-sleep %g --save-sleep %g --step-sleep %g --hold-bytes %.0f",
                 kStartSleep, kSaveSleep, kStepSleep, kHeldBytes);
@@ -78,7 +77,7 @@ void expect_outside_measurements(const nlohmann::json& report) {
     EXPECT_TRUE(begins_with(source(report, key), "measured")) << key << ": " << source(report, key);
 }
 
-nlohmann::json plan_of(const ScratchDir& dir) {
+nlohmann::json plan_of(const testing::TempDir& dir) {
   // From an empty working directory and without --catalog: the catalog is found from the binary.
   const std::string empty = dir.path() + "/empty";
   std::filesystem::create_directory(empty);
@@ -90,7 +89,7 @@ nlohmann::json plan_of(const ScratchDir& dir) {
 }
 
 TEST(DrillMeasurements, AProgramThatLogsNoOptionalFieldIsMeasuredFromOutside) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const nlohmann::json report = drill_report_of(dir, "");
   ASSERT_TRUE(report.is_object());
   expect_outside_measurements(report);
@@ -123,7 +122,7 @@ TEST(DrillMeasurements, AProgramThatLogsNoOptionalFieldIsMeasuredFromOutside) {
 }
 
 TEST(DrillMeasurements, AProgramThatLogsEveryOptionalFieldIsUsedAndLabelled) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const nlohmann::json report = drill_report_of(dir, "--log-all --tokens 4096 --data-wait-ms 7");
   ASSERT_TRUE(report.is_object());
   expect_outside_measurements(report);

@@ -12,7 +12,7 @@
 #include "base/sha256.h"
 #include "formats/pytorch_file.h"
 #include "formats/safetensors_file.h"
-#include "tests/support/scratch_dir.h"
+#include "tests/support/test_support.h"
 #include "tests/support/training_state_fixture.h"
 
 namespace ckpt {
@@ -104,7 +104,7 @@ TEST_F(InspectCommandTest, LegacyAndTensorlessFilesAreDescribed) {
 }
 
 TEST_F(InspectCommandTest, FlippedStorageByteInATorchSaveZipFailsItsCrc) {
-  ScratchDir dir;
+  testing::TempDir dir;
   std::ifstream in(kPytorchDir + "/model_state.pt", std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), {});
   auto clean = open_pytorch_file(kPytorchDir + "/model_state.pt");
@@ -118,7 +118,7 @@ TEST_F(InspectCommandTest, FlippedStorageByteInATorchSaveZipFailsItsCrc) {
 }
 
 TEST_F(InspectCommandTest, GitLfsPointerIsNamed) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string path =
       dir.write("model.safetensors", "version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 10\n");
   const CommandResult r = run_ckptcheck("inspect '" + path + "'");

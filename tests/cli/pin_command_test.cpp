@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/support/scratch_dir.h"
+#include "tests/support/test_support.h"
 
 namespace ckpt {
 namespace {
@@ -36,13 +36,13 @@ Outcome run_pin(const std::string& corpus, std::vector<std::string> args, bool l
   args.insert(args.begin(), "pin");
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed vector
   app.parse(reversed);
-  testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStdout();
   const int rc = command->run();
-  return {rc, testing::internal::GetCapturedStdout()};
+  return {rc, ::testing::internal::GetCapturedStdout()};
 }
 
 TEST(PinCommand, PrintsJsonAndWritesTheSameToOut) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string corpus = dir.write("corpus.txt", "abc");
   const std::string out_path = dir.path() + "/pins.json";
   const Outcome r = run_pin(corpus, {"--config", "pilot.yaml", "--json", "--out", out_path});
@@ -58,7 +58,7 @@ TEST(PinCommand, PrintsJsonAndWritesTheSameToOut) {
 }
 
 TEST(PinCommand, TableByDefaultAndInitialWeightsChangeTheModelRevision) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string corpus = dir.write("corpus.txt", "abc");
   const Outcome table = run_pin(corpus, {"--config", "pilot.yaml"});
   ASSERT_EQ(table.exit_code, 0);
@@ -74,7 +74,7 @@ TEST(PinCommand, TableByDefaultAndInitialWeightsChangeTheModelRevision) {
 }
 
 TEST(PinCommand, BadConfigOrUnreadableDataExitsTwo) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string corpus = dir.write("corpus.txt", "abc");
   EXPECT_EQ(run_pin(corpus, {"--config", "bad.yaml"}, /*loader_fails=*/true).exit_code, kExitUsage);
   EXPECT_EQ(run_pin(dir.path() + "/absent.txt", {"--config", "pilot.yaml"}).exit_code, kExitUsage);

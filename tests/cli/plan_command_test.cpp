@@ -4,14 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/drill_report_fixture.h"
-#include "tests/support/scratch_dir.h"
 #include "tests/support/test_support.h"
 
 namespace ckpt {
 namespace {
 
 TEST(PlanCommand, PrintsOneJsonObjectForTheShippedCatalog) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string report = dir.write("report.json", drill_report().dump());
   const std::string catalog = std::string(CKPTCHECK_SOURCE_DIR) + "/fixtures/hardware.yaml";
   const testing::CommandResult r = testing::run_ckptcheck(
@@ -31,7 +30,7 @@ TEST(PlanCommand, PrintsOneJsonObjectForTheShippedCatalog) {
 }
 
 TEST(PlanCommand, MissingFieldExitsTwoNamingIt) {
-  ScratchDir dir;
+  testing::TempDir dir;
   nlohmann::json report = drill_report();
   report["measurements"]["timings"].erase("step_seconds_mean");
   const std::string path = dir.write("report.json", report.dump());

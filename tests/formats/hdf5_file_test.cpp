@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "base/file_io.h"
 #include "base/sha256.h"
 #include "tests/support/byte_mutations.h"
+#include "tests/support/test_support.h"
 
 namespace ckpt {
 namespace {
@@ -25,10 +27,10 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
 }
 
+// A fresh directory, removed when the test program exits (ctest runs each test in its own process).
 std::string temp_dir() {
-  std::string t = "/tmp/ckpt_h5_XXXXXX";
-  EXPECT_NE(mkdtemp(t.data()), nullptr);
-  return t;
+  static std::deque<testing::TempDir> dirs;
+  return dirs.emplace_back().path();
 }
 
 struct Sample {

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -22,8 +23,15 @@ TempDir::TempDir() {
 
 TempDir::~TempDir() {
   if (std::getenv("CKPTCHECK_KEEP_TEMP")) return;
-  const std::string cmd = "rm -rf '" + path_ + "'";
-  if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path_.c_str());
+  std::error_code error;
+  std::filesystem::remove_all(path_, error);
+  if (error) std::fprintf(stderr, "could not remove %s: %s\n", path_.c_str(), error.message().c_str());
+}
+
+std::string TempDir::write(const std::string& name, const std::string& contents) const {
+  const std::string full = *this / name;
+  std::ofstream(full, std::ios::binary) << contents;
+  return full;
 }
 
 LoadedTensor patterned_tensor(const std::string& name, const std::string& component, DType dtype,
@@ -42,7 +50,21 @@ LoadedTensor patterned_tensor(const std::string& name, const std::string& compon
   return t;
 }
 
+namespace {
+
+// Every program a test starts gets a TMPDIR of its own, removed when the test's process exits
+// (ctest runs each test in its own). Drills and pilots keep their work dirs for the user to read,
+// so without it each test run left a few hundred of them in /tmp.
+void give_children_their_own_tmpdir() {
+  static const TempDir scratch;  // made under the test's own TMPDIR
+  static const bool exported = ::setenv("TMPDIR", scratch.path().c_str(), 1) == 0;
+  (void)exported;
+}
+
+}  // namespace
+
 CommandResult run_command(const std::string& command_line) {
+  give_children_their_own_tmpdir();
   CommandResult result;
   FILE* pipe = ::popen((command_line + " 2>&1").c_str(), "r");
   if (!pipe) return result;

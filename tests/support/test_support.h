@@ -16,8 +16,12 @@ class TempDir {
  public:
   TempDir();
   ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
   const std::string& path() const { return path_; }
   std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  // Writes `contents` to path()/name and returns the full path.
+  std::string write(const std::string& name, const std::string& contents) const;
 
  private:
   std::string path_;

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <thread>
 
-#include "tests/support/scratch_dir.h"
+#include "tests/support/test_support.h"
 #include "verifier/process/child_process.h"
 
 namespace ckpt {
@@ -134,7 +134,7 @@ TEST(RunMeasurements, ComponentBytesAndBytesOnDisk) {
   const auto bytes = component_bytes(s);
   EXPECT_EQ(bytes.at("model"), 20u);
   EXPECT_EQ(bytes.at("optimizer"), 8u);
-  ScratchDir dir;
+  testing::TempDir dir;
   dir.write("a.bin", std::string(1000, 'x'));
   std::filesystem::create_directory(dir.path() + "/sub");
   dir.write("sub/b.bin", std::string(24, 'y'));
@@ -144,7 +144,7 @@ TEST(RunMeasurements, ComponentBytesAndBytesOnDisk) {
 }
 
 TEST(RunWatch, RecordsWhenLinesArriveInOrder) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string metrics = dir.path() + "/metrics.jsonl";
   SpawnOptions o;
   o.argv = {"/bin/sleep", "5"};

@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "base/sha256.h"
-#include "tests/support/scratch_dir.h"
+#include "tests/support/test_support.h"
 
 namespace ckpt {
 namespace {
@@ -43,7 +43,7 @@ TEST(ContainerFingerprint, FindsNumericsLibrariesInMaps) {
 }
 
 TEST(ContainerFingerprint, HashesLibrariesAndChangesWithEveryInput) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string lib = dir.write("libopenblas.so.0", "blas bytes");
   FingerprintSources sources{dir.write("os-release", "PRETTY_NAME=\"Test OS\"\nVERSION_ID=\"1\"\n"),
                              dir.write("cpuinfo", "model name\t: Test CPU\nflags\t\t: avx2\n"),

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "tests/support/scratch_dir.h"
+#include "tests/support/test_support.h"
 #include "verifier/train/config_pins.h"
 
 namespace ckpt {
@@ -28,7 +28,7 @@ TEST(Pins, CanonicalJsonSortsKeysAtEveryDepth) {
 }
 
 TEST(Pins, ConfigShaIgnoresKeyOrderButNotValues) {
-  ScratchDir dir;
+  testing::TempDir dir;
   PinInputs one = hand_made_inputs(dir.write("corpus.txt", "abc"));
   PinInputs two = one;
   two.resolved_config = nlohmann::json::object();
@@ -41,7 +41,7 @@ TEST(Pins, ConfigShaIgnoresKeyOrderButNotValues) {
 }
 
 TEST(Pins, ModelRevisionCoversHyperparametersAndInitialWeights) {
-  ScratchDir dir;
+  testing::TempDir dir;
   PinInputs inputs = hand_made_inputs(dir.write("corpus.txt", "abc"));
   const std::string base = *model_revision(inputs);
   PinInputs wider = inputs;
@@ -61,7 +61,7 @@ TEST(Pins, ModelRevisionCoversHyperparametersAndInitialWeights) {
 }
 
 TEST(Pins, DatasetRevisionFollowsBytesAndPreprocessingNotTheDirectory) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const std::string here = dir.write("corpus.txt", "hello world");
   std::filesystem::create_directory(dir.path() + "/elsewhere");
   const std::string there = dir.write("elsewhere/corpus.txt", "hello world");
@@ -91,7 +91,7 @@ TEST(Pins, DependenciesNameEveryLibrary) {
 }
 
 TEST(Pins, ComputePinsHasEveryFieldAndFailsOnUnreadableData) {
-  ScratchDir dir;
+  testing::TempDir dir;
   const PinInputs inputs = hand_made_inputs(dir.write("corpus.txt", "abc"));
   auto pins = compute_pins(inputs, TorchFacts{"1.13.0", false});
   ASSERT_TRUE(pins.is_ok()) << pins.status().to_string();

@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "tests/support/drill_report_fixture.h"
-#include "tests/support/scratch_dir.h"
 
 namespace ckpt {
 namespace {
