@@ -70,7 +70,9 @@ TEST(ByteSourceScan, AFileThatShrinksDuringTheScanIsTruncatedNamingIt) {
   const std::string path = dir / "f";
   // After the second block, another process cuts the file to 1 MiB.
   const Status s = (*file)->scan(0, 3 * kMiB, 256 << 10, [&](uint64_t offset, const uint8_t* data, size_t n) {
-    if (blocks++ == 1) ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(kMiB)), 0);
+    if (blocks++ == 1) {
+      ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(kMiB)), 0);
+    }
     for (size_t i = 0; i < n; ++i) sum += data[i];
     read_through = offset + n;
   });

@@ -113,8 +113,11 @@ TEST(RunMeasurements, NotMeasuredIsNullAndEveryValueNamesItsSource) {
   EXPECT_NE(src["peak_rss_bytes"].get<std::string>().find("every 50 ms"), std::string::npos);
   EXPECT_EQ(src["gradient_bytes"].get<std::string>().rfind("assumed:", 0), 0u);
   for (const auto& [key, value] : t.items()) EXPECT_TRUE(src.contains(key)) << key;
-  for (const auto& [key, value] : mem.items())
-    if (!value.is_object()) EXPECT_TRUE(src.contains(key)) << key;
+  for (const auto& [key, value] : mem.items()) {
+    if (!value.is_object()) {
+      EXPECT_TRUE(src.contains(key)) << key;
+    }
+  }
 }
 
 TEST(RunMeasurements, NothingLoggedGivesNullsNotZeros) {
