@@ -12,7 +12,7 @@ export CCACHE_NOHASHDIR := 1
 # links are still compiling, where make waits for them. An existing build dir keeps its generator.
 NEW_BUILD_GENERATOR = CMAKE_GENERATOR="$$(command -v ninja >/dev/null && echo Ninja || echo 'Unix Makefiles')"
 
-.PHONY: deps configure build test demo bench sanitize clean format format-check layer-check fuzz soak package
+.PHONY: deps configure build test test-fast demo bench sanitize clean format format-check layer-check fuzz soak package
 
 deps:
 	@bash scripts/install-deps.sh
@@ -26,10 +26,14 @@ build: deps configure
 	cmake --build $(BUILD) -j$(JOBS)
 
 # Every test (ctest prints the time per label at the end: static, unit, torch, cli, install, slow,
-# slurm). The inner loop while editing: `cd build && ctest -L fast -j2` (static checks and unit
-# tests, about 40 s).
+# slurm).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+# The inner loop after an edit: rebuild what changed, then the static checks and every torch-free
+# unit test (about a minute after a one-line change; `make test` before pushing).
+test-fast: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) -L fast
 
 demo: build
 	bash scripts/demo.sh $(BUILD)
