@@ -29,8 +29,9 @@ struct ChunkInfo {
   std::string sha256;  // hex SHA-256 of the payload; empty if the format stores none
   // A second name for the chunk named here (a torch.save pickle that references one tensor object
   // twice: tied weights). Its bytes are that chunk's; checks that read bytes read them once.
-  // Never written to a native header.
-  std::string alias_of;
+  // Never written to a native header. Empty by default, so the brace lists that build chunks
+  // (every test) may end at sha256.
+  std::string alias_of = {};
 
   // "model.w[0:128, 0:64]" — how chunks are named in messages.
   std::string label() const;
