@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/ckptcheck.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 
 namespace {

@@ -9,6 +9,7 @@
 
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "tests/support/training_state_fixture.h"
 

@@ -13,6 +13,7 @@
 #include "base/file_io.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/zip_archive.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 
 namespace ckpt {

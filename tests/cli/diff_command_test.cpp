@@ -8,6 +8,7 @@
 
 #include "formats/hdf5_file.h"
 #include "formats/safetensors_file.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/training_state_fixture.h"
 
 namespace ckpt {

@@ -2,6 +2,7 @@
 // SIGKILLed after the save, resumed with 1 rank, compared within the cross-world tolerance.
 #include <gtest/gtest.h>
 
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 
 namespace ckpt {

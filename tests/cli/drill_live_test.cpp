@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "verifier/process/child_process.h"
 

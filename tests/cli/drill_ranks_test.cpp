@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "tests/support/process_scan.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 
 namespace ckpt {

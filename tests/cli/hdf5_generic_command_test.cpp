@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/file_io.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 
 namespace ckpt {

@@ -14,6 +14,7 @@
 
 #include "base/file_io.h"
 #include "tests/support/pickle_ops.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "tests/support/training_state_fixture.h"
 #include "tests/support/zip_builder.h"

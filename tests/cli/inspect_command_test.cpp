@@ -12,6 +12,7 @@
 #include "base/sha256.h"
 #include "formats/pytorch_file.h"
 #include "formats/safetensors_file.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "tests/support/training_state_fixture.h"
 

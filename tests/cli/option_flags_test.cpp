@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "verifier/drill/drill.h"
 #include "verifier/drill/drill_plan.h"

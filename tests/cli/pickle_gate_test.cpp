@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "tests/support/training_state_fixture.h"
 

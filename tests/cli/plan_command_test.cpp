@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/drill_report_fixture.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 
 namespace ckpt {

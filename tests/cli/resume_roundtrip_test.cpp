@@ -8,6 +8,7 @@
 #include "base/file_io.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "verifier/process/child_process.h"
 

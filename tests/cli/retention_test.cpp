@@ -6,6 +6,7 @@
 
 #include "base/file_io.h"
 #include "shards/checkpoint_dir.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "verifier/process/child_process.h"
 

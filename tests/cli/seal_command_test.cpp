@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "verifier/check/signature.h"
 

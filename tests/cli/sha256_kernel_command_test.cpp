@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "tests/support/training_state_fixture.h"
 

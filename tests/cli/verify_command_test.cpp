@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_io.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/training_state_fixture.h"
 #include "verifier/check/signature.h"
 

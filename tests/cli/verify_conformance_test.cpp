@@ -14,6 +14,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "tests/support/training_state_fixture.h"
 #include "verifier/check/signature.h"

@@ -9,6 +9,7 @@
 
 #include "base/file_io.h"
 #include "base/sha256.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 
 namespace ckpt {

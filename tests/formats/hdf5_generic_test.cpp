@@ -17,6 +17,7 @@
 #include "base/sha256.h"
 #include "formats/hdf5_file.h"
 #include "tests/support/byte_mutations.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 
 namespace ckpt {

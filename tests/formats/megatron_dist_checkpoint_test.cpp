@@ -16,6 +16,7 @@
 #include "base/file_io.h"
 #include "base/sha256.h"
 #include "formats/dcp_checkpoint.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "verifier/tensors/tensor_source.h"
 

@@ -7,6 +7,7 @@
 
 #include "tests/support/byte_mutations.h"
 #include "tests/support/pickle_ops.h"
+#include "tests/support/test_paths.h"
 
 namespace ckpt {
 namespace {

@@ -14,6 +14,7 @@
 #include "formats/tensor_file_open.h"
 #include "tests/support/byte_mutations.h"
 #include "tests/support/pickle_ops.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/zip_builder.h"
 
 namespace ckpt {

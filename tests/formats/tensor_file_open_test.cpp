@@ -9,6 +9,7 @@
 #include "formats/hdf5_file.h"
 #include "formats/mapped_tensor_file.h"
 #include "formats/safetensors_file.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 
 namespace ckpt {

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "tests/support/byte_mutations.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/zip_builder.h"
 
 namespace ckpt {

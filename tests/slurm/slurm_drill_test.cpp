@@ -11,6 +11,7 @@
 
 #include "tests/support/process_scan.h"
 #include "tests/support/slurm_cluster.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 
 namespace ckpt {

@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "tests/support/slurm_cluster.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "tests/support/training_state_fixture.h"
 #include "verifier/check/checkpoint_verifier.h"

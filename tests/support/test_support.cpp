@@ -12,6 +12,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tests/support/test_paths.h"
+
 namespace ckpt::testing {
 
 TempDir::TempDir() {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "shards/tensor_view.h"
+#include "tests/support/test_paths.h"
 
 namespace ckpt::testing {
 

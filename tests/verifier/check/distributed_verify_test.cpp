@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "tests/support/test_paths.h"
 #include "tests/support/thread_world.h"
 #include "tests/support/training_state_fixture.h"
 #include "verifier/check/checkpoint_verifier.h"

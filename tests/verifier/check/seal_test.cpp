@@ -10,6 +10,7 @@
 #include "base/file_io.h"
 #include "base/sha256.h"
 #include "formats/tensor_file_open.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 #include "tests/support/verify_issues_text.h"
 #include "verifier/check/checkpoint_verifier.h"

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/test_paths.h"
+
 namespace ckpt {
 namespace {
 
