@@ -144,10 +144,7 @@ INSTANTIATE_TEST_SUITE_P(NegativeControls, DrillInject,
                                                "stale-shard",
                                                "verify failed on step_00000004: shard shard-00000-of-00002"}),
                          [](const ::testing::TestParamInfo<InjectCase>& info) {
-                           std::string name = info.param.inject;
-                           for (char& c : name)
-                             if (c == '-') c = '_';
-                           return name;
+                           return testing::gtest_param_name(info.param.inject);
                          });
 
 TEST(Drill, StaleShardNamesTheComponentsInTheShard) {

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -34,6 +35,13 @@ std::string TempDir::write(const std::string& name, const std::string& contents)
   const std::string full = *this / name;
   std::ofstream(full, std::ios::binary) << contents;
   return full;
+}
+
+std::string gtest_param_name(std::string text) {
+  for (char& c : text) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return text;
 }
 
 LoadedTensor patterned_tensor(const std::string& name, const std::string& component, DType dtype,

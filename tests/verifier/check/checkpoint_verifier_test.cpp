@@ -4,13 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "shards/checkpoint_dir.h"
+#include "tests/support/test_support.h"
 #include "tests/support/training_state_fixture.h"
 #include "tests/support/verify_issues_text.h"
 
@@ -319,10 +318,7 @@ INSTANTIATE_TEST_SUITE_P(
     // Named after the dropped tensor: gtest's default name for a struct prints its bytes, two
     // pointers here, so the ctest names changed from one build to the next.
     [](const ::testing::TestParamInfo<MissingStateCase>& info) {
-      std::string name = info.param.tensor;
-      std::replace_if(
-          name.begin(), name.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
-      return name;
+      return testing::gtest_param_name(info.param.tensor);
     });
 
 TEST(VerifierResume, OptimizerStepPlusSkippedMustEqualGlobalStep) {
