@@ -52,14 +52,14 @@ CommandResult run_ckptcheck(const std::string& args);
 std::vector<uint8_t> read_file_bytes(const std::string& path);
 // A whole file as text; "" when it cannot be read (the assertion on its content then fails).
 std::string read_text_file(const std::string& path);
-
-// `text` as a gtest parameter name, which may hold only letters, digits and '_': every other
-// character becomes '_' ("skip-rng-restore" -> "skip_rng_restore", "rng.cpu_state" -> "rng_cpu_state").
-std::string gtest_param_name(std::string text);
 void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 // A JSON file the test's program wrote; a discarded value (is_discarded()) when it is missing or
 // does not parse, so the assertion on its content fails with the path in the message.
 nlohmann::json read_json_file(const std::string& path);
+
+// `text` as a gtest parameter name, which may hold only letters, digits and '_': every other
+// character becomes '_' ("skip-rng-restore" -> "skip_rng_restore", "rng.cpu_state" -> "rng_cpu_state").
+std::string gtest_param_name(std::string text);
 
 // The bytes of `values` as they lie in memory, for tensor payloads built in a test.
 template <typename T>
