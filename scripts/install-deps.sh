@@ -17,6 +17,8 @@ packages=(
   chromium
   slurmctld slurmd slurm-client munge  # real Slurm for the multi-node drill and verify tests
   openmpi-bin libopenmpi-dev  # verify --distributed gathers through MPI
+  pybind11-dev python3-pytest pre-commit  # the Python package, its tests and its pre-commit hook
+  libsimdjson-dev  # the manifest parser for checkpoints of many chunks
 )
 
 # A fast BLAS for LibTorch, for speed only. Debian's libtorch calls whichever libblas.so.3 the
