@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "base/byte_units.h"
 #include "base/sha256_blocks.h"
 
 namespace ckpt {
@@ -28,18 +29,6 @@ std::string issue_line(const char* prefix, const VerifyIssue& i) {
   if (!i.shard.empty()) line += " " + i.shard;
   if (!i.tensor.empty()) line += " " + i.tensor;
   return line + ": " + i.message + "\n";
-}
-
-std::string human_bytes(uint64_t bytes) {
-  char buf[32];
-  if (bytes >= (1ull << 30)) {
-    std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
-  } else if (bytes >= (1ull << 20)) {
-    std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / (1ull << 20));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
-  }
-  return buf;
 }
 
 }  // namespace
@@ -102,8 +91,8 @@ std::string report_to_text(const VerifyReport& r) {
   char summary[256];
   std::snprintf(summary, sizeof(summary),
                 ": %s%zu shards, %zu tensors, %s hashed in %.2f s, %zu errors, %zu warnings\n", step.c_str(),
-                r.shards, r.tensors, human_bytes(r.bytes_hashed).c_str(), r.seconds, r.errors.size(),
-                r.warnings.size());
+                r.shards, r.tensors, byte_size_text(static_cast<double>(r.bytes_hashed)).c_str(), r.seconds,
+                r.errors.size(), r.warnings.size());
   std::string text = std::string(r.ok() ? "PASS " : "FAIL ") + r.path + summary;
   for (const auto& e : r.errors) text += issue_line("", e);
   for (const auto& w : r.warnings) text += issue_line("warning: ", w);

@@ -41,7 +41,9 @@ class DrillCommand : public Command {
         ->check(CLI::Range(1, 4096));
     sub->add_option("--format", o_.format, "shard format")->capture_default_str();
     sub->add_option("--work-dir", o_.work_dir,
-                    "scratch checkpoints and logs go in a fresh dir inside this one");
+                    "scratch checkpoints and logs go in a fresh dir ckptcheck-drill-* inside this one "
+                    "(default $TMPDIR, else /tmp); removed after a pass, kept after a failure");
+    sub->add_flag("--keep-work-dir", o_.keep_work_dir, "keep the scratch dir after a pass too");
     sub->add_option("--child-timeout", o_.child_timeout_seconds,
                     "seconds any one child may run before it is killed")
         ->capture_default_str()
@@ -181,14 +183,30 @@ class DrillCommand : public Command {
                   static_cast<long long>(o.save_at), static_cast<long long>(o.resume_steps), kill_.c_str(),
                   o_.inject.empty() ? "" : " inject=", o_.inject.c_str(), o.wall_seconds);
     for (const auto& c : o.checks)
-      std::printf("  %-4s %-28s %-12s %s\n", c.passed ? "ok" : "FAIL", c.name.c_str(), c.mode.c_str(),
-                  c.detail.c_str());
+      std::printf("  %-4s %-28s %-12s %s\n",
+                  c.skipped  ? "warn"
+                  : c.passed ? "ok"
+                             : "FAIL",
+                  c.name.c_str(), c.mode.c_str(), c.detail.c_str());
+    size_t warnings = 0;
+    for (const auto& c : o.checks) warnings += c.skipped ? 1 : 0;
     if (o.exit_code == 0)
-      std::printf("PASS: resumed runs match %s %s\n",
+      std::printf("PASS: resumed runs match %s %s%s\n",
                   o.drill_mode == "live" ? "the live run" : "the reference",
-                  o.bit_identical ? "bit for bit" : "within tolerance (not bit-identical)");
-    if (!report_dir_.empty()) std::printf("report: %s/report.html\n", report_dir_.c_str());
-    if (!o.work_dir.empty()) std::printf("work dir: %s\n", o.work_dir.c_str());
+                  o.bit_identical ? "bit for bit" : "within tolerance (not bit-identical)",
+                  warnings ? (", " + std::to_string(warnings) + " warning(s) above").c_str() : "");
+    if (!report_dir_.empty())
+      std::printf("report: %s/report.html\n", report_dir_.c_str());
+    else
+      std::printf("report: none written (--report-dir DIR writes DIR/report.html and DIR/report.json)\n");
+    if (o.work_dir.empty()) return;
+    if (!o.work_dir_kept)
+      std::printf("work dir: %s removed (the drill passed; --keep-work-dir keeps it)\n", o.work_dir.c_str());
+    else if (o.exit_code != 0)
+      std::printf("work dir: %s kept: the runs' logs, metrics and checkpoints of this %s\n",
+                  o.work_dir.c_str(), o.exit_code == 1 ? "failure" : "error");
+    else
+      std::printf("work dir: %s kept (--keep-work-dir)\n", o.work_dir.c_str());
   }
 
   static std::vector<std::string> split_at_spaces(const std::string& text) {
@@ -219,6 +237,7 @@ const FieldFlags& drill_field_flags() {
                                    {"shards", "--shards"},
                                    {"format", "--format"},
                                    {"work_dir", "--work-dir"},
+                                   {"keep_work_dir", "--keep-work-dir"},
                                    {"child_timeout_seconds", "--child-timeout"},
                                    {"nproc", "--nproc-per-node"},
                                    {"resume_nproc", "--resume-nproc"},

@@ -20,6 +20,7 @@
 
 #include "verifier/cli/commands.h"
 #include "verifier/process/launch.h"
+#include "verifier/process/program_path.h"
 #include "verifier/process/slurm_launcher.h"
 
 namespace ckpt {
@@ -70,7 +71,7 @@ class LaunchCommand : public Command {
       return kExitUsage;
     }
     const bool subcommand = is_subcommand(rest[0]);
-    auto program = subcommand ? current_executable() : program_in_path(rest[0]);
+    auto program = subcommand ? current_executable() : find_program(rest[0]);
     if (!program.is_ok()) {
       std::fprintf(stderr, "ckptcheck launch: %s\n", program.status().to_string().c_str());
       return kExitUsage;
@@ -143,26 +144,6 @@ class LaunchCommand : public Command {
     ::execv(argv[0], argv.data());
     std::fprintf(stderr, "ckptcheck launch: %s: exec: %s\n", o_.argv[0].c_str(), std::strerror(errno));
     return kExitUsage;
-  }
-
-  // The file a rank executes for a program: a path as given, else the first executable of that
-  // name in PATH (as execvp would find it).
-  static Result<std::string> program_in_path(const std::string& name) {
-    if (name.find('/') != std::string::npos) {
-      if (::access(name.c_str(), X_OK) != 0) return Status::not_found(name + ": not an executable file");
-      return name;
-    }
-    const char* path = std::getenv("PATH");
-    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-    size_t start = 0;
-    while (start <= dirs.size()) {
-      const size_t end = std::min(dirs.find(':', start), dirs.size());
-      const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
-      const std::string candidate = dir + "/" + name;
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-      start = end + 1;
-    }
-    return Status::not_found(name + ": no such program in PATH (and not a ckptcheck subcommand)");
   }
 
   CLI::App* sub_ = nullptr;

@@ -23,6 +23,7 @@
 #include "verifier/drill/drill_record.h"
 #include "verifier/drill/fault_drill.h"
 #include "verifier/drill/live_drill.h"
+#include "verifier/drill/missed_kill_point.h"
 #include "verifier/drill/pilot_rules.h"
 #include "verifier/drill/program_contract.h"
 #include "verifier/drill/program_launcher.h"
@@ -30,6 +31,7 @@
 #include "verifier/drill/run_measurements.h"
 #include "verifier/drill/save_watch.h"
 #include "verifier/process/child_process.h"
+#include "verifier/process/program_path.h"
 #include "verifier/tensors/state_snapshot.h"
 
 namespace ckpt {
@@ -150,6 +152,14 @@ class ResumeDrill {
     CKPT_ASSIGN_OR_RETURN(plan_, plan_drill(o_, default_n));
     out.save_at = plan_.n;
     out.resume_steps = plan_.k;
+    // A program that cannot be started would only exit 127, without a word: name it now. (A
+    // Slurm step runs it on other nodes, whose files this one cannot see; `launch`, which starts
+    // the ranks, names it itself.)
+    if (!built_in() && o_.launcher != "slurm" && o_.nproc == 0) {
+      auto program = find_program(o_.command[0]);
+      if (!program.is_ok())
+        return Status::invalid_argument("command not found: " + program.status().message());
+    }
     exe_ = o_.executable;
     if (exe_.empty()) {
       CKPT_ASSIGN_OR_RETURN(exe_, current_executable());
@@ -161,16 +171,19 @@ class ResumeDrill {
     CKPT_RETURN_IF_ERROR(launcher_->prepare(work_));
     record_.phases_total = 1 + (plan_.control ? 1 : 0) + static_cast<long long>(o_.modes.size()) * 4 +
                            static_cast<long long>(o_.faults.size());
-    record_.add_check({"contract",
-                       "",
-                       true,
-                       std::string(built_in() ? "built-in workload" : "program `" + o_.command[0] + "`") +
-                           ": N=" + std::to_string(plan_.n) + " K=" + std::to_string(plan_.k) +
-                           ", save every " + std::to_string(plan_.save_every),
-                       {{"save_at", plan_.n},
-                        {"resume_steps", plan_.k},
-                        {"save_every", plan_.save_every},
-                        {"steps", steps()}}});
+    // Recorded once a subject has kept the contract up to its kill point (kill_subject): a program
+    // that never did gets no "ok contract" line above the reason.
+    contract_check_ =
+        DrillCheck{"contract",
+                   "",
+                   true,
+                   std::string(built_in() ? "built-in workload" : "program `" + o_.command[0] + "`") +
+                       ": N=" + std::to_string(plan_.n) + " K=" + std::to_string(plan_.k) + ", save every " +
+                       std::to_string(plan_.save_every),
+                   {{"save_at", plan_.n},
+                    {"resume_steps", plan_.k},
+                    {"save_every", plan_.save_every},
+                    {"steps", steps()}}};
     if (o_.nproc > 0 || o_.resume_nproc > 0 || launcher_->slurm()) add_world_sizes_check();
     return Status::ok();
   }
@@ -229,7 +242,7 @@ class ResumeDrill {
     CKPT_RETURN_IF_ERROR(launcher_->wait_ok(*reference_, "reference run", dir, record_.progress, steps()));
     reference_timeline_ = reference_watch_->stop();
     reference_done_ = true;
-    CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(dir + "/metrics.jsonl"));
+    CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(dir + "/metrics.jsonl", dir + "/ckpt"));
     record_.out.reference_steps = log.steps;
     CKPT_ASSIGN_OR_RETURN(reference_snapshot_, announced_snapshot(log, steps(), "the reference run"));
     if (built_in()) {
@@ -252,7 +265,7 @@ class ResumeDrill {
     CKPT_RETURN_IF_ERROR(launcher_->wait_ok(*control_child_, "control run", dir, record_.progress, steps()));
     control_child_.reset();
     CKPT_RETURN_IF_ERROR(finish_reference());
-    CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(dir + "/metrics.jsonl"));
+    CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(dir + "/metrics.jsonl", dir + "/ckpt"));
     CKPT_ASSIGN_OR_RETURN(StateSnapshot control, announced_snapshot(log, steps(), "the control run"));
     envelope_ = measure_noise(record_, record_.out.reference_steps, reference_snapshot_, log.steps,
                               std::move(control), changes_world_size(o_), o_.control_multiple,
@@ -260,11 +273,26 @@ class ResumeDrill {
     return Status::ok();
   }
 
+  // Every complete line the reference has written so far, then the subject's: a program whose
+  // lines break the contract is told so at the first bad line of the first run that wrote it,
+  // before any later run is blamed for the same line.
+  Status check_metrics_so_far(const std::string& subject_dir) const {
+    const std::string reference_dir = work_ + "/reference";
+    auto reference = read_metrics_log(reference_dir + "/metrics.jsonl", reference_dir + "/ckpt", true);
+    if (!reference.is_ok() && reference.status().code() == StatusCode::kCorruption) return reference.status();
+    auto subject = read_metrics_log(subject_dir + "/metrics.jsonl", subject_dir + "/ckpt");
+    if (!subject.is_ok() && subject.status().code() == StatusCode::kCorruption) return subject.status();
+    return Status::ok();
+  }
+
   // The subject is SIGKILLed right after its step-N checkpoint event, or as soon as it starts
-  // writing the step-N checkpoint; returns the checkpoint the relaunch resumes from.
-  Result<CheckpointEvent> kill_subject(KillMode mode, const std::string& dir) {
+  // writing the step-N checkpoint; returns the checkpoint the relaunch resumes from: the last
+  // one the subject announced, as a real relaunch would take. nullopt when a check failed and
+  // nothing is left to resume.
+  Result<std::optional<CheckpointEvent>> kill_subject(KillMode mode, const std::string& dir) {
     const int64_t n = plan_.n;
-    record_.phase(std::string("subject (") + kill_mode_name(mode) + ")");
+    const std::string mode_name = kill_mode_name(mode);
+    record_.phase("subject (" + mode_name + ")");
     const ProgramRun run = run_of("subject", dir);
     CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> started,
                           launcher_->start(run, dir, RunShape::kSubject));
@@ -273,45 +301,86 @@ class ResumeDrill {
     WatchOutcome w;
     StepObserver show;
     if (record_.progress && record_.progress->enabled()) {
-      const std::string label = std::string("drill: subject (") + kill_mode_name(mode) + "), step";
+      const std::string label = "drill: subject (" + mode_name + "), step";
       show = [this, label, n](int64_t step) { record_.progress->update(label, step, n); };
     }
     if (mode == KillMode::kAfterSave) {
-      w = kill_after_checkpoint(subject, run.metrics, n, o_.child_timeout_seconds, show);
+      w = kill_after_checkpoint(subject, run.metrics, run.ckpt_dir, n, o_.child_timeout_seconds, show);
     } else {
       CKPT_ASSIGN_OR_RETURN(w, kill_during_save(subject, run.metrics, run.ckpt_dir, n - plan_.save_every,
                                                 o_.child_timeout_seconds, show));
     }
-    if (!w.triggered)
-      return Status::io_error(std::string("subject (") + kill_mode_name(mode) +
-                              ") never reached its kill point at step " + std::to_string(n) + " (" +
-                              w.exit.describe() + "): " + log_tail(dir + "/stderr.log"));
+    CKPT_RETURN_IF_ERROR(check_metrics_so_far(dir));
+    if (!w.triggered) {
+      MissedKillPoint missed;
+      missed.mode = mode_name;
+      missed.save_at = n;
+      missed.steps = run.steps;
+      missed.save_every = run.save_every;
+      missed.metrics = run.metrics;
+      missed.ckpt_dir = run.ckpt_dir;
+      missed.stderr_log = dir + "/stderr.log";
+      missed.exit = w.exit;
+      missed.timeout_seconds = o_.child_timeout_seconds;
+      return Status::io_error(explain_missed_kill_point(missed));
+    }
+    if (contract_check_) {
+      record_.out.checks.insert(record_.out.checks.begin(), std::move(*contract_check_));
+      contract_check_.reset();
+    }
     const std::string what = mode == KillMode::kAfterSave
                                  ? "checkpoint event of step " + std::to_string(n) + " (" + w.event.path + ")"
                                  : "creation of " + w.created + " in the checkpoint dir";
-    DrillCheck c{"subject_killed", kill_mode_name(mode), w.exit.killed_by(SIGKILL), "", {}};
+    DrillCheck c{"subject_killed", mode_name, w.exit.killed_by(SIGKILL), "", {}};
     c.detail = "SIGKILLed at the " + what + ": " + w.exit.describe() +
                (launcher_->slurm() ? " (" + subject_label + ")" : "");
     c.numbers = {{"step", n}, {"trigger", what}, {"signal", w.exit.signal}, {"exit", w.exit.describe()}};
     if (!c.passed) return Status::io_error("subject did not die of SIGKILL: " + w.exit.describe());
     record_.add_check(c);
-    if (mode == KillMode::kDuringSave) {
-      // A program that saves faster than a kill lands finished its save first: say so.
-      auto log = read_metrics_log(run.metrics);
-      bool completed = false;
-      if (log.is_ok())
-        for (const auto& e : log->checkpoints) completed = completed || e.step == n;
-      record_.add_check({"kill_landed_during_save",
-                         kill_mode_name(mode),
-                         true,
-                         completed
-                             ? "the step-" + std::to_string(n) +
-                                   " save completed before the kill landed: the torn-save case was not "
-                                   "exercised"
-                             : "killed before the step-" + std::to_string(n) + " checkpoint was announced",
-                         {{"save_completed_first", completed}}});
+    if (mode == KillMode::kAfterSave) {
+      // The contract says "after each checkpoint is durable": an event read before its file
+      // exists is a checkpoint a crash at that moment would resume from, and find missing.
+      record_.add_check({"checkpoint_announced",
+                         mode_name,
+                         w.event_path_existed,
+                         w.event_path_existed
+                             ? "step " + std::to_string(n) + " announced as " + w.event.path + ", on disk"
+                             : "announced at step " + std::to_string(n) + " as " + w.event.path +
+                                   ", not on disk when the event was read: log the event after the save "
+                                   "returns",
+                         {{"step", n}, {"path", w.event.path}, {"on_disk", w.event_path_existed}}});
+      if (!w.event_path_existed) return std::optional<CheckpointEvent>();
+      return std::optional<CheckpointEvent>(w.event);
     }
-    return w.event;
+    CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(run.metrics, run.ckpt_dir));
+    if (log.checkpoints.empty())
+      return Status::io_error("subject (during-save) announced no checkpoint before it was killed");
+    const CheckpointEvent last = log.checkpoints.back();
+    const int64_t last_step = log.steps.empty() ? -1 : log.steps.back().step;
+    // Exercised: the run had trained step N and had not announced its checkpoint when it died.
+    torn_exercised_ = last.step < n && last_step >= n;
+    DrillCheck landed{"kill_landed_during_save",
+                      mode_name,
+                      torn_exercised_,
+                      "",
+                      {{"save_completed_first", last.step >= n},
+                       {"last_logged_step", last_step},
+                       {"last_announced_step", last.step},
+                       {"trigger", w.created}}};
+    landed.skipped = !torn_exercised_;
+    if (torn_exercised_)
+      landed.detail = "killed inside the step-" + std::to_string(n) + " save (" + w.created +
+                      " created, the checkpoint never announced)";
+    else if (last.step >= n)
+      landed.detail = "the step-" + std::to_string(last.step) +
+                      " save completed before the kill landed (faster than a kill, or begun where "
+                      "the watch of the checkpoint dir cannot see): the torn-save case was not exercised";
+    else
+      landed.detail = "the kill landed at step " + std::to_string(last_step) + ", before the step-" +
+                      std::to_string(n) + " save began (" + w.created +
+                      " was created in the checkpoint dir first): the torn-save case was not exercised";
+    record_.add_check(landed);
+    return std::optional<CheckpointEvent>(last);
   }
 
   // After a kill during the save: the torn step-N dir is uncommitted and `latest` skips it.
@@ -386,7 +455,7 @@ class ResumeDrill {
            {{"exit", e.describe()}, {"resume", from.path}}});
       return false;
     }
-    CKPT_ASSIGN_OR_RETURN(resumed_log_, read_metrics_log(run.metrics));
+    CKPT_ASSIGN_OR_RETURN(resumed_log_, read_metrics_log(run.metrics, run.ckpt_dir));
     m->resumed_steps = resumed_log_.steps;
     m->resumed_from_step = from.step;
     const int64_t first = m->resumed_steps.empty() ? -1 : m->resumed_steps.front().step;
@@ -506,7 +575,7 @@ class ResumeDrill {
     golden.final_step = steps();
     golden.tolerance = o_.tolerance;
     golden.built_in = built_in();
-    record_fault_run(record_, fault, damage, e, run.metrics, dir + "/stderr.log", golden);
+    record_fault_run(record_, fault, damage, e, run.metrics, run.ckpt_dir, dir + "/stderr.log", golden);
     return Status::ok();
   }
 
@@ -521,10 +590,13 @@ class ResumeDrill {
   }
 
   Status run_mode_steps(KillMode mode, const std::string& dir, ModeOutcome* m) {
-    CKPT_ASSIGN_OR_RETURN(CheckpointEvent from, kill_subject(mode, dir));
+    CKPT_ASSIGN_OR_RETURN(std::optional<CheckpointEvent> killed_at, kill_subject(mode, dir));
+    if (!killed_at) return Status::ok();
+    const CheckpointEvent from = *killed_at;
     if (mode == KillMode::kAfterSave) after_save_checkpoint_ = from;
     const std::string root = dir + "/ckpt";
-    if (built_in() && mode == KillMode::kDuringSave) CKPT_RETURN_IF_ERROR(check_torn_save(root));
+    if (built_in() && mode == KillMode::kDuringSave && torn_exercised_)
+      CKPT_RETURN_IF_ERROR(check_torn_save(root));
     if (built_in() && mode == KillMode::kAfterSave && o_.inject == kStaleShardInject)
       CKPT_RETURN_IF_ERROR(plant_stale_shard(root));
     record_.phase(std::string("read checkpoint (") + kill_mode_name(mode) + ")");
@@ -548,7 +620,7 @@ class ResumeDrill {
     if (o_.faults.empty()) return Status::ok();
     if (!after_save_checkpoint_) return Status::invalid_argument("`faults` need the after-save kill");
     CKPT_RETURN_IF_ERROR(finish_reference());
-    auto log = read_metrics_log(work_ + "/after-save/metrics.jsonl");
+    auto log = read_metrics_log(work_ + "/after-save/metrics.jsonl", work_ + "/after-save/ckpt");
     CheckpointEvent older;
     if (log.is_ok())
       for (const auto& e : log->checkpoints)
@@ -588,14 +660,24 @@ class ResumeDrill {
   RunTimeline reference_timeline_;
   std::vector<RunTimeline> resumed_timelines_;
   std::optional<CheckpointEvent> after_save_checkpoint_;
+  std::optional<DrillCheck> contract_check_;  // recorded when a subject first reaches its kill point
+  bool torn_exercised_ = false;               // the last during-save kill landed inside the step-N save
   NoiseEnvelope envelope_;
 };
 
 }  // namespace
 
 DrillOutcome run_resume_drill(const DrillOptions& options, Progress* progress) {
-  if (!options.live_metrics.empty()) return run_live_drill(options, progress);
-  return ResumeDrill(options, progress).run();
+  DrillOutcome out =
+      options.live_metrics.empty() ? ResumeDrill(options, progress).run() : run_live_drill(options, progress);
+  // A passed drill's scratch dir holds nothing anyone needs (copies of real checkpoints, logs of
+  // runs that matched): it goes. A failed one is the evidence, and stays.
+  if (out.exit_code == 0 && !options.keep_work_dir && !out.work_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(out.work_dir, ec);
+    out.work_dir_kept = static_cast<bool>(ec);
+  }
+  return out;
 }
 
 }  // namespace ckpt

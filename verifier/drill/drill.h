@@ -58,7 +58,8 @@ struct DrillOptions {
   std::string long_run_path;
   size_t shards = 2;
   std::string format = "native";
-  std::string work_dir;  // a fresh scratch dir is made inside; default $TMPDIR or /tmp
+  std::string work_dir;        // a fresh scratch dir is made inside; default $TMPDIR or /tmp
+  bool keep_work_dir = false;  // keep the scratch dir after a pass too (it is always kept after a failure)
   double child_timeout_seconds = 600;
   std::string executable;  // the ckptcheck binary for children; default this process's
   // > 0: every training run has P ranks per node, started by `ckptcheck launch --nproc-per-node P`
@@ -105,6 +106,9 @@ struct DrillCheck {
   bool passed = true;
   std::string detail;
   nlohmann::json numbers = nlohmann::json::object();
+  // A warning: what the check is for did not happen (a torn save that was not exercised). Never
+  // a pass and never a failure: `passed` is false, it adds no failure line, JUnit says skipped.
+  bool skipped = false;
 };
 
 struct ModeOutcome {
@@ -146,6 +150,7 @@ struct DrillOutcome {
   bool bit_identical = false;
   double wall_seconds = 0;
   std::string work_dir;
+  bool work_dir_kept = true;  // false once a passed drill removed its scratch dir
   std::string verdict() const { return exit_code == 0 ? "pass" : exit_code == 1 ? "fail" : "error"; }
 };
 

@@ -4,10 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <vector>
 
+#include "base/byte_units.h"
 #include "base/json_fields.h"
+#include "base/text.h"
 
 namespace ckpt {
 
@@ -28,7 +31,13 @@ std::string text_of(const nlohmann::json& v) {
 
 struct Curve {
   std::string id, css_class, label;
-  std::vector<std::pair<double, double>> points;  // (step, loss)
+  std::vector<std::pair<double, double>> points;  // (step, value)
+};
+
+// A vertical line at a step: where the subject was killed, where the resumed run started.
+struct Marker {
+  std::string id, css_class, label;
+  double step = 0;
 };
 
 std::vector<std::pair<double, double>> points_of(const nlohmann::json& losses) {
@@ -41,42 +50,52 @@ std::vector<std::pair<double, double>> points_of(const nlohmann::json& losses) {
   return p;
 }
 
-std::string loss_chart(const nlohmann::json& losses) {
-  std::vector<Curve> curves;
-  curves.push_back({"curve-reference", "curve-reference", "reference (uninterrupted)",
-                    points_of(json_member_or_null(losses, "reference"))});
-  const auto& by_mode = json_member_or_null(losses, "resumed_by_mode");
-  if (by_mode.is_object() && !by_mode.empty()) {
-    for (const auto& [mode, l] : by_mode.items())
-      curves.push_back(
-          {"curve-resumed-" + mode, "curve-resumed", "resumed after " + mode + " kill", points_of(l)});
-  } else {
-    curves.push_back(
-        {"curve-resumed", "curve-resumed", "resumed", points_of(json_member_or_null(losses, "resumed"))});
-  }
+// [[step, value], ...] as report.json's diverging_metrics hold them.
+std::vector<std::pair<double, double>> pairs_of(const nlohmann::json& series) {
+  std::vector<std::pair<double, double>> p;
+  if (!series.is_array()) return p;
+  for (const auto& e : series)
+    if (e.is_array() && e.size() == 2 && e[0].is_number() && e[1].is_number() &&
+        std::isfinite(e[1].get<double>()))
+      p.emplace_back(e[0].get<double>(), e[1].get<double>());
+  return p;
+}
+
+std::string line_chart(const std::string& id, const std::string& label, const std::vector<Curve>& curves,
+                       const std::vector<Marker>& markers, int height = kHeight) {
   double x0 = std::numeric_limits<double>::max(), x1 = -x0, y0 = x0, y1 = -x0;
   for (const auto& c : curves)
     for (const auto& [x, y] : c.points) {
       x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
     }
-  if (x0 > x1) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+  for (const auto& m : markers) x0 = std::min(x0, m.step), x1 = std::max(x1, m.step);
+  if (y0 > y1) y0 = 0, y1 = 1;
+  if (x0 > x1) x0 = 0, x1 = 1;
   if (x1 == x0) x1 = x0 + 1;
   if (y1 == y0) y1 = y0 + 1;
   const auto sx = [&](double x) { return kPad + (x - x0) / (x1 - x0) * (kWidth - 2 * kPad); };
-  const auto sy = [&](double y) { return kHeight - kPad - (y - y0) / (y1 - y0) * (kHeight - 2 * kPad); };
+  const auto sy = [&](double y) { return height - kPad - (y - y0) / (y1 - y0) * (height - 2 * kPad); };
   std::ostringstream s;
-  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"loss-chart\" width=\"" << kWidth << "\" height=\""
-    << kHeight << "\" viewBox=\"0 0 " << kWidth << " " << kHeight
-    << "\" role=\"img\" aria-label=\"loss per step\">\n";
-  s << "<rect x=\"0\" y=\"0\" width=\"" << kWidth << "\" height=\"" << kHeight << "\" fill=\"#fff\"/>\n";
-  s << "<line class=\"axis\" x1=\"" << kPad << "\" y1=\"" << kHeight - kPad << "\" x2=\"" << kWidth - kPad
-    << "\" y2=\"" << kHeight - kPad << "\"/><line class=\"axis\" x1=\"" << kPad << "\" y1=\"" << kPad
-    << "\" x2=\"" << kPad << "\" y2=\"" << kHeight - kPad << "\"/>\n";
-  s << "<text x=\"" << kPad << "\" y=\"" << kHeight - kPad + 16 << "\">step " << text_of(x0) << "</text>";
-  s << "<text x=\"" << kWidth - kPad << "\" y=\"" << kHeight - kPad + 16 << "\" text-anchor=\"end\">step "
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"" << html_escape(id) << "\" width=\"" << kWidth
+    << "\" height=\"" << height << "\" viewBox=\"0 0 " << kWidth << " " << height
+    << "\" role=\"img\" aria-label=\"" << html_escape(label) << "\">\n";
+  s << "<rect x=\"0\" y=\"0\" width=\"" << kWidth << "\" height=\"" << height << "\" fill=\"#fff\"/>\n";
+  s << "<line class=\"axis\" x1=\"" << kPad << "\" y1=\"" << height - kPad << "\" x2=\"" << kWidth - kPad
+    << "\" y2=\"" << height - kPad << "\"/><line class=\"axis\" x1=\"" << kPad << "\" y1=\"" << kPad
+    << "\" x2=\"" << kPad << "\" y2=\"" << height - kPad << "\"/>\n";
+  s << "<text x=\"" << kPad << "\" y=\"" << height - kPad + 16 << "\">step " << text_of(x0) << "</text>";
+  s << "<text x=\"" << kWidth - kPad << "\" y=\"" << height - kPad + 16 << "\" text-anchor=\"end\">step "
     << text_of(x1) << "</text>";
   s << "<text x=\"4\" y=\"" << kPad << "\">" << html_escape(text_of(y1)) << "</text>";
-  s << "<text x=\"4\" y=\"" << kHeight - kPad << "\">" << html_escape(text_of(y0)) << "</text>\n";
+  s << "<text x=\"4\" y=\"" << height - kPad << "\">" << html_escape(text_of(y0)) << "</text>\n";
+  for (size_t i = 0; i < markers.size(); ++i) {
+    const Marker& m = markers[i];
+    const double x = sx(m.step);
+    s << "<line id=\"" << html_escape(m.id) << "\" class=\"" << m.css_class << "\" x1=\"" << x << "\" y1=\""
+      << kPad - 8 << "\" x2=\"" << x << "\" y2=\"" << height - kPad << "\"><title>" << html_escape(m.label)
+      << "</title></line><text class=\"marker-label\" x=\"" << x + 3 << "\" y=\""
+      << kPad - 10 + 11 * static_cast<int>(i % 3) << "\">" << html_escape(m.label) << "</text>\n";
+  }
   for (size_t i = 0; i < curves.size(); ++i) {
     const Curve& c = curves[i];
     s << "<polyline id=\"" << html_escape(c.id) << "\" class=\"" << c.css_class << (i > 1 ? " curve-alt" : "")
@@ -92,6 +111,72 @@ std::string loss_chart(const nlohmann::json& losses) {
       << "</text></g>\n";
   }
   s << "</svg>\n";
+  return s.str();
+}
+
+// Where each mode's subject was killed and where its resumed run started.
+// `prefix` keeps element ids unique when several charts carry the markers.
+std::vector<Marker> kill_and_resume_markers(const nlohmann::json& modes, const std::string& prefix = "") {
+  std::vector<Marker> markers;
+  if (!modes.is_array()) return markers;
+  for (const auto& m : modes) {
+    const std::string kill = text_of(json_member_or_null(m, "kill"));
+    const auto& killed = json_member_or_null(m, "killed_at_step");
+    const auto& resumed = json_member_or_null(m, "resumed_from_step");
+    if (killed.is_number())
+      markers.push_back({prefix + "marker-kill-" + kill, "marker-kill",
+                         "killed (" + kill + ") at step " + text_of(killed), killed.get<double>()});
+    if (resumed.is_number() && resumed.get<double>() >= 0)
+      markers.push_back({prefix + "marker-resume-" + kill, "marker-resume",
+                         "resumed (" + kill + ") from step " + text_of(resumed), resumed.get<double>()});
+  }
+  return markers;
+}
+
+std::string loss_chart(const nlohmann::json& losses, const nlohmann::json& modes) {
+  std::vector<Curve> curves;
+  curves.push_back({"curve-reference", "curve-reference", "reference (uninterrupted)",
+                    points_of(json_member_or_null(losses, "reference"))});
+  const auto& by_mode = json_member_or_null(losses, "resumed_by_mode");
+  if (by_mode.is_object() && !by_mode.empty()) {
+    for (const auto& [mode, l] : by_mode.items())
+      curves.push_back(
+          {"curve-resumed-" + mode, "curve-resumed", "resumed after " + mode + " kill", points_of(l)});
+  } else {
+    curves.push_back(
+        {"curve-resumed", "curve-resumed", "resumed", points_of(json_member_or_null(losses, "resumed"))});
+  }
+  return line_chart("loss-chart", "loss per step", curves, kill_and_resume_markers(modes));
+}
+
+// One diverging metric: reference against each resumed run, and resumed - reference per step.
+std::string diverging_metric_charts(const nlohmann::json& metric, const nlohmann::json& modes) {
+  const std::string field = text_of(json_member_or_null(metric, "field"));
+  const auto reference = pairs_of(json_member_or_null(metric, "reference"));
+  std::vector<Curve> values = {{"metric-" + field + "-reference", "curve-reference", "reference", reference}};
+  std::vector<Curve> diffs;
+  std::map<double, double> by_step(reference.begin(), reference.end());
+  const auto& by_mode = json_member_or_null(metric, "resumed_by_mode");
+  if (by_mode.is_object())
+    for (const auto& [mode, series] : by_mode.items()) {
+      const auto resumed = pairs_of(series);
+      values.push_back({"metric-" + field + "-resumed-" + mode, "curve-resumed",
+                        "resumed after " + mode + " kill", resumed});
+      Curve diff{"diff-" + field + "-" + mode,
+                 diffs.empty() ? "curve-reference" : "curve-resumed",
+                 "resumed - reference (" + mode + ")",
+                 {}};
+      for (const auto& [step, v] : resumed)
+        if (auto it = by_step.find(step); it != by_step.end()) diff.points.emplace_back(step, v - it->second);
+      diffs.push_back(std::move(diff));
+    }
+  std::ostringstream s;
+  const auto& first = json_member_or_null(metric, "first_diverging_step");
+  s << "<h3 id=\"diverging-" << html_escape(field) << "\">" << html_escape(field)
+    << (first.is_number() ? " (first diverged at step " + text_of(first) + ")" : std::string()) << "</h3>\n";
+  s << line_chart("metric-chart-" + field, field + " per step", values,
+                  kill_and_resume_markers(modes, "metric-" + field + "-"), 220);
+  s << line_chart("diff-chart-" + field, field + ": resumed - reference", diffs, {}, 180);
   return s.str();
 }
 
@@ -126,8 +211,10 @@ std::string trend_chart(const nlohmann::json& history, const char* key, const st
     s << "<circle cx=\"" << x(p.first) << "\" cy=\"" << y(p.second) << "\" r=\"3\"><title>"
       << html_escape(text_of(json_member_or_null(history[p.first], "time"))) << ": "
       << html_escape(text_of(history[p.first][key])) << "</title></circle>\n";
-  s << "<text x=\"2\" y=\"" << y(hi) + 4 << "\">" << html_escape(text_of(nlohmann::json(hi))) << "</text>\n";
-  s << "<text x=\"2\" y=\"" << y(lo) + 4 << "\">" << html_escape(text_of(nlohmann::json(lo))) << "</text>\n";
+  const bool size = ends_with(key, "_bytes");
+  const auto label = [&](double v) { return size ? byte_size_text(v) : text_of(nlohmann::json(v)); };
+  s << "<text x=\"2\" y=\"" << y(hi) + 4 << "\">" << html_escape(label(hi)) << "</text>\n";
+  s << "<text x=\"2\" y=\"" << y(lo) + 4 << "\">" << html_escape(label(lo)) << "</text>\n";
   s << "</svg>\n";
   return s.str();
 }
@@ -159,11 +246,49 @@ void key_value_table(std::ostringstream& s, const nlohmann::json& obj, const cha
   if (obj.is_object())
     for (const auto& [k, v] : obj.items()) {
       if (v.is_object()) continue;
-      const std::string value = sources && v.is_null() ? "not measured" : text_of(v);
+      // Sizes for people: KiB, MiB, GiB (report.json keeps the bytes).
+      const bool size = ends_with(k, "_bytes") && v.is_number();
+      const std::string value = sources && v.is_null() ? "not measured"
+                                : size                 ? byte_size_text(v.get<double>())
+                                                       : text_of(v);
       s << "<tr><th>" << html_escape(k) << "</th><td>" << html_escape(value) << "</td>";
       if (sources) s << "<td>" << html_escape(text_of(json_member_or_null(*sources, k.c_str()))) << "</td>";
       s << "</tr>\n";
     }
+  s << "</tbody></table>\n";
+}
+
+// The drill's command line as one string, for the top of the page.
+std::string command_text(const nlohmann::json& program) {
+  if (!program.is_array()) return text_of(program);
+  std::string line;
+  for (const auto& a : program) line += (line.empty() ? "" : " ") + text_of(a);
+  return line;
+}
+
+// What was run, where: the first thing a reader of a failure needs.
+void summary_table(std::ostringstream& s, const nlohmann::json& report) {
+  const auto& drill = json_member_or_null(report, "drill");
+  const auto& tol = json_member_or_null(report, "tolerance");
+  const auto row = [&](const char* name, const std::string& value) {
+    s << "<tr><th>" << name << "</th><td>" << html_escape(value) << "</td></tr>\n";
+  };
+  s << "<table id=\"drill-summary\"><tbody>\n";
+  const auto& program = json_member_or_null(drill, "program");
+  row("command", program.is_array()
+                     ? command_text(program)
+                     : "built-in workload, config " + text_of(json_member_or_null(drill, "config_path")));
+  row("N (killed at the checkpoint of step)", text_of(json_member_or_null(drill, "save_at")));
+  row("K (steps after N)", text_of(json_member_or_null(drill, "resume_steps")));
+  if (!json_member_or_null(drill, "kill").is_null()) row("kill", text_of(drill["kill"]));
+  const auto& kept = json_member_or_null(drill, "work_dir_kept");
+  row("work dir",
+      text_of(json_member_or_null(drill, "work_dir")) + (kept == false  ? " (removed: the drill passed)"
+                                                         : kept == true ? " (kept)"
+                                                                        : ""));
+  row("tolerance", "rtol " + text_of(json_member_or_null(tol, "rtol")) + ", atol " +
+                       text_of(json_member_or_null(tol, "atol")) + " (" +
+                       text_of(json_member_or_null(tol, "applied")) + ")");
   s << "</tbody></table>\n";
 }
 
@@ -180,19 +305,18 @@ std::string render_drill_html(const nlohmann::json& report) {
     << ".verdict-pass{background:#d9f2dc;color:#145a1f}.verdict-fail{background:#f8d7d7;color:#7a1111}"
     << ".verdict-error{background:#fde9c8;color:#6b4500}"
     << "table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.2em .6em;"
-    << "text-align:left;font-size:.9em}.bad{background:#fbe3e3}"
+    << "text-align:left;font-size:.9em}.bad{background:#fbe3e3}.warn{background:#fdf3d0}"
     << "svg text{font-size:11px;fill:#444}.axis{stroke:#888;stroke-width:1}"
     << ".curve-reference{stroke:#1f5fbf;stroke-width:2.5}.curve-resumed{stroke:#e0661a;stroke-width:1.5;"
-    << "stroke-dasharray:5 3}.curve-alt{stroke:#2a9d4a}\n</style></head><body>\n";
+    << "stroke-dasharray:5 3}.curve-alt{stroke:#2a9d4a}"
+    << ".marker-kill{stroke:#c62828;stroke-width:1.5}.marker-resume{stroke:#2a9d4a;stroke-width:1.5;"
+    << "stroke-dasharray:2 2}\n</style></head><body>\n";
   s << "<div id=\"verdict\" class=\"verdict verdict-" << html_escape(verdict) << "\">"
     << html_escape(verdict == "pass"   ? "PASS"
                    : verdict == "fail" ? "FAIL"
                                        : "ERROR");
   s << (json_member_or_null(report, "bit_identical") == true ? " &mdash; bit-identical" : "") << "</div>\n";
-  const auto& tol = json_member_or_null(report, "tolerance");
-  s << "<p>Tolerance: rtol " << html_escape(text_of(json_member_or_null(tol, "rtol"))) << ", atol "
-    << html_escape(text_of(json_member_or_null(tol, "atol"))) << " ("
-    << html_escape(text_of(json_member_or_null(tol, "applied"))) << ")</p>\n";
+  summary_table(s, report);
   if (json_member_or_null(report, "error").is_string() && !report["error"].get<std::string>().empty())
     s << "<p id=\"error\"><b>Error:</b> " << html_escape(report["error"].get<std::string>()) << "</p>\n";
   const auto& failures = json_member_or_null(report, "failures");
@@ -201,7 +325,26 @@ std::string render_drill_html(const nlohmann::json& report) {
     for (const auto& f : failures) s << "<li>" << html_escape(text_of(f)) << "</li>\n";
     s << "</ul>\n";
   }
-  s << "<h2>Loss: reference vs resumed</h2>\n" << loss_chart(json_member_or_null(report, "losses"));
+  const auto& checks = json_member_or_null(report, "checks");
+  std::vector<std::string> warnings;
+  if (checks.is_array())
+    for (const auto& c : checks)
+      if (json_member_or_null(c, "skipped") == true)
+        warnings.push_back(text_of(json_member_or_null(c, "name")) + " (" +
+                           text_of(json_member_or_null(c, "mode")) +
+                           "): " + text_of(json_member_or_null(c, "detail")));
+  if (!warnings.empty()) {
+    s << "<ul id=\"warnings\" class=\"warn\">\n";
+    for (const auto& w : warnings) s << "<li>warning: " << html_escape(w) << "</li>\n";
+    s << "</ul>\n";
+  }
+  const auto& modes = json_member_or_null(report, "modes");
+  s << "<h2>Loss: reference vs resumed</h2>\n" << loss_chart(json_member_or_null(report, "losses"), modes);
+  const auto& diverging = json_member_or_null(report, "diverging_metrics");
+  if (diverging.is_array() && !diverging.empty()) {
+    s << "<h2 id=\"diverging-metrics\">Diverging metrics, earliest first</h2>\n";
+    for (const auto& m : diverging) s << diverging_metric_charts(m, modes);
+  }
 
   s << "<h2>Final state by component</h2>\n<table "
        "id=\"divergence\"><thead><tr><th>component</th><th>tensors</th>"
@@ -209,27 +352,38 @@ std::string render_drill_html(const nlohmann::json& report) {
        "diverging</th></tr></thead><tbody>\n";
   const auto& comps = json_member_or_null(report, "components");
   if (comps.is_object())
-    for (const auto& [name, c] : comps.items()) {
-      const bool ok = json_member_or_null(c, "passed") == true;
-      s << "<tr" << (ok ? "" : " class=\"bad\"") << "><td>" << html_escape(name) << "</td><td>"
-        << html_escape(text_of(json_member_or_null(c, "tensors"))) << "</td><td>"
-        << html_escape(text_of(json_member_or_null(c, "max_abs"))) << "</td><td>"
-        << html_escape(text_of(json_member_or_null(c, "max_rel"))) << "</td><td>"
-        << html_escape(text_of(json_member_or_null(c, "bit_identical"))) << "</td><td>" << (ok ? "yes" : "no")
-        << "</td><td>" << html_escape(text_of(json_member_or_null(c, "message"))) << "</td></tr>\n";
-    }
+    for (const bool failing : {true, false})  // the components that diverged first
+      for (const auto& [name, c] : comps.items()) {
+        const bool ok = json_member_or_null(c, "passed") == true;
+        if (ok == failing) continue;
+        // A byte state's difference has no magnitude: the message says where it starts.
+        const bool bytes = json_member_or_null(json_member_or_null(c, "first_diverging"), "byte").is_number();
+        s << "<tr" << (ok ? "" : " class=\"bad\"") << "><td>" << html_escape(name) << "</td><td>"
+          << html_escape(text_of(json_member_or_null(c, "tensors"))) << "</td><td>"
+          << (bytes ? "bytes differ" : html_escape(text_of(json_member_or_null(c, "max_abs")))) << "</td><td>"
+          << (bytes ? "-" : html_escape(text_of(json_member_or_null(c, "max_rel")))) << "</td><td>"
+          << html_escape(text_of(json_member_or_null(c, "bit_identical"))) << "</td><td>"
+          << (ok ? "yes" : "no") << "</td><td>" << html_escape(text_of(json_member_or_null(c, "message")))
+          << "</td></tr>\n";
+      }
   s << "</tbody></table>\n";
 
   s << "<h2>Checks</h2>\n<table "
        "id=\"checks\"><thead><tr><th>check</th><th>kill</th><th>passed</th><th>detail</th></tr>"
     << "</thead><tbody>\n";
-  const auto& checks = json_member_or_null(report, "checks");
   if (checks.is_array())
     for (const auto& c : checks) {
+      const bool skipped = json_member_or_null(c, "skipped") == true;
       const bool ok = json_member_or_null(c, "passed") == true;
-      s << "<tr" << (ok ? "" : " class=\"bad\"") << "><td>"
-        << html_escape(text_of(json_member_or_null(c, "name"))) << "</td><td>"
-        << html_escape(text_of(json_member_or_null(c, "mode"))) << "</td><td>" << (ok ? "yes" : "no")
+      s << "<tr"
+        << (skipped ? " class=\"warn\""
+            : ok    ? ""
+                    : " class=\"bad\"")
+        << "><td>" << html_escape(text_of(json_member_or_null(c, "name"))) << "</td><td>"
+        << html_escape(text_of(json_member_or_null(c, "mode"))) << "</td><td>"
+        << (skipped ? "skipped"
+            : ok    ? "yes"
+                    : "no")
         << "</td><td>" << html_escape(text_of(json_member_or_null(c, "detail"))) << "</td></tr>\n";
     }
   s << "</tbody></table>\n";
@@ -237,14 +391,14 @@ std::string render_drill_html(const nlohmann::json& report) {
   if (history.is_array() && !history.empty()) {
     s << "<h2 id=\"history\">Trend over " << history.size() << " drill(s)</h2>\n"
       << verdict_strip(history) << trend_chart(history, "restore_seconds", "Restore time (seconds)")
-      << trend_chart(history, "checkpoint_bytes", "Checkpoint size (bytes)")
+      << trend_chart(history, "checkpoint_bytes", "Checkpoint size")
       << trend_chart(history, "snapshot_seconds", "Snapshot time (seconds, live drills)");
   }
   const auto& measurements = json_member_or_null(report, "measurements");
   s << "<h2>Timings (seconds unless named)</h2>\n";
   const nlohmann::json& sources = json_member_or_null(measurements, "sources");
   key_value_table(s, json_member_or_null(measurements, "timings"), "timings", &sources);
-  s << "<h2>Memory (bytes)</h2>\n";
+  s << "<h2>Memory</h2>\n";
   key_value_table(s, json_member_or_null(measurements, "memory"), "memory", &sources);
   s << "<h2>Drill</h2>\n";
   key_value_table(s, json_member_or_null(report, "drill"), "drill");

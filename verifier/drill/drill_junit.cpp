@@ -39,8 +39,13 @@ std::string drill_junit_xml(const nlohmann::json& report) {
       report.contains("checks") && report["checks"].is_array() ? report["checks"] : nlohmann::json::array();
   const std::string error = string_at(report, "error");
   const bool errored = report.value("exit_code", 0) == 2;
-  size_t failures = 0;
-  for (const auto& c : checks) failures += c.value("passed", true) ? 0 : 1;
+  // A skipped check (a warning: what it tests did not happen) is neither a pass nor a failure.
+  const auto skipped_check = [](const nlohmann::json& c) { return c.value("skipped", false); };
+  size_t failures = 0, skipped = 0;
+  for (const auto& c : checks) {
+    skipped += skipped_check(c) ? 1 : 0;
+    failures += c.value("passed", true) || skipped_check(c) ? 0 : 1;
+  }
   const size_t tests = checks.size() + (errored ? 1 : 0);
   double seconds = 0;
   if (report.contains("measurements") && report["measurements"].is_object()) {
@@ -59,7 +64,7 @@ std::string drill_junit_xml(const nlohmann::json& report) {
   x << "<testsuites name=\"ckptcheck drill\" tests=\"" << tests << "\" failures=\"" << failures
     << "\" errors=\"" << (errored ? 1 : 0) << "\" time=\"" << time << "\">\n";
   x << "  <testsuite name=\"" << suite << "\" tests=\"" << tests << "\" failures=\"" << failures
-    << "\" errors=\"" << (errored ? 1 : 0) << "\" skipped=\"0\" time=\"" << time << "\">\n";
+    << "\" errors=\"" << (errored ? 1 : 0) << "\" skipped=\"" << skipped << "\" time=\"" << time << "\">\n";
   x << "    <properties>\n";
   x << "      <property name=\"verdict\" value=\"" << xml_escape(string_at(report, "verdict")) << "\"/>\n";
   for (const char* key : {"mode", "save_at", "resume_steps", "kill"})
@@ -71,6 +76,10 @@ std::string drill_junit_xml(const nlohmann::json& report) {
     const std::string mode = string_at(c, "mode");
     x << "    <testcase classname=\"ckptcheck.drill" << (mode.empty() ? "" : "." + xml_escape(mode))
       << "\" name=\"" << xml_escape(string_at(c, "name")) << "\" time=\"0\"";
+    if (skipped_check(c)) {
+      x << ">\n      <skipped message=\"" << xml_escape(string_at(c, "detail")) << "\"/>\n    </testcase>\n";
+      continue;
+    }
     if (c.value("passed", true)) {
       x << "/>\n";
       continue;

@@ -19,7 +19,8 @@ struct DrillRecord {
 
   // Advances the progress line (a terminal only) to the next phase.
   void phase(const std::string& what);
-  // Records a check; a failed one adds `failure` (default: "name: detail") to the failure lines.
+  // Records a check; a failed one (not a skipped one) adds `failure` (default: "name: detail") to
+  // the failure lines.
   void add_check(DrillCheck check, const std::string& failure = "");
   void fail(const std::string& message, const std::string& mode);
   // The outcome once the phases returned `status`: exit 2 with its message, else 1 when a check

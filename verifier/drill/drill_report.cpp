@@ -1,5 +1,8 @@
 #include "verifier/drill/drill_report.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "base/file_io.h"
 #include "verifier/drill/drill_html.h"
 
@@ -110,6 +113,58 @@ nlohmann::json merged_components(const DrillOutcome& o) {
   return merged;
 }
 
+// A metric's value per step, [[step, value], ...]: "loss" or a field of the step lines.
+nlohmann::json series_json(const std::vector<StepRecord>& steps, const std::string& field) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& s : steps) {
+    if (field == "loss") {
+      a.push_back({s.step, s.loss});
+    } else if (auto it = s.values.find(field); it != s.values.end()) {
+      a.push_back({s.step, it->second});
+    }
+  }
+  return a;
+}
+
+// Every metric that failed its check, earliest first divergence first, with both series so the
+// report can plot reference against resumed and their difference.
+nlohmann::json diverging_metrics_json(const DrillOutcome& o) {
+  struct Diverged {
+    std::string field;
+    int64_t first_step;
+  };
+  std::vector<Diverged> found;
+  for (const auto& c : o.checks) {
+    if (c.passed || c.skipped || c.name.rfind("metric_", 0) != 0) continue;
+    const std::string field = c.name.substr(7);
+    const int64_t step =
+        c.numbers.contains("first_diverging_step") && c.numbers["first_diverging_step"].is_number()
+            ? c.numbers["first_diverging_step"].get<int64_t>()
+            : std::numeric_limits<int64_t>::max();
+    bool seen = false;
+    for (auto& d : found)
+      if (d.field == field) {
+        d.first_step = std::min(d.first_step, step);
+        seen = true;
+      }
+    if (!seen) found.push_back({field, step});
+  }
+  std::stable_sort(found.begin(), found.end(),
+                   [](const Diverged& a, const Diverged& b) { return a.first_step < b.first_step; });
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& d : found) {
+    nlohmann::json by_mode = nlohmann::json::object();
+    for (const auto& m : o.modes) by_mode[kill_mode_name(m.mode)] = series_json(m.resumed_steps, d.field);
+    out.push_back({{"field", d.field},
+                   {"first_diverging_step", d.first_step == std::numeric_limits<int64_t>::max()
+                                                ? nlohmann::json()
+                                                : nlohmann::json(d.first_step)},
+                   {"reference", series_json(o.reference_steps, d.field)},
+                   {"resumed_by_mode", by_mode}});
+  }
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& options) {
@@ -118,6 +173,7 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
     checks.push_back({{"name", c.name},
                       {"mode", c.mode},
                       {"passed", c.passed},
+                      {"skipped", c.skipped},
                       {"detail", c.detail},
                       {"numbers", c.numbers}});
   nlohmann::json modes = nlohmann::json::array();
@@ -125,11 +181,13 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
   for (const auto& m : o.modes) {
     nlohmann::json comps = nlohmann::json::object();
     for (const auto& [name, c] : m.components) comps[name] = to_json(c);
-    modes.push_back({{"kill", kill_mode_name(m.mode)},
-                     {"resumed_from_step", m.resumed_from_step},
-                     {"compared", m.compared},
-                     {"bit_identical", m.bit_identical},
-                     {"components", comps}});
+    modes.push_back(
+        {{"kill", kill_mode_name(m.mode)},
+         {"resumed_from_step", m.resumed_from_step},
+         {"killed_at_step", o.drill_mode == "live" ? nlohmann::json() : nlohmann::json(o.save_at)},
+         {"compared", m.compared},
+         {"bit_identical", m.bit_identical},
+         {"components", comps}});
     resumed_by_mode[kill_mode_name(m.mode)] = losses_json(m.resumed_steps);
   }
   nlohmann::json faults = nlohmann::json::array();
@@ -163,6 +221,7 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
             {"shards", options.shards},
             {"format", options.format},
             {"work_dir", o.work_dir},
+            {"work_dir_kept", o.work_dir_kept},
             {"config_path", options.config_path},
             {"program", o.built_in ? nlohmann::json("built-in") : nlohmann::json(options.command)},
             {"control", options.control || changes_world_size(options)}}},
@@ -170,6 +229,7 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
           {"checks", checks},
           {"components", merged_components(o)},
           {"modes", modes},
+          {"diverging_metrics", diverging_metrics_json(o)},
           {"losses",
            {{"reference", losses_json(o.reference_steps)},
             {"resumed", o.modes.empty() ? nlohmann::json::array() : losses_json(o.modes[0].resumed_steps)},

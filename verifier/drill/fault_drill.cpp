@@ -124,9 +124,9 @@ Result<std::string> damage_checkpoint_copy(const std::string& fault, const Check
 }
 
 void record_fault_run(DrillRecord& record, const std::string& fault, const std::string& damage,
-                      const ChildExit& e, const std::string& metrics, const std::string& stderr_log,
-                      const FaultGolden& golden) {
-  auto log = read_metrics_log(metrics);
+                      const ChildExit& e, const std::string& metrics, const std::string& ckpt_dir,
+                      const std::string& stderr_log, const FaultGolden& golden) {
+  auto log = read_metrics_log(metrics, ckpt_dir);
   const size_t steps = log.is_ok() ? log->steps.size() : 0;
   FaultResult r;
   r.fault = fault;

@@ -34,9 +34,10 @@ struct FaultGolden {
 };
 
 // Classifies the relaunch from a damaged copy (its exit and its metrics file) and records the
-// fault_<name> check: a fault accepted silently fails the drill.
+// fault_<name> check: a fault accepted silently fails the drill. `ckpt_dir`: the run's
+// CKPTCHECK_CKPT_DIR, which relative checkpoint paths in its metrics are read from.
 void record_fault_run(DrillRecord& record, const std::string& fault, const std::string& damage,
-                      const ChildExit& exit, const std::string& metrics, const std::string& stderr_log,
-                      const FaultGolden& golden);
+                      const ChildExit& exit, const std::string& metrics, const std::string& ckpt_dir,
+                      const std::string& stderr_log, const FaultGolden& golden);
 
 }  // namespace ckpt

@@ -286,7 +286,7 @@ class LiveDrill {
                          {{"exit", e.describe()}, {"resume", snapshot_.path}}});
       return std::optional<MetricsLog>();
     }
-    CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(dir + "/metrics.jsonl"));
+    CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(dir + "/metrics.jsonl", dir + "/ckpt"));
     return std::optional<MetricsLog>(std::move(log));
   }
 
@@ -368,7 +368,7 @@ class LiveDrill {
       golden.final_state = live_final_ ? &*live_final_ : nullptr;
       golden.final_step = n_ + k_;
       golden.tolerance = o_.tolerance;
-      record_fault_run(record_, fault, damage, e, run.metrics, dir + "/stderr.log", golden);
+      record_fault_run(record_, fault, damage, e, run.metrics, run.ckpt_dir, dir + "/stderr.log", golden);
     }
     return Status::ok();
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <limits>
 
 #include "base/json_fields.h"
 
@@ -76,10 +78,35 @@ NoiseEnvelope measure_noise(DrillRecord& record, const std::vector<StepRecord>& 
   return noise;
 }
 
+namespace {
+
+// "0.29153 resumed 0.29172": as many digits as it takes for two different values to read
+// differently (format_number's 3 would print "0.292 resumed 0.292").
+std::string distinct_pair(double reference, double resumed) {
+  char a[40], b[40];
+  for (int digits = 3;; ++digits) {
+    std::snprintf(a, sizeof a, "%.*g", digits, reference);
+    std::snprintf(b, sizeof b, "%.*g", digits, resumed);
+    if (std::string(a) != b || digits >= 17) break;
+  }
+  return std::string(a) + " resumed " + b;
+}
+
+}  // namespace
+
 bool check_metrics(DrillRecord& record, const std::string& mode, const ResumeComparison& c,
                    const std::vector<StepRecord>& resumed) {
   bool identical = true;
-  for (auto d : compare_step_metrics(*c.golden_steps, resumed, c.tolerance)) {
+  // The metric that diverged first comes first: it is nearest the cause (the checks, the failure
+  // lines and the report keep this order).
+  auto diffs = compare_step_metrics(*c.golden_steps, resumed, c.tolerance);
+  std::stable_sort(diffs.begin(), diffs.end(), [](const SeriesDiff& a, const SeriesDiff& b) {
+    const auto key = [](const SeriesDiff& d) {
+      return d.first_diverging_step >= 0 ? d.first_diverging_step : std::numeric_limits<int64_t>::max();
+    };
+    return key(a) < key(b);
+  });
+  for (auto d : diffs) {
     identical = identical && d.bit_identical;
     const bool noise = !d.passed && d.missing_steps.empty() && d.missing_field.empty() && c.envelope &&
                        c.envelope->within(c.envelope->series, d.field, d.max_abs);
@@ -88,8 +115,8 @@ bool check_metrics(DrillRecord& record, const std::string& mode, const ResumeCom
     if (d.first_diverging_step >= 0)
       check.detail =
           d.field + " diverged at step " + std::to_string(d.first_diverging_step) + ": reference " +
-          format_number(d.reference_at_first) + " resumed " + format_number(d.resumed_at_first) +
-          " (max abs " + format_number(d.max_abs) + ")" +
+          distinct_pair(d.reference_at_first, d.resumed_at_first) + " (max abs " + format_number(d.max_abs) +
+          ")" +
           (noise ? ", within " + format_number(c.envelope->multiple) + "x the run-to-run envelope" : "");
     else if (!d.missing_field.empty())
       check.detail = d.field + ": the resumed run stopped logging it (first at step " +
@@ -106,7 +133,7 @@ bool check_metrics(DrillRecord& record, const std::string& mode, const ResumeCom
 }
 
 bool check_final_state(DrillRecord& record, const std::string& mode, const ResumeComparison& c,
-                       StateSnapshot golden, StateSnapshot resumed, size_t first_failure_of_mode,
+                       StateSnapshot golden, StateSnapshot resumed, size_t /*first_failure_of_mode*/,
                        std::map<std::string, ComponentDiff>* components) {
   if (c.drop_rng) {
     drop_rng_components(&golden);
@@ -114,7 +141,6 @@ bool check_final_state(DrillRecord& record, const std::string& mode, const Resum
   }
   *components = compare_snapshots(golden, resumed, c.tolerance);
   bool identical = true;
-  // Diverging components are reported first: they say which piece of state the restore lost.
   std::vector<std::string> divergences;
   for (auto& [name, diff] : *components) {
     identical = identical && diff.bit_identical;
@@ -123,11 +149,9 @@ bool check_final_state(DrillRecord& record, const std::string& mode, const Resum
       diff.passed = true;  // within the run-to-run noise of this program
     if (!diff.passed) divergences.push_back(diff.divergence_message());
   }
-  auto& failures = record.out.failures;
-  for (auto it = divergences.rbegin(); it != divergences.rend(); ++it)
-    failures.insert(
-        failures.begin() + static_cast<std::ptrdiff_t>(std::min(first_failure_of_mode, failures.size())),
-        *it + mode_suffix(mode));
+  // After the mode's metric failures: the final checkpoint is the last step compared, and the
+  // failures read in the order of the steps where things went wrong.
+  for (const auto& d : divergences) record.out.failures.push_back(d + mode_suffix(mode));
   // Recorded without add_check: each divergence is already a failure line of its own.
   record.out.checks.push_back({"final_state",
                                mode,

@@ -51,8 +51,9 @@ struct ResumeComparison {
 bool check_metrics(DrillRecord& record, const std::string& mode, const ResumeComparison& c,
                    const std::vector<StepRecord>& resumed);
 
-// The final_state check (and a failure line per diverging component, first among the mode's
-// failures from `first_failure_of_mode` on); true when bit-identical.
+// The final_state check (and a failure line per diverging component, after the mode's metric
+// failures: failures read in the order of the steps where they appeared; `first_failure_of_mode`
+// is no longer used); true when bit-identical.
 bool check_final_state(DrillRecord& record, const std::string& mode, const ResumeComparison& c,
                        StateSnapshot golden, StateSnapshot resumed, size_t first_failure_of_mode,
                        std::map<std::string, ComponentDiff>* components);

@@ -4,13 +4,16 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "base/json_fields.h"
 
@@ -60,6 +63,7 @@ bool MetricsTail::poll_for_checkpoint(int64_t step, CheckpointEvent* found) {
       if (on_line_) on_line_(line);
       if (parse_event(line, &e)) {
         if (e.step == step && !seen) {
+          e.path = resolve_announced_path(e.path, checkpoint_dir_);
           *found = e;
           seen = true;
         }
@@ -75,44 +79,80 @@ bool MetricsTail::poll_for_checkpoint(int64_t step, CheckpointEvent* found) {
   return seen;
 }
 
-WatchOutcome kill_after_checkpoint(RunningProgram& child, const std::string& metrics, int64_t step,
-                                   double timeout_seconds, const StepObserver& on_step) {
+WatchOutcome kill_after_checkpoint(RunningProgram& child, const std::string& metrics,
+                                   const std::string& ckpt_dir, int64_t step, double timeout_seconds,
+                                   const StepObserver& on_step) {
   WatchOutcome out;
-  MetricsTail tail(metrics);
+  MetricsTail tail(metrics, ckpt_dir);
   int64_t shown = -1;
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
   while (Clock::now() < deadline) {
     if (tail.poll_for_checkpoint(step, &out.event)) {
+      // Looked at before the kill: a program that announces a checkpoint before its save returns
+      // breaks the contract even when the save would have finished a moment later.
+      struct stat st;
+      out.event_path_existed = ::stat(out.event.path.c_str(), &st) == 0;
       out.exit = child.kill_and_reap();
       out.triggered = true;
+      out.last_step = tail.last_step();
       return out;
     }
     if (on_step && tail.last_step() > shown) on_step(shown = tail.last_step());
     ChildExit ended;
     if (child.try_reap(&ended)) {
       out.exit = ended;  // it ended on its own: the kill never happened
+      out.last_step = tail.last_step();
       return out;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   out.exit = child.kill_and_reap();
   out.exit.timed_out = true;
+  out.last_step = tail.last_step();
   return out;
 }
+
+namespace {
+
+// The names created in the watched dir, in the order the kernel queued them (nonblocking).
+std::vector<std::string> read_created_names(int fd) {
+  std::vector<std::string> names;
+  alignas(inotify_event) char buf[8192];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) return names;
+    for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
+      const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
+      names.push_back(ev->len > 0 ? std::string(ev->name) : "?");
+      at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+    }
+  }
+}
+
+// The name directly under `dir` that `path` lies in ("step_4" for DIR/step_4/model.pt); "" if
+// `path` is not inside `dir`.
+std::string top_name_under(const std::string& dir, const std::string& path) {
+  const std::filesystem::path rel = std::filesystem::path(path).lexically_normal().lexically_relative(
+      std::filesystem::path(dir).lexically_normal());
+  if (rel.empty() || *rel.begin() == "..") return "";
+  return rel.begin()->string();
+}
+
+}  // namespace
 
 Result<WatchOutcome> kill_during_save(RunningProgram& child, const std::string& metrics,
                                       const std::string& ckpt_dir, int64_t armed_after_step,
                                       double timeout_seconds, const StepObserver& on_step) {
   WatchOutcome out;
-  MetricsTail tail(metrics);
+  MetricsTail tail(metrics, ckpt_dir);
   int64_t shown = -1;
   const auto deadline =
       Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
   const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) return Status::io_error(std::string("inotify_init1: ") + std::strerror(errno));
-  // Watching from the start, events before the arming are drained and ignored: no creation that
-  // happens right after the arming event can be missed.
+  // Watching from the start: every creation is queued in order, so the ones of the arming save
+  // can be told from the next save's however late the arming event is read.
   const int wd = ::inotify_add_watch(fd, ckpt_dir.c_str(), IN_CREATE | IN_MOVED_TO);
   if (wd < 0) {
     const std::string why = std::strerror(errno);
@@ -120,24 +160,39 @@ Result<WatchOutcome> kill_during_save(RunningProgram& child, const std::string& 
     return Status::io_error(ckpt_dir + ": inotify_add_watch: " + why);
   }
   bool armed = armed_after_step <= 0;
-  alignas(inotify_event) char buf[4096];
-  while (Clock::now() < deadline) {
+  std::vector<std::string> before_arming;  // names created before the arming event was read
+  std::vector<std::string> candidates;     // names created after the arming save, not yet judged
+  while (Clock::now() < deadline && !out.triggered) {
     if (!armed && tail.poll_for_checkpoint(armed_after_step, &out.event)) {
       armed = true;
-      while (::read(fd, buf, sizeof(buf)) > 0) {  // creations up to the arming event belong to it
-      }
+      for (auto& name : read_created_names(fd)) before_arming.push_back(std::move(name));
+      // Everything up to the last appearance of the announced name belongs to that save; a
+      // checkpoint announced outside the dir gives no boundary: all of it is taken as its own.
+      const std::string boundary = top_name_under(ckpt_dir, out.event.path);
+      const auto last = std::find(before_arming.rbegin(), before_arming.rend(), boundary);
+      if (!boundary.empty() && last != before_arming.rend())
+        candidates.assign(last.base(), before_arming.end());
+      before_arming.clear();
     }
     if (on_step && tail.last_step() > shown) on_step(shown = tail.last_step());
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, armed ? 50 : 2) > 0) {
-      const ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (armed && n > 0) {
+    if (::poll(&p, 1, armed && candidates.empty() ? 20 : 2) > 0) {
+      for (auto& name : read_created_names(fd))
+        (armed ? candidates : before_arming).push_back(std::move(name));
+      if (before_arming.size() > 65536)
+        before_arming.erase(before_arming.begin(), before_arming.end() - 4096);
+    }
+    if (armed && !candidates.empty()) {
+      CheckpointEvent ignored;
+      tail.poll_for_checkpoint(-1, &ignored);
+      if (tail.last_step() > armed_after_step) {
         out.exit = child.kill_and_reap();
-        const auto* ev = reinterpret_cast<const inotify_event*>(buf);
-        out.created = ev->len > 0 ? std::string(ev->name) : "?";
+        out.created = candidates.front();
         out.triggered = true;
+        out.last_step = tail.last_step();
         break;
       }
+      candidates.clear();  // written before the run trained on: the end of the arming save
     }
     ChildExit ended;
     if (child.try_reap(&ended)) {
@@ -145,6 +200,7 @@ Result<WatchOutcome> kill_during_save(RunningProgram& child, const std::string& 
       break;
     }
   }
+  if (!out.triggered) out.last_step = tail.last_step();
   if (!out.triggered && child.running()) {
     out.exit = child.kill_and_reap();
     out.exit.timed_out = true;

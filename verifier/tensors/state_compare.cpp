@@ -80,25 +80,39 @@ std::optional<double> number_of(const nlohmann::json& v) {
   return std::nullopt;
 }
 
-LineKind parse_metric_line(const std::string& line, StepRecord* step, CheckpointEvent* event) {
+// `why` says what a malformed line lacks, for the error that quotes it.
+LineKind parse_metric_line(const std::string& line, StepRecord* step, CheckpointEvent* event,
+                           std::string* why) {
   const auto parsed = parse_json(with_python_specials_tagged(line), "metrics line");
-  if (!parsed.is_ok() || !parsed->is_object()) return LineKind::kMalformed;
+  if (!parsed.is_ok() || !parsed->is_object()) {
+    *why = parsed.is_ok() ? "not a JSON object" : "not JSON";
+    return LineKind::kMalformed;
+  }
   const nlohmann::json& j = *parsed;
   auto step_it = j.find("step");
   const bool has_step = step_it != j.end() && step_it->is_number_integer();
   auto event_it = j.find("event");
   if (event_it != j.end()) {
-    if (!event_it->is_string()) return LineKind::kMalformed;
+    if (!event_it->is_string()) {
+      *why = "\"event\" is not a string";
+      return LineKind::kMalformed;
+    }
     if (event_it->get<std::string>() != "checkpoint") return LineKind::kOtherEvent;
     auto path = j.find("path");
-    if (!has_step || path == j.end() || !path->is_string()) return LineKind::kMalformed;
+    if (!has_step || path == j.end() || !path->is_string()) {
+      *why = "a checkpoint event needs an integer \"step\" and a string \"path\"";
+      return LineKind::kMalformed;
+    }
     event->step = step_it->get<int64_t>();
     event->path = path->get<std::string>();
     return LineKind::kCheckpoint;
   }
   auto loss = j.find("loss");
   const std::optional<double> loss_value = loss == j.end() ? std::nullopt : number_of(*loss);
-  if (!has_step || !loss_value) return LineKind::kMalformed;
+  if (!has_step || !loss_value) {
+    *why = !has_step ? "no integer \"step\"" : loss == j.end() ? "no \"loss\"" : "\"loss\" is not a number";
+    return LineKind::kMalformed;
+  }
   step->step = step_it->get<int64_t>();
   step->loss = *loss_value;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -106,6 +120,13 @@ LineKind parse_metric_line(const std::string& line, StepRecord* step, Checkpoint
     if (const auto v = number_of(*it)) step->values[it.key()] = *v;
   }
   return LineKind::kStep;
+}
+
+// A line as an error message quotes it: at most 120 characters, control characters as '?'.
+std::string quoted_line(const std::string& line) {
+  std::string q;
+  for (const char c : line.substr(0, 120)) q += static_cast<unsigned char>(c) < 0x20 ? '?' : c;
+  return "`" + q + (line.size() > 120 ? "...`" : "`");
 }
 
 }  // namespace
@@ -120,25 +141,41 @@ void raise_to(double* current, double value) {
   if (std::isnan(value) || (!std::isnan(*current) && value > *current)) *current = value;
 }
 
-Result<MetricsLog> read_metrics_log(const std::string& path) {
+std::string resolve_announced_path(const std::string& path, const std::string& checkpoint_dir) {
+  if (path.empty() || path[0] == '/' || checkpoint_dir.empty()) return path;
+  return checkpoint_dir + "/" + path;
+}
+
+Result<MetricsLog> read_metrics_log(const std::string& path, const std::string& checkpoint_dir,
+                                    bool complete_lines_only) {
   std::ifstream in(path);
   if (!in) return Status::io_error(path + ": cannot open metrics file");
   std::vector<std::string> lines;
   std::string line;
-  while (std::getline(in, line)) lines.push_back(line);
+  bool last_complete = true;
+  while (std::getline(in, line)) {
+    last_complete = !in.eof();
+    lines.push_back(line);
+  }
+  if (complete_lines_only && !last_complete && !lines.empty()) lines.pop_back();  // still being written
   MetricsLog log;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
     StepRecord r;
     CheckpointEvent e;
-    switch (parse_metric_line(lines[i], &r, &e)) {
+    std::string why;
+    switch (parse_metric_line(lines[i], &r, &e, &why)) {
       case LineKind::kStep: log.steps.push_back(std::move(r)); break;
-      case LineKind::kCheckpoint: log.checkpoints.push_back(std::move(e)); break;
+      case LineKind::kCheckpoint:
+        e.path = resolve_announced_path(e.path, checkpoint_dir);
+        log.checkpoints.push_back(std::move(e));
+        break;
       case LineKind::kOtherEvent: break;
       case LineKind::kMalformed:
-        if (i + 1 == lines.size()) return log;  // torn tail of a killed writer
-        return Status::corruption(path + ": line " + std::to_string(i + 1) +
-                                  ": expected {\"step\": int, \"loss\": number, ...} or a checkpoint event");
+        if (i + 1 == lines.size() && !complete_lines_only) return log;  // torn tail of a killed writer
+        return Status::corruption(path + ": line " + std::to_string(i + 1) + ": " + quoted_line(lines[i]) +
+                                  ": " + why +
+                                  "; expected {\"step\": int, \"loss\": number, ...} or a checkpoint event");
     }
   }
   return log;
@@ -238,12 +275,13 @@ TensorDiff compare_tensor(const TensorView& reference, const TensorView& resumed
   const size_t size = dtype_size(reference.dtype);
   const bool exact_only = !dtype_is_floating(reference.dtype);
   d.elements = static_cast<int64_t>(*bytes / size);
+  d.bytes = reference.dtype == DType::kU8;
   int64_t worst = -1;
   for (int64_t i = 0; i < d.elements; ++i) {
     const uint8_t* a = reference.data + i * size;
     const uint8_t* b = resumed.data + i * size;
     if (std::memcmp(a, b, size) == 0) continue;
-    ++d.differing_elements;
+    if (d.differing_elements++ == 0) d.first_differing_element = i;
     const double want = element_as_double(a, reference.dtype);
     const double have = element_as_double(b, reference.dtype);
     // Distinct I64 values beyond 2^53 can widen to the same double: 1 is then a true lower bound.
@@ -303,6 +341,8 @@ void ComponentDiff::add(const TensorDiff& d) {
     first_mismatch = d.mismatch;
     first_max_abs = d.max_abs;
     first_index = d.max_abs_index;
+    first_elements = d.elements;
+    first_differing_byte = d.bytes ? d.first_differing_element : -1;
   }
 }
 
@@ -310,6 +350,13 @@ std::string ComponentDiff::divergence_message() const {
   if (passed) return "";
   std::string m = component + " diverged: " + first_diverging_tensor;
   if (!first_mismatch.empty()) return m + " " + first_mismatch;
+  if (first_differing_byte >= 0) {
+    // A byte state's "max abs 251" says nothing; where it first differs does.
+    const bool rng =
+        component.find("rng") != std::string::npos || first_diverging_tensor.find("rng") != std::string::npos;
+    return m + ": " + (rng ? "RNG state" : "bytes") + " differs (byte " +
+           std::to_string(first_differing_byte) + " of " + std::to_string(first_elements) + ")";
+  }
   return m + " max abs " + format_number(first_max_abs) + " at " + shape_to_string(first_index);
 }
 
@@ -365,6 +412,7 @@ nlohmann::json to_json(const ComponentDiff& d) {
                             {"mismatch", d.first_mismatch},
                             {"max_abs", number_json(d.first_max_abs)},
                             {"index", d.first_index}};
+    if (d.first_differing_byte >= 0) j["first_diverging"]["byte"] = d.first_differing_byte;
     j["message"] = d.divergence_message();
   }
   return j;

@@ -53,10 +53,17 @@ struct MetricsLog {
   std::vector<CheckpointEvent> checkpoints;
 };
 
+// A checkpoint event's "path" as the drill reads it: a relative path is relative to the run's
+// checkpoint dir (CKPTCHECK_CKPT_DIR), where the program saved it; "" leaves it as it is.
+std::string resolve_announced_path(const std::string& path, const std::string& checkpoint_dir);
+
 // Parses a metrics JSONL file. A torn last line (the writer was SIGKILLed) is dropped; any other
-// malformed line is kCorruption naming the file and line number. Lines with another "event" are
-// skipped.
-Result<MetricsLog> read_metrics_log(const std::string& path);
+// malformed line is kCorruption naming the file and line number, quoting the line and saying what
+// it lacks. Lines with another "event" are skipped. Relative checkpoint paths are resolved against
+// `checkpoint_dir` (resolve_announced_path). `complete_lines_only`: the file of a run still
+// writing it: a last line without its newline is left for later, and every complete line must parse.
+Result<MetricsLog> read_metrics_log(const std::string& path, const std::string& checkpoint_dir = "",
+                                    bool complete_lines_only = false);
 Result<std::vector<StepRecord>> read_step_metrics(const std::string& path);
 
 // One metric ("loss", then every other compared field of the reference, by name) over the steps
@@ -89,7 +96,9 @@ struct TensorDiff {
   int64_t exceeding_elements = 0;  // outside tolerance
   double max_abs = 0;
   double max_rel = 0;
-  std::vector<int64_t> max_abs_index;  // where max_abs is; empty if none differ
+  std::vector<int64_t> max_abs_index;    // where max_abs is; empty if none differ
+  int64_t first_differing_element = -1;  // flat index of the first element that is not bit-identical
+  bool bytes = false;  // a U8 tensor: a byte state (an RNG's), where "max abs" means nothing
   bool bit_identical() const { return mismatch.empty() && differing_elements == 0; }
   bool passed() const { return mismatch.empty() && exceeding_elements == 0; }
 };
@@ -109,7 +118,10 @@ struct ComponentDiff {
   std::string first_mismatch;
   double first_max_abs = 0;
   std::vector<int64_t> first_index;
-  // "optimizer diverged: optimizer.model.w.exp_avg max abs 3.1e-04 at [12, 3]"; "" if passed.
+  int64_t first_elements = 0;         // of the first failing tensor
+  int64_t first_differing_byte = -1;  // of the first failing tensor, when it is bytes (U8)
+  // "optimizer diverged: optimizer.model.w.exp_avg max abs 3.1e-04 at [12, 3]"; for a byte
+  // state: "rng diverged: rng.cpu_state: RNG state differs (byte 2097 of 5056)"; "" if passed.
   std::string divergence_message() const;
   // Folds one tensor's comparison in (tensors in name order, so the first failure is kept).
   void add(const TensorDiff& d);

@@ -15,11 +15,17 @@ import struct
 import time
 
 
+# array typecode <-> safetensors dtype
+DTYPES = {"f": "F32", "B": "U8"}
+
+
 def write_safetensors(path, tensors):
+    """tensors: name -> array.array of float32 ('f') or bytes ('B'), one dimension."""
     header, offset, payload = {}, 0, b""
     for name, values in tensors.items():
         data = values.tobytes()
-        header[name] = {"dtype": "F32", "shape": [len(values)], "data_offsets": [offset, offset + len(data)]}
+        header[name] = {"dtype": DTYPES[values.typecode], "shape": [len(values)],
+                        "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
         payload += data
     text = json.dumps(header).encode()
@@ -36,7 +42,7 @@ def read_safetensors(path):
     out = {}
     for name, info in header.items():
         start, end = info["data_offsets"]
-        values = array.array("f")
+        values = array.array({v: k for k, v in DTYPES.items()}[info["dtype"]])
         values.frombytes(blob[8 + n + start:8 + n + end])
         out[name] = values
     return out

@@ -123,7 +123,43 @@ TEST(DrillCompare, MetricsDropATornLastLineButRejectAMalformedMiddle) {
   auto bad = read_step_metrics(tmp / "bad.jsonl");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kCorruption);
-  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("line 2: `not json`: not JSON"), std::string::npos)
+      << bad.status().message();
+  // A run still writing its file: the unterminated last line waits, every complete one must parse.
+  write_text(tmp / "partial.jsonl", "{\"step\": 1, \"train_loss\": 2}\n{\"step\": 2, \"lo");
+  auto partial = read_metrics_log(tmp / "partial.jsonl", "", true);
+  ASSERT_FALSE(partial.is_ok());
+  EXPECT_NE(partial.status().message().find("line 1: `{\"step\": 1, \"train_loss\": 2}`: no \"loss\""),
+            std::string::npos)
+      << partial.status().message();
+  write_text(tmp / "growing.jsonl", line1 + "\n{\"step\":2,\"lo");
+  auto growing = read_metrics_log(tmp / "growing.jsonl", "", true);
+  ASSERT_TRUE(growing.is_ok()) << growing.status().to_string();
+  EXPECT_EQ(growing->steps.size(), 1u);
+}
+
+TEST(DrillCompare, ARelativeCheckpointPathIsReadFromTheCheckpointDir) {
+  testing::TempDir tmp;
+  write_text(tmp / "m.jsonl",
+             "{\"event\": \"checkpoint\", \"step\": 2, \"path\": \"step_2\"}\n"
+             "{\"event\": \"checkpoint\", \"step\": 4, \"path\": \"/abs/step_4\"}\n");
+  auto log = read_metrics_log(tmp / "m.jsonl", "/runs/ckpt");
+  ASSERT_TRUE(log.is_ok()) << log.status().to_string();
+  ASSERT_EQ(log->checkpoints.size(), 2u);
+  EXPECT_EQ(log->checkpoints[0].path, "/runs/ckpt/step_2");
+  EXPECT_EQ(log->checkpoints[1].path, "/abs/step_4");
+}
+
+TEST(DrillCompare, AByteStateSaysWhereItFirstDiffers) {
+  std::vector<uint8_t> a(5056, 7), b = a;
+  b[2097] = 1;
+  b[3000] = 9;
+  const LoadedTensor ref{"rng.cpu_state", "rng", DType::kU8, {5056}, a};
+  const LoadedTensor got{"rng.cpu_state", "rng", DType::kU8, {5056}, b};
+  const auto components = compare_states({ref}, {got}, {});
+  ASSERT_EQ(components.count("rng"), 1u);
+  EXPECT_EQ(components.at("rng").divergence_message(),
+            "rng diverged: rng.cpu_state: RNG state differs (byte 2097 of 5056)");
 }
 
 StepRecord record(int64_t step, double loss, double lr) {
