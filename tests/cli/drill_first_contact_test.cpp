@@ -15,19 +15,20 @@
 namespace ckpt {
 namespace {
 
-const std::string kProgram = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/programs/contract_mistakes.py";
+const std::string kContractMistakes =
+    std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/programs/contract_mistakes.py";
 
-testing::CommandResult drill(const std::string& options, const std::string& program_args) {
-  return testing::run_ckptcheck("drill --child-timeout 60 " + options + " -- /usr/bin/python3 " + kProgram +
-                                " " + program_args + " 2>&1");
+testing::CommandResult mistakes_drill(const std::string& options, const std::string& program_args) {
+  return testing::run_ckptcheck("drill --child-timeout 60 " + options + " -- /usr/bin/python3 " +
+                                kContractMistakes + " " + program_args + " 2>&1");
 }
 
-bool contains(const std::string& text, const std::string& part) {
+bool has_text(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-const nlohmann::json& check_of(const nlohmann::json& report, const std::string& name,
-                               const std::string& mode) {
+const nlohmann::json& check_named(const nlohmann::json& report, const std::string& name,
+                                  const std::string& mode) {
   for (const auto& c : report["checks"])
     if (c["name"] == name && c["mode"] == mode) return c;
   static const nlohmann::json none;
@@ -55,57 +56,59 @@ TEST(DrillFirstContact, AMissedKillPointSaysWhy) {
       {"--stop-at 3", "it exited 0 after its last step, 3, before step 4"},
   };
   for (const auto& c : cases) {
-    const auto r = drill("--save-at 4", c.program_args);
+    const auto r = mistakes_drill("--save-at 4", c.program_args);
     EXPECT_EQ(r.exit_code, 2) << c.program_args << ": " << r.output;
-    EXPECT_TRUE(contains(r.output, "never reached its kill point at step 4")) << r.output;
-    EXPECT_TRUE(contains(r.output, c.says)) << c.program_args << ": " << r.output;
-    EXPECT_FALSE(contains(r.output, "ok   contract")) << c.program_args << ": " << r.output;
+    EXPECT_TRUE(has_text(r.output, "never reached its kill point at step 4")) << r.output;
+    EXPECT_TRUE(has_text(r.output, c.says)) << c.program_args << ": " << r.output;
+    EXPECT_FALSE(has_text(r.output, "ok   contract")) << c.program_args << ": " << r.output;
   }
-  const auto typo = testing::run_ckptcheck("drill --save-at 4 -- /usr/bin/pyhton3 " + kProgram + " 2>&1");
+  const auto typo =
+      testing::run_ckptcheck("drill --save-at 4 -- /usr/bin/pyhton3 " + kContractMistakes + " 2>&1");
   EXPECT_EQ(typo.exit_code, 2) << typo.output;
-  EXPECT_TRUE(contains(typo.output, "command not found: /usr/bin/pyhton3: no such file")) << typo.output;
+  EXPECT_TRUE(has_text(typo.output, "command not found: /usr/bin/pyhton3: no such file")) << typo.output;
   const auto shell = testing::run_ckptcheck("drill --save-at 4 -- /bin/sh -c no-such-trainer-ckptcheck 2>&1");
   EXPECT_EQ(shell.exit_code, 2) << shell.output;
-  EXPECT_TRUE(contains(shell.output, "exit 127, a command was not found")) << shell.output;
-  EXPECT_TRUE(contains(shell.output, "no-such-trainer-ckptcheck")) << shell.output;  // the shell's stderr
+  EXPECT_TRUE(has_text(shell.output, "exit 127, a command was not found")) << shell.output;
+  EXPECT_TRUE(has_text(shell.output, "no-such-trainer-ckptcheck")) << shell.output;  // the shell's stderr
 }
 
 // Lines that are not the contract's are reported at the first bad line of the first run that
 // wrote them, quoted, never blamed on the resumed run after the others were marked ok.
 TEST(DrillFirstContact, ABadMetricsLineIsQuotedWhereItFirstAppeared) {
-  const auto r = drill("--save-at 4", "--mistake loss-name");
+  const auto r = mistakes_drill("--save-at 4", "--mistake loss-name");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "metrics.jsonl: line 1: `{\"step\": 1, \"train_loss\": ")) << r.output;
-  EXPECT_TRUE(contains(r.output, "no \"loss\"")) << r.output;
-  EXPECT_FALSE(contains(r.output, "resumed/metrics.jsonl")) << r.output;
+  EXPECT_TRUE(has_text(r.output, "metrics.jsonl: line 1: `{\"step\": 1, \"train_loss\": ")) << r.output;
+  EXPECT_TRUE(has_text(r.output, "no \"loss\"")) << r.output;
+  EXPECT_FALSE(has_text(r.output, "resumed/metrics.jsonl")) << r.output;
 }
 
 TEST(DrillFirstContact, ACheckpointAnnouncedBeforeItExistsIsNamed) {
-  const auto r = drill("--save-at 4", "--mistake event-before-save --save-sleep 0.4");
+  const auto r = mistakes_drill("--save-at 4", "--mistake event-before-save --save-sleep 0.4");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_TRUE(contains(r.output, "announced at step 4 as ")) << r.output;
-  EXPECT_TRUE(contains(r.output, "not on disk when the event was read: log the event after the save returns"))
+  EXPECT_TRUE(has_text(r.output, "announced at step 4 as ")) << r.output;
+  EXPECT_TRUE(has_text(r.output, "not on disk when the event was read: log the event after the save returns"))
       << r.output;
 }
 
 // A relative "path" is read from CKPTCHECK_CKPT_DIR (docs/drill.md), in both kill modes.
 TEST(DrillFirstContact, ARelativeCheckpointPathIsReadFromTheCheckpointDir) {
-  const auto r = drill("--save-at 4 --kill both", "--mistake relative-path");
+  const auto r = mistakes_drill("--save-at 4 --kill both", "--mistake relative-path");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "PASS: resumed runs match the reference bit for bit")) << r.output;
+  EXPECT_TRUE(has_text(r.output, "PASS: resumed runs match the reference bit for bit")) << r.output;
 }
 
 // The save takes 0.4 s and the steps microseconds: however late the step-2 event is read, the
 // kill lands on the first file of the step-4 save, not at its end or in a later save.
 TEST(DrillFirstContact, TheDuringSaveKillLandsInsideTheSave) {
   testing::TempDir tmp;
-  const auto r = drill("--save-at 4 --kill during-save --report-dir " + (tmp / "report"), "--save-sleep 0.4");
+  const auto r =
+      mistakes_drill("--save-at 4 --kill during-save --report-dir " + (tmp / "report"), "--save-sleep 0.4");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json report = testing::read_json_file(tmp / "report/report.json");
   ASSERT_TRUE(report.is_object()) << r.output;
-  const auto& killed = check_of(report, "subject_killed", "during-save");
+  const auto& killed = check_named(report, "subject_killed", "during-save");
   EXPECT_EQ(killed["numbers"]["trigger"], "creation of step_4.tmp in the checkpoint dir") << killed.dump();
-  const auto& landed = check_of(report, "kill_landed_during_save", "during-save");
+  const auto& landed = check_named(report, "kill_landed_during_save", "during-save");
   EXPECT_EQ(landed["passed"], true) << landed.dump();
   EXPECT_EQ(landed["skipped"], false) << landed.dump();
   EXPECT_EQ(report["modes"][0]["resumed_from_step"], 2);
@@ -115,45 +118,64 @@ TEST(DrillFirstContact, TheDuringSaveKillLandsInsideTheSave) {
 // announced last (as a real one would), and the untested torn save is a warning, never "ok".
 TEST(DrillFirstContact, ATornSaveThatWasNotExercisedIsAWarning) {
   testing::TempDir tmp;
-  const auto r = drill(
+  const auto r = mistakes_drill(
       "--save-at 4 --kill during-save --report-dir " + (tmp / "report") + " --junit " + (tmp / "junit.xml"),
       "--hidden-saves --step-sleep 0.4");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "warn kill_landed_during_save")) << r.output;
-  EXPECT_TRUE(contains(r.output, "the step-4 save completed before the kill landed")) << r.output;
+  EXPECT_TRUE(has_text(r.output, "warn kill_landed_during_save")) << r.output;
+  EXPECT_TRUE(has_text(r.output, "the step-4 save completed before the kill landed")) << r.output;
   const nlohmann::json report = testing::read_json_file(tmp / "report/report.json");
   ASSERT_TRUE(report.is_object()) << r.output;
-  const auto& landed = check_of(report, "kill_landed_during_save", "during-save");
+  const auto& landed = check_named(report, "kill_landed_during_save", "during-save");
   EXPECT_EQ(landed["passed"], false) << landed.dump();
   EXPECT_EQ(landed["skipped"], true) << landed.dump();
   EXPECT_EQ(report["modes"][0]["resumed_from_step"], 4);
-  EXPECT_TRUE(contains(check_of(report, "resumed_from", "during-save")["detail"], "step 4")) << report.dump();
+  EXPECT_TRUE(has_text(check_named(report, "resumed_from", "during-save")["detail"], "step 4"))
+      << report.dump();
   const std::string junit = testing::read_text_file(tmp / "junit.xml");
-  EXPECT_TRUE(contains(junit, "skipped=\"1\"")) << junit;
-  EXPECT_TRUE(contains(junit, "<skipped message=\"the step-4 save completed")) << junit;
+  EXPECT_TRUE(has_text(junit, "skipped=\"1\"")) << junit;
+  EXPECT_TRUE(has_text(junit, "<skipped message=\"the step-4 save completed")) << junit;
   const std::string html = testing::read_text_file(tmp / "report/report.html");
-  EXPECT_TRUE(contains(html, "<ul id=\"warnings\"")) << html;
+  EXPECT_TRUE(has_text(html, "<ul id=\"warnings\"")) << html;
 }
 
 // A pass removes its scratch dir (it holds copies of real checkpoints), --keep-work-dir keeps it,
 // a failure keeps it and says so; without --report-dir the summary says how to get a report.
 TEST(DrillFirstContact, WorkDirsGoAfterAPassAndStayAfterAFailure) {
   testing::TempDir work;
-  const auto pass = drill("--save-at 4 --work-dir " + work.path(), "");
+  const auto pass = mistakes_drill("--save-at 4 --work-dir " + work.path(), "");
   ASSERT_EQ(pass.exit_code, 0) << pass.output;
   EXPECT_EQ(scratch_dirs_in(work.path()), 0u) << pass.output;
-  EXPECT_TRUE(contains(pass.output, "removed (the drill passed; --keep-work-dir keeps it)")) << pass.output;
-  EXPECT_TRUE(contains(pass.output, "report: none written (--report-dir DIR writes DIR/report.html"))
+  EXPECT_TRUE(has_text(pass.output, "removed (the drill passed; --keep-work-dir keeps it)")) << pass.output;
+  EXPECT_TRUE(has_text(pass.output, "report: none written (--report-dir DIR writes DIR/report.html"))
       << pass.output;
-  const auto kept = drill("--save-at 4 --keep-work-dir --work-dir " + work.path(), "");
+  const auto kept = mistakes_drill("--save-at 4 --keep-work-dir --work-dir " + work.path(), "");
   ASSERT_EQ(kept.exit_code, 0) << kept.output;
   EXPECT_EQ(scratch_dirs_in(work.path()), 1u) << kept.output;
-  EXPECT_TRUE(contains(kept.output, "kept (--keep-work-dir)")) << kept.output;
-  const auto fail = drill("--save-at 4 --work-dir " + work.path(), "--mistake forget-rng");
+  EXPECT_TRUE(has_text(kept.output, "kept (--keep-work-dir)")) << kept.output;
+  const auto fail = mistakes_drill("--save-at 4 --work-dir " + work.path(), "--mistake forget-rng");
   ASSERT_EQ(fail.exit_code, 1) << fail.output;
   EXPECT_EQ(scratch_dirs_in(work.path()), 2u) << fail.output;
-  EXPECT_TRUE(contains(fail.output, "kept: the runs' logs, metrics and checkpoints of this failure"))
+  EXPECT_TRUE(has_text(fail.output, "kept: the runs' logs, metrics and checkpoints of this failure"))
       << fail.output;
+}
+
+// What the top of report.html must show for the forget-rng drill below.
+void expect_report_leads_with_the_cause(const std::string& dom) {
+  const size_t summary = dom.find("id=\"drill-summary\"");
+  ASSERT_NE(summary, std::string::npos) << dom.substr(0, 3000);
+  EXPECT_LT(summary, dom.find("id=\"loss-chart\"")) << dom.substr(0, 3000);
+  EXPECT_LT(dom.find("contract_mistakes.py --mistake forget-rng"), dom.find("id=\"loss-chart\""));
+  EXPECT_TRUE(has_text(dom, "<th>K (steps after N)</th><td>4</td>")) << dom.substr(0, 3000);
+  EXPECT_LT(dom.find("ckptcheck-drill-"), dom.find("id=\"loss-chart\"")) << dom.substr(0, 3000);
+  EXPECT_TRUE(has_text(dom, "id=\"marker-kill-after-save\"")) << dom;
+  EXPECT_TRUE(has_text(dom, "id=\"marker-resume-after-save\"")) << dom;
+  EXPECT_TRUE(has_text(dom, "id=\"metric-chart-loss\"")) << dom;
+  EXPECT_TRUE(has_text(dom, "id=\"diff-chart-loss\"")) << dom;
+  EXPECT_TRUE(has_text(dom, "id=\"diff-loss-after-save\"")) << dom;
+  EXPECT_TRUE(has_text(dom, "RNG state differs (byte ")) << dom;
+  EXPECT_TRUE(has_text(dom, "<th>peak_rss_bytes</th><td>")) << dom;
+  EXPECT_TRUE(has_text(dom, " MiB</td>")) << dom;
 }
 
 // The report leads with the cause: the earliest divergence first (on the terminal and in the
@@ -162,17 +184,19 @@ TEST(DrillFirstContact, WorkDirsGoAfterAPassAndStayAfterAFailure) {
 // difference as the byte where it starts. Checked as headless Chromium parsed the page.
 TEST(DrillFirstContact, TheReportLeadsWithTheCause) {
   testing::TempDir tmp;
-  const auto r = drill("--save-at 4 --report-dir " + (tmp / "report"), "--mistake forget-rng");
+  const auto r = mistakes_drill("--save-at 4 --report-dir " + (tmp / "report"), "--mistake forget-rng");
   ASSERT_EQ(r.exit_code, 1) << r.output;
   const size_t loss = r.output.find("FAIL: loss diverged at step 5");
   ASSERT_NE(loss, std::string::npos) << r.output;
   const size_t model = r.output.find("FAIL: model diverged");
   ASSERT_NE(model, std::string::npos) << r.output;
   EXPECT_LT(loss, model) << r.output;
-  EXPECT_TRUE(contains(r.output, "FAIL: rng diverged: rng.state: RNG state differs (byte ")) << r.output;
-  EXPECT_TRUE(contains(r.output, " of 32) (after-save kill)")) << r.output;
-  EXPECT_FALSE(contains(r.output, "rng diverged: rng.state max abs")) << r.output;
+  EXPECT_TRUE(has_text(r.output, "FAIL: rng diverged: rng.state: RNG state differs (byte ")) << r.output;
+  EXPECT_TRUE(has_text(r.output, " of 32) (after-save kill)")) << r.output;
+  EXPECT_FALSE(has_text(r.output, "rng diverged: rng.state max abs")) << r.output;
 
+  // The page as written, then as headless Chromium parsed it.
+  expect_report_leads_with_the_cause(testing::read_text_file(tmp / "report/report.html"));
   const char* chromium = "/usr/bin/chromium";
   if (::access(chromium, X_OK) != 0) GTEST_SKIP() << "chromium not installed at " << chromium;
   const auto page = testing::run_command(
@@ -181,21 +205,7 @@ TEST(DrillFirstContact, TheReportLeadsWithTheCause) {
       " --disable-sync --no-first-run --user-data-dir=" +
       (tmp / "profile") + " --dump-dom file://" + (tmp / "report/report.html") + " 2>/dev/null");
   ASSERT_EQ(page.exit_code, 0) << page.output;
-  const std::string& dom = page.output;
-  const size_t summary = dom.find("id=\"drill-summary\"");
-  ASSERT_NE(summary, std::string::npos) << dom.substr(0, 3000);
-  EXPECT_LT(summary, dom.find("id=\"loss-chart\"")) << dom.substr(0, 3000);
-  EXPECT_LT(dom.find("contract_mistakes.py --mistake forget-rng"), dom.find("id=\"loss-chart\""));
-  EXPECT_TRUE(contains(dom, "<th>K (steps after N)</th><td>4</td>")) << dom.substr(0, 3000);
-  EXPECT_TRUE(contains(dom, "ckptcheck-drill-")) << dom.substr(0, 3000);
-  EXPECT_TRUE(contains(dom, "id=\"marker-kill-after-save\"")) << dom;
-  EXPECT_TRUE(contains(dom, "id=\"marker-resume-after-save\"")) << dom;
-  EXPECT_TRUE(contains(dom, "id=\"metric-chart-loss\"")) << dom;
-  EXPECT_TRUE(contains(dom, "id=\"diff-chart-loss\"")) << dom;
-  EXPECT_TRUE(contains(dom, "id=\"diff-loss-after-save\"")) << dom;
-  EXPECT_TRUE(contains(dom, "RNG state differs (byte ")) << dom;
-  EXPECT_TRUE(contains(dom, "<th>peak_rss_bytes</th><td>")) << dom;
-  EXPECT_TRUE(contains(dom, " MiB</td>")) << dom;
+  expect_report_leads_with_the_cause(page.output);
 }
 
 }  // namespace

@@ -310,9 +310,10 @@ class ResumeDrill {
       CKPT_ASSIGN_OR_RETURN(w, kill_during_save(subject, run.metrics, run.ckpt_dir, n - plan_.save_every,
                                                 o_.child_timeout_seconds, show));
     }
-    CKPT_RETURN_IF_ERROR(check_metrics_so_far(dir));
+    const Status metrics_kept = check_metrics_so_far(dir);
     if (!w.triggered) {
       MissedKillPoint missed;
+      missed.bad_metrics = metrics_kept.is_ok() ? "" : metrics_kept.message();
       missed.mode = mode_name;
       missed.save_at = n;
       missed.steps = run.steps;
@@ -324,6 +325,7 @@ class ResumeDrill {
       missed.timeout_seconds = o_.child_timeout_seconds;
       return Status::io_error(explain_missed_kill_point(missed));
     }
+    CKPT_RETURN_IF_ERROR(metrics_kept);
     if (contract_check_) {
       record_.out.checks.insert(record_.out.checks.begin(), std::move(*contract_check_));
       contract_check_.reset();

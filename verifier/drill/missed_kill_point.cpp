@@ -37,6 +37,7 @@ std::string explain_missed_kill_point(const MissedKillPoint& r) {
       "subject (" + r.mode + ") never reached its kill point at step " + std::to_string(r.save_at);
   const std::string n = std::to_string(r.save_at);
   auto log = read_metrics_log(r.metrics, r.ckpt_dir);
+  if (!r.bad_metrics.empty()) return who + ": its metrics log breaks the contract: " + r.bad_metrics;
   if (!log.is_ok() && log.status().code() == StatusCode::kCorruption)
     return who + ": its metrics log breaks the contract: " + log.status().message();
   const MetricsLog empty;

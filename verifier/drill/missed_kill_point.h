@@ -19,6 +19,9 @@ struct MissedKillPoint {
   std::string metrics, ckpt_dir, stderr_log;
   ChildExit exit;
   double timeout_seconds = 0;
+  // The first metrics line (of this run or another run of the program) that breaks the contract,
+  // as read_metrics_log words it; "" if none. It comes first: it is why nothing was recognised.
+  std::string bad_metrics;
 };
 
 // One message (no trailing newline) naming the cause, and what to change.
