@@ -31,6 +31,7 @@ enum class CheckpointKind {
   kMegatronTorchDist,  // Megatron-Core torch_dist: DCP plus metadata.json and common.pt
   kTorchSave,          // a torch.save zip (.pt, .bin, Lightning .ckpt)
   kTorchSaveLegacy,    // a pre-1.6 torch.save stream
+  kTorchScript,        // a torch.jit.save archive (TorchScript code, data.pkl, constants.pkl)
   kSafetensors,        // one .safetensors file
   kSafetensorsIndex,   // a sharded model's *.safetensors.index.json and the files it names
   kHdf5,               // an HDF5 file (our shards, Keras weights)
