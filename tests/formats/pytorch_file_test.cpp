@@ -441,7 +441,8 @@ TEST(PytorchFile, TorchScriptArchiveListsItsTensorsAndCodeAndChecksItsDeflatedMe
   }
   EXPECT_EQ(file.metadata()["torchscript_code"], want["code_files"]);
   bool scripted_class = false;
-  for (const auto& g : file.pickle_globals()) scripted_class = scripted_class || g.name == "__torch__.TinyScripted";
+  for (const auto& g : file.pickle_globals())
+    scripted_class = scripted_class || g.name == "__torch__.TinyScripted";
   EXPECT_TRUE(scripted_class);
   EXPECT_TRUE(file.check_container().is_ok()) << file.check_container().to_string();
   // A flipped byte inside a deflated code member: its inflated CRC-32 (or the stream) says so.
