@@ -14,6 +14,7 @@
 #include "base/isolated_call.h"
 #include "base/json_fields.h"
 #include "formats/hdf5_library.h"
+#include "formats/keras_config.h"
 #include "formats/mapped_tensor_file.h"
 
 namespace ckpt {
@@ -26,6 +27,39 @@ constexpr size_t kMaxHdf5Rank = 32;
 constexpr size_t kMaxStringAttribute = 64u << 20;
 
 // ---- reading ----------------------------------------------------------------------------------
+
+// The root attributes in which Keras keeps a model's architecture (formats/keras_config.h).
+constexpr const char* kKerasConfigAttributes[] = {"model_config", "training_config"};
+
+Result<std::string> read_string_attr(hid_t obj, const char* name, const std::string& where);
+
+// A scalar string attribute of either kind (h5py 3 writes bytes and str as variable-length strings,
+// h5py 2 wrote bytes as fixed-length ones); `present` false when absent or not one string.
+Result<std::string> read_text_attr(hid_t obj, const char* name, const std::string& where, bool* present) {
+  *present = false;
+  if (H5Aexists(obj, name) <= 0) return std::string();
+  Handle attr(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  Handle type(attr.valid() ? H5Aget_type(attr.get()) : -1, H5Tclose);
+  Handle space(attr.valid() ? H5Aget_space(attr.get()) : -1, H5Sclose);
+  if (!type.valid() || !space.valid() || H5Tget_class(type.get()) != H5T_STRING ||
+      H5Sget_simple_extent_npoints(space.get()) != 1)
+    return std::string();
+  if (H5Tis_variable_str(type.get()) <= 0) {
+    *present = true;
+    return read_string_attr(obj, name, where);
+  }
+  Handle memory(H5Tcopy(H5T_C_S1), H5Tclose);
+  if (!memory.valid() || H5Tset_size(memory.get(), H5T_VARIABLE) < 0 ||
+      H5Tset_cset(memory.get(), H5Tget_cset(type.get())) < 0)
+    return Status::corruption(where + ": cannot read attribute '" + name + "'");
+  char* text = nullptr;
+  if (H5Aread(attr.get(), memory.get(), &text) < 0)
+    return Status::corruption(where + ": cannot read attribute '" + name + "'");
+  std::string out = text ? std::string(text, strnlen(text, kMaxStringAttribute)) : std::string();
+  H5free_memory(text);
+  *present = true;
+  return out;
+}
 
 Result<std::string> read_string_attr(hid_t obj, const char* name, const std::string& where) {
   if (H5Aexists(obj, name) <= 0) return Status::corruption(where + ": missing attribute '" + name + "'");
@@ -434,6 +468,14 @@ Status report_file(const std::string& open_path, const std::string& path, bool s
     w->str(text);
   } else {
     w->u8(0);
+    // A file we did not write may be a Keras model: its configs go to the parent, which looks for
+    // code in them (formats/keras_config.h) without libhdf5.
+    for (const char* name : kKerasConfigAttributes) {
+      bool present = false;
+      CKPT_ASSIGN_OR_RETURN(std::string text, read_text_attr(file.get(), name, path, &present));
+      w->u8(present ? 1 : 0);
+      if (present) w->str(text);
+    }
   }
   VisitState state;
   if (H5Ovisit(file.get(), H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &state) < 0) {
@@ -776,6 +818,17 @@ Result<ParsedHdf5> judge_report(const std::string& report, uint64_t file_size, c
   ParsedHdf5 out;
   const bool has_metadata = r.u8() != 0;
   const std::string text = has_metadata ? r.str(kMaxStringAttribute, "metadata") : std::string();
+  nlohmann::json keras_code = nlohmann::json::array();
+  for (const char* name : kKerasConfigAttributes) {
+    if (has_metadata || !r.ok() || r.u8() == 0) continue;
+    const std::string config = r.str(kMaxStringAttribute, name);
+    if (!r.ok()) break;
+    for (const KerasCodeReference& k : find_keras_code(name, config))
+      keras_code.push_back({{"attribute", k.attribute},
+                            {"layer", k.layer},
+                            {"class_name", k.class_name},
+                            {"reason", k.reason}});
+  }
   const uint64_t count = r.u64();
   if (r.ok() && count > kHdf5MaxDatasets) r.fail(std::to_string(count) + " datasets");
   if (!r.ok()) return Status::corruption(path + ": hdf5 parser child sent a malformed report: " + r.error());
@@ -794,6 +847,7 @@ Result<ParsedHdf5> judge_report(const std::string& report, uint64_t file_size, c
     CKPT_ASSIGN_OR_RETURN(ChunkInfo c, chunk_from_report(r, file_size, path));
     out.chunks.push_back(std::move(c));
   }
+  if (!keras_code.empty()) out.metadata["keras_code"] = std::move(keras_code);
   if (out.generic_datasets > 0) {
     out.metadata["hdf5_generic_datasets"] = out.generic_datasets;
     out.metadata["unsupported_datasets"] = std::move(out.unsupported);

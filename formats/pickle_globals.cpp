@@ -1,6 +1,7 @@
 #include "formats/pickle_globals.h"
 
 #include <cstring>
+#include <utility>
 
 #include "base/text.h"
 
@@ -210,6 +211,21 @@ std::string pickle_global_effect(const std::string& full_name, PickleGlobalRisk 
     case PickleGlobalRisk::kSafe: return out + " (data only as PyTorch or numpy ship it)";
   }
   return out;
+}
+
+std::string pickle_uses_text(uint32_t uses) {
+  static const std::pair<uint32_t, const char*> kWords[] = {
+      {kPickleUseConstructed, "rebuilt from its fields"},
+      {kPickleUseCalledWithScalar, "called with one scalar"},
+      {kPickleUseCalledWithStrings, "called with strings"},
+      {kPickleUseAttributeRead, "read by getattr"},
+      {kPickleUseOtherCall, "called with other arguments"}};
+  std::string out;
+  for (const auto& [bit, word] : kWords) {
+    if (!(uses & bit)) continue;
+    out += (out.empty() ? "" : ", ") + std::string(word);
+  }
+  return out.empty() ? "named only" : out;
 }
 
 }  // namespace ckpt

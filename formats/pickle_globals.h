@@ -41,10 +41,28 @@ struct PickleGlobal {
   // counted from that pickle's first byte.
   std::string pickle;
   // For builtins.getattr only: what each call looked up, "module.Class.ATTR", when the call was
-  // getattr(<a global>, <a string>) (how Python 3.11+ pickles an enum member), and how many calls
-  // were anything else. A loader may accept such a lookup on a class it accepts; nothing else.
+  // getattr(<a global>, <a string>) (how Python 3.11+ pickles an enum member). A loader may accept
+  // such a lookup on an enum it accepts; nothing else.
   std::vector<std::string> attribute_lookups;
+  // How the pickle used the global (PickleUse bits), so that a gate can accept a class only where
+  // it is used as data (verifier/check/pickle_trust_profile.h); 0 when it was only named.
+  uint32_t uses = 0;
+  // How many calls were none of the data patterns below (kPickleUseOtherCall); for getattr, the
+  // calls that were not getattr(<a global>, <a string>).
   uint64_t other_calls = 0;
 };
+
+// The ways a pickle uses a global, as PickleGlobal::uses bits. Python's pickler writes a dataclass
+// as NEWOBJ(cls, ()) then BUILD(fields), an enum member as REDUCE(cls, (value,)) (Python < 3.11)
+// or getattr(cls, 'NAME') (3.11+), a pathlib path as REDUCE(cls, (part, part, ...)).
+enum PickleUse : uint32_t {
+  kPickleUseConstructed = 1,        // NEWOBJ(cls, ()), copyreg._reconstructor(cls, object, None)
+  kPickleUseCalledWithScalar = 2,   // REDUCE(cls, (one None/bool/int/float/bytes,))
+  kPickleUseCalledWithStrings = 4,  // REDUCE(cls, (str, ...)), one string or more
+  kPickleUseAttributeRead = 8,      // the class in getattr(cls, 'NAME')
+  kPickleUseOtherCall = 16,         // called or constructed with anything else
+};
+// "rebuilt from its fields 3x, getattr 2x", for reports: the uses, in words.
+std::string pickle_uses_text(uint32_t uses);
 
 }  // namespace ckpt

@@ -204,6 +204,10 @@ class Machine {
     return push_new(std::move(v));
   }
   Status push_global(const std::string& module, const std::string& name);
+  // Records on a global how the pickle used it (PickleGlobal::uses); `r` that is no global is ignored.
+  void note_use(Ref r, uint32_t use);
+  uint32_t call_use(const std::vector<Ref>& args) const;
+  void note_result_called(Ref obj);
   Status reduce(Ref callable, Ref args);
   // REDUCE of a callable the reader knows: the handler builds its value, or returns nullopt when the
   // arguments are not the shape it knows (the call then stays a placeholder, as for any global).
@@ -225,7 +229,7 @@ class Machine {
   std::optional<Status> reduce_numpy_scalar(const ReduceCall& call);
   std::optional<Status> reduce_reconstructor(const ReduceCall& call);
   std::optional<Status> reduce_numpy_object(const ReduceCall& call);
-  Status new_object(Ref cls, Ref args);
+  Status new_object(Ref cls, Ref args, bool keyword_args);
   Status build(Ref obj, Ref state);
   Result<Ref> make_object(const std::string& name, Callable made_by, Ref args, bool called);
   Result<Ref> content_of(Ref obj, size_t slot, Kind kind);
@@ -417,6 +421,7 @@ Status Machine::reduce(Ref callable, Ref args_ref) {
   if (values_[args_ref].kind != Kind::kTuple) return fail("REDUCE arguments are not a tuple");
   const Value& fn = values_[callable];
   if (fn.kind == Kind::kObject) {  // calling an object we never made: still only a name
+    note_result_called(callable);
     CKPT_ASSIGN_OR_RETURN(Ref o, make_object(describe(callable), Callable::kNone, args_ref, true));
     return push(o);
   }
@@ -430,9 +435,22 @@ Status Machine::reduce(Ref callable, Ref args_ref) {
     if (a.size() == 2 && kind_of(0) == Kind::kGlobal && kind_of(1) == Kind::kString &&
         g.attribute_lookups.size() < 1024) {
       g.attribute_lookups.push_back(utf8_clean(values_[a[0]].s + "." + values_[a[1]].s));
+      g.uses |= kPickleUseAttributeRead;
+      note_use(a[0], kPickleUseAttributeRead);
     } else {
+      g.uses |= kPickleUseOtherCall;
       ++g.other_calls;
     }
+  } else if (fn.callable == Callable::kReconstructor) {
+    // copyreg._reconstructor(cls, object, None): protocol 0/1's way to rebuild an instance from its
+    // fields (BUILD follows), as NEWOBJ(cls, ()) is protocol 2's.
+    const bool plain = a.size() == 3 && kind_of(1) == Kind::kGlobal &&
+                       (values_[a[1]].s == "builtins.object" || values_[a[1]].s == "__builtin__.object") &&
+                       kind_of(2) == Kind::kNone;
+    note_use(callable, call_use(a));
+    if (!a.empty()) note_use(a[0], plain ? kPickleUseConstructed : kPickleUseOtherCall);
+  } else {
+    note_use(callable, call_use(a));
   }
   const ReduceCall call{callable, args_ref, a, name};
   const auto handler = reducer_for(fn.callable);
@@ -633,11 +651,53 @@ std::optional<Status> Machine::reduce_numpy_object(const ReduceCall& call) {
   return push(o);
 }
 
+void Machine::note_use(Ref r, uint32_t use) {
+  if (values_[r].kind != Kind::kGlobal) return;
+  const auto it = global_index_.find(values_[r].s);
+  if (it == global_index_.end()) return;
+  PickleGlobal& g = globals_[it->second];
+  g.uses |= use;
+  if (use == kPickleUseOtherCall) ++g.other_calls;
+}
+
+// What getattr returned is called (getattr(pathlib.PosixPath, 'unlink') then REDUCE): that is no
+// enum member read, so the getattr is no data use.
+void Machine::note_result_called(Ref obj) {
+  const Value& o = values_[obj];
+  if (o.i != 1 || (o.s != "builtins.getattr" && o.s != "__builtin__.getattr")) return;
+  const auto it = global_index_.find(o.s);
+  if (it == global_index_.end()) return;
+  globals_[it->second].uses |= kPickleUseOtherCall;
+  ++globals_[it->second].other_calls;
+}
+
+// Which data pattern a REDUCE's arguments follow: strings only (a path's parts, a str enum's value),
+// one plain scalar (an enum member's value), or anything else.
+uint32_t Machine::call_use(const std::vector<Ref>& args) const {
+  if (args.empty()) return kPickleUseOtherCall;
+  bool strings = true;
+  for (Ref a : args) strings = strings && values_[a].kind == Kind::kString;
+  if (strings) return kPickleUseCalledWithStrings;
+  if (args.size() == 1) {
+    switch (values_[args[0]].kind) {
+      case Kind::kNone:
+      case Kind::kBool:
+      case Kind::kInt:
+      case Kind::kFloat:
+      case Kind::kBytes: return kPickleUseCalledWithScalar;
+      default: break;
+    }
+  }
+  return kPickleUseOtherCall;
+}
+
 // NEWOBJ / NEWOBJ_EX: cls.__new__(cls, *args), never run; containers we know become containers.
-Status Machine::new_object(Ref cls, Ref args) {
+Status Machine::new_object(Ref cls, Ref args, bool keyword_args) {
   if (values_[args].kind != Kind::kTuple) return fail("NEWOBJ arguments are not a tuple");
   const Value& c = values_[cls];
   if (c.kind != Kind::kGlobal && c.kind != Kind::kObject) return fail("NEWOBJ of a non-class");
+  note_use(cls, values_[args].items.empty() && !keyword_args ? kPickleUseConstructed : kPickleUseOtherCall);
+  if (c.kind == Kind::kObject) note_result_called(cls);
   if (c.kind == Kind::kGlobal) {
     if (c.callable == Callable::kOrderedDict || c.callable == Callable::kDefaultDict) {
       Value d;
@@ -937,12 +997,14 @@ Status Machine::call_op(uint8_t op) {
     CKPT_ASSIGN_OR_RETURN(Ref obj, top());
     return build(obj, state);
   }
+  bool keyword_args = false;
   if (op == 0x92) {  // NEWOBJ_EX: cls, args, kwargs; keyword arguments are dropped (never called)
-    CKPT_RETURN_IF_ERROR(pop().status());
+    CKPT_ASSIGN_OR_RETURN(Ref kwargs, pop());
+    keyword_args = !(values_[kwargs].kind == Kind::kDict && values_[kwargs].dict.empty());
   }
   CKPT_ASSIGN_OR_RETURN(Ref args, pop());
   CKPT_ASSIGN_OR_RETURN(Ref fn, pop());
-  return op == 'R' ? reduce(fn, args) : new_object(fn, args);
+  return op == 'R' ? reduce(fn, args) : new_object(fn, args, keyword_args);
 }
 
 // EMPTY_SET, ADDITEMS, FROZENSET (protocol 4): sets are read as lists.

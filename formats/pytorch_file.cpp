@@ -82,8 +82,9 @@ class PytorchTensorFile final : public TensorFile {
  public:
   PytorchTensorFile(std::unique_ptr<ByteSource> source, std::vector<ChunkInfo> chunks,
                     std::vector<TensorLayout> layouts, nlohmann::json metadata,
-                    std::vector<PickleGlobal> globals, std::optional<ZipArchive> zip)
-      : source_(std::move(source)),
+                    std::vector<PickleGlobal> globals, std::optional<ZipArchive> zip, const char* format)
+      : format_(format),
+        source_(std::move(source)),
         chunks_(std::move(chunks)),
         layouts_(std::move(layouts)),
         metadata_(std::move(metadata)),
@@ -93,7 +94,7 @@ class PytorchTensorFile final : public TensorFile {
   }
 
   const std::string& path() const override { return source_->name(); }
-  const char* format_name() const override { return "pytorch"; }
+  const char* format_name() const override { return format_; }
   const std::vector<ChunkInfo>& chunks() const override { return chunks_; }
   const nlohmann::json& metadata() const override { return metadata_; }
   const std::vector<PickleGlobal>& pickle_globals() const override { return globals_; }
@@ -136,6 +137,7 @@ class PytorchTensorFile final : public TensorFile {
   }
 
  private:
+  const char* format_;  // "pytorch" | "torchscript"
   std::unique_ptr<ByteSource> source_;
   std::vector<ChunkInfo> chunks_;
   std::vector<TensorLayout> layouts_;
@@ -238,7 +240,8 @@ Result<std::string> archive_prefix(const ZipArchive& zip, const std::string& fil
 // The file, with a chunk and layout for every tensor; `storage_of` finds a storage key's bytes.
 template <typename StorageOf>
 Result<std::unique_ptr<TensorFile>> make_file(std::unique_ptr<ByteSource> source, PickledStateDict dict,
-                                              StorageOf&& storage_of, std::optional<ZipArchive>* zip) {
+                                              StorageOf&& storage_of, std::optional<ZipArchive>* zip,
+                                              const char* format = "pytorch") {
   const std::string file = source->name();
   std::vector<ChunkInfo> chunks(dict.tensors.size());
   std::vector<TensorLayout> layouts(dict.tensors.size());
@@ -253,7 +256,50 @@ Result<std::unique_ptr<TensorFile>> make_file(std::unique_ptr<ByteSource> source
   }
   return std::unique_ptr<TensorFile>(new PytorchTensorFile(std::move(source), std::move(chunks),
                                                            std::move(layouts), std::move(dict.metadata),
-                                                           std::move(dict.globals), std::move(*zip)));
+                                                           std::move(dict.globals), std::move(*zip), format));
+}
+
+}  // namespace
+
+namespace {
+
+// torch.jit.save writes the module's TorchScript source under <archive>/code/ (and constants.pkl);
+// torch.save never does.
+bool is_torchscript(const ZipArchive& zip, const std::string& prefix) {
+  for (const auto& e : zip.entries()) {
+    if (starts_with(e.name, prefix + "/code/")) return true;
+  }
+  return zip.find(prefix + "/constants.pkl") != nullptr;
+}
+
+// A TorchScript archive's other parts: constants.pkl (read and gated like data.pkl, its tensors named
+// "CONSTANTS.<i>"), and the names of its code/ members, which torch.jit.load compiles and runs.
+Status add_torchscript_parts(const ZipArchive& zip, const ByteSource& source, const std::string& prefix,
+                             PickledStateDict* dict) {
+  nlohmann::json code = nlohmann::json::array();
+  for (const auto& e : zip.entries()) {
+    if (starts_with(e.name, prefix + "/code/") && !ends_with(e.name, ".debug_pkl"))
+      code.push_back(e.name.substr(prefix.size() + 1));
+  }
+  dict->metadata["torchscript_code"] = std::move(code);
+  const ZipEntry* constants = zip.find(prefix + "/constants.pkl");
+  if (!constants) return Status::ok();
+  CKPT_ASSIGN_OR_RETURN(std::string pkl, zip.read(source, *constants, kPytorchMaxPickleBytes));
+  CKPT_ASSIGN_OR_RETURN(PickledStateDict c,
+                        read_tensor_pickle(reinterpret_cast<const uint8_t*>(pkl.data()), pkl.size(),
+                                           source.name() + ": " + constants->name));
+  for (PickledTensor& t : c.tensors) {
+    t.name = kTorchScriptConstantsPrefix + t.name;
+    if (!t.inline_payload) t.storage_key = "constants/" + t.storage_key;
+    if (!t.alias_of.empty()) t.alias_of = kTorchScriptConstantsPrefix + t.alias_of;
+    dict->tensors.push_back(std::move(t));
+  }
+  for (PickleGlobal& g : c.globals) {
+    g.pickle = constants->name;
+    dict->globals.push_back(std::move(g));
+  }
+  if (!c.metadata.empty()) dict->metadata["torchscript_constants"] = std::move(c.metadata);
+  return Status::ok();
 }
 
 }  // namespace
@@ -273,9 +319,14 @@ Result<std::unique_ptr<TensorFile>> open_pytorch(std::unique_ptr<ByteSource> sou
                         read_tensor_pickle(reinterpret_cast<const uint8_t*>(pkl.data()), pkl.size(),
                                            file + ": " + prefix + "/data.pkl"));
   for (PickleGlobal& g : dict.globals) g.pickle = prefix + "/data.pkl";
+  const bool torchscript = is_torchscript(zip, prefix);
+  if (torchscript) CKPT_RETURN_IF_ERROR(add_torchscript_parts(zip, *source, prefix, &dict));
   auto storage_of = [&](const PickledTensor& t) -> Result<StorageBytes> {
     const std::string where = file + ": tensor '" + t.name + "'";
-    const std::string entry_name = prefix + "/data/" + t.storage_key;
+    // data.pkl's storage keys never hold a '/' (formats/pickle_reader.h); constants.pkl's are
+    // "constants/<key>" (add_torchscript_parts).
+    const std::string entry_name =
+        prefix + "/" + (t.storage_key.find('/') == std::string::npos ? "data/" : "") + t.storage_key;
     const ZipEntry* entry = zip.find(entry_name);
     if (!entry) return Status::corruption(where + ": storage entry '" + entry_name + "' is missing");
     const auto storage_bytes = checked_nbytes({t.storage_numel}, t.dtype);
@@ -287,7 +338,8 @@ Result<std::unique_ptr<TensorFile>> open_pytorch(std::unique_ptr<ByteSource> sou
     return StorageBytes{entry->data_offset, t.storage_numel};
   };
   std::optional<ZipArchive> kept(zip);
-  return make_file(std::move(source), std::move(dict), storage_of, &kept);
+  return make_file(std::move(source), std::move(dict), storage_of, &kept,
+                   torchscript ? "torchscript" : "pytorch");
 }
 
 namespace {
@@ -421,6 +473,15 @@ Result<std::unique_ptr<TensorFile>> open_pytorch_file(const std::string& path) {
   if (std::memcmp(magic, kPytorchLegacyMagic, sizeof magic) == 0)
     return open_pytorch_legacy(std::move(source));
   return open_pytorch(std::move(source));
+}
+
+bool is_torchscript_file(const std::string& path) {
+  auto source = FileByteSource::open(path);
+  if (!source.is_ok()) return false;
+  auto zip = ZipArchive::open(**source);
+  if (!zip.is_ok()) return false;
+  auto prefix = archive_prefix(*zip, path);
+  return prefix.is_ok() && is_torchscript(*zip, *prefix);
 }
 
 }  // namespace ckpt

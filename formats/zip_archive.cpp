@@ -1,5 +1,7 @@
 #include "formats/zip_archive.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -152,12 +154,16 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
     const std::string where = file + ": entry '" + e.name + "'";
     CKPT_RETURN_IF_ERROR(
         apply_zip64_extra(p + kCentralBytes + name_len, extra_len, &usize, &csize, &local, where));
-    if (method != 0) {
+    const bool deflated_code = method == kZipDeflated && is_torchscript_code_member(e.name);
+    if (method != kZipStored && !deflated_code) {
       return Status::not_supported(where + ": compression method " + std::to_string(method) +
-                                   " (torch.save writes stored entries only)");
+                                   " (torch.save writes stored entries only; torch.jit.save deflates only "
+                                   "code/ and .debug_pkl members)");
     }
     if (flags & 1) return Status::not_supported(where + ": encrypted");
-    if (csize != usize) {
+    e.method = static_cast<uint16_t>(method);
+    e.compressed_size = csize;
+    if (method == kZipStored && csize != usize) {
       return Status::corruption(where + ": stored entry has compressed size " + std::to_string(csize) +
                                 " != size " + std::to_string(usize));
     }
@@ -172,8 +178,8 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
     e.local_header = local;
     e.data_offset = local + kLocalBytes + decode_le(lh + 26, 2) + decode_le(lh + 28, 2);
     e.size = usize;
-    if (!range_within(e.data_offset, e.size, src.size())) {
-      return Status::truncated(where + ": " + std::to_string(e.size) + " bytes at " +
+    if (!range_within(e.data_offset, e.stored_bytes(), src.size())) {
+      return Status::truncated(where + ": " + std::to_string(e.stored_bytes()) + " bytes at " +
                                hex_offset(e.data_offset) + " run past the end of the file (" +
                                std::to_string(src.size()) + " bytes)");
     }
@@ -201,7 +207,7 @@ Status check_repeated_fields(const uint8_t* lh, const ZipEntry& e, const std::st
     uint64_t central;
   } same[] = {{"version needed", 4, e.version_needed},
               {"flags", 6, e.flags},
-              {"method", 8, 0},
+              {"method", 8, e.method},
               {"modification time", 10, e.mod_time},
               {"modification date", 12, e.mod_date}};
   for (const auto& f : same) {
@@ -259,12 +265,12 @@ Status check_local_extra(const uint8_t* extra, size_t extra_len, uint64_t extra_
 Result<uint64_t> check_data_descriptor(const ByteSource& src, const ZipEntry& e, const std::string& at,
                                        uint64_t crc, uint64_t csize, uint64_t usize) {
   constexpr uint32_t kDescriptorSig = 0x08074b50;
-  const auto sizes_agree = [&](uint64_t c, uint64_t u) { return c == e.size && u == e.size; };
-  const uint64_t end = e.data_offset + e.size;
+  const auto sizes_agree = [&](uint64_t c, uint64_t u) { return c == e.stored_bytes() && u == e.size; };
+  const uint64_t end = e.data_offset + e.stored_bytes();
   if (crc != 0 && crc != e.crc32) return field_mismatch(at, "CRC-32", crc, e.crc32);
-  for (uint64_t v : {csize, usize}) {
-    if (v != 0 && v != 0xffffffff && v != e.size) return field_mismatch(at, "size", v, e.size);
-  }
+  if (csize != 0 && csize != 0xffffffff && csize != e.stored_bytes())
+    return field_mismatch(at, "compressed size", csize, e.stored_bytes());
+  if (usize != 0 && usize != 0xffffffff && usize != e.size) return field_mismatch(at, "size", usize, e.size);
   uint8_t d[24] = {};
   const uint64_t avail = std::min<uint64_t>(sizeof d, src.size() - std::min(src.size(), end));
   CKPT_RETURN_IF_ERROR(src.read_at(end, d, static_cast<size_t>(avail)));
@@ -303,9 +309,9 @@ Result<uint64_t> check_local_header(const ByteSource& src, const ZipEntry& e) {
                                          e.local_header + kLocalBytes + name_len, at, &csize, &usize));
   if (e.flags & 8) return check_data_descriptor(src, e, at, crc, csize, usize);
   if (crc != e.crc32) return field_mismatch(at, "CRC-32", crc, e.crc32);
-  if (csize != e.size || usize != e.size)
-    return field_mismatch(at, "size", csize != e.size ? csize : usize, e.size);
-  return e.data_offset + e.size;
+  if (csize != e.stored_bytes()) return field_mismatch(at, "compressed size", csize, e.stored_bytes());
+  if (usize != e.size) return field_mismatch(at, "size", usize, e.size);
+  return e.data_offset + e.stored_bytes();
 }
 
 }  // namespace
@@ -350,6 +356,9 @@ const ZipEntry* ZipArchive::find(const std::string& name) const {
 }
 
 Result<std::string> ZipArchive::read(const ByteSource& src, const ZipEntry& entry, uint64_t max_bytes) const {
+  if (entry.method != kZipStored)
+    return Status::not_supported(src.name() + ": entry '" + entry.name +
+                                 "' is compressed; only stored entries are read");
   if (entry.size > max_bytes) {
     return Status::not_supported(src.name() + ": entry '" + entry.name + "' has " +
                                  std::to_string(entry.size) + " bytes, more than the limit of " +
@@ -364,17 +373,73 @@ Result<std::string> ZipArchive::read(const ByteSource& src, const ZipEntry& entr
 
 namespace ckpt {
 
+namespace {
+
+// The CRC-32 of a deflated member's uncompressed bytes, inflated in bounded pieces: the stream must
+// end exactly at its compressed size and produce exactly the size the central directory records.
+Result<uint32_t> inflated_crc32(const ByteSource& src, const ZipEntry& e) {
+  constexpr size_t kPiece = 64 << 10;
+  const std::string at = src.name() + ": zip member '" + e.name + "' (deflated, " +
+                         std::to_string(e.compressed_size) + " bytes at " + hex_offset(e.data_offset) + ")";
+  z_stream z{};
+  if (inflateInit2(&z, -MAX_WBITS) != Z_OK) return Status::io_error(at + ": zlib cannot start inflating");
+  std::vector<uint8_t> in(kPiece), out(kPiece);
+  uint64_t read = 0, produced = 0;
+  uint32_t crc = 0;
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    if (z.avail_in == 0 && read < e.compressed_size) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(kPiece, e.compressed_size - read));
+      const Status st = src.read_at(e.data_offset + read, in.data(), n);
+      if (!st.is_ok()) {
+        inflateEnd(&z);
+        return st;
+      }
+      read += n;
+      z.next_in = in.data();
+      z.avail_in = static_cast<uInt>(n);
+    }
+    z.next_out = out.data();
+    z.avail_out = static_cast<uInt>(out.size());
+    rc = inflate(&z, Z_NO_FLUSH);
+    const size_t n = out.size() - z.avail_out;
+    produced += n;
+    if (produced > e.size) break;
+    crc = crc32_update(crc, out.data(), n);
+    if (rc == Z_STREAM_END) break;
+    if (rc != Z_OK && !(rc == Z_BUF_ERROR && z.avail_in == 0 && read < e.compressed_size)) break;
+    if (z.avail_in == 0 && read == e.compressed_size && n == 0) break;  // the stream stops short
+  }
+  const bool whole = rc == Z_STREAM_END && z.avail_in == 0 && read == e.compressed_size;
+  inflateEnd(&z);
+  if (!whole || produced != e.size) {
+    return Status::corruption(at + ": the deflate stream is damaged (inflated " + std::to_string(produced) +
+                              " bytes, the directory records " + std::to_string(e.size) + ")");
+  }
+  return crc;
+}
+
+}  // namespace
+
+bool is_torchscript_code_member(const std::string& name) {
+  return name.find("/code/") != std::string::npos || ends_with(name, ".debug_pkl");
+}
+
 Status ZipArchive::check_crc32(const ByteSource& src) const {
   constexpr uint64_t kBuffer = 256 << 10;  // stays in L2 between the read's copy and the CRC
   std::vector<uint8_t> buffer;
   for (const ZipEntry& e : entries_) {
-    buffer.resize(static_cast<size_t>(std::min<uint64_t>(e.size, kBuffer)));
     uint32_t crc = 0;
-    for (uint64_t done = 0; done < e.size;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(e.size - done, buffer.size()));
-      CKPT_RETURN_IF_ERROR(src.read_at(e.data_offset + done, buffer.data(), n));
-      crc = crc32_update(crc, buffer.data(), n);
-      done += n;
+    if (e.method == kZipDeflated) {
+      CKPT_ASSIGN_OR_RETURN(crc, inflated_crc32(src, e));
+    } else {
+      buffer.resize(static_cast<size_t>(std::min<uint64_t>(e.size, kBuffer)));
+      for (uint64_t done = 0; done < e.size;) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(e.size - done, buffer.size()));
+        CKPT_RETURN_IF_ERROR(src.read_at(e.data_offset + done, buffer.data(), n));
+        crc = crc32_update(crc, buffer.data(), n);
+        done += n;
+      }
     }
     if (crc != e.crc32) {
       char values[64];

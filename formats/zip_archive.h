@@ -1,5 +1,7 @@
 // The subset of ZIP (PKWARE APPNOTE 6.3) that torch.save writes: stored (method 0) entries, no
-// encryption, optionally ZIP64 end-of-central-directory records. Layout read here:
+// encryption, optionally ZIP64 end-of-central-directory records; and torch.jit.save's deflated
+// (method 8) code members, whose CRC-32 is checked by inflating them with zlib (bounded by the size
+// the central directory records). Layout read here:
 //   ... local file header "PK\3\4" + name + extra, then the entry's bytes ...
 //   central directory: one "PK\1\2" record per entry (sizes, method, local header offset)
 //   [ZIP64 end record "PK\6\6"] [ZIP64 locator "PK\6\7"] end record "PK\5\6" + comment (<= 64 KiB)
@@ -21,10 +23,20 @@ namespace ckpt {
 constexpr uint64_t kZipMaxEntries = 1'000'000;
 constexpr uint32_t kZipMaxNameBytes = 4096;
 
+// Compression methods: torch.save stores every member; torch.jit.save deflates only its TorchScript
+// source and debug members (`<archive>/code/...`, `*.debug_pkl`), never a pickle or a tensor payload.
+constexpr uint16_t kZipStored = 0;
+constexpr uint16_t kZipDeflated = 8;
+// Whether `name` is a member torch.jit.save compresses: the only ones open() accepts deflated.
+bool is_torchscript_code_member(const std::string& name);
+
 struct ZipEntry {
   std::string name;
   uint64_t data_offset = 0;  // where the stored bytes start in the archive
-  uint64_t size = 0;
+  uint64_t size = 0;         // uncompressed
+  uint16_t method = kZipStored;
+  uint64_t compressed_size = 0;  // the bytes at data_offset: `size` unless deflated
+  uint64_t stored_bytes() const { return method == kZipStored ? size : compressed_size; }
   uint32_t crc32 = 0;  // as the central directory records it
   // The rest as the central directory records it, for check_local_headers().
   uint64_t local_header = 0;  // offset of the entry's local header
@@ -41,13 +53,14 @@ constexpr uint8_t kTorchPaddingByte = 'Z';
 
 class ZipArchive {
  public:
-  // Parses the central directory and every local header. Compressed or encrypted entries are
-  // kNotSupported naming the entry; anything out of bounds is kCorruption / kTruncated.
+  // Parses the central directory and every local header. Compressed entries other than deflated
+  // TorchScript code members (is_torchscript_code_member), and encrypted ones, are kNotSupported
+  // naming the entry; anything out of bounds is kCorruption / kTruncated.
   static Result<ZipArchive> open(const ByteSource& source);
 
   const std::vector<ZipEntry>& entries() const { return entries_; }
   const ZipEntry* find(const std::string& name) const;
-  // Reads an entry whole, refusing entries larger than `max_bytes`.
+  // Reads a stored entry whole, refusing entries larger than `max_bytes` (and deflated ones).
   Result<std::string> read(const ByteSource& source, const ZipEntry& entry, uint64_t max_bytes) const;
   // Streams every member through CRC-32; the first mismatch is kCorruption naming the member, its
   // byte range and both values.

@@ -10,6 +10,7 @@ packages=(
   libtorch-dev libgloo-dev
   libhdf5-dev hdf5-tools
   libzstd-dev zstd
+  zlib1g-dev  # inflates torch.jit.save code members (CRC-32 check)
   libssl-dev openssl
   libcli11-dev libgtest-dev libbenchmark-dev
   nlohmann-json3-dev libyaml-cpp-dev

@@ -10,9 +10,19 @@ gzip-compressed, big-endian, strings, sparse (chunks never written) and never-wr
 expected.json holds, for each readable dataset, its dtype, shape and the SHA-256 of its row-major
 little-endian bytes (computed by numpy), and for each other one a word its refusal must contain.
 Deterministic: no timestamps (track_times=False), fixed values.
+
+Also Keras 2 full-model `.h5` files (what `model.save("m.h5")` writes; no Keras needed), for verify's
+Keras-code gate: `model_config` and `training_config` are JSON byte-string attributes at the file
+root, the weights live under `model_weights/<layer>/<layer>/<var>:0`:
+  keras_lambda.h5  a Sequential model whose Lambda layer `scale_by_two` carries its function as Keras 2's
+                   func_dump writes it: "function": [base64 of marshal.dumps(code), null, null],
+                   "function_type": "lambda". keras.models.load_model unmarshals and runs it.
+  keras_clean.h5   the same model without the Lambda layer: plain Dense layers only.
 """
+import base64
 import hashlib
 import json
+import marshal
 import os
 
 import h5py
@@ -72,5 +82,48 @@ def main():
         json.dump(expected, f, indent=1, sort_keys=True)
 
 
+def keras_layer(class_name, **config):
+    return {"class_name": class_name, "config": config}
+
+
+def write_keras_model(path, with_lambda):
+    rng = np.random.default_rng(11)
+    layers = [keras_layer("InputLayer", batch_input_shape=[None, 3], dtype="float32", sparse=False,
+                          ragged=False, name="input_1"),
+              keras_layer("Dense", name="dense", trainable=True, dtype="float32", units=2, activation="linear",
+                          use_bias=True)]
+    if with_lambda:
+        # Keras 2's generic_utils.func_dump: the code object marshalled, base64 with newlines.
+        code = base64.encodebytes(marshal.dumps((lambda x: x * 2).__code__)).decode("ascii")
+        layers.append(keras_layer("Lambda", name="scale_by_two", trainable=True, dtype="float32",
+                                  function=[code, None, None], function_type="lambda", module="__main__",
+                                  output_shape=None, output_shape_type="raw", output_shape_module=None,
+                                  arguments={}))
+    model_config = {"class_name": "Sequential", "config": {"name": "sequential", "layers": layers}}
+    training_config = {"loss": "mse", "metrics": None, "weighted_metrics": None, "loss_weights": None,
+                       "optimizer_config": {"class_name": "Adam", "config": {"name": "Adam", "learning_rate": 0.001}}}
+    if os.path.exists(path):
+        os.remove(path)
+    with h5py.File(path, "w", track_order=False) as f:
+        # Keras 2 (saving/legacy/hdf5_format.py): dicts are json.dumps(...).encode("utf8"), which h5py
+        # stores as fixed-length byte strings; the versions are plain str (variable-length).
+        f.attrs["backend"] = "tensorflow"
+        f.attrs["keras_version"] = "2.12.0"
+        f.attrs["model_config"] = json.dumps(model_config).encode("utf8")
+        f.attrs["training_config"] = json.dumps(training_config).encode("utf8")
+        weights = f.create_group("model_weights")
+        names = ["dense"] + (["scale_by_two"] if with_lambda else [])
+        weights.attrs["layer_names"] = [n.encode("utf8") for n in names]
+        dense = weights.create_group("dense")
+        dense.attrs["weight_names"] = [b"dense/kernel:0", b"dense/bias:0"]
+        dense.create_dataset("dense/kernel:0", data=rng.standard_normal((3, 2)).astype(np.float32), track_times=False)
+        dense.create_dataset("dense/bias:0", data=np.zeros(2, np.float32), track_times=False)
+        if with_lambda:
+            weights.create_group("scale_by_two").attrs["weight_names"] = np.array([], dtype="S1")
+
+
 if __name__ == "__main__":
     main()
+    gate = os.path.join(OUT, "..", "gate")
+    write_keras_model(os.path.join(gate, "keras_lambda.h5"), with_lambda=True)
+    write_keras_model(os.path.join(gate, "keras_clean.h5"), with_lambda=False)

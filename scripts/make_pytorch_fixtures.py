@@ -553,8 +553,49 @@ def main():
     write_dcp_113()
 
 
+class TinyScripted(torch.nn.Module):
+    """What tests/data/pytorch/torchscript_tiny.pt scripts: a Linear layer and a buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 2)
+        self.register_buffer("scale", torch.full((2,), 0.5))
+
+    def forward(self, x):
+        return self.fc(x) * self.scale
+
+
+def write_torchscript():
+    """tests/data/pytorch/torchscript_tiny.pt: torch.jit.save of torch.jit.script(TinyScripted()), as
+    users ship models: stored data/ and data.pkl, deflated code/ members (TorchScript source and its
+    debug pickles), constants.pkl. torchscript_expected.json: its tensors as torch.jit.load reads them."""
+    torch.manual_seed(3)
+    path = os.path.join(OUT, "torchscript_tiny.pt")
+    torch.jit.save(torch.jit.script(TinyScripted()), path)
+    loaded = torch.jit.load(path)
+    tensors = {name: t for name, t in list(loaded.named_parameters()) + list(loaded.named_buffers())}
+    with zipfile.ZipFile(path) as z:
+        code = sorted(n.split("/", 1)[1] for n in z.namelist() if "/code/" in n and not n.endswith(".debug_pkl"))
+    with open(os.path.join(OUT, "torchscript_expected.json"), "w") as f:
+        json.dump({"tensors": describe(tensors), "code_files": code}, f, indent=1, sort_keys=True)
+    # torchscript_hostile.pt: the same archive whose data.pkl calls posix.system (only pickled here;
+    # torch.jit.load's unpickler would refuse the import, Python's would run it).
+    class Calls:
+        def __reduce__(self):
+            return (os.system, ("touch /tmp/ckptcheck_fixture_was_executed",))
+    hostile = os.path.join(OUT, "torchscript_hostile.pt")
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(hostile, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            if info.filename.endswith("/data.pkl"):
+                data = pickle.dumps({"weights": Calls()}, protocol=2)
+            dst.writestr(info, data, compress_type=info.compress_type)
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--only", "megatron"]:
+    if sys.argv[1:] == ["--only", "torchscript"]:
+        write_torchscript()
+    elif sys.argv[1:] == ["--only", "megatron"]:
         write_megatron_torch_dist()
     elif sys.argv[1:] == ["--only", "safetensors"]:
         write_dcp_safetensors()
@@ -562,3 +603,4 @@ if __name__ == "__main__":
         main()
         write_megatron_torch_dist()
         write_dcp_safetensors()
+        write_torchscript()

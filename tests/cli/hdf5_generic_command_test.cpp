@@ -76,5 +76,36 @@ TEST(Hdf5GenericCommand, VerifyCountsNonFiniteValuesAndWarnsOfUnsupportedDataset
   EXPECT_EQ(unsupported, e["unsupported"].size()) << r.output;
 }
 
+// Keras 2 full-model files (scripts/make_hdf5_fixtures.py): a Lambda layer's marshalled bytecode
+// in model_config is code keras.models.load_model runs, refused in both modes and named by layer.
+const std::string kKerasGate = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/gate/";
+
+TEST(Hdf5GenericCommand, KerasLambdaCodeIsRefusedInBothModesAndNamedByInspect) {
+  for (const std::string mode : {"", "--weights-only "}) {
+    const auto r = run_ckptcheck("verify --json " + mode + "'" + kKerasGate + "keras_lambda.h5'");
+    EXPECT_EQ(r.exit_code, 1) << mode << r.output;
+    const auto j = json_of(r);
+    bool named = false;
+    for (const auto& e : j["errors"]) {
+      if (e["code"] != "keras_code_refused") continue;
+      named = e["tensor"] == "scale_by_two" &&
+              e["message"].get<std::string>().find(
+                  "root attribute 'model_config', layer 'scale_by_two' (Lambda): "
+                  "marshalled Python bytecode") != std::string::npos;
+    }
+    EXPECT_TRUE(named) << r.output;
+  }
+  // The weights themselves are fine: the clean model of the same shape passes.
+  auto r = run_ckptcheck("verify --weights-only '" + kKerasGate + "keras_clean.h5'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_ckptcheck("inspect '" + kKerasGate + "keras_lambda.h5'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("WARNING: " + kKerasGate + "keras_lambda.h5 layer 'scale_by_two' (Lambda)"),
+            std::string::npos)
+      << r.output;
+  r = run_ckptcheck("inspect '" + kKerasGate + "keras_clean.h5'");
+  EXPECT_EQ(r.output.find("WARNING"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace ckpt

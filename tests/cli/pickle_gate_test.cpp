@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
@@ -119,6 +121,117 @@ TEST_F(PickleGateTest, NeitherASealNorANestedFolderHidesACodeRunningPickle) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("global_step10/mp_rank_00_model_states.pt"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[pickle_global_refused]"), std::string::npos) << r.output;
+}
+
+const std::string kDcpData = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/";
+
+// A writable copy of a fixture directory, its `.metadata` optionally replaced by a hostile one
+// (scripts/make_dcp_profile_fixtures.py writes both).
+std::string dcp_copy(const TempDir& root, const std::string& fixture, const std::string& metadata = "") {
+  const std::string to = root / fixture;
+  std::filesystem::copy(kDcpData + fixture, to, std::filesystem::copy_options::recursive);
+  if (!metadata.empty())
+    write_file_bytes(to + "/.metadata", read_file_bytes(kDcpData + "profile_hostile/" + metadata));
+  return to;
+}
+
+std::set<std::string> accepted_names(const nlohmann::json& j) {
+  std::set<std::string> out;
+  for (const auto& a : j["accepted_globals"]) out.insert(a["global"].get<std::string>());
+  return out;
+}
+
+TEST_F(PickleGateTest, MegatronAndDcp2CheckpointsPassWithNoFlagAndNameWhatTheirProfileAccepted) {
+  // Megatron-Core torch_dist: MCoreMetadata, DCP's metadata classes, common.pt's argparse.Namespace.
+  CommandResult r = run_ckptcheck("verify --json '" + kDcpData + "megatron_torch_dist'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_TRUE(accepted_names(j).count("argparse.Namespace")) << r.output;
+  // 2 ranks whose planner data names DCP's planner classes and Megatron's MCoreSavePlan.
+  r = run_ckptcheck("verify --json '" + kDcpData + "megatron_2rank_planner'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  j = nlohmann::json::parse(r.output);
+  for (const char* name : {"torch.distributed.checkpoint.planner.WriteItem",
+                           "torch.distributed.checkpoint.planner.WriteItemType",
+                           "torch.distributed.checkpoint.planner.TensorWriteData",
+                           "megatron.core.dist_checkpointing.strategies.torch.MCoreSavePlan"}) {
+    EXPECT_TRUE(accepted_names(j).count(name)) << name << ": " << r.output;
+  }
+  for (const auto& a : j["accepted_globals"]) {
+    if (a["global"] == "megatron.core.dist_checkpointing.strategies.torch.MCoreSavePlan")
+      EXPECT_EQ(a["by"], "Megatron-Core dist-checkpointing metadata") << a.dump();
+  }
+  // DCP 2.x: StorageMeta.checkpoint_id is a pathlib.PosixPath.
+  r = run_ckptcheck("verify --weights-only '" + kDcpData + "dcp2_storage_meta'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("accepted: pickle global pathlib.PosixPath (DCP metadata; called with strings"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST_F(PickleGateTest, TheSameGlobalsUsedToRunCodeOrInAnotherKindAreRefused) {
+  TempDir root;
+  struct Case {
+    std::string fixture, metadata, global;
+  } cases[] = {
+      {"megatron_2rank_planner", "planner_reduce_call.metadata",
+       "torch.distributed.checkpoint.planner.WriteItem"},
+      {"megatron_2rank_planner", "os_system.metadata", "posix.system"},
+      {"dcp2_storage_meta", "path_unlink.metadata", "pathlib.Path.unlink"},
+  };
+  for (const Case& c : cases) {
+    // The clean checkpoint passes: its profile accepts these globals where they are data.
+    const CommandResult clean = run_ckptcheck("verify '" + kDcpData + c.fixture + "'");
+    EXPECT_EQ(clean.exit_code, 0) << c.fixture << ": " << clean.output;
+    TempDir scratch;
+    const std::string dir = dcp_copy(scratch, c.fixture, c.metadata);
+    for (const std::string mode : {"", "--weights-only "}) {
+      const CommandResult r = run_ckptcheck("verify " + mode + "'" + dir + "'");
+      EXPECT_EQ(r.exit_code, 1) << c.metadata << ": " << r.output;
+      EXPECT_NE(r.output.find("[pickle_global_refused] .metadata"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("'" + c.global + "'"), std::string::npos) << c.metadata << ": " << r.output;
+    }
+  }
+  // Megatron's MCoreSavePlan in a plain DCP checkpoint (no metadata.json): not that kind's class.
+  const std::string plain = dcp_copy(root, "megatron_2rank_planner");
+  std::filesystem::remove(plain + "/metadata.json");
+  CommandResult r = run_ckptcheck("verify --weights-only '" + plain + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("'megatron.core.dist_checkpointing.strategies.torch.MCoreSavePlan'"),
+            std::string::npos)
+      << r.output;
+  // Megatron's argparse.Namespace in a torch.save file: torch.load refuses it.
+  r = run_ckptcheck("verify --weights-only '" + kPytorch + "lightning_like.ckpt'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("'argparse.Namespace'"), std::string::npos) << r.output;
+}
+
+TEST_F(PickleGateTest, AllowGlobalsFromReadsATeamsReviewedList) {
+  TempDir root;
+  const std::string list = root.write("reviewed.txt",
+                                      "# reviewed 2026-12-01\n"
+                                      "os.popen  # a test fixture, known\n"
+                                      "\n"
+                                      "   argparse.Namespace\n");
+  const std::string file = kGate + "code_posix_popen.pt";
+  CommandResult r = run_ckptcheck("verify --weights-only '" + file + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  r = run_ckptcheck("verify --json --weights-only --allow-globals-from '" + list + "' '" + file + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j["accepted_globals"].size(), 1u) << r.output;
+  EXPECT_EQ(j["accepted_globals"][0]["global"], "os.popen");
+  EXPECT_EQ(j["accepted_globals"][0]["by"], "reviewed (--allow-global)");
+  // A bad list is a usage error naming the file and the line; so is a missing one.
+  const std::string bad = root.write("bad.txt", "os.popen\nos.*\n");
+  r = run_ckptcheck("verify --weights-only --allow-globals-from '" + bad + "' '" + file + "'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(bad + ":2: 'os.*' is not one MODULE.NAME"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  r = run_ckptcheck("verify --weights-only --allow-globals-from '" + root / "absent.txt" + "' '" + file +
+                    "'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("absent.txt"), std::string::npos) << r.output;
 }
 
 TEST_F(PickleGateTest, InspectKeepsExitZeroAndNamesTheDanger) {

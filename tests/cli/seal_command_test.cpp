@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,68 @@ TEST_F(SealCommandTest, UnsealedFileGetsStructuralChecksAndSaysHowToSeal) {
   EXPECT_EQ(r.exit_code, 0) << r.output;  // an optimizer state dict: structurally whole
   EXPECT_NE(r.output.find("not_sealed"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("ckptcheck seal"), std::string::npos) << r.output;
+}
+
+const std::string kMegatronDir = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/dcp/megatron_torch_dist";
+
+std::string seal_text(const std::string& dir) {
+  const auto bytes = read_file_bytes(dir + "/ckptcheck.seal.json");
+  return std::string(bytes.begin(), bytes.end());
+}
+
+TEST_F(SealCommandTest, SealsOfTheSameBytesAreIdenticalWhereverTheyLieAndTravel) {
+  // A Megatron directory: its metadata.json is no tensor file, so its seal carries a note about it.
+  const std::string a = root_ / "a/iter_0000010", b = root_ / "b/deeper/iter_0000010", c = root_ / "c";
+  for (const std::string& to : {a, b}) {
+    std::filesystem::create_directories(std::filesystem::path(to).parent_path());
+    std::filesystem::copy(kMegatronDir, to, std::filesystem::copy_options::recursive);
+  }
+  ASSERT_EQ(std::system(("cp -a '" + a + "' '" + c + "'").c_str()), 0);
+  for (const std::string& dir : {a, b, c}) ASSERT_EQ(run_ckptcheck("seal '" + dir + "'").exit_code, 0) << dir;
+  const std::string sealed = seal_text(a);
+  EXPECT_EQ(seal_text(b), sealed);
+  EXPECT_EQ(seal_text(c), sealed);
+  EXPECT_EQ(sealed.find(root_.path()), std::string::npos) << "a machine's path in the seal: " << sealed;
+  EXPECT_NE(sealed.find("\"tensors_unread\": \"metadata.json: "), std::string::npos) << sealed;
+  // Moved elsewhere, the sealed copy still verifies.
+  const std::string moved = root_ / "elsewhere/renamed";
+  std::filesystem::create_directories(root_ / "elsewhere");
+  std::filesystem::rename(a, moved);
+  const CommandResult r = run_ckptcheck("verify '" + moved + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("PASS " + moved), std::string::npos) << r.output;
+}
+
+TEST_F(SealCommandTest, ADcpDirectoryBelowASealedFolderIsSealedItemByItem) {
+  const std::string run = root_ / "run", nested = run + "/checkpoints/iter_0000010";
+  std::filesystem::create_directories(run + "/checkpoints");
+  std::filesystem::copy(kMegatronDir, nested, std::filesystem::copy_options::recursive);
+  TempDir notes;
+  std::filesystem::copy_file(notes.write("notes.txt", "lr 3e-4\n"), run + "/notes.txt");
+  CommandResult r = run_ckptcheck("seal --json '" + run + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("ZIP64"), std::string::npos) << "a .distcp sniffed as one zip: " << r.output;
+  const auto seal = nlohmann::json::parse(seal_text(run));
+  nlohmann::json distcp;
+  for (const auto& f : seal["files"]) {
+    if (f["path"] == "checkpoints/iter_0000010/__0_0.distcp") distcp = f;
+  }
+  ASSERT_TRUE(distcp.is_object()) << seal.dump();
+  EXPECT_EQ(distcp["format"], "dcp") << distcp.dump();
+  EXPECT_FALSE(distcp.contains("tensors_unread")) << distcp.dump();
+  ASSERT_FALSE(distcp["tensors"].empty()) << distcp.dump();
+  r = run_ckptcheck("verify '" + run + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // A flipped byte inside one item is named by the nested file and the item.
+  const auto& item = distcp["tensors"][0];
+  auto bytes = read_file_bytes(nested + "/__0_0.distcp");
+  bytes[item["offset"].get<size_t>() + item["bytes"].get<size_t>() / 2] ^= 0x10;
+  write_file_bytes(nested + "/__0_0.distcp", bytes);
+  r = run_ckptcheck("verify '" + run + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("[seal_tensor_sha256_mismatch] checkpoints/iter_0000010/__0_0.distcp"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace

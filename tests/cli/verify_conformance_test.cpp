@@ -95,17 +95,22 @@ std::vector<Kind> kinds() {
        [](const std::string& root) { return save_training_state(root, full_training_state()); }},
       {"dcp", kData + "dcp/torch113", "--weights-only", true, false, nullptr},
       {"dcp", kRealWorld + "dcp-lightning-2rank", "", true, false, nullptr},
-      // Megatron's common.pt pickles its argparse.Namespace: torch.load(weights_only=True) refuses it.
-      {"megatron_torch_dist", kData + "dcp/megatron_torch_dist", "--allow-global argparse.Namespace", true,
-       false, nullptr},
+      // Megatron's common.pt pickles its argparse.Namespace: its kind's trust profile accepts it as data.
+      {"megatron_torch_dist", kData + "dcp/megatron_torch_dist", "", true, false, nullptr},
+      // 2 ranks whose planner data names DCP's planner classes and Megatron's MCoreSavePlan.
+      {"megatron_torch_dist", kData + "dcp/megatron_2rank_planner", "", true, false, nullptr},
+      // DCP 2.x: StorageMeta carries a pathlib.PosixPath.
+      {"dcp", kData + "dcp/dcp2_storage_meta", "", true, false, nullptr},
       {"torch_save", kData + "pytorch/adamw_state.pt", "", true, false, nullptr},
       {"torch_save", kData + "gate/lightning_scores.ckpt", "", true, false, nullptr},
+      {"torchscript", kData + "pytorch/torchscript_tiny.pt", "--weights-only", true, false, nullptr},
       {"torch_save_legacy", kData + "pytorch/legacy_model_state.pt", "--weights-only", false, false, nullptr},
       {"torch_save_legacy", kRealWorld + "torch-legacy/pytorch_model.bin", "--weights-only", false, false,
        nullptr},
       {"safetensors", kData + "dcp/hf_sharded_safetensors/shard-00001-model-00001-of-00001.safetensors",
        "--weights-only", false, false, nullptr},
       {"hdf5", kData + "gate/clean_weights.h5", "--weights-only", false, false, nullptr},
+      {"hdf5", kData + "gate/keras_clean.h5", "--weights-only", false, false, nullptr},
       {"model_folder", "", "--weights-only", true, false, model_folder},
       {"safetensors_index", "", "--weights-only", false, false, sharded_index, true},
   };
@@ -270,8 +275,8 @@ TEST_P(VerifyConformanceTest, PubkeyNeedsAValidSignatureOfThisKey) {
 
 TEST_P(VerifyConformanceTest, JsonHasTheSameSchemaForEveryKind) {
   static const std::set<std::string> kKeys = {
-      "ok",          "path",   "kind",    "sealed",       "step",          "errors", "warnings",
-      "uncommitted", "shards", "tensors", "bytes_hashed", "sha256_kernel", "seconds"};
+      "ok",          "path",   "kind",    "sealed",       "step",          "errors",  "warnings",
+      "uncommitted", "shards", "tensors", "bytes_hashed", "sha256_kernel", "seconds", "accepted_globals"};
   const std::string path = fresh_copy();
   const auto j = verify_json(path, "", 0);
   std::set<std::string> keys;
@@ -311,6 +316,71 @@ TEST_P(VerifyConformanceTest, QuickReadsNoPayloadByte) {
 INSTANTIATE_TEST_SUITE_P(EveryKind, VerifyConformanceTest, ::testing::ValuesIn(kinds()),
                          [](const ::testing::TestParamInfo<Kind>& info) {
                            return info.param.name + "_" + std::to_string(info.index);
+                         });
+
+// The refusals, for every kind that can carry code: a hostile variant fails verify in both modes,
+// unsealed and sealed (a seal proves the bytes did not change, not that they are safe), with its
+// own error code naming what would run.
+struct Refusal {
+  std::string kind;     // as `verify --json` reports it
+  std::string fixture;  // the clean checkpoint
+  std::string replace;  // "" or "<relative file>=<data file>": the hostile part put in its place
+  std::string code;     // the error code
+  std::string names;    // what the message names
+};
+
+void PrintTo(const Refusal& r, std::ostream* os) {
+  *os << r.kind << " " << r.fixture << " " << r.replace;
+}
+
+std::vector<Refusal> refusals() {
+  const std::string hostile = "dcp/profile_hostile/";
+  return {
+      {"torch_save", "gate/code_posix_popen.pt", "", "pickle_global_refused", "'os.popen'"},
+      {"torchscript", "pytorch/torchscript_hostile.pt", "", "pickle_global_refused", "'posix.system'"},
+      {"dcp", "dcp/dcp2_storage_meta", ".metadata=" + hostile + "path_unlink.metadata",
+       "pickle_global_refused", "'pathlib.Path.unlink'"},
+      {"megatron_torch_dist", "dcp/megatron_2rank_planner",
+       ".metadata=" + hostile + "planner_reduce_call.metadata", "pickle_global_refused",
+       "'torch.distributed.checkpoint.planner.WriteItem'"},
+      {"megatron_torch_dist", "dcp/megatron_2rank_planner", ".metadata=" + hostile + "os_system.metadata",
+       "pickle_global_refused", "'posix.system'"},
+      {"hdf5", "gate/keras_lambda.h5", "", "keras_code_refused", "layer 'scale_by_two' (Lambda)"},
+  };
+}
+
+class VerifyRefusalTest : public ::testing::TestWithParam<Refusal> {};
+
+TEST_P(VerifyRefusalTest, HostileVariantFailsInBothModesSealedOrNot) {
+  ASSERT_EQ(::access(CKPTCHECK_BIN, X_OK), 0) << CKPTCHECK_BIN << " is not built: the suite needs it";
+  const Refusal& c = GetParam();
+  TempDir root;
+  const std::string path = copy_fixture(kData + c.fixture, root.path());
+  if (!c.replace.empty()) {
+    const size_t eq = c.replace.find('=');
+    write_file_bytes(path + "/" + c.replace.substr(0, eq), read_file_bytes(kData + c.replace.substr(eq + 1)));
+  }
+  for (const bool sealed : {false, true}) {
+    if (sealed) ASSERT_EQ(run_ckptcheck("seal " + q(path)).exit_code, 0);
+    for (const std::string mode : {"", "--weights-only "}) {
+      const CommandResult r = run_ckptcheck("verify --json " + mode + q(path));
+      EXPECT_EQ(r.exit_code, 1) << r.output;
+      const auto j = nlohmann::json::parse(r.output, nullptr, false);
+      ASSERT_FALSE(j.is_discarded()) << r.output;
+      EXPECT_EQ(j["kind"], c.kind);
+      EXPECT_EQ(j["sealed"], sealed);
+      bool named = false;
+      for (const auto& e : j["errors"])
+        named = named ||
+                (e["code"] == c.code && e["message"].get<std::string>().find(c.names) != std::string::npos);
+      EXPECT_TRUE(named) << c.code << " naming " << c.names << ": " << r.output;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryCodeCarryingKind, VerifyRefusalTest, ::testing::ValuesIn(refusals()),
+                         [](const ::testing::TestParamInfo<Refusal>& info) {
+                           return info.param.kind + "_" + std::to_string(info.index);
                          });
 
 }  // namespace

@@ -412,3 +412,62 @@ TEST(PytorchFile, MutationsNeverCrash) {
 
 }  // namespace
 }  // namespace ckpt
+
+namespace ckpt {
+namespace {
+
+// torch.jit.save of a scripted module (scripts/make_pytorch_fixtures.py --only torchscript): the
+// tensors torch.jit.load gives, the code/ members named, their deflated bytes checked by CRC-32.
+TEST(PytorchFile, TorchScriptArchiveListsItsTensorsAndCodeAndChecksItsDeflatedMembers) {
+  auto text = read_small_file(kDir + "torchscript_expected.json", 1 << 20);
+  ASSERT_TRUE(text.is_ok());
+  const auto want = nlohmann::json::parse(*text);
+  auto r = open_pytorch_file(kDir + "torchscript_tiny.pt");
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const TensorFile& file = **r;
+  EXPECT_STREQ(file.format_name(), "torchscript");
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < file.chunks().size(); ++i) index[file.chunks()[i].name] = i;
+  ASSERT_EQ(index.size(), want["tensors"].size());
+  for (const auto& t : want["tensors"]) {
+    const auto it = index.find(t["name"].get<std::string>());
+    ASSERT_NE(it, index.end()) << t.dump();
+    const ChunkInfo& c = file.chunks()[it->second];
+    EXPECT_EQ(dtype_name(c.dtype), t["dtype"].get<std::string>());
+    EXPECT_EQ(c.shape, t["shape"].get<std::vector<int64_t>>());
+    auto hash = hash_chunk(file, it->second);
+    ASSERT_TRUE(hash.is_ok()) << hash.status().to_string();
+    EXPECT_EQ(*hash, t["sha256"].get<std::string>()) << c.name;
+  }
+  EXPECT_EQ(file.metadata()["torchscript_code"], want["code_files"]);
+  bool scripted_class = false;
+  for (const auto& g : file.pickle_globals())
+    scripted_class = scripted_class || g.name == "__torch__.TinyScripted";
+  EXPECT_TRUE(scripted_class);
+  EXPECT_TRUE(file.check_container().is_ok()) << file.check_container().to_string();
+  // A flipped byte inside a deflated code member: its inflated CRC-32 (or the stream) says so.
+  auto raw = read_small_file(kDir + "torchscript_tiny.pt", 1 << 20);
+  ASSERT_TRUE(raw.is_ok());
+  std::vector<uint8_t> bytes(raw->begin(), raw->end());
+  MemoryByteSource source(bytes);
+  auto zip = ZipArchive::open(source);
+  ASSERT_TRUE(zip.is_ok()) << zip.status().to_string();
+  const ZipEntry* code = nullptr;
+  for (const auto& e : zip->entries()) {
+    if (e.method == kZipDeflated && !code) code = &e;
+  }
+  ASSERT_NE(code, nullptr);
+  bytes[code->data_offset + code->compressed_size / 2] ^= 0x01;
+  auto damaged = open_pytorch(std::make_unique<MemoryByteSource>(bytes));
+  ASSERT_TRUE(damaged.is_ok()) << damaged.status().to_string();
+  const Status st = (*damaged)->check_container();
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find(code->name), std::string::npos) << st.to_string();
+  // torch.save never compresses: a deflated data.pkl or storage is still refused.
+  const auto stored = build_zip({{"m/data.pkl", proto() + empty_dict() + stop()}}, {false, kZipDeflated});
+  MemoryByteSource deflated(stored);
+  EXPECT_EQ(ZipArchive::open(deflated).status().code(), StatusCode::kNotSupported);
+}
+
+}  // namespace
+}  // namespace ckpt

@@ -59,6 +59,13 @@ inline std::string appends() {
 inline std::string pop() {
   return "0";
 }
+// cls.__new__(cls, *args) and obj.__setstate__(state): how Python pickles a dataclass instance.
+inline std::string newobj() {
+  return "\x81";
+}
+inline std::string build() {
+  return "b";
+}
 // Memo slot operations: BINPUT stores the top of the stack, BINGET pushes that same value again.
 inline std::string binput(uint8_t slot) {
   return std::string("q") + static_cast<char>(slot);

@@ -4,10 +4,12 @@
 #include "base/text.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/megatron_dist_checkpoint.h"
+#include "formats/pytorch_file.h"
 #include "formats/tensor_file_open.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/manifest.h"
 #include "verifier/check/foreign_verifier.h"
+#include "verifier/check/pickle_gate.h"
 #include "verifier/check/seal.h"
 
 namespace ckpt {
@@ -19,7 +21,8 @@ namespace {
 CheckpointKind kind_of_file(const std::string& path) {
   const Result<TensorFileFormat> format = sniff_tensor_file_format(path);
   switch (format.is_ok() ? *format : TensorFileFormat::kUnknown) {
-    case TensorFileFormat::kPytorchZip: return CheckpointKind::kTorchSave;
+    case TensorFileFormat::kPytorchZip:
+      return is_torchscript_file(path) ? CheckpointKind::kTorchScript : CheckpointKind::kTorchSave;
     case TensorFileFormat::kPytorchLegacy: return CheckpointKind::kTorchSaveLegacy;
     case TensorFileFormat::kHdf5: return CheckpointKind::kHdf5;
     case TensorFileFormat::kNative: return CheckpointKind::kCkptcheckShard;
@@ -38,6 +41,7 @@ const char* checkpoint_kind_name(CheckpointKind kind) {
     case CheckpointKind::kDcp: return "dcp";
     case CheckpointKind::kMegatronTorchDist: return "megatron_torch_dist";
     case CheckpointKind::kTorchSave: return "torch_save";
+    case CheckpointKind::kTorchScript: return "torchscript";
     case CheckpointKind::kTorchSaveLegacy: return "torch_save_legacy";
     case CheckpointKind::kSafetensors: return "safetensors";
     case CheckpointKind::kSafetensorsIndex: return "safetensors_index";
@@ -54,6 +58,7 @@ bool kind_holds_pickles(CheckpointKind kind) {
     case CheckpointKind::kDcp:
     case CheckpointKind::kMegatronTorchDist:
     case CheckpointKind::kTorchSave:
+    case CheckpointKind::kTorchScript:
     case CheckpointKind::kTorchSaveLegacy:
     case CheckpointKind::kModelFolder:
     case CheckpointKind::kSealedDirectory:
@@ -116,8 +121,7 @@ Status refuse_unhonoured_options(CheckpointKind kind, const VerifyOptions& optio
                                     " checkpoint holds no pickle, so no global can be allowed");
   }
   for (const std::string& g : options.allowed_globals) {
-    if (g.find('.') == std::string::npos || g.front() == '.' || g.back() == '.' ||
-        g.find_first_of(" \t\n*") != std::string::npos) {
+    if (!is_global_name(g)) {
       return Status::invalid_argument("`allowed_globals` '" + g +
                                       "': expected one MODULE.NAME as torch names it (posix.system, "
                                       "argparse.Namespace), no wildcard");

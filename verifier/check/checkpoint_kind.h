@@ -13,7 +13,9 @@
 //                    (signature_missing), never passes with a warning.
 //   --weights-only   foreign kinds may hold model weights alone; refused for ckptcheck's own
 //                    checkpoints, whose manifest always lists the whole training state.
-//   --allow-global   pickle globals the user reviewed; refused for kinds that hold no pickle.
+//   --allow-global   pickle globals the user reviewed (also --allow-globals-from FILE, merged into
+//                    the same list by the CLI); refused for kinds that hold no pickle. Each kind's
+//                    own classes need no flag: verifier/check/pickle_trust_profile.h.
 //   --against-env    only ckptcheck's own checkpoints carry pins; refused for every other kind.
 #pragma once
 
@@ -31,6 +33,7 @@ enum class CheckpointKind {
   kMegatronTorchDist,  // Megatron-Core torch_dist: DCP plus metadata.json and common.pt
   kTorchSave,          // a torch.save zip (.pt, .bin, Lightning .ckpt)
   kTorchSaveLegacy,    // a pre-1.6 torch.save stream
+  kTorchScript,        // a torch.jit.save archive (TorchScript code, data.pkl, constants.pkl)
   kSafetensors,        // one .safetensors file
   kSafetensorsIndex,   // a sharded model's *.safetensors.index.json and the files it names
   kHdf5,               // an HDF5 file (our shards, Keras weights)

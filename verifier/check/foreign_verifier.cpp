@@ -65,10 +65,29 @@ void warn_unsupported_datasets(const TensorFile& file, const std::string& shard,
 // Checks one opened tensor file: its pickle globals (the gate), then, unless --quick, the CRC-32 of
 // its members and every chunk readable with its NaN/Inf counts, chunks spread over `jobs` threads
 // (each writes its own report; they are merged in chunk order, so any job count reports the same).
+// Keras code in an HDF5 model's configs (formats/keras_config.h): refused like a code-running pickle
+// global, in every mode, since keras.models.load_model runs it.
+void check_keras_code(const TensorFile& file, const std::string& shard, VerifyReport& report) {
+  const auto found = file.metadata().find("keras_code");
+  if (std::strcmp(file.format_name(), "hdf5") != 0 || found == file.metadata().end() || !found->is_array())
+    return;
+  for (const auto& k : *found) {
+    const std::string layer = k.value("layer", std::string());
+    report.add_error(verify_code::kKerasCodeRefused, shard, layer,
+                     file.path() + ": root attribute '" + k.value("attribute", std::string()) + "', layer '" +
+                         layer + "' (" + k.value("class_name", std::string()) +
+                         "): " + k.value("reason", std::string()) +
+                         "; keras.models.load_model would run it. Nothing was unmarshalled, imported or run");
+  }
+}
+
 void check_tensor_file(const TensorFile& file, const std::string& shard, const VerifyOptions& options,
-                       VerifyReport& report) {
-  check_pickle_globals(file.pickle_globals(), PickleLoader::kTorchLoad, options.allowed_globals, file.path(),
-                       shard, "", report);
+                       VerifyReport& report, PickleLoader loader = PickleLoader::kTorchLoad) {
+  // TorchScript's pickles are read by torch.jit.load's own unpickler, whatever holds the archive.
+  if (std::strcmp(file.format_name(), "torchscript") == 0) loader = PickleLoader::kTorchScript;
+  check_pickle_globals(file.pickle_globals(), loader, options.allowed_globals, file.path(), shard, "",
+                       report);
+  check_keras_code(file, shard, report);
   warn_unsupported_datasets(file, shard, report);
   if (options.quick) return;
   const Status crc = file.check_container();
@@ -169,7 +188,8 @@ void check_megatron_parts(const MegatronParts& megatron, const VerifyOptions& op
   }
   ++report.shards;
   report.tensors += megatron.common->chunks().size();
-  check_tensor_file(*megatron.common, kMegatronCommonFileName, options, report);
+  check_tensor_file(*megatron.common, kMegatronCommonFileName, options, report,
+                    PickleLoader::kMegatronCommon);
 }
 
 // Phase 1: every storage item inside its file, no two overlapping, and every byte of each file
@@ -320,6 +340,7 @@ void check_bytes_items(const DcpCheckpoint& dcp, const std::string& dir, const s
       e.message = "item " + it.label() + ": " + e.message;
       report.errors.push_back(std::move(e));
     }
+    for (auto& a : inner.accepted_globals) report.add_accepted_global(std::move(a));
     report.bytes_hashed += inner.bytes_hashed;
   }
 }
@@ -344,6 +365,22 @@ void check_dcp_resumability(const DcpCheckpoint& dcp, const std::string& dir, Ve
       require_weights_only_note(report, verify_code::kStepStateMissing, common,
                                 megatron.common->path() + ": no 'iteration'");
   }
+}
+
+// A DCP directory below a sealed folder or model folder: its structure and its pickle gate, no
+// payload (the folder's seal covers the bytes), no resume-state convention (it is one part of the
+// folder). Findings name files relative to the folder.
+void check_nested_dcp(const std::string& dir, const std::string& sub, const VerifyOptions& options,
+                      VerifyReport& report) {
+  VerifyOptions nested = options;
+  nested.quick = true;
+  nested.weights_only = true;
+  VerifyReport found = verify_dcp_dir(sub.empty() ? dir : dir + "/" + sub, nested);
+  for (VerifyIssue& e : found.errors) {
+    e.shard = sub.empty() ? e.shard : e.shard.empty() ? sub : sub + "/" + e.shard;
+    report.errors.push_back(std::move(e));
+  }
+  for (AcceptedGlobal& a : found.accepted_globals) report.add_accepted_global(std::move(a));
 }
 
 }  // namespace
@@ -381,8 +418,9 @@ VerifyReport verify_dcp_dir(const std::string& raw_dir, const VerifyOptions& opt
   const DcpMetadata& md = dcp.metadata();
   report.shards = dcp.files().size();
   report.tensors = md.tensors.size();
-  check_pickle_globals(md.globals, PickleLoader::kDcpMetadata, options.allowed_globals,
-                       dir + "/" + kDcpMetadataFileName, kDcpMetadataFileName, "", report);
+  check_pickle_globals(
+      md.globals, dcp.megatron().has_config ? PickleLoader::kMegatronMetadata : PickleLoader::kDcpMetadata,
+      options.allowed_globals, dir + "/" + kDcpMetadataFileName, kDcpMetadataFileName, "", report);
 
   const std::vector<bool> in_bounds = check_item_extents(dcp, dir, report);
   check_tensor_items(dcp, dir, in_bounds, options, report);
@@ -492,20 +530,34 @@ VerifyReport verify_safetensors_index(const std::string& index_path, const Verif
 void check_pickles_under(const std::string& raw_dir, int min_depth, const VerifyOptions& options,
                          VerifyReport& report) {
   const std::string dir = strip_trailing_slashes(raw_dir);
+  std::map<std::string, bool> dcp_dirs;  // folder (relative) -> holds a DCP checkpoint
   for (const std::string& name : list_files_under(dir, 16)) {
     const int depth = 1 + static_cast<int>(std::count(name.begin(), name.end(), '/'));
     if (depth < min_depth) continue;
     const std::string path = dir + "/" + name;
+    // A DCP directory below: its `.distcp` files are runs of archives that its `.metadata` places,
+    // never sniffed as one zip each; its pickles (`.metadata`, every item) pass DCP's own gate.
+    const std::string sub = depth == 1 ? "" : parent_dir(name);
+    auto known = dcp_dirs.find(sub);
+    if (known == dcp_dirs.end()) known = dcp_dirs.emplace(sub, is_dcp_directory(parent_dir(path))).first;
+    if (known->second) {
+      if (base_name(name) == kDcpMetadataFileName) check_nested_dcp(dir, sub, options, report);
+      continue;
+    }
     const CheckpointKind kind = detect_checkpoint_kind(path);
-    if (kind != CheckpointKind::kTorchSave && kind != CheckpointKind::kTorchSaveLegacy) continue;
+    if (kind != CheckpointKind::kTorchSave && kind != CheckpointKind::kTorchSaveLegacy &&
+        kind != CheckpointKind::kTorchScript)
+      continue;
     auto file = open_tensor_file(path);
     if (!file.is_ok()) {
       // A pickle we cannot read is not one we can vouch for.
       report.add_error(verify_code::kShardUnreadable, name, "", file.status().message());
       continue;
     }
-    check_pickle_globals((*file)->pickle_globals(), PickleLoader::kTorchLoad, options.allowed_globals, path,
-                         name, "", report);
+    check_pickle_globals(
+        (*file)->pickle_globals(),
+        kind == CheckpointKind::kTorchScript ? PickleLoader::kTorchScript : PickleLoader::kTorchLoad,
+        options.allowed_globals, path, name, "", report);
   }
 }
 

@@ -47,6 +47,9 @@ constexpr const char* kZipHeaderMismatch = "zip_header_mismatch";
 constexpr const char* kMegatronConfigInvalid = "megatron_config_invalid";
 constexpr const char* kMegatronCommonMissing = "megatron_common_missing";
 constexpr const char* kMegatronCommonUnreadable = "megatron_common_unreadable";
+// An HDF5 model whose model_config or training_config names code keras.models.load_model would run
+// (a Lambda layer's marshalled bytecode, a function or module reference; formats/keras_config.h).
+constexpr const char* kKerasCodeRefused = "keras_code_refused";
 }  // namespace verify_code
 
 // A directory holding a HF Trainer checkpoint or loose model files (trainer_state.json,

@@ -1,60 +1,39 @@
 #include "verifier/check/pickle_gate.h"
 
 #include <algorithm>
+#include <sstream>
 
+#include "base/file_io.h"
 #include "base/text.h"
 
 namespace ckpt {
 
 namespace {
 
-// The classes DCP's FileSystemWriter pickles into `.metadata` (torch 1.13's _shard.checkpoint, 2.x's
-// checkpoint), their enum of memory formats, and Megatron-Core's Metadata subclass. Each is a
-// dataclass or enum rebuilt from plain fields; none is a callable that acts on the world.
-bool is_dcp_metadata_class(const std::string& full_name) {
-  static const char* kModules[] = {
-      "torch.distributed.checkpoint.metadata.", "torch.distributed._shard.checkpoint.metadata.",
-      "torch.distributed._shard.sharded_tensor.metadata.", "torch.distributed._shard.metadata."};
-  static const char* kClasses[] = {"Metadata",
-                                   "TensorStorageMetadata",
-                                   "BytesStorageMetadata",
-                                   "ChunkStorageMetadata",
-                                   "MetadataIndex",
-                                   "TensorProperties",
-                                   "StorageMeta",
-                                   "MEM_FORMAT_ENCODING",
-                                   "_MEM_FORMAT_ENCODING",
-                                   "ShardMetadata",
-                                   "TensorWriteData",
-                                   "BytesWriteData"};
-  for (const char* m : kModules) {
-    if (!starts_with(full_name, m)) continue;
-    const std::string cls = full_name.substr(std::string(m).size());
-    for (const char* c : kClasses) {
-      if (cls == c) return true;
-    }
-  }
-  return full_name == "torch.distributed.checkpoint.filesystem._StorageInfo" ||
-         full_name == "torch.distributed._shard.checkpoint.filesystem._StorageInfo" ||
-         full_name == "megatron.core.dist_checkpointing.strategies.torch.MCoreMetadata" ||
-         // torch.layout and torch.memory_format values a TensorProperties holds.
-         full_name == "torch.strided" || full_name == "torch.sparse_coo" ||
-         full_name == "torch.contiguous_format" || full_name == "torch.channels_last" ||
-         full_name == "torch.preserve_format";
-}
-
-// builtins.getattr in a DCP `.metadata` is how Python 3.11+ pickles an enum member
-// (getattr(MEM_FORMAT_ENCODING, 'TORCH_CONTIGUOUS_FORMAT')): accepted when every call looked up an
-// attribute of a class the loader accepts, and refused otherwise (getattr(posix, 'system')).
+// builtins.getattr is how Python 3.11+ pickles an enum member (getattr(WriteItemType, 'SHARD')):
+// accepted when every call looked up an attribute of an enum the loader's profile holds, and its
+// result was never called; refused otherwise (getattr(posix, 'system'), getattr(PosixPath, 'unlink')).
 bool is_accepted_attribute_lookup(PickleLoader loader, const PickleGlobal& g) {
-  if (loader != PickleLoader::kDcpMetadata) return false;
   if (g.name != "builtins.getattr" && g.name != "__builtin__.getattr") return false;
   if (g.other_calls != 0 || g.attribute_lookups.empty()) return false;
   for (const std::string& lookup : g.attribute_lookups) {
     const size_t dot = lookup.rfind('.');
-    if (dot == std::string::npos || !is_dcp_metadata_class(lookup.substr(0, dot))) return false;
+    if (dot == std::string::npos) return false;
+    const auto shape = profile_shape(loader, lookup.substr(0, dot));
+    if (shape != PickleDataShape::kEnum) return false;
   }
   return true;
+}
+
+const char* shape_words(PickleDataShape shape) {
+  switch (shape) {
+    case PickleDataShape::kRecord: return "a record rebuilt from its fields (NEWOBJ(cls, ()) then BUILD)";
+    case PickleDataShape::kEnum: return "an enum member (REDUCE(cls, (value,)) or getattr(cls, 'NAME'))";
+    case PickleDataShape::kPath: return "a path rebuilt from its parts (REDUCE(cls, (str, ...)))";
+    case PickleDataShape::kValue: return "a named value, never called";
+    case PickleDataShape::kHelper: return "a helper its loader interprets";
+  }
+  return "data";
 }
 
 }  // namespace
@@ -63,28 +42,74 @@ bool pickle_loader_accepts(PickleLoader loader, const std::string& full_name) {
   const size_t dot = full_name.rfind('.');
   if (dot == std::string::npos) return false;
   if (torch_weights_only_allows(full_name.substr(0, dot), full_name.substr(dot + 1))) return true;
-  return loader == PickleLoader::kDcpMetadata && is_dcp_metadata_class(full_name);
+  return profile_shape(loader, full_name).has_value();
 }
 
 void check_pickle_globals(const std::vector<PickleGlobal>& globals, PickleLoader loader,
                           const std::vector<std::string>& allowed, const std::string& file,
                           const std::string& shard, const std::string& tensor, VerifyReport& report) {
   for (const PickleGlobal& g : globals) {
-    if (pickle_loader_accepts(loader, g.name) || is_accepted_attribute_lookup(loader, g)) continue;
-    if (std::find(allowed.begin(), allowed.end(), g.name) != allowed.end()) continue;
-    const char* allowlist = loader == PickleLoader::kTorchLoad
-                                ? "torch.load(weights_only=True)'s allowlist"
-                                : "what DCP's metadata reader expects (torch.load's weights-only allowlist "
-                                  "and DCP's metadata classes)";
-    const std::string where =
-        file + (g.pickle.empty() ? "" : ": " + g.pickle) + " @" + hex_offset(g.first_offset);
+    const size_t dot = g.name.rfind('.');
+    if (dot != std::string::npos && torch_weights_only_allows(g.name.substr(0, dot), g.name.substr(dot + 1)))
+      continue;
+    const std::string pickle = file + (g.pickle.empty() ? "" : ": " + g.pickle);
+    const auto shape = profile_shape(loader, g.name);
+    if ((shape && used_as(g, *shape)) || is_accepted_attribute_lookup(loader, g)) {
+      report.add_accepted_global({g.name, pickle_profile_name(loader), pickle,
+                                  pickle_uses_text(g.uses) + ", named " + std::to_string(g.count) + "x"});
+      continue;
+    }
+    if (std::find(allowed.begin(), allowed.end(), g.name) != allowed.end()) {
+      report.add_accepted_global({g.name, "reviewed (--allow-global)", pickle,
+                                  pickle_uses_text(g.uses) + ", named " + std::to_string(g.count) + "x"});
+      continue;
+    }
+    std::string outside;
+    if (shape) {
+      outside = std::string("is in the ") + pickle_profile_name(loader) + " profile only as " +
+                shape_words(*shape) + ", but this pickle uses it otherwise (" + pickle_uses_text(g.uses) +
+                ")";
+    } else if (loader == PickleLoader::kTorchLoad) {
+      outside = "is outside torch.load(weights_only=True)'s allowlist";
+    } else {
+      outside =
+          std::string("is outside what its reader expects (torch.load's weights-only allowlist and the ") +
+          pickle_profile_name(loader) + " profile)";
+    }
+    const std::string where = pickle + " @" + hex_offset(g.first_offset);
     report.add_error(verify_code::kPickleGlobalRefused, shard, tensor,
                      where + ": pickle global '" + g.name + "' (" + pickle_global_risk_name(g.risk) +
-                         ", named " + std::to_string(g.count) + "x) is outside " + allowlist +
+                         ", named " + std::to_string(g.count) + "x) " + outside +
                          "; torch.load(weights_only=False) would " + pickle_global_effect(g.name, g.risk) +
                          ". Nothing was imported or called; after reviewing it, pass --allow-global " +
                          g.name);
   }
+}
+
+bool is_global_name(const std::string& g) {
+  return !g.empty() && g.find('.') != std::string::npos && g.front() != '.' && g.back() != '.' &&
+         g.find_first_of(" \t\r\n*") == std::string::npos;
+}
+
+Result<std::vector<std::string>> read_allowed_globals_file(const std::string& path) {
+  constexpr uint64_t kMaxListBytes = 1 << 20;  // a reviewed list, not a data file
+  auto text = read_small_file(path, kMaxListBytes);
+  if (!text.is_ok()) return Status::io_error("--allow-globals-from " + path + ": " + text.status().message());
+  std::vector<std::string> out;
+  std::istringstream lines(*text);
+  std::string line;
+  for (size_t line_no = 1; std::getline(lines, line); ++line_no) {
+    if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    line = line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+    if (!is_global_name(line)) {
+      return Status::invalid_argument("--allow-globals-from " + path + ":" + std::to_string(line_no) + ": '" +
+                                      line + "' is not one MODULE.NAME (posix.system, argparse.Namespace)");
+    }
+    out.push_back(line);
+  }
+  return out;
 }
 
 }  // namespace ckpt

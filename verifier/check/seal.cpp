@@ -82,12 +82,19 @@ Result<SealTarget> seal_target(const std::string& raw) {
 // Hashes one file and, where a reader recognises it, each tensor's byte range.
 // A DCP data file is a run of storage items, not a tensor file: `.metadata` says where each item
 // lies, so each item's byte range is sealed as one "tensor" (a chunk, or a bytes entry).
-using ItemRanges = std::map<std::string, std::vector<SealedTensor>>;  // by data file
+// A DCP directory may be the sealed directory itself or lie anywhere below it (a run folder holding
+// `checkpoints/iter_100/`): its data files are recognised by the `.metadata` beside them, never sniffed
+// as zip archives (a `.distcp` is a run of archives, not one).
+struct ItemRanges {
+  std::map<std::string, std::vector<SealedTensor>> by_file;  // data file (relative) -> its items
+  std::set<std::string> metadata_files;                      // each DCP directory's `.metadata`
+};
 
-ItemRanges dcp_item_ranges(const std::string& dir) {
-  ItemRanges out;
-  auto dcp = DcpCheckpoint::open(dir);
-  if (!dcp.is_ok()) return out;  // the files are still sealed whole; verify reports the DCP problem
+void add_dcp_item_ranges(const std::string& root, const std::string& sub, ItemRanges& out) {
+  const std::string prefix = sub.empty() ? "" : sub + "/";
+  auto dcp = DcpCheckpoint::open(sub.empty() ? root : root + "/" + sub);
+  out.metadata_files.insert(prefix + kDcpMetadataFileName);
+  if (!dcp.is_ok()) return;  // the files are still sealed whole; verify reports the DCP problem
   const DcpMetadata& md = dcp->metadata();
   std::map<size_t, std::pair<const DcpTensor*, const DcpChunk*>> chunk_of_item;
   for (const auto& t : md.tensors)
@@ -100,9 +107,27 @@ ItemRanges dcp_item_ranges(const std::string& dir) {
       t.dtype = dtype_name(it->second.first->dtype);
       t.shape = it->second.second->sizes;
     }
-    out[item.relative_path].push_back(std::move(t));
+    out.by_file[prefix + item.relative_path].push_back(std::move(t));
+  }
+}
+
+// Every DCP directory in the sealed file list (the root, or any folder whose `.metadata` is listed).
+ItemRanges dcp_item_ranges(const std::string& root, const std::vector<std::string>& files) {
+  ItemRanges out;
+  for (const std::string& f : files) {
+    if (base_name(f) != kDcpMetadataFileName) continue;
+    const std::string sub = f.find('/') == std::string::npos ? "" : parent_dir(f);
+    if (is_dcp_directory(sub.empty() ? root : root + "/" + sub)) add_dcp_item_ranges(root, sub, out);
   }
   return out;
+}
+
+// Messages stored in a seal name paths relative to the sealed root, never where the machine that
+// sealed kept it: a seal is byte-identical wherever the same bytes are sealed.
+std::string relative_message(std::string message, const std::string& path, const std::string& relative) {
+  for (size_t at = message.find(path); at != std::string::npos; at = message.find(path, at + relative.size()))
+    message.replace(at, path.size(), relative);
+  return message;
 }
 
 Result<SealedFile> seal_file(const std::string& dir, const std::string& relative, const ItemRanges& dcp_items,
@@ -121,17 +146,17 @@ Result<SealedFile> seal_file(const std::string& dir, const std::string& relative
   } else {
     CKPT_ASSIGN_OR_RETURN(f.sha256, sha256_hex_of_range(*source, 0, f.bytes, hashed));
   }
-  if (!dcp_items.empty() && relative == kDcpMetadataFileName) {
+  if (dcp_items.metadata_files.count(relative)) {
     f.format = "dcp";  // the item index itself: sealed whole, nothing to list
     return f;
   }
-  if (auto items = dcp_items.find(relative); items != dcp_items.end()) {
+  if (auto items = dcp_items.by_file.find(relative); items != dcp_items.by_file.end()) {
     f.format = "dcp";
     for (SealedTensor t : items->second) {
       if (t.offset > f.bytes || t.bytes > f.bytes - t.offset) {
         // verify names this as item_outside_file; the seal keeps the file hash only.
         f.tensors.clear();
-        f.tensors_unread = path + ": item '" + t.name + "' @" + std::to_string(t.offset) + "+" +
+        f.tensors_unread = relative + ": item '" + t.name + "' @" + std::to_string(t.offset) + "+" +
                            std::to_string(t.bytes) + " lies outside the " + std::to_string(f.bytes) +
                            "-byte file";
         return f;
@@ -147,14 +172,14 @@ Result<SealedFile> seal_file(const std::string& dir, const std::string& relative
     // folder; a tensor file our reader refuses is sealed at file level and says why.
     if (opened.status().code() != StatusCode::kNotSupported ||
         opened.status().message().find("unknown tensor file format") == std::string::npos) {
-      f.tensors_unread = opened.status().message();
+      f.tensors_unread = relative_message(opened.status().message(), path, relative);
     }
     return f;
   }
   const TensorFile& file = **opened;
   f.format = file.format_name();
   if (!file.payload_source()) {
-    f.tensors_unread = path + ": " + f.format + " payloads are not plain byte ranges of the file";
+    f.tensors_unread = relative + ": " + f.format + " payloads are not plain byte ranges of the file";
     return f;
   }
   for (const ChunkInfo& c : file.chunks()) {
@@ -451,8 +476,7 @@ Result<std::vector<Result<SealedFile>>> seal_every_file(const SealTarget& target
     total += file_size_or_zero(resolved);
   }
   const uint64_t piece_bytes = options.piece_bytes ? options.piece_bytes : seal_piece_bytes(total);
-  const ItemRanges dcp_items =
-      !target.single_file && is_dcp_directory(target.dir) ? dcp_item_ranges(target.dir) : ItemRanges();
+  const ItemRanges dcp_items = target.single_file ? ItemRanges() : dcp_item_ranges(target.dir, target.files);
   const size_t count = target.files.size();
   std::vector<Result<SealedFile>> sealed(count, Status::io_error("not sealed"));
   std::atomic<uint64_t> hashed{0};

@@ -58,7 +58,22 @@ bool RootVerifyReport::ok() const {
 void merge_report(VerifyReport&& from, VerifyReport& into) {
   for (auto& e : from.errors) into.errors.push_back(std::move(e));
   for (auto& w : from.warnings) into.warnings.push_back(std::move(w));
+  for (auto& a : from.accepted_globals) into.add_accepted_global(std::move(a));
   into.bytes_hashed += from.bytes_hashed;
+}
+
+void VerifyReport::add_accepted_global(AcceptedGlobal accepted) {
+  for (const auto& a : accepted_globals) {
+    if (a.name == accepted.name && a.by == accepted.by && a.pickle == accepted.pickle) return;
+  }
+  accepted_globals.push_back(std::move(accepted));
+}
+
+static nlohmann::json accepted_to_json(const std::vector<AcceptedGlobal>& accepted) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& a : accepted)
+    out.push_back({{"global", a.name}, {"by", a.by}, {"pickle", a.pickle}, {"use", a.use}});
+  return out;
 }
 
 nlohmann::json report_to_json(const VerifyReport& r) {
@@ -70,6 +85,7 @@ nlohmann::json report_to_json(const VerifyReport& r) {
           {"errors", issues_to_json(r.errors)},
           {"warnings", issues_to_json(r.warnings)},
           {"uncommitted", r.uncommitted},
+          {"accepted_globals", accepted_to_json(r.accepted_globals)},
           {"shards", r.shards},
           {"tensors", r.tensors},
           {"bytes_hashed", r.bytes_hashed},
@@ -97,6 +113,8 @@ std::string report_to_text(const VerifyReport& r) {
   for (const auto& e : r.errors) text += issue_line("", e);
   for (const auto& w : r.warnings) text += issue_line("warning: ", w);
   for (const auto& u : r.uncommitted) text += "uncommitted: " + u + "\n";
+  for (const auto& a : r.accepted_globals)
+    text += "accepted: pickle global " + a.name + " (" + a.by + "; " + a.use + ") in " + a.pickle + "\n";
   return text;
 }
 

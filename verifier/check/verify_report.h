@@ -18,6 +18,16 @@ struct VerifyIssue {
   std::string message;
 };
 
+// A pickle global the gate accepted beyond torch.load's weights-only allowlist: by a kind's trust
+// profile, where the pickle used it as data (verifier/check/pickle_trust_profile.h), or because the
+// user reviewed it (--allow-global, --allow-globals-from).
+struct AcceptedGlobal {
+  std::string name;    // "torch.distributed.checkpoint.planner.WriteItem"
+  std::string by;      // the profile's name, or "reviewed (--allow-global)"
+  std::string pickle;  // the file and the pickle inside it
+  std::string use;     // "rebuilt from its fields 4x"
+};
+
 struct VerifyReport {
   std::string path;
   // What was verified ("ckptcheck", "dcp", "torch_save", ...: verifier/check/checkpoint_kind.h) and
@@ -28,6 +38,7 @@ struct VerifyReport {
   std::vector<VerifyIssue> errors;
   std::vector<VerifyIssue> warnings;
   std::vector<std::string> uncommitted;  // temp dirs and manifest-less step dirs next to the checkpoint
+  std::vector<AcceptedGlobal> accepted_globals;  // `--json`: "accepted_globals"
   size_t shards = 0;
   size_t tensors = 0;
   uint64_t bytes_hashed = 0;
@@ -37,6 +48,7 @@ struct VerifyReport {
   bool ok() const { return errors.empty(); }
   void add_error(std::string code, std::string shard, std::string tensor, std::string message);
   void add_warning(std::string code, std::string shard, std::string tensor, std::string message);
+  void add_accepted_global(AcceptedGlobal accepted);  // once per global, acceptor and pickle
   bool has_error(const std::string& code) const;
   bool has_warning(const std::string& code) const;
 };

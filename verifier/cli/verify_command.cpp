@@ -16,6 +16,7 @@
 #include "shards/manifest.h"
 #include "verifier/check/checkpoint_kind.h"
 #include "verifier/check/checkpoint_verifier.h"
+#include "verifier/check/pickle_gate.h"
 #include "verifier/cli/commands.h"
 #include "verifier/cli/option_flags.h"
 #include "verifier/pins/container_fingerprint.h"
@@ -48,7 +49,11 @@ class VerifyCommand : public Command {
                     "seal's .sig for other kinds); a checkpoint without one fails");
     sub->add_option("--allow-global", options_.allowed_globals,
                     "accept this pickle global (MODULE.NAME, repeatable) after reviewing it; every other "
-                    "global outside torch.load(weights_only=True)'s allowlist fails verify");
+                    "global outside torch.load(weights_only=True)'s allowlist and the kind's trust profile "
+                    "(DCP, Megatron, TorchScript classes used as data) fails verify");
+    sub->add_option("--allow-globals-from", allowed_globals_file_,
+                    "accept the pickle globals this file lists (one MODULE.NAME per line, # comments): a "
+                    "team's reviewed list, kept in its repository");
     sub->add_flag("--against-env", against_env_,
                   "compare the checkpoint's pins with this environment (dependencies, container)");
     sub->add_flag("--distributed", distributed_,
@@ -62,6 +67,11 @@ class VerifyCommand : public Command {
   int run() override {
     if (!config_path_.empty() && !against_env_)
       return usage_error(Status::invalid_argument("--config needs --against-env"));
+    if (!allowed_globals_file_.empty()) {
+      auto listed = read_allowed_globals_file(allowed_globals_file_);
+      if (!listed.is_ok()) return usage_error(listed.status());
+      options_.allowed_globals.insert(options_.allowed_globals.end(), listed->begin(), listed->end());
+    }
     if (against_env_) {
       auto pins = current_pins();
       if (!pins.is_ok()) return usage_error(pins.status());
@@ -216,6 +226,7 @@ class VerifyCommand : public Command {
   size_t share_units_ = 0;  // --distributed: this task's share, for the line rank 0 prints
   uint64_t share_bytes_ = 0;
   std::string config_path_;
+  std::string allowed_globals_file_;
   VerifyOptions options_;
 };
 

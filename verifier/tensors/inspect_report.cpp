@@ -118,6 +118,15 @@ nlohmann::json globals_json(const TensorSource& source) {
 std::string globals_lines(const TensorSource& source) {
   std::string out;
   for (const auto& f : source.files()) {
+    // Keras code in an HDF5 model's configs (formats/keras_config.h): a risk like a dangerous global.
+    const auto keras = f->metadata().find("keras_code");
+    if (keras != f->metadata().end() && keras->is_array()) {
+      for (const auto& k : *keras) {
+        out += "WARNING: " + f->path() + " layer '" + k.value("layer", std::string()) + "' (" +
+               k.value("class_name", std::string()) + ") in " + k.value("attribute", std::string()) + ": " +
+               k.value("reason", std::string()) + "; keras.models.load_model would run it\n";
+      }
+    }
     const auto& globals = f->pickle_globals();
     if (globals.empty()) continue;
     out += "pickle globals (" + f->path() + "; none was imported or called):\n";
