@@ -25,7 +25,9 @@ loss it logs is the mean over all ranks.
 
 Resuming with another world size: a rank with no rng-rank{R}.pt (the world grew) reseeds its RNGs
 from (step, rank) and reads the data position from rng-rank0.pt; its random stream then differs
-from an uninterrupted run's, and the drill does not compare RNG across world sizes.
+from an uninterrupted run's. The drill judges per-rank files by its control run at the new world
+size, not by their names: rng-rank1.pt resumed on one rank is absent there as in the control run,
+and one a grown world's new rank writes must be there with the control run's layout.
 
 --bug NAME introduces a resume bug on purpose (the drill must catch each one):
   rank0-rng         every rank restores rank 0's RNG file

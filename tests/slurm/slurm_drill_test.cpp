@@ -1,6 +1,7 @@
 // The drill and the launcher under a real Slurm (two slurmd nodes on this machine, started by the
 // slurm_cluster ctest fixture): every run a job step, the kill a `scancel --signal=KILL` of the
-// step, a 2-node run resumed on 1 node, the example's two resume bugs caught, the example sbatch
+// step, a 2-node run resumed on 1 node (train_ddp.py, and a program keeping rank_<r>.pt), the example's
+// two resume bugs caught, the example sbatch
 // script's drill inside its allocation, and an allocation that cannot be granted reported instead of waited
 // for. After every drill no process of it is left and no job of it is still queued.
 #include <gtest/gtest.h>
@@ -69,6 +70,24 @@ TEST_F(Slurm, TwoNodesResumedOnOneNodePassWithinTheMeasuredNoise) {
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("control_envelope"), std::string::npos) << r.output;
+}
+
+TEST_F(Slurm, PerRankStateOfTwoNodesResumedOnOneIsJudgedByTheControlRun) {
+  // A program whose per-rank state is rank_<r>.pt: rank 1's is absent on one node, as in the
+  // uninterrupted control run there; a resumed run that lost rank 0's fails.
+  const std::string program =
+      std::string(CKPTCHECK_BIN) + " drill --launcher slurm --save-at 4 --resume-steps 4 --work-dir " +
+      work_.path() + " --nodes 2 --ntasks-per-node 1 --resume-nodes 1 -- /usr/bin/python3 " +
+      CKPTCHECK_SOURCE_DIR + "/tests/data/programs/ranked_state_program.py";
+  const CommandResult r = run_command(program + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed 1 rank(s) through Slurm"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("absent-as-in-control rank_1 (absent at world size 1, as in an uninterrupted run)"),
+            std::string::npos)
+      << r.output;
+  const CommandResult lost = run_command(program + " --bug lose-rank-state 2>&1");
+  EXPECT_EQ(lost.exit_code, 1) << lost.output;
+  EXPECT_NE(lost.output.find("FAIL: rank_0 diverged"), std::string::npos) << lost.output;
 }
 
 TEST_F(Slurm, EachResumeBugOfTheExampleFailsTheDrill) {

@@ -202,7 +202,9 @@ class ResumeDrill {
          "subject and reference " + std::to_string(subject) + " rank(s), resumed " + std::to_string(resumed) +
              " rank(s)" + on + "; tolerance rtol " + std::to_string(o_.tolerance.rtol) + " atol " +
              std::to_string(o_.tolerance.atol) +
-             (changes_world_size(o_) ? " (across world sizes: rng component not compared)" : ""),
+             (changes_world_size(o_) ? " (across world sizes: the control run at " + std::to_string(resumed) +
+                                           " rank(s) decides what state the resumed run must hold)"
+                                     : ""),
          {{"subject_ranks", subject},
           {"resumed_ranks", resumed},
           {"launcher", o_.launcher},
@@ -267,9 +269,9 @@ class ResumeDrill {
     CKPT_RETURN_IF_ERROR(finish_reference());
     CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(dir + "/metrics.jsonl", dir + "/ckpt"));
     CKPT_ASSIGN_OR_RETURN(StateSnapshot control, announced_snapshot(log, steps(), "the control run"));
+    control_snapshot_ = std::move(control);
     envelope_ = measure_noise(record_, record_.out.reference_steps, reference_snapshot_, log.steps,
-                              std::move(control), changes_world_size(o_), o_.control_multiple,
-                              "two uninterrupted runs");
+                              *control_snapshot_, o_.control_multiple, "two uninterrupted runs");
     return Status::ok();
   }
 
@@ -493,7 +495,10 @@ class ResumeDrill {
     c.tolerance = o_.tolerance;
     c.envelope = plan_.control ? &envelope_ : nullptr;
     c.expected_steps = expected_steps;
-    c.drop_rng = changes_world_size(o_);
+    // The control run (uninterrupted, at the resumed run's world size) decides what the resumed
+    // run must hold: on another world size the per-rank state differs, whatever it is named.
+    c.control_state = control_snapshot_ ? &*control_snapshot_ : nullptr;
+    c.resumed_world_size = resumed_world_size(o_);
     return c;
   }
 
@@ -665,6 +670,7 @@ class ResumeDrill {
   std::optional<DrillCheck> contract_check_;  // recorded when a subject first reaches its kill point
   bool torn_exercised_ = false;               // the last during-save kill landed inside the step-N save
   NoiseEnvelope envelope_;
+  std::optional<StateSnapshot> control_snapshot_;  // the control run's final state, when it ran
 };
 
 }  // namespace

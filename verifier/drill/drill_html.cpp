@@ -347,7 +347,7 @@ std::string render_drill_html(const nlohmann::json& report) {
   }
 
   s << "<h2>Final state by component</h2>\n<table "
-       "id=\"divergence\"><thead><tr><th>component</th><th>tensors</th>"
+       "id=\"divergence\"><thead><tr><th>component</th><th>judged by</th><th>tensors</th>"
     << "<th>max abs</th><th>max rel</th><th>bit-identical</th><th>passed</th><th>first "
        "diverging</th></tr></thead><tbody>\n";
   const auto& comps = json_member_or_null(report, "components");
@@ -358,8 +358,11 @@ std::string render_drill_html(const nlohmann::json& report) {
         if (ok == failing) continue;
         // A byte state's difference has no magnitude: the message says where it starts.
         const bool bytes = json_member_or_null(json_member_or_null(c, "first_diverging"), "byte").is_number();
-        s << "<tr" << (ok ? "" : " class=\"bad\"") << "><td>" << html_escape(name) << "</td><td>"
-          << html_escape(text_of(json_member_or_null(c, "tensors"))) << "</td><td>"
+        const auto& note = json_member_or_null(c, "note");
+        s << "<tr" << (ok ? "" : " class=\"bad\"") << "><td>" << html_escape(name)
+          << "</td><td class=\"rule\">" << html_escape(text_of(json_member_or_null(c, "rule")))
+          << (note.is_string() ? "<br><small>" + html_escape(note.get<std::string>()) + "</small>" : "")
+          << "</td><td>" << html_escape(text_of(json_member_or_null(c, "tensors"))) << "</td><td>"
           << (bytes ? "bytes differ" : html_escape(text_of(json_member_or_null(c, "max_abs")))) << "</td><td>"
           << (bytes ? "-" : html_escape(text_of(json_member_or_null(c, "max_rel")))) << "</td><td>"
           << html_escape(text_of(json_member_or_null(c, "bit_identical"))) << "</td><td>"

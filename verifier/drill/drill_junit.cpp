@@ -80,8 +80,16 @@ std::string drill_junit_xml(const nlohmann::json& report) {
       x << ">\n      <skipped message=\"" << xml_escape(string_at(c, "detail")) << "\"/>\n    </testcase>\n";
       continue;
     }
+    // final_state names the rule that judged each component (numbers.rules), pass or fail.
+    std::string rules;
+    if (c.contains("numbers") && c["numbers"].is_object() && c["numbers"].contains("rules") &&
+        c["numbers"]["rules"].is_object())
+      for (const auto& [component, rule] : c["numbers"]["rules"].items())
+        rules += component + ": " + (rule.is_string() ? rule.get<std::string>() : rule.dump()) + "\n";
+    const std::string system_out =
+        rules.empty() ? "" : "      <system-out>" + xml_escape(rules) + "</system-out>\n";
     if (c.value("passed", true)) {
-      x << "/>\n";
+      x << (system_out.empty() ? "/>\n" : ">\n" + system_out + "    </testcase>\n");
       continue;
     }
     std::string message = string_at(c, "detail");
@@ -92,7 +100,8 @@ std::string drill_junit_xml(const nlohmann::json& report) {
         if (d.is_string()) message += "\n" + d.get<std::string>();
     const std::string first_line = message.substr(0, message.find('\n'));
     x << ">\n      <failure message=\"" << xml_escape(first_line) << "\" type=\""
-      << xml_escape(string_at(c, "name")) << "\">" << xml_escape(message) << "</failure>\n    </testcase>\n";
+      << xml_escape(string_at(c, "name")) << "\">" << xml_escape(message) << "</failure>\n"
+      << system_out << "    </testcase>\n";
   }
   if (errored)
     x << "    <testcase classname=\"ckptcheck.drill\" name=\"drill\" time=\"" << time

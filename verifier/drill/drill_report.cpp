@@ -106,6 +106,9 @@ nlohmann::json merged_components(const DrillOutcome& o) {
       if (e["passed"].get<bool>() && !c.passed) {
         e["first_diverging"] = cj["first_diverging"];
         e["message"] = cj["message"];
+        // The rule that failed it is the one to report.
+        if (cj.contains("rule")) e["rule"] = cj["rule"];
+        if (cj.contains("note")) e["note"] = cj["note"];
       }
       e["passed"] = e["passed"].get<bool>() && c.passed;
     }

@@ -74,10 +74,6 @@ class LiveDrill {
     if (o_.modes.size() != 1 || o_.modes[0] != KillMode::kAfterSave)
       return Status::invalid_argument(
           "`modes` does not apply to `live_metrics`: the live run is never killed");
-    if (o_.resume_nproc > 0 || o_.resume_nodes > 0)
-      return Status::invalid_argument(
-          "`resume_nproc` and `resume_nodes` do not apply to `live_metrics`: `nproc` (and `nodes`) are the "
-          "resumed run's");
     for (const auto& f : o_.faults)
       if (!is_known_fault(f))
         return Status::invalid_argument("`faults`: unknown fault '" + f +
@@ -99,7 +95,7 @@ class LiveDrill {
     out.work_dir = work_;
     launcher_ = std::make_unique<ProgramLauncher>(o_, exe_, "");
     CKPT_RETURN_IF_ERROR(launcher_->prepare(work_));
-    record_.phases_total = 5 + (o_.control ? 1 : 0) + static_cast<long long>(o_.faults.size());
+    record_.phases_total = 5 + (runs_control() ? 1 : 0) + static_cast<long long>(o_.faults.size());
     return Status::ok();
   }
 
@@ -301,18 +297,26 @@ class LiveDrill {
                            ", expected " + std::to_string(n_ + 1),
                        {{"expected_step", n_}, {"first_logged_step", first}, {"resume", snapshot_.path}}});
     auto resumed_final = announced_snapshot(resumed, n_ + k_, "the resumed run");
+    std::optional<StateSnapshot> control_state;
     if (control) {
       auto control_final = announced_snapshot(*control, n_ + k_, "the control run");
+      if (control_final.is_ok()) control_state = std::move(*control_final);
       envelope_ =
           measure_noise(record_, resumed.steps, resumed_final.is_ok() ? *resumed_final : StateSnapshot{},
-                        control->steps, control_final.is_ok() ? *control_final : StateSnapshot{}, false,
-                        o_.control_multiple, "two resumed runs from one snapshot");
+                        control->steps, control_state ? *control_state : StateSnapshot{}, o_.control_multiple,
+                        "two resumed runs from one snapshot");
     }
     ResumeComparison c;
     c.golden_steps = &golden_;
     c.tolerance = o_.tolerance;
     c.envelope = control ? &envelope_ : nullptr;
     c.expected_steps = k_;
+    // Resumed on another world size than the live run's, the control (at the resumed run's) decides
+    // what the resumed run must hold. Only then: it is a resumed run too, so at the live run's own
+    // world size it would share a restore bug that loses state instead of showing it.
+    if (changes_world_size(o_) && control_state) c.control_state = &*control_state;
+    c.resumed_world_size = resumed_world_size(o_);
+    c.control_run = "a second resumed run";
     const size_t first_failure = record_.out.failures.size();
     identical_ = check_metrics(record_, "live", c, resumed.steps);
     record_.add_check({"final_checkpoint_step",
@@ -337,6 +341,9 @@ class LiveDrill {
                  identical_;
     return Status::ok();
   }
+
+  // Across world sizes the control is what says which state a run at the resumed world size holds.
+  bool runs_control() const { return o_.control || changes_world_size(o_); }
 
   Status run_faults() {
     if (o_.faults.empty()) return Status::ok();
@@ -411,7 +418,7 @@ class LiveDrill {
     record_.phase("resumed run");
     CKPT_ASSIGN_OR_RETURN(runs_[0], start_resumed("resumed", work_ + "/resumed"));
     RunWatch watch(runs_[0]->local_pid(), work_ + "/resumed/metrics.jsonl");
-    if (o_.control) {
+    if (runs_control()) {
       CKPT_ASSIGN_OR_RETURN(runs_[1], start_resumed("control", work_ + "/control"));
     }
     CKPT_RETURN_IF_ERROR(wait_for_live_run());
@@ -419,7 +426,7 @@ class LiveDrill {
     CKPT_ASSIGN_OR_RETURN(auto resumed,
                           finish_resumed(*runs_[0], "resumed run", work_ + "/resumed", &timeline, &watch));
     std::optional<MetricsLog> control;
-    if (o_.control) {
+    if (runs_control()) {
       record_.phase("control run");
       RunTimeline ignored;
       CKPT_ASSIGN_OR_RETURN(control,

@@ -1,11 +1,11 @@
 #include "verifier/drill/resume_comparison.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <limits>
 
 #include "base/json_fields.h"
+#include "verifier/drill/control_presence.h"
 
 namespace ckpt {
 
@@ -13,19 +13,6 @@ bool NoiseEnvelope::within(const std::map<std::string, double>& envelope, const 
                            double max_abs) const {
   auto it = envelope.find(key);
   return it != envelope.end() && it->second > 0 && max_abs <= multiple * it->second;
-}
-
-bool is_rng_component(const std::string& component) {
-  return component.rfind("rng", 0) == 0 &&
-         (component.size() == 3 || !std::isalpha(static_cast<unsigned char>(component[3])));
-}
-
-void drop_rng_components(StateSnapshot* s) {
-  s->tensors.erase(std::remove_if(s->tensors.begin(), s->tensors.end(),
-                                  [](const LoadedTensor& t) { return is_rng_component(t.component); }),
-                   s->tensors.end());
-  for (auto it = s->values.begin(); it != s->values.end();)
-    it = is_rng_component(it->second.component) ? s->values.erase(it) : std::next(it);
 }
 
 Result<StateSnapshot> announced_snapshot(const MetricsLog& log, int64_t step, const std::string& run) {
@@ -44,8 +31,7 @@ Result<StateSnapshot> announced_snapshot(const MetricsLog& log, int64_t step, co
 
 NoiseEnvelope measure_noise(DrillRecord& record, const std::vector<StepRecord>& golden_steps,
                             StateSnapshot golden_state, const std::vector<StepRecord>& control_steps,
-                            StateSnapshot control_state, bool drop_rng, double multiple,
-                            const std::string& runs) {
+                            StateSnapshot control_state, double multiple, const std::string& runs) {
   NoiseEnvelope noise;
   noise.multiple = multiple;
   const Tolerance exact;
@@ -56,10 +42,8 @@ NoiseEnvelope measure_noise(DrillRecord& record, const std::vector<StepRecord>& 
     identical = identical && d.bit_identical;
     envelope[d.field] = d.max_abs;
   }
-  if (drop_rng) {
-    drop_rng_components(&golden_state);
-    drop_rng_components(&control_state);
-  }
+  // On two world sizes the runs hold other per-rank state: the noise is what both hold.
+  keep_common(&golden_state, &control_state);
   for (const auto& [name, c] : compare_snapshots(golden_state, control_state, exact)) {
     noise.components[name] = c.max_abs;
     identical = identical && c.bit_identical;
@@ -132,34 +116,167 @@ bool check_metrics(DrillRecord& record, const std::string& mode, const ResumeCom
   return identical;
 }
 
+namespace {
+
+// Folds `from` (more of the same component, judged apart) into `into`.
+void merge_component(ComponentDiff* into, const ComponentDiff& from) {
+  if (into->component.empty()) {
+    *into = from;
+    return;
+  }
+  into->tensors += from.tensors;
+  into->elements += from.elements;
+  raise_to(&into->max_abs, from.max_abs);
+  raise_to(&into->max_rel, from.max_rel);
+  into->bit_identical = into->bit_identical && from.bit_identical;
+  into->incomparable += from.incomparable;
+  if (into->passed && !from.passed) {
+    into->passed = false;
+    into->first_diverging_tensor = from.first_diverging_tensor;
+    into->first_mismatch = from.first_mismatch;
+    into->first_max_abs = from.first_max_abs;
+    into->first_index = from.first_index;
+    into->first_elements = from.first_elements;
+    into->first_differing_byte = from.first_differing_byte;
+    into->rule = from.rule;
+  }
+}
+
+std::string at_world_size(const ResumeComparison& c) {
+  return c.resumed_world_size > 0 ? "at world size " + std::to_string(c.resumed_world_size)
+                                  : "at the resumed run's world size";
+}
+
+// A component compared value by value with the reference: bit-exact, within the tolerance, or
+// within the control's envelope (never when a tensor could not be compared at all).
+void judge_values(ComponentDiff* diff, const std::string& name, const ResumeComparison& c) {
+  if (diff->bit_identical) {
+    diff->rule = kRuleBitExact;
+    return;
+  }
+  if (diff->passed) {
+    diff->rule = kRuleTolerance;
+    return;
+  }
+  const auto envelope =
+      c.envelope ? c.envelope->components.find(name) : std::map<std::string, double>::const_iterator();
+  const bool measured = c.envelope && envelope != c.envelope->components.end() && envelope->second > 0;
+  if (diff->incomparable == 0 && measured &&
+      c.envelope->within(c.envelope->components, name, diff->max_abs)) {
+    diff->passed = true;  // within the run-to-run noise of this program
+    diff->rule = kRuleEnvelope;
+    diff->note = "max abs " + format_number(diff->max_abs) + " within " +
+                 format_number(c.envelope->multiple) + "x the run-to-run envelope " +
+                 format_number(envelope->second);
+    return;
+  }
+  diff->rule = measured ? kRuleEnvelope : c.tolerance.exact() ? kRuleBitExact : kRuleTolerance;
+}
+
+// The control decides what the resumed run must hold (control_presence.h); what both uninterrupted
+// runs hold is judged by value against the reference.
+std::map<std::string, ComponentDiff> judge_against_control(const StateSnapshot& golden,
+                                                           const StateSnapshot& resumed,
+                                                           const ResumeComparison& c) {
+  const ControlPresence p = split_by_control(golden, *c.control_state, resumed);
+  const std::string at = at_world_size(c);
+  const std::string held_there = ", which " + c.control_run + " " + at + " holds (the control run)";
+  std::map<std::string, ComponentDiff> judged = compare_snapshots(p.golden, p.resumed, c.tolerance);
+  for (auto& [name, diff] : judged) {
+    judge_values(&diff, name, c);
+    if (!diff.passed && diff.first_mismatch == "missing in the resumed run") {
+      diff.rule = kRuleHeldAsInControl;
+      diff.first_mismatch += held_there;
+    }
+  }
+  for (auto [name, diff] : compare_layout(p.control_only, p.resumed_control_only)) {
+    diff.rule = kRuleHeldAsInControl;
+    if (diff.passed)
+      diff.note = "new " + at + ": held with the layout of " + c.control_run +
+                  " (the control run); its values are not compared: no run at the reference's world size "
+                  "held them";
+    else if (diff.first_mismatch == "missing in the resumed run")
+      diff.first_mismatch += held_there;
+    merge_component(&judged[name], diff);
+  }
+  for (auto [name, diff] : compare_snapshots(StateSnapshot{}, p.resumed_extra, c.tolerance)) {
+    diff.rule = kRuleAbsentAsInControl;
+    diff.first_mismatch =
+        "only in the resumed run: " + c.control_run + " " + at + " (the control run) does not hold it";
+    merge_component(&judged[name], diff);
+  }
+  for (const auto& [name, absent] : p.absent) {
+    const std::string what =
+        std::to_string(absent.size()) + (absent.size() == 1 ? " tensor or value" : " tensors or values");
+    auto it = judged.find(name);
+    if (it != judged.end()) {
+      it->second.bit_identical = false;
+      it->second.note += (it->second.note.empty() ? "" : "; ") + what + " of the reference's absent " + at +
+                         ", as in " + c.control_run;
+      continue;
+    }
+    ComponentDiff& d = judged[name];
+    d.component = name;
+    d.bit_identical = false;
+    d.rule = kRuleAbsentAsInControl;
+    d.note = "absent " + at + ", as in " + c.control_run + " (the reference held " + what + ")";
+  }
+  return judged;
+}
+
+// "3 components match: bit-exact model, optimizer; absent-as-in-control rank_1 (absent at world
+// size 1, as in an uninterrupted run)"; "7 components match, all bit-exact".
+std::string rules_in_words(const std::map<std::string, ComponentDiff>& components) {
+  std::map<std::string, std::vector<std::string>> by_rule;
+  for (const auto& [name, d] : components) by_rule[d.rule].push_back(name);
+  if (by_rule.size() == 1 && components.size() > 1) return ", all " + by_rule.begin()->first;
+  std::string out;
+  for (const char* rule :
+       {kRuleBitExact, kRuleTolerance, kRuleEnvelope, kRuleHeldAsInControl, kRuleAbsentAsInControl}) {
+    auto it = by_rule.find(rule);
+    if (it == by_rule.end()) continue;
+    out += (out.empty() ? ": " : "; ") + std::string(rule);
+    for (size_t i = 0; i < it->second.size(); ++i) out += (i ? ", " : " ") + it->second[i];
+    if (std::string(rule) == kRuleAbsentAsInControl || std::string(rule) == kRuleHeldAsInControl) {
+      const ComponentDiff& first = components.at(it->second.front());
+      if (first.passed && !first.note.empty())
+        out += " (" + first.note.substr(0, first.note.find(" (")) + ")";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 bool check_final_state(DrillRecord& record, const std::string& mode, const ResumeComparison& c,
                        StateSnapshot golden, StateSnapshot resumed, size_t /*first_failure_of_mode*/,
                        std::map<std::string, ComponentDiff>* components) {
-  if (c.drop_rng) {
-    drop_rng_components(&golden);
-    drop_rng_components(&resumed);
+  if (c.control_state) {
+    *components = judge_against_control(golden, resumed, c);
+  } else {
+    *components = compare_snapshots(golden, resumed, c.tolerance);
+    for (auto& [name, diff] : *components) judge_values(&diff, name, c);
   }
-  *components = compare_snapshots(golden, resumed, c.tolerance);
   bool identical = true;
   std::vector<std::string> divergences;
-  for (auto& [name, diff] : *components) {
+  nlohmann::json rules = nlohmann::json::object();
+  for (const auto& [name, diff] : *components) {
     identical = identical && diff.bit_identical;
-    if (!diff.passed && diff.first_mismatch.empty() && c.envelope &&
-        c.envelope->within(c.envelope->components, name, diff.max_abs))
-      diff.passed = true;  // within the run-to-run noise of this program
-    if (!diff.passed) divergences.push_back(diff.divergence_message());
+    rules[name] = diff.rule;
+    if (!diff.passed) divergences.push_back(diff.divergence_message() + " [" + diff.rule + "]");
   }
   // After the mode's metric failures: the final checkpoint is the last step compared, and the
   // failures read in the order of the steps where things went wrong.
   for (const auto& d : divergences) record.out.failures.push_back(d + mode_suffix(mode));
   // Recorded without add_check: each divergence is already a failure line of its own.
-  record.out.checks.push_back({"final_state",
-                               mode,
-                               divergences.empty(),
-                               divergences.empty()
-                                   ? std::to_string(components->size()) + " components match"
-                                   : std::to_string(divergences.size()) + " component(s) diverged",
-                               {{"components", components->size()}, {"diverged", divergences}}});
+  record.out.checks.push_back(
+      {"final_state",
+       mode,
+       divergences.empty(),
+       (divergences.empty() ? std::to_string(components->size()) + " components match"
+                            : std::to_string(divergences.size()) + " component(s) diverged") +
+           rules_in_words(*components),
+       {{"components", components->size()}, {"diverged", divergences}, {"rules", rules}}});
   return identical;
 }
 

@@ -261,15 +261,18 @@ TensorDiff compare_tensor(const TensorView& reference, const TensorView& resumed
   d.component = reference.component;
   if (reference.dtype != resumed.dtype) {
     d.mismatch = std::string("dtype ") + dtype_name(reference.dtype) + " vs " + dtype_name(resumed.dtype);
+    d.comparable = false;
     return d;
   }
   if (reference.shape != resumed.shape) {
     d.mismatch = "shape " + shape_to_string(reference.shape) + " vs " + shape_to_string(resumed.shape);
+    d.comparable = false;
     return d;
   }
   const auto bytes = checked_nbytes(reference.shape, reference.dtype);
   if (!bytes || *bytes != reference.bytes || *bytes != resumed.bytes) {
     d.mismatch = "byte size does not match shape " + shape_to_string(reference.shape);
+    d.comparable = false;
     return d;
   }
   const size_t size = dtype_size(reference.dtype);
@@ -316,10 +319,12 @@ std::map<std::string, ComponentDiff> compare_states(const std::vector<LoadedTens
       d.name = name;
       d.component = g->second->component;
       d.mismatch = "only in the resumed run";
+      d.comparable = false;
     } else if (g == got_by_name.end()) {
       d.name = name;
       d.component = r->second->component;
       d.mismatch = "missing in the resumed run";
+      d.comparable = false;
     } else {
       d = compare_tensor(r->second->view(), g->second->view(), tolerance);
     }
@@ -335,6 +340,7 @@ void ComponentDiff::add(const TensorDiff& d) {
   raise_to(&max_abs, d.max_abs);
   raise_to(&max_rel, d.max_rel);
   if (!d.bit_identical()) bit_identical = false;
+  if (!d.comparable) ++incomparable;
   if (!d.passed() && passed) {
     passed = false;
     first_diverging_tensor = d.name;
@@ -415,6 +421,8 @@ nlohmann::json to_json(const ComponentDiff& d) {
     if (d.first_differing_byte >= 0) j["first_diverging"]["byte"] = d.first_differing_byte;
     j["message"] = d.divergence_message();
   }
+  if (!d.rule.empty()) j["rule"] = d.rule;
+  if (!d.note.empty()) j["note"] = d.note;
   return j;
 }
 

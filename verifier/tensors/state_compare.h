@@ -99,6 +99,9 @@ struct TensorDiff {
   std::vector<int64_t> max_abs_index;    // where max_abs is; empty if none differ
   int64_t first_differing_element = -1;  // flat index of the first element that is not bit-identical
   bool bytes = false;  // a U8 tensor: a byte state (an RNG's), where "max abs" means nothing
+  // False when the two sides could not be compared value by value (one side missing, another dtype
+  // or shape, a non-numeric value that differs): no noise envelope can excuse that.
+  bool comparable = true;
   bool bit_identical() const { return mismatch.empty() && differing_elements == 0; }
   bool passed() const { return mismatch.empty() && exceeding_elements == 0; }
 };
@@ -118,6 +121,11 @@ struct ComponentDiff {
   std::string first_mismatch;
   double first_max_abs = 0;
   std::vector<int64_t> first_index;
+  int64_t incomparable = 0;  // tensors and values with comparable == false
+  // Which rule judged the component, set by whoever judged it (the drill: "bit-exact", "tolerance",
+  // "envelope", "absent-as-in-control", "held-as-in-control"), and what that rule found, in words;
+  // both "" when the component was only compared.
+  std::string rule, note;
   int64_t first_elements = 0;         // of the first failing tensor
   int64_t first_differing_byte = -1;  // of the first failing tensor, when it is bytes (U8)
   // "optimizer diverged: optimizer.model.w.exp_avg max abs 3.1e-04 at [12, 3]"; for a byte

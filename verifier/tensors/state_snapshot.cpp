@@ -17,6 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint64_t kMaxJsonFileBytes = 64ull << 20;
+constexpr int kMaxSnapshotDepth = 4;  // levels of subdirectories read below a checkpoint directory
 
 std::string top_level_key(const std::string& name) {
   return name.substr(0, name.find('.'));
@@ -68,6 +69,7 @@ TensorDiff compare_value(const std::string& name, const SnapshotValue* reference
   d.elements = 1;
   if (!reference || !resumed) {
     d.mismatch = reference ? "missing in the resumed run" : "only in the resumed run";
+    d.comparable = false;
     return d;
   }
   const nlohmann::json& a = reference->value;
@@ -84,6 +86,7 @@ TensorDiff compare_value(const std::string& name, const SnapshotValue* reference
       }
     }
   } else if (a != b) {
+    d.comparable = false;
     d.differing_elements = 1;
     d.exceeding_elements = 1;
     std::string got = b.dump(), want = a.dump();
@@ -105,14 +108,22 @@ Result<StateSnapshot> read_state_snapshot(const std::string& path, uint64_t max_
     CKPT_RETURN_IF_ERROR(add_source(path, "", "", max_bytes, &out, &total));
     return out;
   }
-  std::vector<fs::path> files;
+  std::vector<fs::path> files;  // relative to `path`
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(path, ec))
-    if (entry.is_regular_file()) files.push_back(entry.path());
+  // Subdirectories too (a per-rank directory: rank1/state.pt), a few levels deep; a link to a
+  // directory is not followed.
+  fs::recursive_directory_iterator it(path, fs::directory_options::none, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory(ec) && it.depth() + 1 >= kMaxSnapshotDepth) it.disable_recursion_pending();
+    if (it->is_regular_file(ec)) files.push_back(it->path().lexically_relative(path));
+  }
   if (ec) return Status::io_error(path + ": cannot list: " + ec.message());
   std::sort(files.begin(), files.end());
-  for (const fs::path& f : files) {
-    const std::string stem = f.stem().string(), name = f.filename().string();
+  for (const fs::path& relative : files) {
+    const fs::path f = fs::path(path) / relative;
+    // "optimizer.pt" -> "optimizer"; "rank1/state.pt" -> "rank1/state".
+    const std::string stem = (relative.parent_path() / relative.stem()).generic_string(),
+                      name = relative.generic_string();
     if (f.extension() == ".json") {
       auto j = read_json_file(f.string(), kMaxJsonFileBytes);
       if (!j.is_ok()) {

@@ -5,7 +5,8 @@
 //
 // Components, which the drill reports divergence by: the checkpoint's own component for a
 // committed checkpoint; a file's top-level key inside a single file ("optimizer.state.0.exp_avg"
-// -> "optimizer"); the file's stem inside a directory ("optimizer.pt" -> "optimizer").
+// -> "optimizer"); the file's stem inside a directory ("optimizer.pt" -> "optimizer"), with its
+// subdirectory when it is in one ("rank1/state.pt" -> "rank1/state"; links are not followed).
 #pragma once
 
 #include <map>
