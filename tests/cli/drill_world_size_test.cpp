@@ -19,7 +19,8 @@ namespace {
 
 using namespace ckpt::testing;
 
-const std::string kRankedProgram = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/programs/ranked_state_program.py";
+const std::string kRankedProgram =
+    std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/programs/ranked_state_program.py";
 
 struct Naming {
   const char* scheme;  // --per-rank
@@ -41,10 +42,10 @@ class WorldSizeDrill : public ::testing::Test {
   }
   // A drill on P ranks resumed on Q, its report in report_dir(tag).
   CommandResult drill(int p, int q, const std::string& program_args, const std::string& tag) {
-    return run_ckptcheck("drill --save-at 4 --resume-steps 4 --work-dir " + work_.path() + " --nproc-per-node " +
-                         std::to_string(p) + " --resume-nproc " + std::to_string(q) + " --report-dir " +
-                         report_dir(tag) + " --junit " + report_dir(tag) + ".junit.xml -- /usr/bin/python3 " +
-                         kRankedProgram + " " + program_args + " 2>&1");
+    return run_ckptcheck("drill --save-at 4 --resume-steps 4 --work-dir " + work_.path() +
+                         " --nproc-per-node " + std::to_string(p) + " --resume-nproc " + std::to_string(q) +
+                         " --report-dir " + report_dir(tag) + " --junit " + report_dir(tag) +
+                         ".junit.xml -- /usr/bin/python3 " + kRankedProgram + " " + program_args + " 2>&1");
   }
   std::string report_dir(const std::string& tag) const { return work_ / ("report-" + tag); }
   nlohmann::json component(const std::string& tag, const std::string& name) const {
@@ -65,13 +66,16 @@ TEST_P(PerRankNaming, ResumedOnFewerAndOnMoreRanksPassesJudgedByTheControlRun) {
   const nlohmann::json gone = component("2to1", n.rank1);
   EXPECT_EQ(gone.value("rule", ""), "absent-as-in-control") << gone.dump(1);
   EXPECT_EQ(gone.value("passed", false), true) << gone.dump(1);
-  EXPECT_NE(gone.value("note", "").find("absent at world size 1, as in an uninterrupted run"), std::string::npos)
+  EXPECT_NE(gone.value("note", "").find("absent at world size 1, as in an uninterrupted run"),
+            std::string::npos)
       << gone.dump(1);
   const nlohmann::json kept = component("2to1", n.rank0);
-  EXPECT_EQ(kept.value("rule", ""), "bit-exact") << "rank 0's stream and position do not depend on the world size\n"
-                                                 << kept.dump(1);
+  EXPECT_EQ(kept.value("rule", ""), "bit-exact")
+      << "rank 0's stream and position do not depend on the world size\n"
+      << kept.dump(1);
   const std::string model_rule = component("2to1", "model").value("rule", "");
-  EXPECT_TRUE(model_rule == "bit-exact" || model_rule == "tolerance" || model_rule == "envelope") << model_rule;
+  EXPECT_TRUE(model_rule == "bit-exact" || model_rule == "tolerance" || model_rule == "envelope")
+      << model_rule;
 
   const CommandResult more = drill(1, 2, std::string("--per-rank ") + n.scheme, "1to2");
   ASSERT_EQ(more.exit_code, 0) << more.output;
@@ -92,7 +96,9 @@ TEST_P(PerRankNaming, EveryRankRestoringRankZerosStateFailsAtOneWorldSize) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Names, PerRankNaming, ::testing::ValuesIn(kNamings),
-                         [](const ::testing::TestParamInfo<Naming>& i) { return std::string(i.param.scheme); });
+                         [](const ::testing::TestParamInfo<Naming>& i) {
+                           return std::string(i.param.scheme);
+                         });
 
 TEST_F(WorldSizeDrill, StateTheControlHoldsAndTheResumedRunLostFails) {
   const CommandResult r = drill(2, 1, "--bug lose-rank-state", "lost");
@@ -120,21 +126,22 @@ TEST_F(WorldSizeDrill, TheRuleOfEveryComponentIsInTheTerminalJunitAndHtml) {
   EXPECT_NE(junit.find("rank_1: absent-as-in-control\n"), std::string::npos) << junit;
   EXPECT_NE(junit.find("rank_0: bit-exact\n"), std::string::npos) << junit;
   const std::string html = read_text_file(report_dir("report") + "/report.html");
-  EXPECT_NE(html.find("<td>rank_1</td><td class=\"rule\">absent-as-in-control<br><small>absent at world size 1"),
-            std::string::npos)
+  EXPECT_NE(
+      html.find("<td>rank_1</td><td class=\"rule\">absent-as-in-control<br><small>absent at world size 1"),
+      std::string::npos)
       << html;
 }
 
 TEST_F(WorldSizeDrill, ALiveRunOnTwoRanksResumedOnOneIsJudgedByTheControl) {
   const std::string live = work_ / "live";
-  const CommandResult run = run_command("mkdir -p " + live + " && CKPTCHECK_CKPT_DIR=" + live +
-                                        "/ckpt CKPTCHECK_STEPS=8 CKPTCHECK_SAVE_EVERY=4 CKPTCHECK_METRICS=" + live +
-                                        "/metrics.jsonl " + CKPTCHECK_BIN +
-                                        " launch --nproc-per-node 2 -- /usr/bin/python3 " + kRankedProgram + " 2>&1");
+  const CommandResult run = run_command(
+      "mkdir -p " + live + " && CKPTCHECK_CKPT_DIR=" + live +
+      "/ckpt CKPTCHECK_STEPS=8 CKPTCHECK_SAVE_EVERY=4 CKPTCHECK_METRICS=" + live + "/metrics.jsonl " +
+      CKPTCHECK_BIN + " launch --nproc-per-node 2 -- /usr/bin/python3 " + kRankedProgram + " 2>&1");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const CommandResult r = run_ckptcheck("drill --live " + live + "/metrics.jsonl --work-dir " + work_.path() +
-                                        " --nproc-per-node 2 --resume-nproc 1 -- /usr/bin/python3 " +
-                                        kRankedProgram + " 2>&1");
+  const CommandResult r =
+      run_ckptcheck("drill --live " + live + "/metrics.jsonl --work-dir " + work_.path() +
+                    " --nproc-per-node 2 --resume-nproc 1 -- /usr/bin/python3 " + kRankedProgram + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("control_envelope"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("absent-as-in-control rank_1 (absent at world size 1, as in a second resumed run)"),

@@ -71,7 +71,8 @@ void keep_common(StateSnapshot* a, StateSnapshot* b) {
   *b = filtered(*b, in_both(na.tensors, nb.tensors), in_both(na.values, nb.values));
 }
 
-std::map<std::string, ComponentDiff> compare_layout(const StateSnapshot& control, const StateSnapshot& resumed) {
+std::map<std::string, ComponentDiff> compare_layout(const StateSnapshot& control,
+                                                    const StateSnapshot& resumed) {
   std::map<std::string, const LoadedTensor*> got;
   for (const auto& t : resumed.tensors) got[t.name] = &t;
   std::map<std::string, ComponentDiff> out;
@@ -85,11 +86,9 @@ std::map<std::string, ComponentDiff> compare_layout(const StateSnapshot& control
     TensorDiff d;
     d.name = want.name;
     d.component = want.component;
-    if (have.dtype != want.dtype) {
-      d.mismatch = std::string("dtype ") + dtype_name(have.dtype) + ", the control run's " + dtype_name(want.dtype);
-      d.comparable = false;
-    } else if (have.shape != want.shape) {
-      d.mismatch = "shape " + shape_to_string(have.shape) + ", the control run's " + shape_to_string(want.shape);
+    d.mismatch = layout_mismatch(want.view(), have.view());
+    if (!d.mismatch.empty()) {
+      d.mismatch += " (the control run's, then the resumed run's)";
       d.comparable = false;
     } else {
       const size_t size = dtype_size(want.dtype);

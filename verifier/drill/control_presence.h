@@ -21,9 +21,9 @@
 namespace ckpt {
 
 struct ControlPresence {
-  StateSnapshot golden, resumed;                    // what both the reference and the control hold
+  StateSnapshot golden, resumed;                     // what both the reference and the control hold
   StateSnapshot control_only, resumed_control_only;  // what only the control holds (of the two)
-  StateSnapshot resumed_extra;                      // what the resumed run holds and the control does not
+  StateSnapshot resumed_extra;                       // what the resumed run holds and the control does not
   // Component -> names of what the reference held and neither the control nor the resumed run does.
   std::map<std::string, std::vector<std::string>> absent;
 };
@@ -38,6 +38,7 @@ void keep_common(StateSnapshot* a, StateSnapshot* b);
 // every tensor and value present, with the control's dtype and shape. Values are not compared (no
 // run at the reference's world size held them, so there is no restored value to check): a
 // difference makes a component not bit-identical, never a failure.
-std::map<std::string, ComponentDiff> compare_layout(const StateSnapshot& control, const StateSnapshot& resumed);
+std::map<std::string, ComponentDiff> compare_layout(const StateSnapshot& control,
+                                                    const StateSnapshot& resumed);
 
 }  // namespace ckpt

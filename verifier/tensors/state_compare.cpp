@@ -254,18 +254,21 @@ std::string format_number(double value) {
   return buf;
 }
 
+std::string layout_mismatch(const TensorView& reference, const TensorView& resumed) {
+  if (reference.dtype != resumed.dtype)
+    return std::string("dtype ") + dtype_name(reference.dtype) + " vs " + dtype_name(resumed.dtype);
+  if (reference.shape != resumed.shape)
+    return "shape " + shape_to_string(reference.shape) + " vs " + shape_to_string(resumed.shape);
+  return "";
+}
+
 TensorDiff compare_tensor(const TensorView& reference, const TensorView& resumed,
                           const Tolerance& tolerance) {
   TensorDiff d;
   d.name = reference.name;
   d.component = reference.component;
-  if (reference.dtype != resumed.dtype) {
-    d.mismatch = std::string("dtype ") + dtype_name(reference.dtype) + " vs " + dtype_name(resumed.dtype);
-    d.comparable = false;
-    return d;
-  }
-  if (reference.shape != resumed.shape) {
-    d.mismatch = "shape " + shape_to_string(reference.shape) + " vs " + shape_to_string(resumed.shape);
+  d.mismatch = layout_mismatch(reference, resumed);
+  if (!d.mismatch.empty()) {
     d.comparable = false;
     return d;
   }

@@ -107,6 +107,9 @@ struct TensorDiff {
 };
 
 TensorDiff compare_tensor(const TensorView& reference, const TensorView& resumed, const Tolerance& tolerance);
+// "dtype F32 vs BF16", "shape [2, 3] vs [3, 2]" (the reference's first), or "" when both tensors
+// have one dtype and shape.
+std::string layout_mismatch(const TensorView& reference, const TensorView& resumed);
 
 struct ComponentDiff {
   std::string component;

@@ -26,7 +26,13 @@ nlohmann::json sample_report() {
              {{"passed", false},
               {"tensors", 3},
               {"max_abs", 0.1},
-              {"message", "optimizer diverged: optimizer.<b>x</b>"}}}}},
+              {"rule", "bit-exact"},
+              {"message", "optimizer diverged: optimizer.<b>x</b>"}}},
+            {"rank_1",
+             {{"passed", true},
+              {"tensors", 0},
+              {"rule", "absent-as-in-control"},
+              {"note", "absent at world size 1, as in an uninterrupted run"}}}}},
           {"checks", {{{"name", "verify"}, {"mode", "after-save"}, {"passed", true}, {"detail", "a & b"}}}},
           {"losses", losses},
           {"measurements",
@@ -77,6 +83,17 @@ TEST(DrillHtml, RendersInHeadlessChromium) {
   EXPECT_NE(r.output.find("class=\"curve-resumed\""), std::string::npos);
   EXPECT_NE(r.output.find("FAIL"), std::string::npos);
   EXPECT_EQ(r.output.find("<script>alert"), std::string::npos);
+}
+
+TEST(DrillHtml, EveryComponentNamesTheRuleThatJudgedIt) {
+  const std::string html = render_drill_html(sample_report());
+  EXPECT_NE(html.find("<th>judged by</th>"), std::string::npos);
+  EXPECT_NE(html.find("<td>optimizer</td><td class=\"rule\">bit-exact</td>"), std::string::npos) << html;
+  EXPECT_NE(
+      html.find("<td>rank_1</td><td class=\"rule\">absent-as-in-control<br><small>absent at world size 1, "
+                "as in an uninterrupted run</small></td>"),
+      std::string::npos)
+      << html;
 }
 
 }  // namespace

@@ -37,7 +37,9 @@ nlohmann::json report_with(bool passed, int exit_code, const std::string& error 
              {"mode", "after-save"},
              {"passed", passed},
              {"detail", "1 component(s) diverged"},
-             {"numbers", {{"diverged", {"optimizer diverged: exp_avg max abs 0.01"}}}}}}},
+             {"numbers",
+              {{"diverged", {"optimizer diverged: exp_avg max abs 0.01"}},
+               {"rules", {{"optimizer", "bit-exact"}, {"rank_1", "absent-as-in-control"}}}}}}}},
           {"measurements",
            {{"timings", {{"restore_seconds", 1.5}, {"checkpoint_bytes", 4096}, {"drill_wall_seconds", 3}}}}}};
 }
@@ -55,6 +57,16 @@ TEST(DrillJunit, AFailedCheckIsAFailureWithItsMessageEscaped) {
   // final_state names the diverging components in its failure.
   EXPECT_NE(xml.find("optimizer diverged: exp_avg max abs 0.01</failure>"), std::string::npos) << xml;
   EXPECT_EQ(xml.find('\x01'), std::string::npos);
+}
+
+TEST(DrillJunit, FinalStateNamesTheRuleOfEveryComponentPassOrFail) {
+  for (const bool passed : {true, false}) {
+    const std::string xml = drill_junit_xml(report_with(passed, passed ? 0 : 1));
+    EXPECT_NE(xml.find("<system-out>optimizer: bit-exact\nrank_1: absent-as-in-control\n</system-out>\n    "
+                       "</testcase>"),
+              std::string::npos)
+        << xml;
+  }
 }
 
 TEST(DrillJunit, APassingDrillHasNoFailureAndAnErrorIsAnErrorTestcase) {

@@ -61,7 +61,8 @@ TEST(FinalStateRules, PerRankStateTheControlLacksIsAbsentAsInTheControlWhateverI
     EXPECT_FALSE(j.identical) << "the reference held state the resumed run does not: not bit for bit";
     const ComponentDiff& gone = j.components.at(rank1);
     EXPECT_EQ(gone.rule, "absent-as-in-control");
-    EXPECT_EQ(gone.note, "absent at world size 1, as in an uninterrupted run (the reference held 1 tensor or value)");
+    EXPECT_EQ(gone.note,
+              "absent at world size 1, as in an uninterrupted run (the reference held 1 tensor or value)");
     EXPECT_EQ(j.components.at("rank_0").rule, "bit-exact");
     EXPECT_TRUE(j.record.out.failures.empty());
   }
@@ -84,9 +85,10 @@ TEST(FinalStateRules, StateTheControlHoldsAndTheResumedRunLostFails) {
   const Judged j = judge(golden, resumed, &control);
   EXPECT_FALSE(final_state(j).passed);
   ASSERT_EQ(j.record.out.failures.size(), 1u) << final_state(j).detail;
-  EXPECT_EQ(j.record.out.failures[0],
-            "rank_0 diverged: rank_0.rng missing in the resumed run, which an uninterrupted run at world size 1 "
-            "holds (the control run) [held-as-in-control] (after-save kill)");
+  EXPECT_EQ(
+      j.record.out.failures[0],
+      "rank_0 diverged: rank_0.rng missing in the resumed run, which an uninterrupted run at world size 1 "
+      "holds (the control run) [held-as-in-control] (after-save kill)");
   EXPECT_EQ(j.components.at("rank_1").rule, "absent-as-in-control");
 }
 
@@ -97,9 +99,10 @@ TEST(FinalStateRules, StateOnlyTheResumedRunHoldsFails) {
   const Judged j = judge(golden, resumed, &control);
   EXPECT_FALSE(final_state(j).passed);
   EXPECT_EQ(j.components.at("rank_1").rule, "absent-as-in-control");
-  EXPECT_NE(j.components.at("rank_1").divergence_message().find(
-                "only in the resumed run: an uninterrupted run at world size 1 (the control run) does not hold it"),
-            std::string::npos);
+  EXPECT_NE(
+      j.components.at("rank_1").divergence_message().find(
+          "only in the resumed run: an uninterrupted run at world size 1 (the control run) does not hold it"),
+      std::string::npos);
 }
 
 TEST(FinalStateRules, StateNewAtTheResumedWorldSizeIsHeldWithTheControlsLayout) {
@@ -119,6 +122,17 @@ TEST(FinalStateRules, StateNewAtTheResumedWorldSizeIsHeldWithTheControlsLayout) 
   const Judged other =
       judge(golden, snapshot({{"model.w", 1.5}, {"rank_1.rng", "x"}, {"rank_1.cursor", 48}}), &control);
   EXPECT_FALSE(final_state(other).passed);
+  // A tensor: its dtype and shape are the control's, its bytes may differ.
+  StateSnapshot control_tensor = golden, resumed_tensor = golden;
+  control_tensor.tensors = {testing::patterned_tensor("rank_1.rng", "rank_1", DType::kU8, {16})};
+  resumed_tensor.tensors = {testing::patterned_tensor("rank_1.rng", "rank_1", DType::kU8, {16})};
+  resumed_tensor.tensors[0].bytes[3] ^= 1;
+  EXPECT_TRUE(final_state(judge(golden, resumed_tensor, &control_tensor)).passed);
+  resumed_tensor.tensors = {testing::patterned_tensor("rank_1.rng", "rank_1", DType::kF32, {4})};
+  const Judged retyped = judge(golden, resumed_tensor, &control_tensor);
+  ASSERT_FALSE(final_state(retyped).passed);
+  EXPECT_EQ(retyped.components.at("rank_1").divergence_message(),
+            "rank_1 diverged: rank_1.rng dtype U8 vs F32 (the control run's, then the resumed run's)");
 }
 
 TEST(FinalStateRules, OneComponentHoldingATensorPerRankSplitsTheSameWay) {
@@ -139,15 +153,18 @@ TEST(FinalStateRules, ANumberOutsideTheToleranceButWithinTheEnvelopePassesByTheE
   const StateSnapshot golden = snapshot({{"rank_0.cursor", 80}, {"rank_0.name", "a"}});
   NoiseEnvelope envelope;
   envelope.components["rank_0"] = 40;
-  const Judged j = judge(golden, snapshot({{"rank_0.cursor", 120}, {"rank_0.name", "a"}}), &golden, &envelope);
+  const Judged j =
+      judge(golden, snapshot({{"rank_0.cursor", 120}, {"rank_0.name", "a"}}), &golden, &envelope);
   ASSERT_TRUE(final_state(j).passed) << final_state(j).detail;
   EXPECT_EQ(j.components.at("rank_0").rule, "envelope");
   // A value of another kind is no noise: no envelope excuses it.
-  const Judged other = judge(golden, snapshot({{"rank_0.cursor", 80}, {"rank_0.name", "b"}}), &golden, &envelope);
+  const Judged other =
+      judge(golden, snapshot({{"rank_0.cursor", 80}, {"rank_0.name", "b"}}), &golden, &envelope);
   EXPECT_FALSE(final_state(other).passed);
   EXPECT_EQ(other.components.at("rank_0").rule, "envelope");
   // Past the envelope: fails, by the envelope.
-  const Judged far = judge(golden, snapshot({{"rank_0.cursor", 500}, {"rank_0.name", "a"}}), &golden, &envelope);
+  const Judged far =
+      judge(golden, snapshot({{"rank_0.cursor", 500}, {"rank_0.name", "a"}}), &golden, &envelope);
   EXPECT_FALSE(final_state(far).passed);
 }
 
