@@ -61,6 +61,24 @@ Status add_source(const std::string& path, const std::string& prefix, const std:
   return Status::ok();
 }
 
+// `j` with every number replaced by 0, its numbers appended to *numbers in order: two values with
+// one skeleton differ only in their numbers.
+nlohmann::json numbers_and_skeleton(const nlohmann::json& j, std::vector<double>* numbers) {
+  if (j.is_number()) {
+    numbers->push_back(j.get<double>());
+    return 0;
+  }
+  if (!j.is_structured()) return j;
+  nlohmann::json out = j.is_array() ? nlohmann::json::array() : nlohmann::json::object();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (j.is_array())
+      out.push_back(numbers_and_skeleton(*it, numbers));
+    else
+      out[it.key()] = numbers_and_skeleton(it.value(), numbers);
+  }
+  return out;
+}
+
 TensorDiff compare_value(const std::string& name, const SnapshotValue* reference,
                          const SnapshotValue* resumed, const Tolerance& tolerance) {
   TensorDiff d;
@@ -74,25 +92,42 @@ TensorDiff compare_value(const std::string& name, const SnapshotValue* reference
   }
   const nlohmann::json& a = reference->value;
   const nlohmann::json& b = resumed->value;
-  if (a.is_number() && b.is_number()) {
-    const double x = a.get<double>(), y = b.get<double>();
-    if (x != y && !(std::isnan(x) && std::isnan(y))) {
-      d.differing_elements = 1;
-      d.max_abs = std::fabs(y - x);
-      d.max_rel = x == 0 ? INFINITY : d.max_abs / std::fabs(x);
-      if (!within_tolerance(x, y, tolerance)) {
-        d.exceeding_elements = 1;
-        d.mismatch = "is " + format_number(y) + ", reference " + format_number(x);
+  std::vector<double> want, got;
+  if (numbers_and_skeleton(a, &want) == numbers_and_skeleton(b, &got) && !want.empty()) {
+    // One shape (a number, or a Python RNG state's nested lists): compared number by number.
+    d.elements = static_cast<int64_t>(want.size());
+    int64_t worst = -1, first_exceeding = -1;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double x = want[i], y = got[i];
+      if (x == y || (std::isnan(x) && std::isnan(y))) continue;
+      ++d.differing_elements;
+      const double diff = std::fabs(y - x);
+      if (worst < 0 || std::isnan(diff) || diff > d.max_abs) {
+        d.max_abs = diff;
+        worst = static_cast<int64_t>(i);
       }
+      raise_to(&d.max_rel, x == 0 ? INFINITY : diff / std::fabs(x));
+      if (!within_tolerance(x, y, tolerance)) {
+        ++d.exceeding_elements;
+        if (first_exceeding < 0) first_exceeding = static_cast<int64_t>(i);
+      }
+    }
+    if (worst >= 0 && !a.is_number()) d.max_abs_index = {worst};
+    if (first_exceeding >= 0) {
+      const auto i = static_cast<size_t>(first_exceeding);
+      d.mismatch =
+          (a.is_number() ? "is "
+                         : "number " + std::to_string(i) + " of " + std::to_string(want.size()) + " is ") +
+          format_number(got[i]) + ", reference " + format_number(want[i]);
     }
   } else if (a != b) {
     d.comparable = false;
     d.differing_elements = 1;
     d.exceeding_elements = 1;
-    std::string got = b.dump(), want = a.dump();
-    if (got.size() > 80) got = got.substr(0, 77) + "...";
-    if (want.size() > 80) want = want.substr(0, 77) + "...";
-    d.mismatch = "is " + got + ", reference " + want;
+    std::string got_text = b.dump(), want_text = a.dump();
+    if (got_text.size() > 80) got_text = got_text.substr(0, 77) + "...";
+    if (want_text.size() > 80) want_text = want_text.substr(0, 77) + "...";
+    d.mismatch = "is " + got_text + ", reference " + want_text;
   }
   return d;
 }
