@@ -158,8 +158,9 @@ TEST_F(PickleGateTest, MegatronAndDcp2CheckpointsPassWithNoFlagAndNameWhatTheirP
     EXPECT_TRUE(accepted_names(j).count(name)) << name << ": " << r.output;
   }
   for (const auto& a : j["accepted_globals"]) {
-    if (a["global"] == "megatron.core.dist_checkpointing.strategies.torch.MCoreSavePlan")
+    if (a["global"] == "megatron.core.dist_checkpointing.strategies.torch.MCoreSavePlan") {
       EXPECT_EQ(a["by"], "Megatron-Core dist-checkpointing metadata") << a.dump();
+    }
   }
   // DCP 2.x: StorageMeta.checkpoint_id is a pathlib.PosixPath.
   r = run_ckptcheck("verify --weights-only '" + kDcpData + "dcp2_storage_meta'");

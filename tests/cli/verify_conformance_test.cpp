@@ -361,7 +361,9 @@ TEST_P(VerifyRefusalTest, HostileVariantFailsInBothModesSealedOrNot) {
     write_file_bytes(path + "/" + c.replace.substr(0, eq), read_file_bytes(kData + c.replace.substr(eq + 1)));
   }
   for (const bool sealed : {false, true}) {
-    if (sealed) ASSERT_EQ(run_ckptcheck("seal " + q(path)).exit_code, 0);
+    if (sealed) {
+      ASSERT_EQ(run_ckptcheck("seal " + q(path)).exit_code, 0);
+    }
     for (const std::string mode : {"", "--weights-only "}) {
       const CommandResult r = run_ckptcheck("verify --json " + mode + q(path));
       EXPECT_EQ(r.exit_code, 1) << r.output;
