@@ -57,7 +57,6 @@ Result<std::vector<int64_t>> get_dims(const nlohmann::json& v, const std::string
   return out;
 }
 
-
 // TensorProperties pickles its __getstate__ tuple (dtype, layout, requires_grad, memory format,
 // pin_memory); a dict state (a hand-built or future layout) carries "dtype".
 Result<std::pair<DType, std::string>> properties_dtype(const nlohmann::json& props,
@@ -209,7 +208,6 @@ size_t chunk_named(const TensorFile& f, const std::string& name) {
     if (chunks[k].name == name) return k;
   return SIZE_MAX;
 }
-
 
 // DCP_SHARDING_INFO from a blob's __metadata__: null when absent, an object when well formed.
 Result<nlohmann::json> sharding_info(const TensorFile& blob, const std::string& where) {

@@ -49,7 +49,7 @@ std::optional<DType> dtype_from_name(const std::string& name);  // inverse of dt
 // "complex64"); nullopt for one with no DType here (the quantized types, float4_e2m1fn_x2, bits*).
 std::optional<DType> dtype_from_torch_name(const std::string& name);
 std::string torch_dtype_name(DType dtype);  // "torch.float32"
-size_t dtype_size(DType dtype);                                 // bytes per element
+size_t dtype_size(DType dtype);             // bytes per element
 bool dtype_is_floating(DType dtype);
 
 // Product of the dims, or nullopt if a dim is negative or the product overflows int64.

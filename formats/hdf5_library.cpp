@@ -42,7 +42,8 @@ hid_t file_type(DType dtype) {
     case DType::kC32:
     case DType::kC64:
     case DType::kC128:
-    case DType::kF4E2M1X2: return -1;  // no HDF5 type here (h5py's complex is a compound); the writer refuses them
+    case DType::kF4E2M1X2:
+      return -1;  // no HDF5 type here (h5py's complex is a compound); the writer refuses them
   }
   return -1;
 }

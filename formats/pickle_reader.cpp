@@ -83,10 +83,12 @@ struct StorageType {
   DType dtype;
 };
 constexpr StorageType kStorageTypes[] = {
-    {"FloatStorage", DType::kF32},  {"HalfStorage", DType::kF16}, {"BFloat16Storage", DType::kBF16},
-    {"DoubleStorage", DType::kF64}, {"LongStorage", DType::kI64}, {"IntStorage", DType::kI32},
-    {"ShortStorage", DType::kI16},  {"CharStorage", DType::kI8},  {"ByteStorage", DType::kU8},
-    {"BoolStorage", DType::kBool},  {"ComplexFloatStorage", DType::kC64}, {"ComplexDoubleStorage", DType::kC128},
+    {"FloatStorage", DType::kF32},        {"HalfStorage", DType::kF16},
+    {"BFloat16Storage", DType::kBF16},    {"DoubleStorage", DType::kF64},
+    {"LongStorage", DType::kI64},         {"IntStorage", DType::kI32},
+    {"ShortStorage", DType::kI16},        {"CharStorage", DType::kI8},
+    {"ByteStorage", DType::kU8},          {"BoolStorage", DType::kBool},
+    {"ComplexFloatStorage", DType::kC64}, {"ComplexDoubleStorage", DType::kC128},
 };
 
 class Machine {
@@ -522,8 +524,9 @@ std::optional<Status> Machine::reduce_rebuild_tensor(const ReduceCall& call) {
   const bool v1 = name == "torch._utils._rebuild_tensor";
   const bool v3 = name == "torch._utils._rebuild_tensor_v3";
   if (v1 ? a.size() != 4 : v3 ? (a.size() < 7 || a.size() > 8) : (a.size() < 6 || a.size() > 7))
-    return fail(std::string(v1 ? "_rebuild_tensor expects 4" : v3 ? "_rebuild_tensor_v3 expects 7 or 8"
-                                                                  : "_rebuild_tensor_v2 expects 6 or 7") +
+    return fail(std::string(v1   ? "_rebuild_tensor expects 4"
+                            : v3 ? "_rebuild_tensor_v3 expects 7 or 8"
+                                 : "_rebuild_tensor_v2 expects 6 or 7") +
                 " arguments, got " + std::to_string(a.size()));
   if (kind_of(0) != Kind::kStorage) return fail("_rebuild_tensor_v2: first argument is not a storage");
   if (kind_of(1) != Kind::kInt) return fail("_rebuild_tensor_v2: storage_offset is not an int");
@@ -538,7 +541,8 @@ std::optional<Status> Machine::reduce_rebuild_tensor(const ReduceCall& call) {
     if (d.kind == Kind::kGlobal && d.s.compare(0, prefix.size(), prefix) == 0)
       dtype = dtype_from_torch_name(d.s.substr(prefix.size()));
     if (!dtype) {
-      return fail("_rebuild_tensor_v3: dtype " + (d.kind == Kind::kGlobal ? utf8_clean(d.s) : describe(a[6])) +
+      return fail("_rebuild_tensor_v3: dtype " +
+                  (d.kind == Kind::kGlobal ? utf8_clean(d.s) : describe(a[6])) +
                   " is not a dtype this reader knows");
     }
     if (!values_[a[0]].untyped) return fail("_rebuild_tensor_v3: storage is not an UntypedStorage");
