@@ -28,40 +28,57 @@ using namespace ckpt::testing;
 namespace fs = std::filesystem;
 
 const std::string kData = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/";
-// DCP 2.x records its checkpoint_id, a pathlib.PosixPath, in StorageMeta: outside torch.load's
-// weights-only allowlist, so verify asks for it by name (issue 42 adds trust profiles for DCP 2.x).
-const std::string kDcpGlobals = "--allow-global pathlib.PosixPath";
+// DCP 2.x records its checkpoint_id, a pathlib.PosixPath, in StorageMeta: verify's DCP trust profile
+// (issue 42) accepts it, so the real DCPs below pass with no flag ("-").
 // HF's Trainer pickles numpy's RNG state (an ndarray) into rng_state.pth; torch.load(weights_only=True)
 // refuses those globals too, so the test names them as a user would after reviewing them.
 const std::string kNumpyGlobals =
-    "--allow-global numpy._core.multiarray._reconstruct --allow-global numpy.ndarray --allow-global numpy.dtype";
+    "--allow-global numpy._core.multiarray._reconstruct --allow-global numpy.ndarray --allow-global "
+    "numpy.dtype";
 
 struct Case {
-  std::string path;         // under tests/data/
-  std::string torch_json;   // under tests/data/: what torch read back
-  std::string member;       // for a folder's record: the file's key in "files"
-  std::string verify_args;  // empty: verify is not run on this one (see kNotVerified)
+  std::string path;             // under tests/data/
+  std::string torch_json;       // under tests/data/: what torch read back
+  std::string member;           // for a folder's record: the file's key in "files"
+  std::string verify_args;      // empty: verify is not run on this one (see kNotVerified)
   std::set<std::string> extra;  // tensors we list that torch.load's tensors do not (numpy arrays)
 };
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
-      {"torch211/dcp_ddp", "torch211/dcp_ddp.torch.json", "", kDcpGlobals, {}},
-      {"torch211/dcp_fsdp2", "torch211/dcp_fsdp2.torch.json", "", kDcpGlobals, {}},
-      {"torch211/dcp_fsdp2_2rank", "torch211/dcp_fsdp2_2rank.torch.json", "", kDcpGlobals, {}},
+      {"torch211/dcp_ddp", "torch211/dcp_ddp.torch.json", "", "-", {}},
+      {"torch211/dcp_fsdp2", "torch211/dcp_fsdp2.torch.json", "", "-", {}},
+      {"torch211/dcp_fsdp2_2rank", "torch211/dcp_fsdp2_2rank.torch.json", "", "-", {}},
       {"torch211/dtypes.pt", "torch211/dtypes.pt.torch.json", "", "--weights-only", {}},
       {"torch211/dtypes.safetensors", "torch211/dtypes.safetensors.torch.json", "", "--weights-only", {}},
       // Not verified: its ModelCheckpoint state holds kth_value = inf (Lightning's top-k sentinel),
       // which verify's non-finite check reports: a false positive on every such Lightning file, left
       // for a follow-up (docs/drill.md, "torch 2.x files from the H200").
       {"torch211/lightning.ckpt", "torch211/lightning.ckpt.torch.json", "", "", {}},
-      {"torch211/hf_checkpoint-2/model.safetensors", "torch211/hf_checkpoint-2.torch.json", "model.safetensors",
-       "--weights-only", {}},
-      {"torch211/hf_checkpoint-2/optimizer.pt", "torch211/hf_checkpoint-2.torch.json", "optimizer.pt", "-", {}},
-      {"torch211/hf_checkpoint-2/rng_state.pth", "torch211/hf_checkpoint-2.torch.json", "rng_state.pth",
-       "--weights-only " + kNumpyGlobals, {"numpy.1"}},
-      {"torch211/hf_checkpoint-2/scheduler.pt", "torch211/hf_checkpoint-2.torch.json", "scheduler.pt", "", {}},
-      {"torch_readback/torch113_dtypes.pt", "torch_readback/torch113_dtypes.pt.torch.json", "", "--weights-only",
+      {"torch211/hf_checkpoint-2/model.safetensors",
+       "torch211/hf_checkpoint-2.torch.json",
+       "model.safetensors",
+       "--weights-only",
+       {}},
+      {"torch211/hf_checkpoint-2/optimizer.pt",
+       "torch211/hf_checkpoint-2.torch.json",
+       "optimizer.pt",
+       "-",
+       {}},
+      {"torch211/hf_checkpoint-2/rng_state.pth",
+       "torch211/hf_checkpoint-2.torch.json",
+       "rng_state.pth",
+       "--weights-only " + kNumpyGlobals,
+       {"numpy.1"}},
+      {"torch211/hf_checkpoint-2/scheduler.pt",
+       "torch211/hf_checkpoint-2.torch.json",
+       "scheduler.pt",
+       "",
+       {}},
+      {"torch_readback/torch113_dtypes.pt",
+       "torch_readback/torch113_dtypes.pt.torch.json",
+       "",
+       "--weights-only",
        {}},
       {"torch_readback/v3_layout.pt", "torch_readback/v3_layout.pt.torch.json", "", "--weights-only", {}},
   };
@@ -81,7 +98,8 @@ class TorchReadbackTest : public ::testing::TestWithParam<Case> {
   }
   nlohmann::json torch_tensors() const {
     const nlohmann::json record = read_json_file(kData + GetParam().torch_json);
-    return GetParam().member.empty() ? record.at("tensors") : record.at("files").at(GetParam().member).at("tensors");
+    return GetParam().member.empty() ? record.at("tensors")
+                                     : record.at("files").at(GetParam().member).at("tensors");
   }
 };
 
@@ -103,13 +121,15 @@ TEST_P(TorchReadbackTest, InspectListsWhatTorchReadByteForByte) {
     if (want.contains("chunks") && want.at("chunks").size() > 1) {  // DCP sharded over ranks: chunk by chunk
       ASSERT_EQ(got.at("chunks").size(), want.at("chunks").size()) << c.path << ": " << name;
       for (size_t k = 0; k < want.at("chunks").size(); ++k)
-        EXPECT_EQ(got.at("chunks")[k].at("sha256"), want.at("chunks")[k].at("sha256")) << c.path << ": " << name;
+        EXPECT_EQ(got.at("chunks")[k].at("sha256"), want.at("chunks")[k].at("sha256"))
+            << c.path << ": " << name;
     } else {
       EXPECT_EQ(got.value("sha256", ""), want.at("sha256")) << c.path << ": " << name;
     }
   }
   for (const auto& [name, t] : ours)
-    EXPECT_TRUE(torch_names.count(name) || c.extra.count(name)) << c.path << ": inspect lists '" << name << "'";
+    EXPECT_TRUE(torch_names.count(name) || c.extra.count(name))
+        << c.path << ": inspect lists '" << name << "'";
 }
 
 TEST_P(TorchReadbackTest, VerifyPassesIt) {
@@ -148,8 +168,8 @@ void truncate_to(const std::string& path, uint64_t size) {
 }
 
 TEST(TorchReadbackDamage, FlippedStorageByteInTorch211ZipsFailsItsCrc) {
-  for (const std::string file : {"torch211/dtypes.pt", "torch211/lightning.ckpt",
-                                 "torch211/hf_checkpoint-2/optimizer.pt"}) {
+  for (const std::string file :
+       {"torch211/dtypes.pt", "torch211/lightning.ckpt", "torch211/hf_checkpoint-2/optimizer.pt"}) {
     TempDir dir;
     const std::string copy = copy_into(dir, kData + file);
     uint64_t at = 0;
@@ -187,7 +207,7 @@ TEST(TorchReadbackDamage, TruncatedTorch211SafetensorsAndDcpAreRefused) {
     TempDir dir;
     const std::string copy = copy_into(dir, kData + "torch211/dcp_fsdp2_2rank");
     truncate_to(copy + "/__1_0.distcp", fs::file_size(copy + "/__1_0.distcp") / 2);
-    const auto r = run_ckptcheck("verify " + kDcpGlobals + " '" + copy + "'");
+    const auto r = run_ckptcheck("verify '" + copy + "'");
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(r.output.find("__1_0.distcp"), std::string::npos) << r.output;
   }
@@ -195,15 +215,17 @@ TEST(TorchReadbackDamage, TruncatedTorch211SafetensorsAndDcpAreRefused) {
     TempDir dir;
     const std::string copy = copy_into(dir, kData + "torch211/dcp_fsdp2_2rank");
     fs::remove(copy + "/__0_0.distcp");
-    const auto r = run_ckptcheck("verify " + kDcpGlobals + " '" + copy + "'");
+    const auto r = run_ckptcheck("verify '" + copy + "'");
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(r.output.find("__0_0.distcp"), std::string::npos) << r.output;
   }
 }
 
-TEST(TorchReadbackDamage, DcpWithoutTheStorageMetaGlobalAllowedIsRefusedByName) {
-  const auto r = run_ckptcheck("verify '" + kData + "torch211/dcp_fsdp2'");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+TEST(TorchReadbackDamage, DcpStorageMetaPathIsAcceptedByTheDcpProfileOnly) {
+  // The same PosixPath global the DCP profile accepts in .metadata is refused in a plain torch.save
+  // pickle (tests/data/torch211's DCPs pass with no flag: VerifyPassesIt above).
+  const auto r = run_ckptcheck("verify --json '" + kData + "torch211/dcp_fsdp2'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("pathlib.PosixPath"), std::string::npos) << r.output;
 }
 
