@@ -57,34 +57,6 @@ Result<std::vector<int64_t>> get_dims(const nlohmann::json& v, const std::string
   return out;
 }
 
-struct TorchDType {
-  const char* name;
-  DType dtype;
-};
-constexpr TorchDType kTorchDTypes[] = {
-    {"float32", DType::kF32},
-    {"float", DType::kF32},
-    {"float64", DType::kF64},
-    {"double", DType::kF64},
-    {"float16", DType::kF16},
-    {"half", DType::kF16},
-    {"bfloat16", DType::kBF16},
-    {"int64", DType::kI64},
-    {"long", DType::kI64},
-    {"int32", DType::kI32},
-    {"int", DType::kI32},
-    {"int16", DType::kI16},
-    {"short", DType::kI16},
-    {"int8", DType::kI8},
-    {"uint8", DType::kU8},
-    {"bool", DType::kBool},
-    {"uint16", DType::kU16},
-    {"uint32", DType::kU32},
-    {"uint64", DType::kU64},
-    {"float8_e4m3fn", DType::kF8E4M3},
-    {"float8_e5m2", DType::kF8E5M2},
-};
-
 // TensorProperties pickles its __getstate__ tuple (dtype, layout, requires_grad, memory format,
 // pin_memory); a dict state (a hand-built or future layout) carries "dtype".
 Result<std::pair<DType, std::string>> properties_dtype(const nlohmann::json& props,
@@ -101,9 +73,7 @@ Result<std::pair<DType, std::string>> properties_dtype(const nlohmann::json& pro
   const std::string prefix = "global:torch.";
   if (s.compare(0, prefix.size(), prefix) == 0) {
     const std::string n = s.substr(prefix.size());
-    for (const auto& t : kTorchDTypes) {
-      if (n == t.name) return std::make_pair(t.dtype, "torch." + n);
-    }
+    if (auto d = dtype_from_torch_name(n)) return std::make_pair(*d, "torch." + n);
   }
   return Status::not_supported(where + ": dtype " + s.substr(0, 64) + " is not supported");
 }
@@ -237,12 +207,6 @@ size_t chunk_named(const TensorFile& f, const std::string& name) {
   for (size_t k = 0; k < chunks.size(); ++k)
     if (chunks[k].name == name) return k;
   return SIZE_MAX;
-}
-
-std::string torch_dtype_name(DType d) {
-  for (const auto& t : kTorchDTypes)
-    if (t.dtype == d) return std::string("torch.") + t.name;
-  return dtype_name(d);
 }
 
 // DCP_SHARDING_INFO from a blob's __metadata__: null when absent, an object when well formed.

@@ -35,7 +35,15 @@ hid_t file_type(DType dtype) {
     case DType::kU32: return H5Tcopy(H5T_STD_U32LE);
     case DType::kU64: return H5Tcopy(H5T_STD_U64LE);
     case DType::kF8E4M3:
-    case DType::kF8E5M2: return -1;  // no HDF5 type; the writer refuses them
+    case DType::kF8E5M2:
+    case DType::kF8E4M3Fnuz:
+    case DType::kF8E5M2Fnuz:
+    case DType::kF8E8M0:
+    case DType::kC32:
+    case DType::kC64:
+    case DType::kC128:
+    case DType::kF4E2M1X2:
+      return -1;  // no HDF5 type here (h5py's complex is a compound); the writer refuses them
   }
   return -1;
 }

@@ -69,24 +69,52 @@ PickleGlobalRisk classify_pickle_global(const std::string& module, const std::st
   }
   // What a tensor state dict and plain Python data are made of.
   if (module == "collections" && in(name, {"OrderedDict", "defaultdict"})) return PickleGlobalRisk::kSafe;
-  if (module == "torch._utils" && in(name, {"_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_parameter",
-                                            "_rebuild_parameter_with_state"})) {
+  if (module == "torch._utils" && in(name, {"_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3",
+                                            "_rebuild_parameter", "_rebuild_parameter_with_state"})) {
     return PickleGlobalRisk::kSafe;
   }
+  if (module == "torch.storage" && name == "UntypedStorage") return PickleGlobalRisk::kSafe;  // torch >= 2.1
   if ((module == "torch._tensor" && name == "_rebuild_from_type_v2") ||
       (module == "torch.serialization" && name == "_get_layout")) {
     return PickleGlobalRisk::kSafe;
   }
-  if (module == "torch" && (in(name, {"Size",          "device",         "float32",
-                                      "float",         "float16",        "half",
-                                      "bfloat16",      "float64",        "double",
-                                      "int64",         "long",           "int32",
-                                      "int",           "int16",          "short",
-                                      "int8",          "uint8",          "bool",
-                                      "uint16",        "uint32",         "uint64",
-                                      "float8_e4m3fn", "float8_e5m2",    "complex64",
-                                      "complex128",    "strided",        "contiguous_format",
-                                      "channels_last", "preserve_format"}) ||
+  if (module == "torch" && (in(name, {"Size",
+                                      "device",
+                                      "float32",
+                                      "float",
+                                      "float16",
+                                      "half",
+                                      "bfloat16",
+                                      "float64",
+                                      "double",
+                                      "int64",
+                                      "long",
+                                      "int32",
+                                      "int",
+                                      "int16",
+                                      "short",
+                                      "int8",
+                                      "uint8",
+                                      "bool",
+                                      "uint16",
+                                      "uint32",
+                                      "uint64",
+                                      "float8_e4m3fn",
+                                      "float8_e5m2",
+                                      "complex64",
+                                      "complex128",
+                                      "strided",
+                                      "contiguous_format",
+                                      "channels_last",
+                                      "preserve_format",
+                                      "float8_e4m3fnuz",
+                                      "float8_e5m2fnuz",
+                                      "float8_e8m0fnu",
+                                      "float4_e2m1fn_x2",
+                                      "complex32",
+                                      "chalf",
+                                      "cfloat",
+                                      "cdouble"}) ||
                             (name.size() > 7 && name.compare(name.size() - 7, 7, "Storage") == 0))) {
     return PickleGlobalRisk::kSafe;
   }
@@ -152,6 +180,8 @@ bool is_torch_dtype_or_qscheme(const std::string& name) {
                    "float8_e4m3fn",
                    "float8_e5m2fnuz",
                    "float8_e4m3fnuz",
+                   "float8_e8m0fnu",
+                   "float4_e2m1fn_x2",
                    "uint1",
                    "uint2",
                    "uint3",
@@ -195,7 +225,9 @@ bool torch_weights_only_allows(const std::string& raw_module, const std::string&
                "_rebuild_sparse_csr_tensor", "_rebuild_meta_tensor_no_storage", "_rebuild_wrapper_subclass",
                "_rebuild_device_tensor_from_numpy", "_rebuild_device_tensor_from_cpu_tensor"});
   }
-  if (module == "torch" && (in(name, {"Size", "Tensor", "device"}) || is_torch_dtype_or_qscheme(name)))
+  // torch >= 2.1 names UntypedStorage in the persistent id of the dtypes it saves untyped.
+  if (module == "torch" &&
+      (in(name, {"Size", "Tensor", "device", "UntypedStorage"}) || is_torch_dtype_or_qscheme(name)))
     return true;
   return is_torch_type_class(module, name);
 }

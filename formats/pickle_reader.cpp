@@ -62,6 +62,9 @@ struct Value {
   DType dtype = DType::kF32;            // for kGlobal storage types, kStorage, kTensor
   int64_t i = 0;            // kInt, kBool; storage numel; tensor storage offset; kObject: 1 if made by REDUCE
   int64_t view_offset = 0;  // kStorage: a legacy view's first element in its root storage
+  // kGlobal storage type, kStorage: torch.UntypedStorage, whose numel counts bytes (torch >= 2.1
+  // saves the dtypes torch.storage._new_dtypes() names this way, each tensor naming its dtype).
+  bool untyped = false;
   double f = 0;
   std::string s;         // kString, kBytes; global name; storage key; kObject: class or callable
   std::string location;  // kStorage
@@ -80,10 +83,12 @@ struct StorageType {
   DType dtype;
 };
 constexpr StorageType kStorageTypes[] = {
-    {"FloatStorage", DType::kF32},  {"HalfStorage", DType::kF16}, {"BFloat16Storage", DType::kBF16},
-    {"DoubleStorage", DType::kF64}, {"LongStorage", DType::kI64}, {"IntStorage", DType::kI32},
-    {"ShortStorage", DType::kI16},  {"CharStorage", DType::kI8},  {"ByteStorage", DType::kU8},
-    {"BoolStorage", DType::kBool},
+    {"FloatStorage", DType::kF32},        {"HalfStorage", DType::kF16},
+    {"BFloat16Storage", DType::kBF16},    {"DoubleStorage", DType::kF64},
+    {"LongStorage", DType::kI64},         {"IntStorage", DType::kI32},
+    {"ShortStorage", DType::kI16},        {"CharStorage", DType::kI8},
+    {"ByteStorage", DType::kU8},          {"BoolStorage", DType::kBool},
+    {"ComplexFloatStorage", DType::kC64}, {"ComplexDoubleStorage", DType::kC128},
 };
 
 class Machine {
@@ -276,7 +281,8 @@ Status Machine::push_global(const std::string& module, const std::string& name) 
     v.callable = Callable::kOrderedDict;
   else if (full == "collections.defaultdict")
     v.callable = Callable::kDefaultDict;
-  else if (full == "torch._utils._rebuild_tensor_v2" || full == "torch._utils._rebuild_tensor")
+  else if (full == "torch._utils._rebuild_tensor_v2" || full == "torch._utils._rebuild_tensor" ||
+           full == "torch._utils._rebuild_tensor_v3")
     v.callable = Callable::kRebuildTensor;
   else if (full == "torch._utils._rebuild_parameter" || full == "torch._utils._rebuild_parameter_with_state")
     v.callable = Callable::kRebuildParameter;
@@ -296,7 +302,11 @@ Status Machine::push_global(const std::string& module, const std::string& name) 
     v.callable = Callable::kNumpyDtype;
   else if (full == "copyreg._reconstructor")
     v.callable = Callable::kReconstructor;
-  else if (module == "torch") {
+  else if ((module == "torch" || module == "torch.storage") && name == "UntypedStorage") {
+    v.callable = Callable::kStorageType;
+    v.dtype = DType::kU8;
+    v.untyped = true;
+  } else if (module == "torch") {
     for (const auto& st : kStorageTypes) {
       if (name == st.name) {
         v.callable = Callable::kStorageType;
@@ -508,10 +518,15 @@ std::optional<Status> Machine::reduce_rebuild_tensor(const ReduceCall& call) {
   auto kind_of = [&](size_t k) { return k < a.size() ? values_[a[k]].kind : Kind::kNone; };
   // _rebuild_tensor_v2: (storage, storage_offset, size, stride, requires_grad, backward_hooks[,
   // metadata]); _rebuild_tensor, how torch < 0.4 pickled a tensor: (storage, storage_offset, size,
-  // stride). torch.load(weights_only=True) accepts both.
+  // stride); _rebuild_tensor_v3 (torch >= 2.1, for float8, uint16/32/64, complex32...): (untyped
+  // storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype[, metadata]), the
+  // offset and strides in elements of `dtype`. torch.load(weights_only=True) accepts all three.
   const bool v1 = name == "torch._utils._rebuild_tensor";
-  if (v1 ? a.size() != 4 : (a.size() < 6 || a.size() > 7))
-    return fail(std::string(v1 ? "_rebuild_tensor expects 4" : "_rebuild_tensor_v2 expects 6 or 7") +
+  const bool v3 = name == "torch._utils._rebuild_tensor_v3";
+  if (v1 ? a.size() != 4 : v3 ? (a.size() < 7 || a.size() > 8) : (a.size() < 6 || a.size() > 7))
+    return fail(std::string(v1   ? "_rebuild_tensor expects 4"
+                            : v3 ? "_rebuild_tensor_v3 expects 7 or 8"
+                                 : "_rebuild_tensor_v2 expects 6 or 7") +
                 " arguments, got " + std::to_string(a.size()));
   if (kind_of(0) != Kind::kStorage) return fail("_rebuild_tensor_v2: first argument is not a storage");
   if (kind_of(1) != Kind::kInt) return fail("_rebuild_tensor_v2: storage_offset is not an int");
@@ -519,6 +534,22 @@ std::optional<Status> Machine::reduce_rebuild_tensor(const ReduceCall& call) {
   t.kind = Kind::kTensor;
   t.items = {a[0]};
   t.dtype = values_[a[0]].dtype;
+  if (v3) {
+    const Value& d = values_[a[6]];
+    const std::string prefix = "torch.";
+    std::optional<DType> dtype;
+    if (d.kind == Kind::kGlobal && d.s.compare(0, prefix.size(), prefix) == 0)
+      dtype = dtype_from_torch_name(d.s.substr(prefix.size()));
+    if (!dtype) {
+      return fail("_rebuild_tensor_v3: dtype " +
+                  (d.kind == Kind::kGlobal ? utf8_clean(d.s) : describe(a[6])) +
+                  " is not a dtype this reader knows");
+    }
+    if (!values_[a[0]].untyped) return fail("_rebuild_tensor_v3: storage is not an UntypedStorage");
+    t.dtype = *dtype;
+  } else if (values_[a[0]].untyped) {
+    return fail(name + ": an UntypedStorage needs _rebuild_tensor_v3's dtype");
+  }
   t.i = values_[a[1]].i;
   CKPT_ASSIGN_OR_RETURN(t.shape, int_tuple(a[2], "_rebuild_tensor_v2 size"));
   CKPT_ASSIGN_OR_RETURN(t.stride, int_tuple(a[3], "_rebuild_tensor_v2 stride"));
@@ -778,6 +809,7 @@ Status Machine::persistent_load(Ref pid_ref) {
   Value s;
   s.kind = Kind::kStorage;
   s.dtype = type.dtype;
+  s.untyped = type.untyped;
   s.s = key.s;
   s.location = loc.s;
   s.i = numel.i;
@@ -1226,10 +1258,12 @@ Status Flattener::flatten(Ref r, const std::string& prefix, size_t depth, Pickle
     }
     PickledTensor t;
     t.name = prefix.empty() ? "tensor" : utf8_clean(prefix);
-    t.dtype = st.dtype;
+    t.dtype = v.dtype;
     t.storage_key = st.s;
     t.location = utf8_clean(st.location);
-    t.storage_numel = st.i;
+    // Untyped storage counts bytes: a tensor sees the whole elements of its dtype that fit.
+    t.storage_numel = st.untyped ? st.i / static_cast<int64_t>(dtype_size(v.dtype)) : st.i;
+    t.storage_nbytes = st.untyped ? st.i : -1;
     t.storage_offset = st.view_offset + v.i;
     t.shape = v.shape;
     t.stride = v.stride;

@@ -48,10 +48,11 @@ size_t pickle_output_limit(size_t pickle_size);
 struct PickledTensor {
   std::string name;  // dotted path in the (nested) dict: "state.0.exp_avg"
   DType dtype = DType::kF32;
-  std::string storage_key;  // persistent id key: the zip entry is <archive>/data/<key>
-  std::string location;     // "cpu", "cuda:0"
-  int64_t storage_numel = 0;
-  int64_t storage_offset = 0;  // in elements
+  std::string storage_key;      // persistent id key: the zip entry is <archive>/data/<key>
+  std::string location;         // "cpu", "cuda:0"
+  int64_t storage_numel = 0;    // in elements of `dtype`
+  int64_t storage_nbytes = -1;  // an untyped storage's bytes (torch >= 2.1's _rebuild_tensor_v3); -1: typed
+  int64_t storage_offset = 0;   // in elements
   std::vector<int64_t> shape;
   std::vector<int64_t> stride;  // in elements, as torch records it (any layout; never negative)
   bool inline_payload = false;  // a numpy array: storage_key is empty, the bytes are below

@@ -329,11 +329,14 @@ Result<std::unique_ptr<TensorFile>> open_pytorch(std::unique_ptr<ByteSource> sou
         prefix + "/" + (t.storage_key.find('/') == std::string::npos ? "data/" : "") + t.storage_key;
     const ZipEntry* entry = zip.find(entry_name);
     if (!entry) return Status::corruption(where + ": storage entry '" + entry_name + "' is missing");
-    const auto storage_bytes = checked_nbytes({t.storage_numel}, t.dtype);
+    const auto storage_bytes = t.storage_nbytes >= 0 ? std::optional<uint64_t>(t.storage_nbytes)
+                                                     : checked_nbytes({t.storage_numel}, t.dtype);
     if (!storage_bytes || *storage_bytes != entry->size) {
-      return Status::corruption(where + ": storage '" + entry_name + "' should hold " +
-                                std::to_string(t.storage_numel) + " " + dtype_name(t.dtype) +
-                                " elements, entry has " + std::to_string(entry->size) + " bytes");
+      const std::string want =
+          t.storage_nbytes >= 0 ? std::to_string(t.storage_nbytes) + " bytes (untyped)"
+                                : std::to_string(t.storage_numel) + " " + dtype_name(t.dtype) + " elements";
+      return Status::corruption(where + ": storage '" + entry_name + "' should hold " + want +
+                                ", entry has " + std::to_string(entry->size) + " bytes");
     }
     return StorageBytes{entry->data_offset, t.storage_numel};
   };

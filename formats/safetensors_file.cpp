@@ -50,15 +50,28 @@ struct HeaderEntry {
   uint64_t begin, end;
 };
 
+constexpr const char* kSafetensorsF4 = "F4";
+
 Result<HeaderEntry> parse_entry(const std::string& key, const nlohmann::json& v, const std::string& file) {
   const std::string where = file + ": tensor '" + key + "'";
   if (!v.is_object()) return Status::corruption(where + ": expected an object, got " + v.type_name());
   HeaderEntry e{key, DType::kF32, {}, 0, 0};
   CKPT_ASSIGN_OR_RETURN(std::string dtype, json_string(v, "dtype", where));
-  auto dt = dtype_from_name(dtype);
-  if (!dt) return Status::not_supported(where + ": unknown dtype '" + dtype + "'");
+  // "F4" (safetensors >= 0.6: e2m1 nibbles, the shape counting nibbles) is torch.float4_e2m1fn_x2,
+  // two to a byte: the last dim halves, as safetensors.torch loads it.
+  const bool f4 = dtype == kSafetensorsF4;
+  auto dt = f4 ? std::optional<DType>(DType::kF4E2M1X2) : dtype_from_name(dtype);
+  if (!dt || (!f4 && *dt == DType::kF4E2M1X2))
+    return Status::not_supported(where + ": unknown dtype '" + dtype + "'");
   e.dtype = *dt;
   CKPT_ASSIGN_OR_RETURN(e.shape, json_dims(v, "shape", where, kMaxSafetensorsRank));
+  if (f4) {
+    if (e.shape.empty() || e.shape.back() % 2 != 0) {
+      return Status::corruption(where + ": F4 shape " + shape_to_string(e.shape) +
+                                " has no even last dim (two 4-bit values share a byte)");
+    }
+    e.shape.back() /= 2;
+  }
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* offs, json_array(v, "data_offsets", where));
   if (offs->size() != 2 || !(*offs)[0].is_number_unsigned() || !(*offs)[1].is_number_unsigned()) {
     return Status::corruption(where + ": data_offsets: expected [begin, end] non-negative integers, got " +
@@ -251,8 +264,11 @@ std::string safetensors_header(const std::vector<ChunkInfo>& chunks, const std::
   for (size_t i : order) {
     const ChunkInfo& c = chunks[i];
     const std::string key = c.label();
-    header[key] = {
-        {"dtype", dtype_name(c.dtype)}, {"shape", c.shape}, {"data_offsets", {begin, begin + c.data_bytes}}};
+    std::vector<int64_t> shape = c.shape;
+    if (c.dtype == DType::kF4E2M1X2 && !shape.empty()) shape.back() *= 2;  // safetensors counts nibbles
+    header[key] = {{"dtype", c.dtype == DType::kF4E2M1X2 ? kSafetensorsF4 : dtype_name(c.dtype)},
+                   {"shape", shape},
+                   {"data_offsets", {begin, begin + c.data_bytes}}};
     meta[kSafetensorsChunkKeyPrefix + key] = nlohmann::json{
         {"name", c.name},
         {"component", c.component},

@@ -37,7 +37,14 @@ at::ScalarType scalar_type_of(DType dtype) {
     case DType::kU32: return at::kInt;
     case DType::kU64: return at::kLong;
     case DType::kF8E4M3:
-    case DType::kF8E5M2: return at::kByte;
+    case DType::kF8E5M2:
+    case DType::kF8E4M3Fnuz:
+    case DType::kF8E5M2Fnuz:
+    case DType::kF8E8M0:
+    case DType::kF4E2M1X2: return at::kByte;
+    case DType::kC32: return at::kComplexHalf;
+    case DType::kC64: return at::kComplexFloat;
+    case DType::kC128: return at::kComplexDouble;
   }
   return at::kFloat;
 }

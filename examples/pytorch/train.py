@@ -13,8 +13,12 @@ rng.pt, data.pt) or, with --single-file, one step_N.pt holding the same dict.
 
 Each step line also carries the contract's optional fields: `tokens` (the samples of the batch)
 and, on the first step of every run, `peak_memory_bytes` of that full step including the optimizer
-step (on CPU: VmHWM over the step, reset just before it, less VmRSS before the model was built; on
-GPU it would be torch.cuda.max_memory_allocated after torch.cuda.reset_peak_memory_stats).
+step (on CPU: VmHWM over the step, reset just before it, less VmRSS before the model was built; with
+--device cuda: torch.cuda.reset_peak_memory_stats() before the step, torch.cuda.max_memory_allocated()
+after it).
+
+--device cuda trains on the GPU (CPU is the default); the checkpoint then also holds the CUDA RNG
+state. GPU kernels need not be bit-exact between runs: drill it with --control.
 
 --bug NAME introduces a classic resume bug on purpose (the drill must catch each one):
   forget-optimizer, forget-scheduler, forget-rng, forget-data-position, forget-scaler.
@@ -142,6 +146,13 @@ def retain(ckpt_dir, keep):
                 os.remove(path)
 
 
+def rng_state(device):
+    state = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
 def load(path):
     if os.path.isfile(path):
         return torch.load(path)
@@ -153,6 +164,7 @@ def main():
     parser.add_argument("--single-file", action="store_true", help="one .pt per checkpoint")
     parser.add_argument("--bug", choices=BUGS, help="introduce a classic resume bug")
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
     parser.add_argument("--keep-last", type=int, default=0,
                         help="retention, as long runs do: after each save delete all but the newest N checkpoints")
     parser.add_argument("--step-sleep", type=float, default=0.0,
@@ -167,8 +179,10 @@ def main():
     rss_before_model = proc_status_bytes("VmRSS")
 
     torch.set_num_threads(1)  # one thread: the same reduction order every run, so runs are bit-exact
-    torch.manual_seed(1234)
-    model = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Dropout(0.1), nn.Linear(64, 1))
+    torch.manual_seed(1234)  # seeds the CUDA generators too
+    device = torch.device(args.device)
+    on_gpu = device.type == "cuda"
+    model = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Dropout(0.1), nn.Linear(64, 1)).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     warmup = 4
     schedule = lambda s: (s + 1) / warmup if s < warmup else 0.5 * (1 + math.cos(math.pi * min(1.0, s / 200)))
@@ -186,6 +200,8 @@ def main():
             scaler.load_state_dict(state["scaler"])
         if args.bug != "forget-rng":
             torch.set_rng_state(state["rng"]["cpu"])
+            if on_gpu:
+                torch.cuda.set_rng_state(state["rng"]["cuda"].cpu(), device)
         if args.bug != "forget-data-position":
             data.load_state_dict(state["data"])
         step = state["progress"]["step"]
@@ -196,8 +212,13 @@ def main():
         if args.step_sleep > 0:
             time.sleep(args.step_sleep)
         if first_step:
-            reset_peak_rss()
+            if on_gpu:
+                torch.cuda.synchronize(device)
+                torch.cuda.reset_peak_memory_stats(device)
+            else:
+                reset_peak_rss()
         x, y = data.next_batch()
+        x, y = x.to(device), y.to(device)
         optimizer.zero_grad(set_to_none=True)
         loss = nn.functional.mse_loss(model(x), y)
         (loss * scaler.scale).backward()
@@ -210,13 +231,17 @@ def main():
         record = {"step": step, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm, "loss_scale": scale,
                   "tokens": len(x)}
         if first_step:
-            record["peak_memory_bytes"] = max(0, proc_status_bytes("VmHWM") - rss_before_model)
+            if on_gpu:
+                torch.cuda.synchronize(device)
+                record["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device)
+            else:
+                record["peak_memory_bytes"] = max(0, proc_status_bytes("VmHWM") - rss_before_model)
             first_step = False
         log(metrics, record)
         if step % save_every == 0:
             state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                      "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
-                     "rng": {"cpu": torch.get_rng_state()}, "data": data.state_dict(),
+                     "rng": rng_state(device), "data": data.state_dict(),
                      "progress": {"step": step}}
             path = save(ckpt_dir, step, state, args.single_file)
             if args.keep_last > 0:

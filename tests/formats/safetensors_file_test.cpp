@@ -216,6 +216,38 @@ TEST(DType, NewDtypesDecode) {
   EXPECT_EQ(*dtype_from_name("F8_E5M2"), DType::kF8E5M2);
 }
 
+// torch 2.x's other 8-bit floats and the complex types (values as ml_dtypes and torch define them).
+TEST(DType, FnuzE8M0ComplexAndTorchNamesDecode) {
+  const uint8_t fnuz_one = 0x40, fnuz_nan = 0x80, fnuz_max = 0x7f, fnuz_tiny = 0x01, fnuz_m1 = 0xc0;
+  EXPECT_EQ(element_as_double(&fnuz_one, DType::kF8E4M3Fnuz), 1.0);
+  EXPECT_EQ(element_as_double(&fnuz_max, DType::kF8E4M3Fnuz), 240.0);
+  EXPECT_EQ(element_as_double(&fnuz_tiny, DType::kF8E4M3Fnuz), std::ldexp(1.0, -10));
+  EXPECT_EQ(element_as_double(&fnuz_m1, DType::kF8E4M3Fnuz), -1.0);
+  EXPECT_TRUE(std::isnan(element_as_double(&fnuz_nan, DType::kF8E4M3Fnuz)));
+  EXPECT_EQ(element_as_double(&fnuz_one, DType::kF8E5M2Fnuz), 1.0);
+  EXPECT_EQ(element_as_double(&fnuz_max, DType::kF8E5M2Fnuz), 57344.0);
+  EXPECT_EQ(element_as_double(&fnuz_tiny, DType::kF8E5M2Fnuz), std::ldexp(1.0, -17));
+  EXPECT_TRUE(std::isnan(element_as_double(&fnuz_nan, DType::kF8E5M2Fnuz)));
+  const uint8_t e8m0_one = 127, e8m0_min = 0, e8m0_nan = 0xff;
+  EXPECT_EQ(element_as_double(&e8m0_one, DType::kF8E8M0), 1.0);
+  EXPECT_EQ(element_as_double(&e8m0_min, DType::kF8E8M0), std::ldexp(1.0, -127));
+  EXPECT_TRUE(std::isnan(element_as_double(&e8m0_nan, DType::kF8E8M0)));
+  const float c64[2] = {3.0f, -4.0f};
+  const double c128[2] = {-6.0, 8.0};
+  EXPECT_EQ(element_as_double(reinterpret_cast<const uint8_t*>(c64), DType::kC64), 5.0);
+  EXPECT_EQ(element_as_double(reinterpret_cast<const uint8_t*>(c128), DType::kC128), 10.0);
+  EXPECT_EQ(dtype_size(DType::kC32), 4u);
+  EXPECT_EQ(dtype_size(DType::kC128), 16u);
+  EXPECT_FALSE(dtype_is_floating(DType::kC64));  // compared bit for bit
+  EXPECT_EQ(*dtype_from_torch_name("complex64"), DType::kC64);
+  EXPECT_EQ(*dtype_from_torch_name("half"), DType::kF16);
+  EXPECT_EQ(*dtype_from_torch_name("float4_e2m1fn_x2"), DType::kF4E2M1X2);
+  EXPECT_FALSE(dtype_from_torch_name("quint8").has_value());
+  EXPECT_EQ(torch_dtype_name(DType::kF8E8M0), "torch.float8_e8m0fnu");
+  EXPECT_EQ(torch_dtype_name(DType::kF32), "torch.float32");
+  EXPECT_FALSE(dtype_from_name("F4").has_value());  // safetensors' F4 counts nibbles: only its reader maps it
+}
+
 TEST(SafetensorsDefects, DtypeWrongJsonType) {
   auto h = two_tensors();
   h["a"]["dtype"] = 7;

@@ -110,6 +110,13 @@ void NonfiniteCounter::count_elements(const uint8_t* data, size_t elements) {
     case DType::kF8E4M3:  // float8_e4m3fn: no Inf; only S.1111.111 is NaN
       for (size_t i = 0; i < elements; ++i) count_.nan += (data[i] & 0x7f) == 0x7f;
       break;
+    case DType::kF8E4M3Fnuz:  // no Inf, no -0: 0x80 is the one NaN
+    case DType::kF8E5M2Fnuz:
+      for (size_t i = 0; i < elements; ++i) count_.nan += data[i] == 0x80;
+      break;
+    case DType::kF8E8M0:  // an exponent only: 0xff is NaN
+      for (size_t i = 0; i < elements; ++i) count_.nan += data[i] == 0xff;
+      break;
     default: break;
   }
 }
