@@ -26,8 +26,8 @@ std::vector<std::string> close_names(const std::string& wanted, const std::vecto
   for (size_t i = 0; i < candidates.size(); ++i) {
     const std::string& name = candidates[i];
     const size_t d = edit_distance(wanted, name);
-    const bool contains = !wanted.empty() && (name.find(wanted) != std::string::npos ||
-                                              wanted.find(name) != std::string::npos);
+    const bool contains =
+        !wanted.empty() && (name.find(wanted) != std::string::npos || wanted.find(name) != std::string::npos);
     if (d <= std::max<size_t>(3, wanted.size() / 3) || contains) scored.emplace_back(contains ? 0 : d, i);
   }
   std::stable_sort(scored.begin(), scored.end(),

@@ -17,7 +17,7 @@ namespace {
 
 using namespace ckpt::testing;
 
-constexpr const char* kDamaged = "optimizer.model.blocks.0.w.exp_avg";
+constexpr const char* kDamagedTensor = "optimizer.model.blocks.0.w.exp_avg";
 
 class InspectErrorsTest : public ::testing::Test {
  protected:
@@ -25,7 +25,7 @@ class InspectErrorsTest : public ::testing::Test {
     ASSERT_EQ(::access(CKPTCHECK_BIN, X_OK), 0)
         << CKPTCHECK_BIN << " is not built (make build): these tests run it";
     dir_ = save_training_state(root_.path(), full_training_state());
-    chunk_ = fixture_chunk(dir_, kDamaged, 0);
+    chunk_ = fixture_chunk(dir_, kDamagedTensor, 0);
     shard_ = read_fixture_manifest(dir_).shards[chunk_.shard].path;
     auto bytes = read_file_bytes(dir_ + "/" + shard_);
     bytes[chunk_.data_offset] ^= 1;
@@ -34,7 +34,7 @@ class InspectErrorsTest : public ::testing::Test {
   }
   // The one line naming the damaged chunk, without the "[code] shard tensor: " before it.
   std::string expected_message() const {
-    return "@" + std::to_string(chunk_.data_offset) + ": sha256 mismatch for " + kDamaged + "[";
+    return "@" + std::to_string(chunk_.data_offset) + ": sha256 mismatch for " + kDamagedTensor + "[";
   }
   TempDir root_;
   std::string dir_, shard_, got_;
@@ -44,7 +44,8 @@ class InspectErrorsTest : public ::testing::Test {
 TEST_F(InspectErrorsTest, ErrorsComeFirstAndTheDamagedRowIsMarked) {
   const CommandResult r = run_ckptcheck("inspect '" + dir_ + "'");
   ASSERT_EQ(r.exit_code, 1) << r.output;
-  const std::string line = "[chunk_sha256_mismatch] " + shard_ + " " + kDamaged + ": " + expected_message();
+  const std::string line =
+      "[chunk_sha256_mismatch] " + shard_ + " " + kDamagedTensor + ": " + expected_message();
   const size_t error = r.output.find(line);
   ASSERT_NE(error, std::string::npos) << r.output;
   EXPECT_NE(r.output.find("expected " + chunk_.sha256 + " got " + got_), std::string::npos) << r.output;
@@ -53,7 +54,7 @@ TEST_F(InspectErrorsTest, ErrorsComeFirstAndTheDamagedRowIsMarked) {
   EXPECT_LT(error, r.output.find("\nstep ")) << r.output;
   EXPECT_LT(error, r.output.find("\nmodel.")) << r.output;
   // The row of the damaged tensor carries a mark; no other row does.
-  const size_t row = r.output.find("\n" + std::string(kDamaged) + " ");
+  const size_t row = r.output.find("\n" + std::string(kDamagedTensor) + " ");
   ASSERT_NE(row, std::string::npos) << r.output;
   const std::string row_text = r.output.substr(row + 1, r.output.find('\n', row + 1) - row - 1);
   EXPECT_NE(row_text.find("<-- FAIL chunk_sha256_mismatch"), std::string::npos) << row_text;
@@ -86,7 +87,8 @@ TEST_F(InspectErrorsTest, ErrorsFlagShowsOnlyTheVerdictAndTheErrors) {
   const CommandResult r = run_ckptcheck("inspect --errors '" + dir_ + "'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_EQ(r.output.rfind("FAIL ", 0), 0u) << r.output;
-  EXPECT_NE(r.output.find("[chunk_sha256_mismatch] " + shard_ + " " + kDamaged), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[chunk_sha256_mismatch] " + shard_ + " " + kDamagedTensor), std::string::npos)
+      << r.output;
   EXPECT_EQ(r.output.find("\nmodel."), std::string::npos) << r.output;  // no tensor rows
   EXPECT_EQ(r.output.find("pins:"), std::string::npos) << r.output;
   size_t lines = 0;
@@ -102,8 +104,8 @@ TEST_F(InspectErrorsTest, ErrorsFlagShowsOnlyTheVerdictAndTheErrors) {
 TEST_F(InspectErrorsTest, PinsLineIsASummaryAndJsonHasThemWhole) {
   TempDir root;
   const std::string ckpt = root / "ckpt";
-  const CommandResult train = run_ckptcheck("train --config '" + kPilotConfig + "' --steps 1 --save-every 1 --ckpt-dir '" +
-                                            ckpt + "'");
+  const CommandResult train = run_ckptcheck("train --config '" + kPilotConfig +
+                                            "' --steps 1 --save-every 1 --ckpt-dir '" + ckpt + "'");
   ASSERT_EQ(train.exit_code, 0) << train.output;
   const CommandResult r = run_ckptcheck("inspect '" + ckpt + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -16,7 +16,7 @@ namespace {
 using namespace ckpt::testing;
 namespace fs = std::filesystem;
 
-const std::string kPytorchDir = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch";
+const std::string kNotACheckpointTorchFiles = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch";
 
 class NotACheckpointTest : public ::testing::Test {
  protected:
@@ -37,7 +37,8 @@ class NotACheckpointTest : public ::testing::Test {
 };
 
 TEST_F(NotACheckpointTest, TextNumpyAndJsonFilesAreUsageErrorsInVerifyAndInspect) {
-  expect_usage_error(dir_.write("notes.txt", "loss went down\n"), "notes.txt: a text file, not a tensor file");
+  expect_usage_error(dir_.write("notes.txt", "loss went down\n"),
+                     "notes.txt: a text file, not a tensor file");
   expect_usage_error(dir_.write("arr.npy", std::string("\x93NUMPY\x01\x00v\x00{'descr': '<f4'}", 24)),
                      "arr.npy: a NumPy .npy array file");
   expect_usage_error(dir_.write("manifest.json", "{\"version\": 1}"), "manifest.json: a JSON document");
@@ -48,8 +49,8 @@ TEST_F(NotACheckpointTest, ACheckpointsManifestNamesItsDirectory) {
   for (const std::string command : {"verify", "inspect"}) {
     const CommandResult r = run_ckptcheck(command + " '" + ckpt + "/manifest.json'");
     EXPECT_EQ(r.exit_code, 2) << r.output;
-    EXPECT_NE(r.output.find("it is a file of the ckptcheck checkpoint " + ckpt + ": pass the directory, `ckptcheck " +
-                            command + " " + ckpt + "`"),
+    EXPECT_NE(r.output.find("it is a file of the ckptcheck checkpoint " + ckpt +
+                            ": pass the directory, `ckptcheck " + command + " " + ckpt + "`"),
               std::string::npos)
         << r.output;
   }
@@ -62,21 +63,24 @@ TEST_F(NotACheckpointTest, ARunDirNamesTheCheckpointRootOneLevelDown) {
   for (const std::string command : {"verify", "inspect"}) {
     const CommandResult r = run_ckptcheck(command + " '" + dir_.path() + "'");
     EXPECT_EQ(r.exit_code, 2) << r.output;
-    EXPECT_NE(r.output.find("it holds, one level down: a checkpoint root (ckpt, latest " + fs::path(ckpt).filename().string() +
-                            ")"),
+    EXPECT_NE(r.output.find("it holds, one level down: a checkpoint root (ckpt, latest " +
+                            fs::path(ckpt).filename().string() + ")"),
               std::string::npos)
         << r.output;
-    EXPECT_NE(r.output.find("`ckptcheck " + command + " " + dir_.path() + "/ckpt`"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("`ckptcheck " + command + " " + dir_.path() + "/ckpt`"), std::string::npos)
+        << r.output;
   }
 }
 
 TEST_F(NotACheckpointTest, AFolderOfStepFilesNamesThemAndTheNewest) {
   for (const char* name : {"step_2.pt", "step_10.pt", "step_6.pt"})
-    fs::copy_file(kPytorchDir + "/adamw_state.pt", dir_ / name);
+    fs::copy_file(kNotACheckpointTorchFiles + "/adamw_state.pt", dir_ / name);
   const CommandResult r = run_ckptcheck("verify '" + dir_.path() + "'");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("3 torch_save files (step_10.pt, step_2.pt, step_6.pt)"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("e.g. `ckptcheck verify " + dir_.path() + "/step_10.pt`"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("3 torch_save files (step_10.pt, step_2.pt, step_6.pt)"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("e.g. `ckptcheck verify " + dir_.path() + "/step_10.pt`"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(NotACheckpointTest, AMissingFileIsNamedAsOne) {

@@ -18,8 +18,8 @@ namespace {
 using namespace ckpt::testing;
 namespace fs = std::filesystem;
 
-const std::string kPytorchDir = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch";
-const std::string kResumeDir = kPytorchDir + "/resume_state";
+const std::string kResumeTorchFiles = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch";
+const std::string kResumeStateFiles = kResumeTorchFiles + "/resume_state";
 
 class VerifyResumeStateTest : public ::testing::Test {
  protected:
@@ -41,7 +41,7 @@ class VerifyResumeStateTest : public ::testing::Test {
 };
 
 TEST_F(VerifyResumeStateTest, StateUnderNamesOfTheUsersChoicePasses) {
-  const CommandResult r = run_ckptcheck("verify --json '" + kResumeDir + "/renamed_keys.pt'");
+  const CommandResult r = run_ckptcheck("verify --json '" + kResumeStateFiles + "/renamed_keys.pt'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = json_of(r);
   EXPECT_TRUE(j["errors"].empty()) << r.output;
@@ -52,42 +52,44 @@ TEST_F(VerifyResumeStateTest, StateUnderNamesOfTheUsersChoicePasses) {
   EXPECT_TRUE(found(j, "rng", "rng.python")) << r.output;  // random.getstate()
   EXPECT_TRUE(found(j, "step", "step")) << r.output;
   // The summary says where each part was found.
-  const CommandResult text = run_ckptcheck("verify '" + kResumeDir + "/renamed_keys.pt'");
+  const CommandResult text = run_ckptcheck("verify '" + kResumeStateFiles + "/renamed_keys.pt'");
   EXPECT_EQ(text.exit_code, 0) << text.output;
-  EXPECT_NE(text.output.find("\nresume state: optimizer at 'opt', scheduler at 'sched', scaler at 'scaler', rng at "),
+  EXPECT_NE(text.output.find(
+                "\nresume state: optimizer at 'opt', scheduler at 'sched', scaler at 'scaler', rng at "),
             std::string::npos)
       << text.output;
 }
 
 TEST_F(VerifyResumeStateTest, NumpyRandomStateIsRecognised) {
   // numpy's array is outside torch.load(weights_only=True)'s allowlist: the gate still asks.
-  CommandResult r = run_ckptcheck("verify --json '" + kResumeDir + "/numpy_rng.pt'");
+  CommandResult r = run_ckptcheck("verify --json '" + kResumeStateFiles + "/numpy_rng.pt'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   r = run_ckptcheck(
       "verify --json --allow-global numpy.core.multiarray._reconstruct --allow-global numpy.ndarray "
       "--allow-global numpy.dtype '" +
-      kResumeDir + "/numpy_rng.pt'");
+      kResumeStateFiles + "/numpy_rng.pt'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(found(json_of(r), "rng", "rng.numpy")) << r.output;
 }
 
 TEST_F(VerifyResumeStateTest, HalfAnOptimizerIsNamedWithoutSuggestingWeightsOnly) {
-  const CommandResult r = run_ckptcheck("verify '" + kResumeDir + "/half_optimizer.pt'");
+  const CommandResult r = run_ckptcheck("verify '" + kResumeStateFiles + "/half_optimizer.pt'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("[optimizer_state_missing]"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("the optimizer state dict at 'opt' lacks 'state' or 'param_groups'"), std::string::npos)
+  EXPECT_NE(r.output.find("the optimizer state dict at 'opt' lacks 'state' or 'param_groups'"),
+            std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("--weights-only"), std::string::npos) << r.output;
 }
 
 TEST_F(VerifyResumeStateTest, AResumeCheckpointWithoutOptimizerSaysWhatItHolds) {
-  const CommandResult r = run_ckptcheck("verify '" + kResumeDir + "/sched_only.pt'");
+  const CommandResult r = run_ckptcheck("verify '" + kResumeStateFiles + "/sched_only.pt'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("[optimizer_state_missing]"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("it holds scheduler at 'sched', step at 'step'"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("--weights-only"), std::string::npos) << r.output;
   // A file of weights alone still gets the hint: it may be meant as weights only.
-  const CommandResult weights = run_ckptcheck("verify '" + kPytorchDir + "/model_state.pt'");
+  const CommandResult weights = run_ckptcheck("verify '" + kResumeTorchFiles + "/model_state.pt'");
   EXPECT_EQ(weights.exit_code, 1) << weights.output;
   EXPECT_NE(weights.output.find("pass --weights-only if this holds only model weights"), std::string::npos)
       << weights.output;
@@ -95,8 +97,8 @@ TEST_F(VerifyResumeStateTest, AResumeCheckpointWithoutOptimizerSaysWhatItHolds) 
 
 TEST_F(VerifyResumeStateTest, AFolderWhoseStateSitsInAFileOfAnyNamePasses) {
   TempDir dir;
-  fs::copy_file(kPytorchDir + "/model_state.pt", dir / "pytorch_model.bin");
-  fs::copy_file(kResumeDir + "/renamed_keys.pt", dir / "training_state.pt");
+  fs::copy_file(kResumeTorchFiles + "/model_state.pt", dir / "pytorch_model.bin");
+  fs::copy_file(kResumeStateFiles + "/renamed_keys.pt", dir / "training_state.pt");
   const CommandResult r = run_ckptcheck("verify --json '" + dir.path() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = json_of(r);

@@ -20,8 +20,8 @@ constexpr size_t kMaxDepth = 64;
 const char* const kParts[] = {"optimizer", "scheduler", "scaler", "rng", "step", "incomplete_optimizer"};
 
 const std::set<std::string>& step_keys() {
-  static const std::set<std::string> keys = {"step",       "global_step",   "global_steps", "steps",
-                                             "iteration",  "iter",          "epoch",        "num_updates",
+  static const std::set<std::string> keys = {"step",       "global_step",  "global_steps",    "steps",
+                                             "iteration",  "iter",         "epoch",           "num_updates",
                                              "train_step", "current_step", "consumed_samples"};
   return keys;
 }
@@ -44,8 +44,9 @@ const nlohmann::json* child(const nlohmann::json& node, const std::string& key) 
     const auto it = node.find(key);
     return it == node.end() ? nullptr : &*it;
   }
-  if (node.is_array() && !key.empty() && key.size() < 10 &&
-      std::all_of(key.begin(), key.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+  if (node.is_array() && !key.empty() && key.size() < 10 && std::all_of(key.begin(), key.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      })) {
     const size_t i = std::stoul(key);
     return i < node.size() ? &node[i] : nullptr;
   }
@@ -60,7 +61,8 @@ const nlohmann::json* tensor_of(const nlohmann::json* node) {
   if (!node || !node->is_object()) return nullptr;
   const auto it = node->find(kTensorKey);
   // A pickled dict may use the key too: only what add_tensor() wrote counts.
-  if (it == node->end() || !it->is_object() || !it->contains("dtype") || !it->contains("shape")) return nullptr;
+  if (it == node->end() || !it->is_object() || !it->contains("dtype") || !it->contains("shape"))
+    return nullptr;
   return &*it;
 }
 
@@ -83,9 +85,9 @@ bool is_rng_state(const nlohmann::json& node, const std::string& path) {
   // A CUDA (Philox) generator's seed and offset: 16 bytes, told apart from other masks by its key.
   std::string lower = path;
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (is_tensor(&node, "U8", 16) && (lower.find("rng") != std::string::npos ||
-                                     lower.find("random") != std::string::npos ||
-                                     lower.find("cuda") != std::string::npos))
+  if (is_tensor(&node, "U8", 16) &&
+      (lower.find("rng") != std::string::npos || lower.find("random") != std::string::npos ||
+       lower.find("cuda") != std::string::npos))
     return true;
   if (tensor_of(&node)) return false;
   // numpy.random.get_state(): ('MT19937', uint32[624], pos, has_gauss, cached_gaussian).
@@ -152,7 +154,8 @@ void walk(const nlohmann::json& node, const std::string& label, const std::strin
     }
   } else {
     for (size_t i = 0; i < node.size(); ++i) {
-      if (node[i].is_object() || node[i].is_array()) walk(node[i], label, sub(std::to_string(i)), depth + 1, out);
+      if (node[i].is_object() || node[i].is_array())
+        walk(node[i], label, sub(std::to_string(i)), depth + 1, out);
     }
   }
 }
@@ -169,8 +172,8 @@ nlohmann::json& ResumeStateTree::node_at(const std::string& label, const std::st
   return *node;
 }
 
-void ResumeStateTree::add_tensor(const std::string& dotted_path, DType dtype, const std::vector<int64_t>& shape,
-                                 const std::string& label) {
+void ResumeStateTree::add_tensor(const std::string& dotted_path, DType dtype,
+                                 const std::vector<int64_t>& shape, const std::string& label) {
   node_at(label, dotted_path) = {{kTensorKey, {{"dtype", dtype_name(dtype)}, {"shape", shape}}}};
 }
 

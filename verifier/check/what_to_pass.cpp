@@ -50,7 +50,8 @@ std::string what_is(const std::string& path, std::string* detail) {
   if (is_directory(path)) {
     const CheckpointKind kind = detect_checkpoint_kind(path);
     // A step dir without a manifest was never committed: nothing to pass.
-    if (kind == CheckpointKind::kCkptcheck) return path_exists(path + "/" + kManifestFileName) ? "checkpoint" : "";
+    if (kind == CheckpointKind::kCkptcheck)
+      return path_exists(path + "/" + kManifestFileName) ? "checkpoint" : "";
     if (kind != CheckpointKind::kSealedDirectory) return checkpoint_kind_name(kind);
     const CheckpointListing listing = list_checkpoints(path);
     if (listing.committed.empty()) return "";

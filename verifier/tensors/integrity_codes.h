@@ -21,8 +21,8 @@ constexpr const char* kZipCrcMismatch = "zip_crc_mismatch";
 constexpr const char* kZipHeaderMismatch = "zip_header_mismatch";
 }  // namespace verify_code
 
-std::string chunk_sha256_mismatch_message(uint64_t offset, const std::string& label, const std::string& expected,
-                                          const std::string& got);
+std::string chunk_sha256_mismatch_message(uint64_t offset, const std::string& label,
+                                          const std::string& expected, const std::string& got);
 
 // The code for a failed TensorFile::check_container(): a member's CRC-32, or its local header.
 const char* container_issue_code(const Status& status);
