@@ -495,8 +495,10 @@ VerifyReport verify_foreign_dir(const std::string& raw_dir, const VerifyOptions&
     const bool step_file = is_regular_file(dir + "/trainer_state.json");
     // The Trainer's file names, or the same state found by its structure in any file; --weights-only
     // is suggested only for a folder that holds no resume state at all.
-    const bool resumable = is_regular_file(dir + "/optimizer.pt") || is_regular_file(dir + "/scheduler.pt") ||
-                           step_file || rng_file || !report.resume_state.empty();
+    // (A step counter alone is no evidence: trainer_state.json is written by save_only_model too.)
+    bool resumable =
+        is_regular_file(dir + "/optimizer.pt") || is_regular_file(dir + "/scheduler.pt") || rng_file;
+    for (const ResumeStateFound& f : report.resume_state) resumable = resumable || f.part != "step";
     const auto need = [&](bool present, const char* part, const char* code, const std::string& missing) {
       if (present || holds_resume_part(report.resume_state, part)) return;
       const std::string what = dir + "/" + missing + ": missing, and no " + part + " state in any file";

@@ -222,7 +222,11 @@ std::string optimizer_missing_advice(const std::string& what, const std::vector<
              "save optimizer.state_dict() whole";
     }
   }
-  if (!found.empty()) {
+  // A step counter alone is no evidence: weights-only saves keep one too (Lightning's
+  // save_weights_only, the Trainer's save_only_model).
+  const bool saved_to_resume =
+      std::any_of(found.begin(), found.end(), [](const ResumeStateFound& f) { return f.part != "step"; });
+  if (saved_to_resume) {
     return what + "; it holds " + describe_resume_state(found) +
            ", so it was saved to be resumed, and a resume would start the optimizer from nothing: save "
            "optimizer.state_dict() with them";

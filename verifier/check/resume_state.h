@@ -49,9 +49,9 @@ class ResumeStateTree {
 bool holds_resume_part(const std::vector<ResumeStateFound>& found, const std::string& part);
 
 // The optimizer_state_missing message for a checkpoint (`what`: "no optimizer state ...") given what
-// else it holds. Only when it holds no resume state at all does it suggest --weights-only: a file
-// that carries a scheduler, an RNG or a step counter was saved to be resumed, and switching the
-// check off would hide the missing optimizer.
+// else it holds. Only when it holds no resume state but a step counter does it suggest
+// --weights-only: a file that carries a scheduler, a scaler or an RNG state was saved to be resumed,
+// and switching the check off would hide the missing optimizer.
 std::string optimizer_missing_advice(const std::string& what, const std::vector<ResumeStateFound>& found);
 
 }  // namespace ckpt

@@ -76,6 +76,11 @@ TEST(ResumeState, HalfAnOptimizerIsReportedAndTheAdviceFollowsWhatWasFound) {
   EXPECT_TRUE(weights.find().empty());
   advice = optimizer_missing_advice("no optimizer state", weights.find());
   EXPECT_NE(advice.find("pass --weights-only"), std::string::npos) << advice;
+  // A step counter alone does not make a resume checkpoint: weights-only saves keep one too.
+  weights.add_value("global_step", 100);
+  EXPECT_EQ(parts_at(weights.find(), "step"), std::vector<std::string>{"global_step"});
+  advice = optimizer_missing_advice("no optimizer state", weights.find());
+  EXPECT_NE(advice.find("pass --weights-only"), std::string::npos) << advice;
 }
 
 TEST(ResumeState, HostileValuesAreWalkedWithinBounds) {
