@@ -51,8 +51,9 @@ def subcommands(top_help):
 
 
 def option_names(sub_help):
+    # Options are listed under "Options:" and under named groups ("Built-in workload only ...:").
     names = []
-    for line in section(sub_help, "Options"):
+    for line in sub_help.splitlines():
         m = OPTION.match(line)
         if m:
             names.extend(n for n in m.group(1).split(",") if n.startswith("-"))

@@ -39,6 +39,13 @@ DCP_VERSION "1.0" and format "pt"; every tensor item is recorded at the blob's s
 byte count as length, as torch records it. hf_sharded_safetensors/ is HuggingFaceStorageWriter(
 save_sharded=True): the same blobs as shard-0000R-model-00001-of-00001.safetensors, no .metadata.
 `--only safetensors` writes just these.
+
+And tests/data/pytorch/resume_state/ (`--only resume_state`): training checkpoints whose resume
+state sits under names of the user's choosing, for verify's recognition by structure:
+renamed_keys.pt is {"model", "opt", "sched", "scaler", "rng", "step"} (AdamW, LambdaLR, a
+GradScaler's state as it is on CUDA, torch and Python random states); numpy_rng.pt adds numpy's
+legacy state (its array needs --allow-global for numpy); half_optimizer.pt holds an optimizer's
+param_groups without its state; sched_only.pt a scheduler and a step but no optimizer.
 """
 import argparse
 import copy
@@ -49,6 +56,7 @@ import json
 import os
 import pickle
 import pickletools
+import random
 import subprocess
 import sys
 import types
@@ -592,6 +600,34 @@ def write_torchscript():
             dst.writestr(info, data, compress_type=info.compress_type)
 
 
+def write_resume_state():
+    out = os.path.join(OUT, "resume_state")
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(7)
+    random.seed(7)
+    np.random.seed(7)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 / (1 + step))
+    for _ in range(3):
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+        sched.step()
+    # torch.cuda.amp.GradScaler disables itself without CUDA and then saves {}: its state_dict()'s
+    # keys and types as it returns them on a GPU.
+    scaler = {"scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000,
+              "_growth_tracker": 3}
+    rng = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    state = {"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+             "scaler": scaler, "rng": rng, "step": 3}
+    torch.save(state, os.path.join(out, "renamed_keys.pt"))
+    torch.save(dict(state, rng=dict(rng, numpy=np.random.get_state())), os.path.join(out, "numpy_rng.pt"))
+    torch.save({"model": model.state_dict(), "opt": {"param_groups": opt.state_dict()["param_groups"]},
+                "step": 3}, os.path.join(out, "half_optimizer.pt"))
+    torch.save({"model": model.state_dict(), "sched": sched.state_dict(), "step": 3},
+               os.path.join(out, "sched_only.pt"))
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--only", "torchscript"]:
         write_torchscript()
@@ -599,8 +635,11 @@ if __name__ == "__main__":
         write_megatron_torch_dist()
     elif sys.argv[1:] == ["--only", "safetensors"]:
         write_dcp_safetensors()
+    elif sys.argv[1:] == ["--only", "resume_state"]:
+        write_resume_state()
     else:
         main()
         write_megatron_torch_dist()
         write_dcp_safetensors()
         write_torchscript()
+        write_resume_state()

@@ -189,7 +189,8 @@ Result<std::string> resolve_checkpoint_path(const std::string& path) {
   if (base == kLatestFileName) {
     return resolve_latest_checkpoint(slash == std::string::npos ? "." : path.substr(0, slash));
   }
-  if (!is_directory(path)) return Status::io_error(path + ": no such checkpoint directory");
+  if (!path_exists(path)) return Status::io_error(path + ": no such file or directory");
+  if (!is_directory(path)) return Status::io_error(path + ": not a checkpoint directory");
   if (step_from_dir_name(base) >= 0) {
     return Status::corruption(path + ": has no manifest.json: the checkpoint was never committed");
   }

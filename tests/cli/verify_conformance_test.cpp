@@ -275,8 +275,9 @@ TEST_P(VerifyConformanceTest, PubkeyNeedsAValidSignatureOfThisKey) {
 
 TEST_P(VerifyConformanceTest, JsonHasTheSameSchemaForEveryKind) {
   static const std::set<std::string> kKeys = {
-      "ok",          "path",   "kind",    "sealed",       "step",          "errors",  "warnings",
-      "uncommitted", "shards", "tensors", "bytes_hashed", "sha256_kernel", "seconds", "accepted_globals"};
+      "ok",           "path",          "kind",        "sealed",           "step",
+      "errors",       "warnings",      "uncommitted", "shards",           "tensors",
+      "bytes_hashed", "sha256_kernel", "seconds",     "accepted_globals", "resume_state"};
   const std::string path = fresh_copy();
   const auto j = verify_json(path, "", 0);
   std::set<std::string> keys;

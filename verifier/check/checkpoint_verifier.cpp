@@ -23,6 +23,7 @@
 #include "distributed/step_gather.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/shard_formats.h"
+#include "formats/tensor_file_open.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
 #include "shards/manifest.h"
@@ -33,6 +34,7 @@
 #include "verifier/check/seal.h"
 #include "verifier/check/shard_scan.h"
 #include "verifier/check/signature.h"
+#include "verifier/check/what_to_pass.h"
 #include "verifier/pins/drift.h"
 
 namespace ckpt {
@@ -221,8 +223,8 @@ class ShardCheck {
       const ChunkInfo& fc = chunks_[matched_[r]];
       if (scan->chunk_sha256[matched_[r]] != mc.sha256) {
         error(verify_code::kChunkSha256Mismatch, t.name,
-              "@" + std::to_string(fc.data_offset) + ": sha256 mismatch for " + fc.label() + ": expected " +
-                  mc.sha256 + " got " + scan->chunk_sha256[matched_[r]]);
+              chunk_sha256_mismatch_message(fc.data_offset, fc.label(), mc.sha256,
+                                            scan->chunk_sha256[matched_[r]]));
       }
       out_.nonfinite[refs_[r].tensor] += scan->chunk_nonfinite[matched_[r]];
     }
@@ -603,7 +605,16 @@ Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind
 }  // namespace
 
 Result<VerifyReport> verify_path(const std::string& raw_path, const VerifyOptions& options) {
-  CKPT_ASSIGN_OR_RETURN(VerifyTarget target, resolve_verify_target(raw_path));
+  Result<VerifyTarget> resolved = resolve_verify_target(raw_path);
+  if (!resolved.is_ok()) return with_what_to_pass(raw_path, "verify", resolved.status());
+  const VerifyTarget target = *resolved;
+  // A file no reader knows and no seal covers is not a checkpoint: a usage error (exit 2) that
+  // says what the file is, as inspect says it, and nothing to seal.
+  if (target.kind == CheckpointKind::kUnknownFile && !has_seal(target.path)) {
+    auto opened = open_tensor_file(target.path);
+    if (!opened.is_ok() && !is_damage(opened.status()))
+      return with_what_to_pass(target.path, "verify", opened.status());
+  }
   // An unreadable key is a usage error whatever the checkpoint turns out to be.
   if (!options.pubkey_path.empty()) CKPT_RETURN_IF_ERROR(check_public_key(options.pubkey_path));
   CKPT_RETURN_IF_ERROR(refuse_unhonoured_options(target.kind, options));

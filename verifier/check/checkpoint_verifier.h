@@ -63,6 +63,7 @@
 #include "distributed/byte_collective.h"
 #include "formats/dtype.h"
 #include "verifier/check/verify_report.h"
+#include "verifier/tensors/integrity_codes.h"  // chunk_sha256_mismatch, zip_*: shared with inspect
 #include "verifier/tensors/nonfinite_count.h"
 
 namespace ckpt {
@@ -78,7 +79,6 @@ constexpr const char* kShardSizeMismatch = "shard_size_mismatch";
 constexpr const char* kShardSha256Mismatch = "shard_sha256_mismatch";
 constexpr const char* kShardUnreadable = "shard_unreadable";
 constexpr const char* kShardTruncated = "shard_truncated";
-constexpr const char* kChunkSha256Mismatch = "chunk_sha256_mismatch";
 constexpr const char* kChunkMissingInShard = "chunk_missing_in_shard";
 constexpr const char* kChunkHeaderMismatch = "chunk_header_mismatch";
 constexpr const char* kCoverageGap = "coverage_gap";
@@ -102,7 +102,6 @@ constexpr const char* kItemOverlap = "item_overlap";
 constexpr const char* kItemMissing = "item_missing";
 constexpr const char* kItemUnreadable = "item_unreadable";
 constexpr const char* kUnreferencedBytes = "unreferenced_bytes";
-constexpr const char* kZipCrcMismatch = "zip_crc_mismatch";
 constexpr const char* kPinsDrift = "pins_drift";  // --against-env: config/model/dataset/seeds differ
 // warnings
 constexpr const char* kChunkNotInManifest = "chunk_not_in_manifest";

@@ -18,17 +18,12 @@
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/chunk_coverage.h"
 #include "verifier/check/pickle_gate.h"
+#include "verifier/check/resume_state.h"
 #include "verifier/tensors/nonfinite_count.h"
 
 namespace ckpt {
 
 namespace {
-
-// The code for a failed TensorFile::check_container(): a member's CRC-32, or its local header.
-const char* container_code(const Status& st) {
-  return st.message().find("CRC-32 mismatch") != std::string::npos ? verify_code::kZipCrcMismatch
-                                                                   : verify_code::kZipHeaderMismatch;
-}
 
 // Streams chunk `index` of `file` through a NaN/Inf counter. Returns the bytes read.
 Result<uint64_t> count_nonfinite(const TensorFile& file, size_t index, NonfiniteCount* total) {
@@ -91,7 +86,7 @@ void check_tensor_file(const TensorFile& file, const std::string& shard, const V
   warn_unsupported_datasets(file, shard, report);
   if (options.quick) return;
   const Status crc = file.check_container();
-  if (!crc.is_ok()) report.add_error(container_code(crc), shard, "", crc.message());
+  if (!crc.is_ok()) report.add_error(container_issue_code(crc), shard, "", crc.message());
   const size_t count = file.chunks().size();
   std::vector<VerifyReport> per_chunk(count);
   run_parallel(count, resolve_jobs(options.jobs, count), [&](size_t i) {
@@ -155,6 +150,9 @@ bool is_lightning(const TensorFile& file) {
 }
 
 void check_file_resumability(const TensorFile& file, const std::string& shard, VerifyReport& report) {
+  ResumeStateTree tree;
+  tree.add_file(file);
+  report.resume_state = tree.find();
   if (is_lightning(file)) {
     if (!has_key(file, "optimizer_states"))
       require_weights_only_note(report, verify_code::kOptimizerStateMissing, shard,
@@ -164,9 +162,13 @@ void check_file_resumability(const TensorFile& file, const std::string& shard, V
                                 "Lightning checkpoint without lr_schedulers");
     return;
   }
-  if (!has_key_prefix(file, "optim") && !has_key(file, "state") && !has_key(file, "param_groups")) {
-    require_weights_only_note(report, verify_code::kOptimizerStateMissing, shard,
-                              "no optimizer state (no 'optimizer*', 'state' or 'param_groups' key)");
+  // By structure wherever it sits, or by the names this check always accepted.
+  if (!holds_resume_part(report.resume_state, "optimizer") && !has_key_prefix(file, "optim") &&
+      !has_key(file, "state") && !has_key(file, "param_groups")) {
+    report.add_error(verify_code::kOptimizerStateMissing, shard, "",
+                     optimizer_missing_advice("no optimizer state (no dict with 'state' and 'param_groups' "
+                                              "anywhere, no 'optimizer*' key)",
+                                              report.resume_state));
   }
 }
 
@@ -301,7 +303,7 @@ void check_tensor_items(const DcpCheckpoint& dcp, const std::string& dir, const 
       if (options.quick) continue;
       const Status crc = file.check_container();
       if (!crc.is_ok())
-        out.add_error(container_code(crc), it.relative_path, t.fqn,
+        out.add_error(container_issue_code(crc), it.relative_path, t.fqn,
                       "item " + it.label() + ": " + crc.message());
       auto read = count_nonfinite(file, item->second, &n);
       if (!read.is_ok()) {
@@ -349,13 +351,19 @@ void check_bytes_items(const DcpCheckpoint& dcp, const std::string& dir, const s
 void check_dcp_resumability(const DcpCheckpoint& dcp, const std::string& dir, VerifyReport& report) {
   const DcpMetadata& md = dcp.metadata();
   const MegatronParts& megatron = dcp.megatron();
-  bool optimizer = false;
+  ResumeStateTree tree;
+  for (const auto& t : md.tensors) tree.add_tensor(t.fqn, t.dtype, t.shape);
+  for (const auto& b : md.bytes) tree.add_value(b.fqn, {{"__bytes__", true}});
+  report.resume_state = tree.find();
+  bool optimizer = holds_resume_part(report.resume_state, "optimizer");
   for (const auto& t : md.tensors) optimizer = optimizer || starts_with(t.fqn, "optim");
   for (const auto& b : md.bytes) optimizer = optimizer || starts_with(b.fqn, "optim");
   if (megatron.common) optimizer = optimizer || has_key(*megatron.common, "optimizer");
   if (!optimizer)
-    require_weights_only_note(report, verify_code::kOptimizerStateMissing, "",
-                              dir + ": no optimizer state (no .metadata key starting with 'optim')");
+    report.add_error(verify_code::kOptimizerStateMissing, "", "",
+                     optimizer_missing_advice(dir + ": no optimizer state (no .metadata key starting with "
+                                                    "'optim', no 'state' and 'param_groups' side by side)",
+                                              report.resume_state));
   if (megatron.common) {
     const std::string common = base_name(megatron.common->path());
     if (!has_key(*megatron.common, "opt_param_scheduler"))
@@ -459,6 +467,7 @@ VerifyReport verify_foreign_dir(const std::string& raw_dir, const VerifyOptions&
   VerifyReport report;
   report.path = dir;
   static const char* kTensorExtensions[] = {".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5"};
+  ResumeStateTree tree;  // resume state in any file, whatever the file's name
   for (const std::string& name : list_files_under(dir, 1)) {
     if (name.find('/') != std::string::npos) continue;  // top level only
     const std::string path = dir + "/" + name;
@@ -476,20 +485,34 @@ VerifyReport verify_foreign_dir(const std::string& raw_dir, const VerifyOptions&
     ++report.shards;
     report.tensors += (*file)->chunks().size();
     check_tensor_file(**file, name, options, report);
+    if (!options.weights_only) tree.add_file(**file, name);
   }
   if (!options.weights_only) {
-    const auto need = [&](const char* file, const char* code) {
-      if (!is_regular_file(dir + "/" + file))
-        require_weights_only_note(report, code, "", dir + "/" + file + ": missing");
-    };
-    need("optimizer.pt", verify_code::kOptimizerStateMissing);
-    need("scheduler.pt", verify_code::kSchedulerStateMissing);
-    need("trainer_state.json", verify_code::kStepStateMissing);
-    bool rng = false;
+    report.resume_state = tree.find();
+    bool rng_file = false;
     for (const std::string& name : list_files_under(dir, 1))
-      rng = rng || (starts_with(name, "rng_state") && ends_with(name, ".pth"));
-    if (!rng)
-      require_weights_only_note(report, verify_code::kRngStateMissing, "", dir + "/rng_state*.pth: missing");
+      rng_file = rng_file || (starts_with(name, "rng_state") && ends_with(name, ".pth"));
+    const bool step_file = is_regular_file(dir + "/trainer_state.json");
+    // The Trainer's file names, or the same state found by its structure in any file; --weights-only
+    // is suggested only for a folder that holds no resume state at all.
+    // (A step counter alone is no evidence: trainer_state.json is written by save_only_model too.)
+    bool resumable =
+        is_regular_file(dir + "/optimizer.pt") || is_regular_file(dir + "/scheduler.pt") || rng_file;
+    for (const ResumeStateFound& f : report.resume_state) resumable = resumable || f.part != "step";
+    const auto need = [&](bool present, const char* part, const char* code, const std::string& missing) {
+      if (present || holds_resume_part(report.resume_state, part)) return;
+      const std::string what = dir + "/" + missing + ": missing, and no " + part + " state in any file";
+      if (resumable)
+        report.add_error(code, "", "", what + "; a resume would lack it");
+      else
+        require_weights_only_note(report, code, "", what);
+    };
+    need(is_regular_file(dir + "/optimizer.pt"), "optimizer", verify_code::kOptimizerStateMissing,
+         "optimizer.pt");
+    need(is_regular_file(dir + "/scheduler.pt"), "scheduler", verify_code::kSchedulerStateMissing,
+         "scheduler.pt");
+    need(step_file, "step", verify_code::kStepStateMissing, "trainer_state.json");
+    need(rng_file, "rng", verify_code::kRngStateMissing, "rng_state*.pth");
   }
   report.seconds = seconds_since(start);
   return report;

@@ -6,11 +6,15 @@
 //    (verifier/check/chunk_coverage.h), every item parses as a torch.save archive holding what
 //    `.metadata` says;
 //  - every zip member's CRC-32 (torch.load never checks it); NaN/Inf counts of floating tensors;
-//  - resumability by convention (skipped with `weights_only`): DCP: a key starting with "optim";
-//    Lightning `.ckpt`: non-empty `optimizer_states` and `lr_schedulers`; another torch.save file:
-//    optimizer state (`optimizer*`, `state.*`/`param_groups`); HF Trainer folder: `optimizer.pt`,
-//    `scheduler.pt`, `rng_state*.pth`, `trainer_state.json` (`scaler.pt` exists only for fp16
-//    runs, so it is checked when present and never required).
+//  - resumability (skipped with `weights_only`): resume state is recognised by its structure
+//    wherever it sits (verifier/check/resume_state.h: an optimizer state dict is `state` +
+//    `param_groups` under any key) and listed in the report; then DCP: optimizer state (or a key
+//    starting with "optim"); Lightning `.ckpt`: non-empty `optimizer_states` and `lr_schedulers`;
+//    another torch.save file: optimizer state (or an `optimizer*`, `state` or `param_groups` key);
+//    HF Trainer folder: `optimizer.pt`, `scheduler.pt`, `rng_state*.pth`, `trainer_state.json`, or
+//    the same state found in any of its files (`scaler.pt` exists only for fp16 runs, so it is
+//    checked when present and never required). The advice suggests --weights-only only when the
+//    checkpoint holds no resume state at all.
 // Error codes (added to checkpoint_verifier.h's list): dcp_metadata_invalid, item_outside_file,
 // item_overlap, item_missing, item_unreadable, unreferenced_bytes, zip_crc_mismatch,
 // zip_header_mismatch (formats/zip_archive.h check_local_headers: a byte outside every member's
@@ -41,9 +45,6 @@ namespace ckpt {
 namespace verify_code {
 constexpr const char* kNotSealed = "not_sealed";
 constexpr const char* kDatasetUnsupported = "dataset_unsupported";  // a warning
-// A zip local header (or data descriptor, or the bytes between members) that disagrees with the
-// central directory or, for PyTorch's alignment padding, with what PyTorch writes.
-constexpr const char* kZipHeaderMismatch = "zip_header_mismatch";
 constexpr const char* kMegatronConfigInvalid = "megatron_config_invalid";
 constexpr const char* kMegatronCommonMissing = "megatron_common_missing";
 constexpr const char* kMegatronCommonUnreadable = "megatron_common_unreadable";

@@ -76,7 +76,18 @@ static nlohmann::json accepted_to_json(const std::vector<AcceptedGlobal>& accept
   return out;
 }
 
+std::string describe_resume_state(const std::vector<ResumeStateFound>& found) {
+  std::string out;
+  for (const ResumeStateFound& f : found) {
+    out += (out.empty() ? "" : ", ") + f.part + " at " +
+           (f.where.empty() ? "the top level" : "'" + f.where + "'");
+  }
+  return out;
+}
+
 nlohmann::json report_to_json(const VerifyReport& r) {
+  nlohmann::json resume_state = nlohmann::json::array();
+  for (const auto& f : r.resume_state) resume_state.push_back({{"part", f.part}, {"where", f.where}});
   return {{"ok", r.ok()},
           {"path", r.path},
           {"kind", r.kind},
@@ -86,6 +97,7 @@ nlohmann::json report_to_json(const VerifyReport& r) {
           {"warnings", issues_to_json(r.warnings)},
           {"uncommitted", r.uncommitted},
           {"accepted_globals", accepted_to_json(r.accepted_globals)},
+          {"resume_state", resume_state},
           {"shards", r.shards},
           {"tensors", r.tensors},
           {"bytes_hashed", r.bytes_hashed},
@@ -110,6 +122,7 @@ std::string report_to_text(const VerifyReport& r) {
                 r.shards, r.tensors, byte_size_text(static_cast<double>(r.bytes_hashed)).c_str(), r.seconds,
                 r.errors.size(), r.warnings.size());
   std::string text = std::string(r.ok() ? "PASS " : "FAIL ") + r.path + summary;
+  if (!r.resume_state.empty()) text += "resume state: " + describe_resume_state(r.resume_state) + "\n";
   for (const auto& e : r.errors) text += issue_line("", e);
   for (const auto& w : r.warnings) text += issue_line("warning: ", w);
   for (const auto& u : r.uncommitted) text += "uncommitted: " + u + "\n";

@@ -28,6 +28,13 @@ struct AcceptedGlobal {
   std::string use;     // "rebuilt from its fields 4x"
 };
 
+// One piece of training state a resume needs, recognised in a foreign checkpoint by its structure
+// (verifier/check/resume_state.h).
+struct ResumeStateFound {
+  std::string part;   // optimizer | scheduler | scaler | rng | step | incomplete_optimizer
+  std::string where;  // its dotted path ("opt", "rng.torch"), after "FILE: " in a folder; "" = the whole file
+};
+
 struct VerifyReport {
   std::string path;
   // What was verified ("ckptcheck", "dcp", "torch_save", ...: verifier/check/checkpoint_kind.h) and
@@ -39,6 +46,9 @@ struct VerifyReport {
   std::vector<VerifyIssue> warnings;
   std::vector<std::string> uncommitted;  // temp dirs and manifest-less step dirs next to the checkpoint
   std::vector<AcceptedGlobal> accepted_globals;  // `--json`: "accepted_globals"
+  // Foreign checkpoints: the resume state found, wherever it sits (empty for ckptcheck's own, whose
+  // manifest names every component, and with --weights-only).
+  std::vector<ResumeStateFound> resume_state;
   size_t shards = 0;
   size_t tensors = 0;
   uint64_t bytes_hashed = 0;
@@ -64,6 +74,9 @@ struct RootVerifyReport {
   std::vector<std::string> uncommitted;
   bool ok() const;
 };
+
+// "optimizer at 'opt', scheduler at 'sched', step at 'step'" (the top level has no quotes).
+std::string describe_resume_state(const std::vector<ResumeStateFound>& found);
 
 nlohmann::json report_to_json(const VerifyReport& report);
 nlohmann::json report_to_json(const RootVerifyReport& report);

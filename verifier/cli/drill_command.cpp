@@ -15,6 +15,10 @@
 namespace ckpt {
 namespace {
 
+// The options that only the built-in workload (--config) reads: a program of your own has its own
+// flags for them, and the drill refuses --inject with one.
+constexpr const char* kBuiltInOnly = "Built-in workload only (--config, not -- COMMAND)";
+
 class DrillCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
@@ -22,10 +26,13 @@ class DrillCommand : public Command {
                                        "Kill training with SIGKILL at a checkpoint, resume it, and prove "
                                        "it matches an uninterrupted run");
     sub->add_option("--config", o_.config_path,
-                    "the built-in workload's pilot config YAML (without -- COMMAND)");
+                    "the built-in workload's pilot config YAML (without -- COMMAND)")
+        ->group(kBuiltInOnly);
     sub->add_option("--save-at", o_.save_at,
-                    "kill at the checkpoint of this step N (default: config steps / 2)");
-    sub->add_option("--resume-steps", o_.resume_steps, "train K steps after N (default: N)");
+                    "kill at the checkpoint of step N; required with -- COMMAND (with --config the default "
+                    "is the config's steps / 2)");
+    sub->add_option("--resume-steps", o_.resume_steps,
+                    "train K steps after N (default: N): every run is given CKPTCHECK_STEPS=N+K");
     sub->add_option("--kill", kill_, "after-save | during-save | both")->capture_default_str();
     sub->add_option("--rtol", o_.tolerance.rtol, "relative tolerance (default 0: bit-identical)")
         ->check(CLI::NonNegativeNumber);
@@ -34,12 +41,17 @@ class DrillCommand : public Command {
     sub->add_option("--report-dir", report_dir_, "write report.json and report.html here");
     sub->add_option("--inject", o_.inject,
                     "negative control: drop-optimizer-state | reset-scheduler | skip-rng-restore | "
-                    "skip-data-position | reset-loss-scaler | stale-shard");
-    sub->add_option("--long-run", o_.long_run_path, "refuse a pilot that would hide this long run's memory");
+                    "skip-data-position | reset-loss-scaler | stale-shard")
+        ->group(kBuiltInOnly);
+    sub->add_option("--long-run", o_.long_run_path, "refuse a pilot that would hide this long run's memory")
+        ->group(kBuiltInOnly);
     sub->add_option("--shards", o_.shards, "shard files per checkpoint")
         ->capture_default_str()
-        ->check(CLI::Range(1, 4096));
-    sub->add_option("--format", o_.format, "shard format")->capture_default_str();
+        ->check(CLI::Range(1, 4096))
+        ->group(kBuiltInOnly);
+    sub->add_option("--format", o_.format, "shard format: native | safetensors | hdf5")
+        ->capture_default_str()
+        ->group(kBuiltInOnly);
     sub->add_option("--work-dir", o_.work_dir,
                     "scratch checkpoints and logs go in a fresh dir ckptcheck-drill-* inside this one "
                     "(default $TMPDIR, else /tmp); removed after a pass, kept after a failure");
@@ -72,7 +84,8 @@ class DrillCommand : public Command {
         ->check(CLI::PositiveNumber);
     sub->add_option(
            "--save-every", o_.save_every,
-           "CKPTCHECK_SAVE_EVERY (default: gcd(N, K); N/2 for during-save, stale-shard and --faults)")
+           "the save interval, given as CKPTCHECK_SAVE_EVERY (default: gcd(N, K); N/2 for during-save, "
+           "stale-shard and --faults)")
         ->check(CLI::PositiveNumber);
     sub->add_option("--faults", o_.faults,
                     "fault drills on copies of the checkpoint: truncate,bitflip,drop-file,stale-file")
@@ -99,6 +112,12 @@ class DrillCommand : public Command {
     sub->add_flag("--json", json_, "print report.json to stdout");
     // Everything after `--` is the program to drill (CLI11 treats it as positionals).
     sub->add_option("command", o_.command, "the training program and its arguments, after --");
+    sub->footer(
+        "A program run (-- COMMAND) is told what to do through its environment: CKPTCHECK_STEPS=N+K "
+        "(--save-at N plus --resume-steps K: every run trains to step N+K, the subject is killed at "
+        "the checkpoint of step N), CKPTCHECK_SAVE_EVERY (--save-every), CKPTCHECK_CKPT_DIR, "
+        "CKPTCHECK_METRICS and, on a relaunch, CKPTCHECK_RESUME; {steps}, {save_every}, {ckpt_dir}, "
+        "{metrics} and {resume} in its arguments are replaced by the same values (docs/drill.md).");
     return sub;
   }
 

@@ -1,4 +1,4 @@
-// `ckptcheck inspect PATH [--json] [--stats] [--tensor NAME]`: parses the flags and calls
+// `ckptcheck inspect PATH [--json] [--errors] [--stats] [--tensor NAME]`: parses the flags and calls
 // inspect_checkpoint (verifier/tensors/inspect_report.h). Exit 0: every recorded hash and CRC-32
 // agrees; 1: the bytes are damaged (a hash or CRC mismatch, a corrupt or torn file); 2: bad flags,
 // unreadable path, unknown tensor, or a file we cannot read. A pickle's globals are never imported
@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "distributed/mpi_world.h"
+#include "verifier/check/what_to_pass.h"
 #include "verifier/cli/commands.h"
 #include "verifier/tensors/inspect_report.h"
 
@@ -24,6 +25,8 @@ class InspectCommand : public Command {
                     "model.safetensors.index.json")
         ->required();
     sub->add_flag("--json", json_, "print one JSON object instead of the table");
+    sub->add_flag("--errors", errors_only_,
+                  "print only the verdict and the errors (with --json: path, kind, ok, errors, issues)");
     sub->add_flag("--stats", options_.stats, "add min, max, mean, L2 norm and NaN/Inf counts per tensor");
     sub->add_option("--tensor", options_.tensor, "inspect only this tensor");
     sub->add_flag("--distributed", distributed_,
@@ -47,11 +50,12 @@ class InspectCommand : public Command {
                    world->host().c_str(), report.status().to_string().c_str());
       world->abort(2);
     }
-    if (!report.is_ok()) return report_failure("inspect", report.status());
+    if (!report.is_ok())
+      return report_failure("inspect", with_what_to_pass(path_, "inspect", report.status()));
     // Every task built the same report from the gathered results; rank 0 prints it.
     if (world && world->rank() != 0) return report->ok() ? kExitOk : kExitCheckFailed;
-    const std::string out =
-        json_ ? inspect_report_to_json(*report).dump() + "\n" : inspect_report_to_text(*report);
+    const std::string out = json_ ? inspect_report_to_json(*report, errors_only_).dump() + "\n"
+                                  : inspect_report_to_text(*report, errors_only_);
     std::fwrite(out.data(), 1, out.size(), stdout);
     return report->ok() ? kExitOk : kExitCheckFailed;
   }
@@ -59,6 +63,7 @@ class InspectCommand : public Command {
  private:
   std::string path_;
   bool json_ = false;
+  bool errors_only_ = false;
   bool distributed_ = false;
   InspectOptions options_;
 };

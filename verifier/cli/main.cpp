@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/sha256_blocks.h"
+#include "verifier/cli/command_line_hints.h"
 #include "verifier/cli/commands.h"
 #include "verifier/cli/version.h"
 #include "verifier/process/training_binary.h"
@@ -46,7 +47,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ckptcheck: %s\n", env.message().c_str());
     return ckpt::kExitUsage;
   }
-  CLI::App app{"ckptcheck: prove a training run can be stopped and resumed"};
+  // Named, so that usage lines say `ckptcheck` whichever binary (ckptcheck-train) or path runs.
+  CLI::App app{"ckptcheck: prove a training run can be stopped and resumed", "ckptcheck"};
   app.require_subcommand(1);
   app.fallthrough();  // --sha256 may follow the subcommand too
   std::string sha256_kernel;
@@ -64,9 +66,39 @@ int main(int argc, char** argv) {
   int ours = 1;
   while (ours < argc && std::strcmp(argv[ours], "--") != 0) ++ours;
   const std::vector<std::string> program(argv + std::min(ours + 1, argc), argv + argc);
+  const std::vector<std::string> args(argv + 1, argv + ours);
+  const size_t word = ckpt::command_word_position(app, args);
+  const bool asks_help_or_version = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+    return a == "-h" || a == "--help" || a == "--version";
+  });
+  if (word == std::string::npos && !asks_help_or_version) {
+    // No command: the list of them is the answer a newcomer needs, not "a subcommand is required".
+    std::fprintf(stderr, "%s", app.help().c_str());
+    return ckpt::kExitUsage;
+  }
+  if (word != std::string::npos) {
+    const std::string unknown = ckpt::unknown_command_message(app, args[word]);
+    if (!unknown.empty()) {
+      std::fprintf(stderr, "ckptcheck: %s (`ckptcheck --help` lists the commands)\n", unknown.c_str());
+      return ckpt::kExitUsage;
+    }
+  }
   try {
     app.parse(ours, argv);
   } catch (const CLI::ParseError& e) {
+    if (word != std::string::npos && e.get_exit_code() != static_cast<int>(CLI::ExitCodes::Success)) {
+      const CLI::App* command = nullptr;
+      for (const auto& entry : subcommands) {
+        if (entry.first->get_name() == args[word]) command = entry.first;
+      }
+      const std::string unknown =
+          command ? ckpt::unknown_option_message(app, *command, {args.begin() + word + 1, args.end()}) : "";
+      if (!unknown.empty()) {
+        std::fprintf(stderr, "ckptcheck %s: %s (`ckptcheck %s --help` lists its options)\n",
+                     args[word].c_str(), unknown.c_str(), args[word].c_str());
+        return ckpt::kExitUsage;
+      }
+    }
     const int rc = app.exit(e);
     return rc == 0 ? ckpt::kExitOk : ckpt::kExitUsage;
   }

@@ -13,7 +13,7 @@ namespace {
 class TrainCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
-    CLI::App* sub = app.add_subcommand("train", "Train the reference workload, checkpointing and resuming");
+    CLI::App* sub = app.add_subcommand("train", "Train the built-in workload, checkpointing and resuming");
     sub_ = sub;
     sub->add_option("--config", o_.config_path, "pilot config YAML")->required();
     sub->add_option("--steps", o_.steps, "train until this global step (default: the config's steps)");
@@ -23,15 +23,19 @@ class TrainCommand : public Command {
     sub->add_option("--shards", o_.shards, "shard files per checkpoint (ddp/fsdp: one per rank)")
         ->capture_default_str()
         ->check(CLI::Range(1, 4096));
-    sub->add_option("--format", o_.format, "shard format")->capture_default_str();
+    sub->add_option("--format", o_.format, "shard format: native | safetensors | hdf5")
+        ->capture_default_str();
     sub->add_option("--resume", o_.resume, "'latest' (in --ckpt-dir) or a checkpoint path");
     sub->add_option("--metrics", o_.metrics_path, "append one JSON line per step here (default: stdout)");
     sub->add_option("--eval-out", o_.eval_out, "write final eval.json and logits.cks into this dir");
     sub->add_option("--summary", o_.summary_out, "write timings, saves and memory as JSON");
     sub->add_flag("--measure-memory", o_.measure_memory, "measure peak memory of the first step");
+    // The drill's hooks into its child runs: not for users, so not in --help (an empty group hides).
     sub->add_option("--drill-hold", o_.hold,
-                    "drill hook: after-save | during-save | during-prune (wait to be SIGKILLed)");
-    sub->add_option("--drill-hold-step", o_.hold_step, "drill hook: hold at the save of this step only");
+                    "drill hook: after-save | during-save | during-prune (wait to be SIGKILLed)")
+        ->group("");
+    sub->add_option("--drill-hold-step", o_.hold_step, "drill hook: hold at the save of this step only")
+        ->group("");
     CLI::Option* keep_last =
         sub->add_option("--keep-last", o_.keep_last,
                         "after each commit (verified first) delete all but the last N checkpoints; "
@@ -41,7 +45,7 @@ class TrainCommand : public Command {
                     "with --keep-last: also keep every checkpoint whose step is a multiple of M")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
         ->needs(keep_last);
-    sub->add_option("--inject", o_.inject, "drill negative control applied on resume");
+    sub->add_option("--inject", o_.inject, "drill negative control applied on resume")->group("");
     sub->add_option("--allow-drift", o_.allow_drift,
                     "resume despite a changed pin (config_sha256, model_revision, dataset_revision)");
     return sub;

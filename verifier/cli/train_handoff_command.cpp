@@ -4,7 +4,6 @@
 #include <CLI/CLI.hpp>
 
 #include "verifier/cli/commands.h"
-#include "verifier/process/training_binary.h"
 
 namespace ckpt {
 namespace {
@@ -12,9 +11,7 @@ namespace {
 class TrainHandoffCommand : public Command {
  public:
   CLI::App* add_to(CLI::App& app) override {
-    CLI::App* sub =
-        app.add_subcommand("train", "Train the reference workload, checkpointing and resuming (runs " +
-                                        std::string(kTrainingBinaryName) + ")");
+    CLI::App* sub = app.add_subcommand("train", "Train the built-in workload, checkpointing and resuming");
     sub->allow_extras();
     return sub;
   }

@@ -6,43 +6,24 @@
 #include <cstring>
 #include <map>
 
+#include "base/close_names.h"
+#include "base/file_io.h"
 #include "base/parallel_jobs.h"
+#include "base/text.h"
 #include "distributed/share_exchange.h"
 #include "distributed/share_split.h"
+#include "verifier/tensors/integrity_codes.h"
 
 namespace ckpt {
 
 namespace {
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 // Up to three tensor names a mistyped one was probably meant to be, closest first.
-std::vector<std::string> close_names(const std::string& wanted, const std::vector<SourceTensor>& tensors) {
-  std::vector<std::pair<size_t, std::string>> scored;
-  for (const auto& t : tensors) {
-    const size_t d = edit_distance(wanted, t.name);
-    const bool contains =
-        t.name.find(wanted) != std::string::npos || wanted.find(t.name) != std::string::npos;
-    if (d <= std::max<size_t>(3, wanted.size() / 3) || contains)
-      scored.emplace_back(contains ? 0 : d, t.name);
-  }
-  std::sort(scored.begin(), scored.end());
+std::vector<std::string> close_tensor_names(const std::string& wanted,
+                                            const std::vector<SourceTensor>& tensors) {
   std::vector<std::string> names;
-  for (size_t i = 0; i < scored.size() && i < 3; ++i) names.push_back(scored[i].second);
-  return names;
+  for (const auto& t : tensors) names.push_back(t.name);
+  return close_names(wanted, names);
 }
 
 Result<InspectedTensor> inspect_tensor(const TensorSource& source, const SourceTensor& t, bool stats) {
@@ -70,7 +51,7 @@ std::string exact(long double v) {
 // One tensor's result as the task that read it sends it (inspect --distributed).
 nlohmann::json inspected_to_json(const InspectedTensor& t) {
   nlohmann::json chunks = nlohmann::json::array();
-  for (const ChunkCheck& c : t.chunks) chunks.push_back({c.label, c.file, c.stored, c.computed});
+  for (const ChunkCheck& c : t.chunks) chunks.push_back({c.label, c.file, c.stored, c.computed, c.offset});
   const TensorStats& s = t.stats;
   return {
       {"chunks", std::move(chunks)},
@@ -83,7 +64,7 @@ Result<InspectedTensor> inspected_from_json(const nlohmann::json& j) {
   try {
     for (const auto& c : j.at("chunks")) {
       t.chunks.push_back({c.at(0).get<std::string>(), c.at(1).get<std::string>(), c.at(2).get<std::string>(),
-                          c.at(3).get<std::string>()});
+                          c.at(3).get<std::string>(), c.at(4).get<uint64_t>()});
     }
     const auto& s = j.at("stats");
     t.stats.elements = s.at(0).get<uint64_t>();
@@ -145,6 +126,45 @@ std::string globals_lines(const TensorSource& source) {
   return out;
 }
 
+// What a finding names as its file: the path inside the inspected checkpoint dir, as verify names
+// a shard; a single file by its own name.
+std::string file_label(const TensorSource& source, const std::string& file) {
+  if (file == source.path()) return base_name(file);
+  const std::string dir = source.path() + "/";
+  return starts_with(file, dir) ? file.substr(dir.size()) : file;
+}
+
+// "[code] file tensor: message", as verify prints a finding (verifier/check/verify_report.h).
+std::string issue_text(const InspectIssue& i) {
+  std::string line = "[" + i.code + "]";
+  if (!i.file.empty()) line += " " + i.file;
+  if (!i.tensor.empty()) line += " " + i.tensor;
+  return line + ": " + i.message;
+}
+
+// The pins on one readable line: each pin by name, digests shortened, groups by their size;
+// `inspect --json` has them whole.
+std::string pins_summary(const nlohmann::json& pins) {
+  const auto short_text = [](const std::string& text) {
+    return text.size() > 16 ? text.substr(0, 12) + "…" : text;
+  };
+  std::string out;
+  for (const auto& [key, value] : pins.items()) {
+    std::string item = key;
+    if (value.is_string()) {
+      item += " " + short_text(value.get<std::string>());
+    } else if (value.is_object() && value.contains("sha256") && value["sha256"].is_string()) {
+      item += " " + short_text(value["sha256"].get<std::string>());
+    } else if (value.is_object() || value.is_array()) {
+      item += " (" + std::to_string(value.size()) + (value.size() == 1 ? " entry)" : " entries)");
+    } else {
+      item += " " + short_text(value.dump());
+    }
+    out += (out.empty() ? "" : ", ") + item;
+  }
+  return out + " (whole: --json)";
+}
+
 static std::string metadata_lines(const TensorSource& source) {
   const nlohmann::json& m = source.metadata();
   if (!source.manifest()) return "metadata: " + m.dump() + "\n";
@@ -152,7 +172,7 @@ static std::string metadata_lines(const TensorSource& source) {
                     ", world size " + m["world_size"].dump() + ", strategy " +
                     m["strategy"].get<std::string>() + ", " + std::to_string(m["shards"].size()) +
                     " shards\n";
-  if (!m["pins"].empty()) out += "pins: " + m["pins"].dump() + "\n";
+  if (!m["pins"].empty()) out += "pins: " + pins_summary(m["pins"]) + "\n";
   if (!m["extra"].empty()) out += "extra: " + m["extra"].dump() + "\n";
   for (const auto& s : m["shards"]) {
     out += "shard " + s["path"].get<std::string>() + " " + s["format"].get<std::string>() + " " +
@@ -193,14 +213,14 @@ static std::string stats_line(const TensorStats& s) {
 
 Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectOptions& options) {
   CKPT_ASSIGN_OR_RETURN(TensorSource source, TensorSource::open(path));
-  InspectReport out{std::move(source), options.stats, {}, {}, {}};
+  InspectReport out{std::move(source), options.stats, {}, {}};
   const TensorSource& src = out.source;
   std::vector<const SourceTensor*> selected;
   if (!options.tensor.empty()) {
     const SourceTensor* t = src.find(options.tensor);
     if (!t) {
       std::string message = src.path() + ": no tensor named '" + options.tensor + "'";
-      const auto suggestions = close_names(options.tensor, src.tensors());
+      const auto suggestions = close_tensor_names(options.tensor, src.tensors());
       for (size_t i = 0; i < suggestions.size(); ++i)
         message += (i ? ", " : "; did you mean: ") + suggestions[i];
       return Status::not_found(message);
@@ -211,7 +231,8 @@ Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectO
   }
   for (const auto& f : src.files()) {
     const Status st = f->check_container();
-    if (!st.is_ok()) out.container_errors.push_back(st.message());
+    if (!st.is_ok())
+      out.issues.push_back({container_issue_code(st), file_label(src, f->path()), "", st.message()});
   }
   // Tensors are independent: each streams its own chunks (pread, thread-safe) on its own core. An
   // alias (a second name of one tensor object) reuses its target's hashes when the target is read
@@ -268,15 +289,30 @@ Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectO
   for (auto& r : results) {
     if (!r.is_ok()) return r.status();
     for (const auto& c : r->chunks) {
-      if (!c.ok()) out.hash_errors.push_back(c.mismatch_message());
+      if (!c.ok())
+        out.issues.push_back({verify_code::kChunkSha256Mismatch, file_label(src, c.file), r->tensor->name,
+                              chunk_sha256_mismatch_message(c.offset, c.label, c.stored, c.computed)});
     }
     out.tensors.push_back(std::move(*r));
   }
   return out;
 }
 
-nlohmann::json inspect_report_to_json(const InspectReport& report) {
+nlohmann::json inspect_report_to_json(const InspectReport& report, bool errors_only) {
   const TensorSource& source = report.source;
+  nlohmann::json errors = nlohmann::json::array();
+  nlohmann::json issues = nlohmann::json::array();
+  for (const InspectIssue& i : report.issues) {
+    errors.push_back(issue_text(i));
+    issues.push_back({{"code", i.code}, {"file", i.file}, {"tensor", i.tensor}, {"message", i.message}});
+  }
+  if (errors_only) {
+    return {{"path", source.path()},
+            {"kind", source.kind()},
+            {"errors", errors},
+            {"issues", issues},
+            {"ok", report.ok()}};
+  }
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& r : report.tensors) {
     nlohmann::json chunks = nlohmann::json::array();
@@ -298,24 +334,27 @@ nlohmann::json inspect_report_to_json(const InspectReport& report) {
     if (report.with_stats) t["stats"] = to_json(r.stats);
     tensors.push_back(std::move(t));
   }
-  std::vector<std::string> all_errors = report.container_errors;
-  all_errors.insert(all_errors.end(), report.hash_errors.begin(), report.hash_errors.end());
   nlohmann::json j = {{"path", source.path()},
                       {"kind", source.kind()},
                       {"metadata", source.metadata()},
                       {"pickle_globals", globals_json(source)},
                       {"tensors", tensors},
-                      {"errors", all_errors},
-                      {"ok", all_errors.empty()}};
+                      {"errors", errors},
+                      {"issues", issues},
+                      {"ok", report.ok()}};
   return j;
 }
 
-std::string inspect_report_to_text(const InspectReport& report) {
+std::string inspect_report_to_text(const InspectReport& report, bool errors_only) {
   const TensorSource& source = report.source;
-  const bool ok = report.hash_errors.empty() && report.container_errors.empty();
-  std::string out = (ok ? "OK " : "FAIL ") + source.path() + " (" + source.kind() + ", " +
+  const size_t n = report.issues.size();
+  std::string out = (report.ok() ? "OK " : "FAIL ") + source.path() + " (" + source.kind() + ", " +
                     std::to_string(source.tensors().size()) + " tensors, " +
                     std::to_string(source.files().size()) + " files)\n";
+  // At 3 a.m. the errors come first: right under the verdict, not after a hundred rows.
+  if (n > 0) out += "errors (" + std::to_string(n) + "):\n";
+  for (const InspectIssue& i : report.issues) out += "  " + issue_text(i) + "\n";
+  if (errors_only) return out;
   out += metadata_lines(source);
   out += unsupported_lines(source);
   out += globals_lines(source);
@@ -323,16 +362,21 @@ std::string inspect_report_to_text(const InspectReport& report) {
     const SourceTensor& t = *r.tensor;
     const std::string hash =
         r.chunks.size() == 1 ? r.chunks[0].computed : std::to_string(r.chunks.size()) + " chunks";
+    bool damaged = false;
+    for (const ChunkCheck& c : r.chunks) damaged = damaged || !c.ok();
     char line[512];
-    std::snprintf(line, sizeof(line), "%-44s %-10s %-5s %-14s %10llu  %s\n", t.name.c_str(),
+    std::snprintf(line, sizeof(line), "%-44s %-10s %-5s %-14s %10llu  %s%s\n", t.name.c_str(),
                   t.component.c_str(), dtype_name(t.dtype), shape_to_string(t.shape).c_str(),
-                  static_cast<unsigned long long>(t.bytes), hash.c_str());
+                  static_cast<unsigned long long>(t.bytes), hash.c_str(),
+                  damaged ? "  <-- FAIL chunk_sha256_mismatch" : "");
     out += line;
     if (!t.alias_of.empty()) out += "    alias of " + t.alias_of + " (one tensor object: same bytes)\n";
     if (report.with_stats) out += stats_line(r.stats);
   }
-  for (const auto& e : report.container_errors) out += "  [container_corrupt] " + e + "\n";
-  for (const auto& e : report.hash_errors) out += "  [sha256_mismatch] " + e + "\n";
+  if (n > 0) {
+    out += "FAIL: " + std::to_string(n) + (n == 1 ? " error" : " errors") +
+           ", listed at the top (`ckptcheck inspect --errors` prints only them)\n";
+  }
   return out;
 }
 

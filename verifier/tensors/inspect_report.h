@@ -31,22 +31,35 @@ struct InspectedTensor {
   TensorStats stats;
 };
 
+// One finding, with verify's code and wording (verifier/tensors/integrity_codes.h): printed as
+// verify prints it, "[code] file tensor: message".
+struct InspectIssue {
+  std::string code;    // chunk_sha256_mismatch | zip_crc_mismatch | zip_header_mismatch
+  std::string file;    // relative to the inspected checkpoint dir; the path itself for one file
+  std::string tensor;  // "" when the finding is about a whole file
+  std::string message;
+};
+
 struct InspectReport {
   TensorSource source;
   bool with_stats = false;
   std::vector<InspectedTensor> tensors;
-  std::vector<std::string> hash_errors;       // a chunk whose bytes contradict a recorded hash
-  std::vector<std::string> container_errors;  // a torch.save zip member whose CRC-32 disagrees
-  bool ok() const { return hash_errors.empty() && container_errors.empty(); }
+  // Container findings (a zip member's CRC-32 or header) first, then chunks whose bytes contradict
+  // a recorded hash, in tensor order.
+  std::vector<InspectIssue> issues;
+  bool ok() const { return issues.empty(); }
 };
 
 // Reads and re-hashes what `path` holds. kNotFound naming up to three close names when
 // `options.tensor` is not in it; kIoError and friends when the path cannot be read.
 Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectOptions& options);
 
-// One JSON object (`inspect --json`), or the table: a verdict line, metadata, unsupported datasets,
-// pickle globals with a WARNING line per dangerous one, one row per tensor.
-nlohmann::json inspect_report_to_json(const InspectReport& report);
-std::string inspect_report_to_text(const InspectReport& report);
+// One JSON object (`inspect --json`), or the table: a verdict line, the errors (when any) right
+// below it, metadata (the pins summarised on one line: --json has them whole), unsupported
+// datasets, pickle globals with a WARNING line per dangerous one, one row per tensor (a damaged
+// one marked at its end), and a last line that counts the errors. `errors_only` (`--errors`): the
+// verdict line and the errors alone (JSON: path, kind, ok, errors, issues).
+nlohmann::json inspect_report_to_json(const InspectReport& report, bool errors_only = false);
+std::string inspect_report_to_text(const InspectReport& report, bool errors_only = false);
 
 }  // namespace ckpt

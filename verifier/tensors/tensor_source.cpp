@@ -11,6 +11,7 @@
 #include "formats/tensor_file_open.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
+#include "verifier/tensors/integrity_codes.h"
 
 namespace ckpt {
 
@@ -29,7 +30,7 @@ nlohmann::json manifest_metadata(const Manifest& m) {
 }  // namespace
 
 std::string ChunkCheck::mismatch_message() const {
-  return file + ": chunk " + label + ": sha256 mismatch: stored " + stored + ", computed " + computed;
+  return file + ": " + chunk_sha256_mismatch_message(offset, label, stored, computed);
 }
 
 const SourceTensor* TensorSource::find(const std::string& name) const {
@@ -159,7 +160,7 @@ Result<ChunkCheck> TensorSource::stream_chunk(const SourceTensor& tensor, size_t
     hash.update(p, n);
     if (sink) sink(p, n);
   }));
-  ChunkCheck check{info.label(), file.path(), sc.manifest_sha256, hash.finish_hex()};
+  ChunkCheck check{info.label(), file.path(), sc.manifest_sha256, hash.finish_hex(), info.data_offset};
   // Both records must hold: the manifest's and the file's own header's.
   if (check.ok() && !info.sha256.empty() && info.sha256 != check.computed) check.stored = info.sha256;
   if (check.stored.empty()) check.stored = info.sha256;

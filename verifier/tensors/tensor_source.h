@@ -45,8 +45,10 @@ struct ChunkCheck {
   std::string file;      // the file's path
   std::string stored;    // the hash the file or manifest recorded ("" if none)
   std::string computed;  // SHA-256 of the bytes actually read
+  uint64_t offset = 0;   // of the chunk's payload in `file`
   bool ok() const { return stored.empty() || stored == computed; }
-  std::string mismatch_message() const;  // "<file>: chunk <label>: sha256 mismatch: stored .. computed .."
+  // "<file>: @OFFSET: sha256 mismatch for <label>: expected .. got .." (verifier/tensors/integrity_codes.h)
+  std::string mismatch_message() const;
 };
 
 class TensorSource {

@@ -1,0 +1,30 @@
+// The byte-integrity findings that `inspect` and `verify` both make, with one code and one wording
+// each, so that a damaged chunk reads the same whichever command found it:
+//   chunk_sha256_mismatch  "@OFFSET: sha256 mismatch for LABEL: expected X got Y" (OFFSET: the
+//                          chunk's payload in its file, in bytes)
+//   zip_crc_mismatch       a torch.save zip member's CRC-32 differs from its bytes
+//   zip_header_mismatch    a zip local header (or data descriptor, or PyTorch's padding) disagrees
+//                          with the central directory (formats/zip_archive.h check_local_headers)
+// verify's full code list is in verifier/check/checkpoint_verifier.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+
+namespace ckpt {
+
+namespace verify_code {
+constexpr const char* kChunkSha256Mismatch = "chunk_sha256_mismatch";
+constexpr const char* kZipCrcMismatch = "zip_crc_mismatch";
+constexpr const char* kZipHeaderMismatch = "zip_header_mismatch";
+}  // namespace verify_code
+
+std::string chunk_sha256_mismatch_message(uint64_t offset, const std::string& label,
+                                          const std::string& expected, const std::string& got);
+
+// The code for a failed TensorFile::check_container(): a member's CRC-32, or its local header.
+const char* container_issue_code(const Status& status);
+
+}  // namespace ckpt
