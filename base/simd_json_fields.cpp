@@ -73,21 +73,11 @@ bool simd_to_nlohmann(const element& e, nlohmann::json* out, size_t depth) {
       *out = v < 0 ? nlohmann::json(v) : nlohmann::json(static_cast<uint64_t>(v));
       return true;
     }
-    case simdjson::dom::element_type::UINT64:
-      *out = e.get_uint64().value_unsafe();
-      return true;
-    case simdjson::dom::element_type::DOUBLE:
-      *out = e.get_double().value_unsafe();
-      return true;
-    case simdjson::dom::element_type::STRING:
-      *out = std::string(e.get_string().value_unsafe());
-      return true;
-    case simdjson::dom::element_type::BOOL:
-      *out = e.get_bool().value_unsafe();
-      return true;
-    case simdjson::dom::element_type::NULL_VALUE:
-      *out = nullptr;
-      return true;
+    case simdjson::dom::element_type::UINT64: *out = e.get_uint64().value_unsafe(); return true;
+    case simdjson::dom::element_type::DOUBLE: *out = e.get_double().value_unsafe(); return true;
+    case simdjson::dom::element_type::STRING: *out = std::string(e.get_string().value_unsafe()); return true;
+    case simdjson::dom::element_type::BOOL: *out = e.get_bool().value_unsafe(); return true;
+    case simdjson::dom::element_type::NULL_VALUE: *out = nullptr; return true;
   }
   return false;
 }

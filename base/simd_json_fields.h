@@ -21,7 +21,8 @@ bool simd_string(const simdjson::dom::object& o, const char* key, std::string* o
 bool simd_uint(const simdjson::dom::object& o, const char* key, uint64_t* out);
 bool simd_int(const simdjson::dom::object& o, const char* key, int64_t* out);
 // An array of at most `max_len` non-negative integers (json_dims).
-bool simd_dims(const simdjson::dom::object& o, const char* key, std::vector<int64_t>* out, size_t max_len = 16);
+bool simd_dims(const simdjson::dom::object& o, const char* key, std::vector<int64_t>* out,
+               size_t max_len = 16);
 // The tree nlohmann's parser builds from the same text (non-negative integers unsigned, negative
 // ones signed); false for a repeated key or nesting deeper than kMaxFastJsonDepth.
 bool simd_to_nlohmann(const simdjson::dom::element& e, nlohmann::json* out, size_t depth = 0);

@@ -25,8 +25,8 @@ struct BenchSettings {
   std::string source_dir;     // for fixture configs
   // run one group only: verify | scaling | save-load | pytorch | compression | drill | distributed | metadata
   std::string only;
-  std::string self_bin;  // this bench, re-run as a child for in-library parses (--parse-dcp-metadata)
-  std::string plot_path;                    // where the scaling plot (SVG) goes; "" = not written
+  std::string self_bin;   // this bench, re-run as a child for in-library parses (--parse-dcp-metadata)
+  std::string plot_path;  // where the scaling plot (SVG) goes; "" = not written
   std::string python = "/usr/bin/python3";  // Debian's, with python3-torch, for the PyTorch rows
 };
 

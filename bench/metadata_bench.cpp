@@ -53,13 +53,14 @@ std::string min_and_median(const Timing& t) {
 }
 
 nlohmann::json command_numbers(const ChildTiming& t) {
-  return {{"seconds", t.timing.all_seconds},
-          {"min_seconds", t.timing.best_seconds},
-          {"median_seconds", median_seconds(t.timing.all_seconds)},
-          {"cpu_seconds", t.cpu_seconds},
-          {"max_rss_bytes", t.max_rss_bytes},
-          {"max_rss_source", t.rss_includes_bench ? "wait4 (includes the bench's RSS at fork)" : "GNU time %M"},
-          {"exit_code", t.exit_code}};
+  return {
+      {"seconds", t.timing.all_seconds},
+      {"min_seconds", t.timing.best_seconds},
+      {"median_seconds", median_seconds(t.timing.all_seconds)},
+      {"cpu_seconds", t.cpu_seconds},
+      {"max_rss_bytes", t.max_rss_bytes},
+      {"max_rss_source", t.rss_includes_bench ? "wait4 (includes the bench's RSS at fork)" : "GNU time %M"},
+      {"exit_code", t.exit_code}};
 }
 
 struct CommandTime {
@@ -112,8 +113,8 @@ NativeResult native_rows(const BenchSettings& s, const Shape& shape, const Hashi
   if (Status st = read_files_once({source}); !st) return fail("inputs", st);
 
   // convert: every repetition commits a new checkpoint into an empty root.
-  const std::vector<std::string> convert = {s.ckptcheck_bin, "convert", source, root, "--format", "native",
-                                            "--shards", std::to_string(kShards)};
+  const std::vector<std::string> convert = {s.ckptcheck_bin, "convert", source,     root,
+                                            "--format",      "native",  "--shards", std::to_string(kShards)};
   ChildTiming convert_time;
   for (int i = 0; i < s.repetitions; ++i) {
     (void)remove_tree(root);
@@ -163,7 +164,8 @@ NativeResult native_rows(const BenchSettings& s, const Shape& shape, const Hashi
     BenchRow row;
     row.name = base + c.command;
     const double t = c.timing.timing.best_seconds;
-    row.ours = min_and_median(c.timing.timing) + ", " + format_mib(static_cast<double>(c.timing.max_rss_bytes));
+    row.ours =
+        min_and_median(c.timing.timing) + ", " + format_mib(static_cast<double>(c.timing.max_rss_bytes));
     row.numbers = command_numbers(c.timing);
     row.numbers["manifest_bytes"] = manifest_bytes;
     row.numbers["chunks"] = 3 * shape.params * static_cast<int64_t>(kShards);
@@ -188,8 +190,8 @@ NativeResult native_rows(const BenchSettings& s, const Shape& shape, const Hashi
       row.numbers["payload_bytes"] = payload_bytes;
       row.numbers["hashing_limit_bytes_per_second"] = limit.bytes_per_second;
     } else {
-      const double goal = c.command == "verify --quick" ? 0.25
-                          : c.command == "inspect"      ? 0.5
+      const double goal = c.command == "verify --quick"           ? 0.25
+                          : c.command == "inspect"                ? 0.5
                           : c.command == "diff vs identical copy" ? 1.0
                                                                   : kNotMeasured;
       if (std::isnan(goal)) {
@@ -248,7 +250,8 @@ std::vector<BenchRow> dcp_rows(const BenchSettings& s, const char* label, int64_
   (void)remove_tree(dir);
   std::fprintf(stderr, "writing a DCP .metadata of %lld chunks...\n", static_cast<long long>(tensors * 16));
   Status made = run_ok({"mkdir", "-p", dir});
-  if (made) made = run_ok({s.python, metadata_script(s), "dcp-metadata", path, std::to_string(tensors), "16"});
+  if (made)
+    made = run_ok({s.python, metadata_script(s), "dcp-metadata", path, std::to_string(tensors), "16"});
   if (made) made = read_files_once({path});
   if (!made) {
     rows.push_back(unavailable_row(base + "parse vs pickle.load", ">= 4x", "error", made.message()));

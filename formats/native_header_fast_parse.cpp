@@ -13,7 +13,8 @@ using simdjson::dom::object;
 bool parse_chunk(const element& e, ChunkInfo* c) {
   object o;
   if (e.get_object().get(o) || o.size() != 9) return false;
-  if (!simd_string(o, "name", &c->name) || c->name.empty() || c->name.size() > kMaxChunkNameBytes) return false;
+  if (!simd_string(o, "name", &c->name) || c->name.empty() || c->name.size() > kMaxChunkNameBytes)
+    return false;
   std::string dtype;
   if (!simd_string(o, "component", &c->component) || !simd_string(o, "dtype", &dtype)) return false;
   const auto parsed = dtype_from_name(dtype);
@@ -22,7 +23,8 @@ bool parse_chunk(const element& e, ChunkInfo* c) {
   if (!simd_dims(o, "global_shape", &c->global_shape) || !simd_dims(o, "offsets", &c->offsets) ||
       !simd_dims(o, "shape", &c->shape))
     return false;
-  if (!simd_uint(o, "data_offset", &c->data_offset) || !simd_uint(o, "data_bytes", &c->data_bytes)) return false;
+  if (!simd_uint(o, "data_offset", &c->data_offset) || !simd_uint(o, "data_bytes", &c->data_bytes))
+    return false;
   if (!simd_string(o, "sha256", &c->sha256) || c->sha256.size() != 64) return false;
   if (c->offsets.size() != c->global_shape.size() || c->shape.size() != c->global_shape.size()) return false;
   for (size_t d = 0; d < c->shape.size(); ++d) {

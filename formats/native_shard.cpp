@@ -216,9 +216,8 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
   file->metadata_ = *metadata;
   file->chunks_.reserve(list->size());
   for (size_t i = 0; i < list->size(); ++i) {
-    CKPT_ASSIGN_OR_RETURN(ChunkInfo c, ChunkInfo::from_json((*list)[i], [&] {
-                            return where + " chunk " + std::to_string(i);
-                          }));
+    CKPT_ASSIGN_OR_RETURN(
+        ChunkInfo c, ChunkInfo::from_json((*list)[i], [&] { return where + " chunk " + std::to_string(i); }));
     file->chunks_.push_back(std::move(c));
   }
   CKPT_RETURN_IF_ERROR(

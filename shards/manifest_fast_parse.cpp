@@ -89,7 +89,8 @@ std::optional<Manifest> parse_manifest_fast(const std::string& text, ManifestDig
   if (!simd_string(o, "created_utc", &m.created_utc) || !simd_int(o, "world_size", &m.world_size) ||
       !simd_string(o, "strategy", &m.strategy))
     return std::nullopt;
-  if (!get_object(o, "config", &m.config) || !get_object(o, "pins", &m.pins) || !get_object(o, "extra", &m.extra))
+  if (!get_object(o, "config", &m.config) || !get_object(o, "pins", &m.pins) ||
+      !get_object(o, "extra", &m.extra))
     return std::nullopt;
   array shards, tensors;
   if (o["shards"].get_array().get(shards) || o["tensors"].get_array().get(tensors)) return std::nullopt;

@@ -5,11 +5,10 @@
 
 #include <gtest/gtest.h>
 
-#include "shards/manifest_fast_parse.h"
-
 #include "base/embedded_digest.h"
 #include "base/sha256.h"
 #include "shards/manifest.h"
+#include "shards/manifest_fast_parse.h"
 
 namespace ckpt {
 namespace {
@@ -42,10 +41,17 @@ nlohmann::json reference_object(const Manifest& m) {
                        {"shape", t.shape},
                        {"chunks", chunks}});
   }
-  return {{"format", kManifestFormat}, {"version", kManifestVersion}, {"step", m.step},
-          {"created_utc", m.created_utc}, {"world_size", m.world_size}, {"strategy", m.strategy},
-          {"config", m.config}, {"pins", m.pins}, {"extra", m.extra},
-          {"shards", shards}, {"tensors", tensors}};
+  return {{"format", kManifestFormat},
+          {"version", kManifestVersion},
+          {"step", m.step},
+          {"created_utc", m.created_utc},
+          {"world_size", m.world_size},
+          {"strategy", m.strategy},
+          {"config", m.config},
+          {"pins", m.pins},
+          {"extra", m.extra},
+          {"shards", shards},
+          {"tensors", tensors}};
 }
 
 Manifest awkward_manifest() {
