@@ -58,7 +58,9 @@ TEST(FileChunkIndex, FindsTheFirstChunkAScanFinds) {
       const ChunkInfo* by_scan = find_file_chunk(file, name, mc, &scanned);
       const ChunkInfo* by_index = index.find(name, mc, &indexed);
       ASSERT_EQ(by_scan, by_index) << name;
-      if (by_scan) EXPECT_EQ(scanned, indexed);
+      if (by_scan) {
+        EXPECT_EQ(scanned, indexed);
+      }
       // By name and offsets alone: the first chunk at those offsets, whatever its shape.
       size_t at = SIZE_MAX;
       const ChunkInfo* first_at = index.find_at(name, mc.offsets, &at);
