@@ -17,6 +17,7 @@
 #include "bench/bench.h"
 #include "formats/dcp_checkpoint.h"
 #include "shards/checkpoint_dir.h"
+#include "shards/manifest.h"
 #include "verifier/tensors/state_snapshot.h"
 
 namespace ckpt::bench {
