@@ -23,9 +23,10 @@ struct BenchSettings {
   std::string work_dir;       // scratch checkpoints; removed at the end
   std::string ckptcheck_bin;  // the CLI whose subcommands are timed as child processes
   std::string source_dir;     // for fixture configs
-  std::string
-      only;  // run one group only: verify | scaling | save-load | pytorch | compression | drill | distributed
-  std::string plot_path;                    // where the scaling plot (SVG) goes; "" = not written
+  // run one group only: verify | scaling | save-load | pytorch | compression | drill | distributed | metadata
+  std::string only;
+  std::string self_bin;   // this bench, re-run as a child for in-library parses (--parse-dcp-metadata)
+  std::string plot_path;  // where the scaling plot (SVG) goes; "" = not written
   std::string python = "/usr/bin/python3";  // Debian's, with python3-torch, for the PyTorch rows
 };
 
@@ -164,5 +165,10 @@ std::vector<BenchRow> run_compression_bench(const BenchSettings& settings);
 std::vector<BenchRow> run_drill_bench(const BenchSettings& settings);
 // verify --distributed: the split's balance at 8 and 64 tasks, 1 vs 2 tasks, the model's inputs.
 std::vector<BenchRow> run_distributed_bench(const BenchSettings& settings);
+// Checkpoints of 320k and 1M chunks (verify --quick, verify, inspect, diff, convert, the drill's
+// comparison) and DCP .metadata of 256k and 1M chunks against pickle.load (bench/metadata_bench.cpp).
+std::vector<BenchRow> run_metadata_bench(const BenchSettings& settings, const HashingLimit& limit);
+// `ckptcheck_bench --parse-dcp-metadata PATH`: parse_dcp_metadata of one file, as a timed child.
+int parse_dcp_metadata_main(const std::string& path);
 
 }  // namespace ckpt::bench

@@ -85,7 +85,7 @@ std::vector<BenchRow> run_all(const BenchSettings& s) {
   std::vector<BenchRow> rows;
   auto wanted = [&](const char* group) { return s.only.empty() || s.only == group; };
   HashingLimit limit;
-  if (wanted("verify") || wanted("scaling")) {
+  if (wanted("verify") || wanted("scaling") || wanted("metadata")) {
     // Measured first, in the same run, on an idle bench: what every verify row is compared with.
     limit = measure_hashing_limit(s);
     std::fprintf(stderr,
@@ -114,6 +114,7 @@ std::vector<BenchRow> run_all(const BenchSettings& s) {
   if (wanted("compression")) append(rows, run_compression_bench(s));
   if (wanted("drill")) append(rows, run_drill_bench(s));
   if (wanted("distributed")) append(rows, run_distributed_bench(s));
+  if (wanted("metadata")) append(rows, run_metadata_bench(s, limit));
   return rows;
 }
 
@@ -132,11 +133,20 @@ int bench_main(int argc, char** argv) {
   app.add_option("--ckptcheck", s.ckptcheck_bin, "the ckptcheck binary whose verify and drill are timed");
   app.add_option("--only", s.only, "run one group of rows")
       ->check(CLI::IsMember(
-          {"verify", "scaling", "save-load", "pytorch", "compression", "drill", "distributed"}));
+          {"verify", "scaling", "save-load", "pytorch", "compression", "drill", "distributed", "metadata"}));
+  std::string parse_dcp_metadata_path;
+  app.add_option("--parse-dcp-metadata", parse_dcp_metadata_path,
+                 "parse one DCP .metadata and exit (the metadata rows time this as a child)");
   app.add_option("--python", s.python, "the Python with torch for the PyTorch rows (Debian's python3-torch)");
   app.add_option("--repetitions", s.repetitions, "timed repetitions per number; the best is reported")
       ->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);
+  if (!parse_dcp_metadata_path.empty()) return parse_dcp_metadata_main(parse_dcp_metadata_path);
+  {
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    s.self_bin = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string(argv[0]);
+  }
 
   if (Status made = make_directory(s.work_dir); !made) {
     std::fprintf(stderr, "ckptcheck_bench: %s\n", made.message().c_str());

@@ -9,6 +9,7 @@
 #include "base/json_fields.h"
 #include "base/sha256.h"
 #include "base/streaming_file_writer.h"
+#include "formats/native_header_fast_parse.h"
 #include "formats/native_shard_format.h"
 
 namespace ckpt {
@@ -192,6 +193,18 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
     return Status::corruption(where + " @" + std::to_string(kNativePreambleBytes) +
                               ": header sha256 mismatch: expected " + expected_sha + " got " + header_sha);
   }
+  auto file = std::unique_ptr<NativeShardFile>(new NativeShardFile());
+  file->header_bytes_ = header_len;
+  // simdjson for a header laid out as the writer lays it out; nlohmann (the reference, with its
+  // errors) for any other (formats/native_header_fast_parse.h).
+  if (std::optional<NativeHeaderFields> fast = parse_native_header_fast(header, kMaxChunksPerShard)) {
+    file->metadata_ = std::move(fast->metadata);
+    file->chunks_ = std::move(fast->chunks);
+    CKPT_RETURN_IF_ERROR(
+        check_payload_layout(file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
+    file->source_ = std::move(source);
+    return file;
+  }
   CKPT_ASSIGN_OR_RETURN(auto json, parse_json(header, where + " header"));
   CKPT_ASSIGN_OR_RETURN(std::string format, json_string(json, "format", where + " header"));
   if (format != "ckptcheck.native-shard")
@@ -200,12 +213,11 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* metadata, json_object(json, "metadata", where + " header"));
   if (list->size() > kMaxChunksPerShard) return Status::corruption(where + ": too many chunks");
 
-  auto file = std::unique_ptr<NativeShardFile>(new NativeShardFile());
   file->metadata_ = *metadata;
-  file->header_bytes_ = header_len;
+  file->chunks_.reserve(list->size());
   for (size_t i = 0; i < list->size(); ++i) {
-    CKPT_ASSIGN_OR_RETURN(ChunkInfo c,
-                          ChunkInfo::from_json((*list)[i], where + " chunk " + std::to_string(i)));
+    CKPT_ASSIGN_OR_RETURN(
+        ChunkInfo c, ChunkInfo::from_json((*list)[i], [&] { return where + " chunk " + std::to_string(i); }));
     file->chunks_.push_back(std::move(c));
   }
   CKPT_RETURN_IF_ERROR(

@@ -16,14 +16,21 @@ nlohmann::json ChunkInfo::to_json() const {
           {"sha256", sha256}};
 }
 
-Result<ChunkInfo> ChunkInfo::from_json(const nlohmann::json& j, const std::string& where) {
+namespace {
+
+// `named`: errors say "<where> (<tensor name>)". ChunkInfo::from_json parses without that first
+// and builds it only for a chunk that fails, so that a header of hundreds of thousands of chunks
+// does not allocate an error context per chunk.
+Result<ChunkInfo> chunk_from_json(const nlohmann::json& j, const std::string& where, bool named) {
   ChunkInfo c;
   CKPT_ASSIGN_OR_RETURN(c.name, json_string(j, "name", where));
   if (c.name.empty() || c.name.size() > kMaxChunkNameBytes) {
     return Status::corruption(where + ": tensor name is empty or longer than " +
                               std::to_string(kMaxChunkNameBytes));
   }
-  const std::string at = where + " (" + c.name + ")";
+  std::string named_where;
+  if (named) named_where = where + " (" + c.name + ")";
+  const std::string& at = named ? named_where : where;
   CKPT_ASSIGN_OR_RETURN(c.component, json_string(j, "component", at));
   CKPT_ASSIGN_OR_RETURN(std::string dtype, json_string(j, "dtype", at));
   auto parsed = dtype_from_name(dtype);
@@ -55,6 +62,21 @@ Result<ChunkInfo> ChunkInfo::from_json(const nlohmann::json& j, const std::strin
                               (nbytes ? std::to_string(*nbytes) : std::string("an overflowing size")));
   }
   return c;
+}
+
+}  // namespace
+
+Result<ChunkInfo> ChunkInfo::from_json(const nlohmann::json& j, const std::string& where) {
+  Result<ChunkInfo> c = chunk_from_json(j, where, /*named=*/false);
+  if (c.is_ok()) return c;
+  return chunk_from_json(j, where, /*named=*/true);
+}
+
+Result<ChunkInfo> ChunkInfo::from_json(const nlohmann::json& j, const std::function<std::string()>& where) {
+  static const std::string kUnnamed;
+  Result<ChunkInfo> c = chunk_from_json(j, kUnnamed, /*named=*/false);
+  if (c.is_ok()) return c;
+  return chunk_from_json(j, where(), /*named=*/true);
 }
 
 std::string ChunkInfo::label() const {

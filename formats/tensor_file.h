@@ -41,6 +41,8 @@ struct ChunkInfo {
   // The strict inverse of to_json() for untrusted entries: every field present and typed, the name
   // bounded, the chunk inside its global shape, data_bytes equal to shape x dtype size.
   static Result<ChunkInfo> from_json(const nlohmann::json& j, const std::string& where);
+  // The same, with the error context built only when the chunk is refused (headers of many chunks).
+  static Result<ChunkInfo> from_json(const nlohmann::json& j, const std::function<std::string()>& where);
 };
 
 // Longest tensor name a chunk entry may carry.

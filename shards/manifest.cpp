@@ -5,6 +5,8 @@
 #include "base/file_io.h"
 #include "base/json_fields.h"
 #include "base/sha256.h"
+#include "shards/manifest_fast_parse.h"
+#include "shards/manifest_text.h"
 
 namespace ckpt {
 
@@ -31,45 +33,9 @@ bool is_safe_relative_path(const std::string& path) {
 }
 
 std::string manifest_to_json_text(const Manifest& m) {
-  nlohmann::json shards = nlohmann::json::array();
-  for (const auto& s : m.shards) {
-    shards.push_back({{"path", s.path},
-                      {"format", s.format},
-                      {"bytes", s.bytes},
-                      {"sha256", s.sha256},
-                      {"rank", s.rank},
-                      {"sha256_of", s.sha256_of}});
-  }
-  nlohmann::json tensors = nlohmann::json::array();
-  for (const auto& t : m.tensors) {
-    nlohmann::json chunks = nlohmann::json::array();
-    for (const auto& c : t.chunks) {
-      chunks.push_back({{"shard", c.shard},
-                        {"offsets", c.offsets},
-                        {"shape", c.shape},
-                        {"data_offset", c.data_offset},
-                        {"data_bytes", c.data_bytes},
-                        {"sha256", c.sha256}});
-    }
-    tensors.push_back({{"name", t.name},
-                       {"component", t.component},
-                       {"dtype", dtype_name(t.dtype)},
-                       {"shape", t.shape},
-                       {"chunks", chunks}});
-  }
-  nlohmann::json j = {{"format", kManifestFormat},
-                      {"version", kManifestVersion},
-                      {"step", m.step},
-                      {"created_utc", m.created_utc},
-                      {"world_size", m.world_size},
-                      {"strategy", m.strategy},
-                      {"config", m.config},
-                      {"pins", m.pins},
-                      {"extra", m.extra},
-                      {"shards", shards},
-                      {"tensors", tensors}};
-  embed_digest(j, kManifestDigestField);
-  return j.dump(1) + "\n";
+  // Written field by field (shards/manifest_text.h): the same bytes as the JSON object's dump(1),
+  // with the digest of its compact form embedded, without building the object.
+  return manifest_pretty_text(m, manifest_content_sha256(m));
 }
 
 namespace {
@@ -127,18 +93,40 @@ Result<ManifestTensor> parse_tensor(const nlohmann::json& j, size_t num_shards, 
   if (!checked_nbytes(t.shape, t.dtype))
     return Status::corruption(at + ": shape " + shape_to_string(t.shape) + " overflows");
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* chunks, json_array(j, "chunks", at));
+  t.chunks.reserve(chunks->size());
   for (size_t i = 0; i < chunks->size(); ++i) {
-    CKPT_ASSIGN_OR_RETURN(ManifestChunk c,
-                          parse_chunk((*chunks)[i], num_shards, at + " chunk " + std::to_string(i)));
-    t.chunks.push_back(std::move(c));
+    // The chunk's own name in an error ("... chunk 7") is built only when there is an error: once
+    // per chunk it was a string allocation for each of hundreds of thousands of chunks.
+    Result<ManifestChunk> c = parse_chunk((*chunks)[i], num_shards, at);
+    if (!c.is_ok()) return parse_chunk((*chunks)[i], num_shards, at + " chunk " + std::to_string(i)).status();
+    t.chunks.push_back(std::move(*c));
   }
   return t;
 }
 
+Result<Manifest> manifest_from_json(const nlohmann::json& j, const std::string& where);
+
 }  // namespace
 
 Result<Manifest> parse_manifest(const std::string& text, const std::string& where) {
+  return parse_manifest(text, where, nullptr);
+}
+
+Result<Manifest> parse_manifest(const std::string& text, const std::string& where, ManifestDigest* digest) {
+  // simdjson for a manifest laid out as the writer lays it out; the nlohmann tree for any other
+  // (its errors and digest are the reference, shards/manifest_fast_parse.h).
+  if (std::optional<Manifest> fast = parse_manifest_fast(text, digest)) return std::move(*fast);
   CKPT_ASSIGN_OR_RETURN(auto j, parse_json(text, where));
+  CKPT_ASSIGN_OR_RETURN(Manifest m, manifest_from_json(j, where));
+  // parse_manifest accepted an object, so the digest of the same tree is what manifest_digest
+  // computes from the text.
+  if (digest) *digest = take_embedded_digest(j, kManifestDigestField);
+  return m;
+}
+
+namespace {
+
+Result<Manifest> manifest_from_json(const nlohmann::json& j, const std::string& where) {
   CKPT_ASSIGN_OR_RETURN(std::string format, json_string(j, "format", where));
   if (format != kManifestFormat)
     return Status::corruption(where + ": format is '" + format + "', expected '" + kManifestFormat + "'");
@@ -169,6 +157,7 @@ Result<Manifest> parse_manifest(const std::string& text, const std::string& wher
   }
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* tensors, json_array(j, "tensors", where));
   std::set<std::string> names;
+  m.tensors.reserve(tensors->size());
   for (size_t i = 0; i < tensors->size(); ++i) {
     CKPT_ASSIGN_OR_RETURN(ManifestTensor t, parse_tensor((*tensors)[i], m.shards.size(),
                                                          where + " tensor " + std::to_string(i)));
@@ -179,6 +168,8 @@ Result<Manifest> parse_manifest(const std::string& text, const std::string& wher
   return m;
 }
 
+}  // namespace
+
 Result<ManifestDigest> manifest_digest(const std::string& text, const std::string& where) {
   return read_embedded_digest(text, kManifestDigestField, where);
 }
@@ -186,8 +177,8 @@ Result<ManifestDigest> manifest_digest(const std::string& text, const std::strin
 Result<Manifest> read_manifest_file(const std::string& checkpoint_dir) {
   const std::string path = checkpoint_dir + "/" + kManifestFileName;
   CKPT_ASSIGN_OR_RETURN(std::string text, read_small_file(path, kMaxManifestBytes));
-  CKPT_ASSIGN_OR_RETURN(Manifest manifest, parse_manifest(text, path));
-  CKPT_ASSIGN_OR_RETURN(ManifestDigest digest, manifest_digest(text, path));
+  ManifestDigest digest;
+  CKPT_ASSIGN_OR_RETURN(Manifest manifest, parse_manifest(text, path, &digest));
   if (digest.present && !digest.matches()) {
     return Status::corruption(path + ": " + kManifestDigestField + " mismatch: recorded " + digest.recorded +
                               ", content hashes to " + digest.computed + " (edited after commit)");

@@ -74,6 +74,8 @@ Result<ManifestDigest> manifest_digest(const std::string& text, const std::strin
 // Strict parse of untrusted text: every field typed, every shard path safe, chunk shard indices in
 // range, no duplicate shard paths or tensor names. `where` names the file in errors.
 Result<Manifest> parse_manifest(const std::string& text, const std::string& where);
+// The same, and what manifest_digest(text) says, from one parse of the text.
+Result<Manifest> parse_manifest(const std::string& text, const std::string& where, ManifestDigest* digest);
 // read + parse + digest: a manifest whose recorded digest differs from its content is refused
 // (kCorruption), so nothing resumes from an edited one. One without a digest is accepted.
 Result<Manifest> read_manifest_file(const std::string& checkpoint_dir);

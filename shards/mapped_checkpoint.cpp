@@ -11,6 +11,7 @@
 #include "base/parallel_jobs.h"
 #include "base/sha256.h"
 #include "base/sha256_batch.h"
+#include "shards/file_chunk_index.h"
 
 namespace ckpt {
 
@@ -157,7 +158,9 @@ class CheckpointMapper {
       CKPT_ASSIGN_OR_RETURN(const TensorFile* file, shard(mc.shard));
       const std::string& shard_name = manifest_.shards[mc.shard].path;
       size_t index = 0;
-      const ChunkInfo* fc = find_file_chunk(*file, t.name, mc, &index);
+      auto& by_key = indexes_[mc.shard];
+      if (!by_key) by_key = std::make_unique<FileChunkIndex>(file->chunks());
+      const ChunkInfo* fc = by_key->find(t.name, mc, &index);
       if (!fc) {
         return Status::corruption(shard_name + ": has no chunk of " + t.name + " at offsets " +
                                   shape_to_string(mc.offsets));
@@ -303,6 +306,7 @@ class CheckpointMapper {
   const Manifest& manifest_;
   const LoadOptions& options_;
   std::map<size_t, std::unique_ptr<TensorFile>> files_;
+  std::map<size_t, std::unique_ptr<FileChunkIndex>> indexes_;  // per opened shard, built on first use
   std::map<size_t, std::shared_ptr<const MappedFile>> mappings_;
   std::vector<ChunkJob> jobs_;
   MappedCheckpoint out_;

@@ -1,0 +1,338 @@
+// The `metadata` group (issue 44): checkpoints shaped like an FSDP or tensor-parallel state dict,
+// every tensor split across every rank, so that the metadata (manifest, DCP `.metadata`), not the
+// payload, sets the pace. Inputs are written at bench time in the work dir and deleted:
+//   - a torch.save file of P parameters with their two AdamW moments (Debian's PyTorch,
+//     bench/metadata_inputs.py), converted by `ckptcheck convert --format native --shards 16`:
+//     20,001 tensors (320,016 chunks, 400 MB) and 62,502 tensors (1,000,032 chunks, 256 MB);
+//   - DCP `.metadata` pickles of 256,000 and 1,000,000 chunks as PyTorch 2.4+ writes them.
+// Each command is a child process timed from fork to exit (start-up counts, as for a user), peak
+// RSS from GNU time around the command alone. Min and median of the repetitions are reported.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "base/file_io.h"
+#include "bench/bench.h"
+#include "formats/dcp_checkpoint.h"
+#include "shards/checkpoint_dir.h"
+#include "shards/manifest.h"
+#include "verifier/tensors/state_snapshot.h"
+
+namespace ckpt::bench {
+
+namespace {
+
+struct Shape {
+  const char* label;  // "320k"
+  int64_t params;     // tensors = 3 x params (each parameter and its two AdamW moments)
+  int64_t rows;       // every tensor is [rows, cols] F32, split by rows into 16 chunks
+  int64_t cols;
+};
+
+constexpr size_t kShards = 16;
+
+std::string metadata_script(const BenchSettings& s) {
+  return s.source_dir + "/bench/metadata_inputs.py";
+}
+
+double median_seconds(std::vector<double> v) {
+  if (v.empty()) return kNotMeasured;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+uint64_t bytes_of_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+std::string min_and_median(const Timing& t) {
+  return format_seconds(t.best_seconds) + " (median " + format_seconds(median_seconds(t.all_seconds)) + ")";
+}
+
+nlohmann::json command_numbers(const ChildTiming& t) {
+  return {
+      {"seconds", t.timing.all_seconds},
+      {"min_seconds", t.timing.best_seconds},
+      {"median_seconds", median_seconds(t.timing.all_seconds)},
+      {"cpu_seconds", t.cpu_seconds},
+      {"max_rss_bytes", t.max_rss_bytes},
+      {"max_rss_source", t.rss_includes_bench ? "wait4 (includes the bench's RSS at fork)" : "GNU time %M"},
+      {"exit_code", t.exit_code}};
+}
+
+struct CommandTime {
+  std::string command;
+  ChildTiming timing;
+};
+
+BenchRow rss_row(const std::string& name, const ChildTiming& t, uint64_t metadata_bytes, const char* what) {
+  BenchRow row;
+  row.name = name + " peak RSS";
+  const double bound = 3.0 * static_cast<double>(metadata_bytes);
+  row.ours = format_mib(static_cast<double>(t.max_rss_bytes));
+  row.baseline = std::string("3x the ") + what + " (" + format_mib(bound) + ")";
+  row.ratio = bound / static_cast<double>(t.max_rss_bytes);
+  row.goal = "<= 3x " + std::string(what);
+  row.met = t.max_rss_bytes > 0 && static_cast<double>(t.max_rss_bytes) <= bound ? "yes" : "NO";
+  row.numbers = {{"max_rss_bytes", t.max_rss_bytes},
+                 {"metadata_bytes", metadata_bytes},
+                 {"max_rss_source", t.rss_includes_bench ? "wait4" : "GNU time %M"}};
+  return row;
+}
+
+// The native rows of one shape: convert (timed), then verify --quick, verify, inspect, diff against
+// a copy. `smaller` holds the 320k times the 1M rows are compared with (empty for the 320k shape).
+struct NativeResult {
+  std::vector<BenchRow> rows;
+  std::map<std::string, double> seconds;  // command -> min seconds
+};
+
+NativeResult native_rows(const BenchSettings& s, const Shape& shape, const HashingLimit& limit,
+                         const std::map<std::string, double>& smaller, const std::string& smaller_label) {
+  NativeResult out;
+  const std::string base = std::string("metadata ") + shape.label + " chunks: ";
+  const std::string dir = s.work_dir + "/metadata-" + shape.label;
+  const std::string source = dir + "/state.pt", root = dir + "/native", copy = dir + "/copy";
+  auto fail = [&](const std::string& what, const Status& st) {
+    out.rows.push_back(unavailable_row(base + what, "-", "error", st.message()));
+    (void)remove_tree(dir);
+    return out;
+  };
+  (void)remove_tree(dir);
+  if (Status st = run_ok({"mkdir", "-p", dir}); !st) return fail("inputs", st);
+  std::fprintf(stderr, "writing %lld tensors [%lld, %lld] with torch.save...\n",
+               static_cast<long long>(3 * shape.params), static_cast<long long>(shape.rows),
+               static_cast<long long>(shape.cols));
+  if (Status st = run_ok({s.python, metadata_script(s), "torch-save", source, std::to_string(shape.params),
+                          std::to_string(shape.rows), std::to_string(shape.cols)});
+      !st)
+    return fail("inputs", st);
+  if (Status st = read_files_once({source}); !st) return fail("inputs", st);
+
+  // convert: every repetition commits a new checkpoint into an empty root.
+  const std::vector<std::string> convert = {s.ckptcheck_bin, "convert", source,     root,
+                                            "--format",      "native",  "--shards", std::to_string(kShards)};
+  ChildTiming convert_time;
+  for (int i = 0; i < s.repetitions; ++i) {
+    (void)remove_tree(root);
+    auto one = time_child(1, convert, {0}, /*own_rss=*/true);
+    if (!one) return fail("convert", one.status());
+    convert_time.timing.all_seconds.push_back(one->timing.best_seconds);
+    convert_time.cpu_seconds.push_back(one->cpu_seconds.empty() ? 0 : one->cpu_seconds[0]);
+    convert_time.max_rss_bytes = std::max(convert_time.max_rss_bytes, one->max_rss_bytes);
+    convert_time.rss_includes_bench = one->rss_includes_bench;
+    convert_time.exit_code = one->exit_code;
+  }
+  convert_time.timing.best_seconds =
+      *std::min_element(convert_time.timing.all_seconds.begin(), convert_time.timing.all_seconds.end());
+  auto ckpt_dir = resolve_latest_checkpoint(root);
+  if (!ckpt_dir) return fail("convert", ckpt_dir.status());
+  const std::string manifest = *ckpt_dir + "/" + kManifestFileName;
+  const uint64_t manifest_bytes = bytes_of_file(manifest);
+  if (Status st = run_ok({"cp", "-a", root, copy}); !st) return fail("copy", st);
+  uint64_t payload_bytes = 0;  // every file of the checkpoint: what verify reads
+  // Warm the page cache with both copies.
+  if (Status st = run_ok({"sh", "-c", "cat '" + root + "'/*/* '" + copy + "'/*/* > /dev/null"}); !st)
+    return fail("warm", st);
+  {
+    auto du = run_child({"sh", "-c", "cat '" + *ckpt_dir + "'/* | wc -c"}, /*capture_stdout=*/true);
+    if (du && du->exit_code == 0) payload_bytes = std::stoull(du->out);
+  }
+
+  std::vector<CommandTime> commands;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> argvs = {
+      {"verify --quick", {s.ckptcheck_bin, "verify", "--quick", *ckpt_dir}},
+      {"verify", {s.ckptcheck_bin, "verify", *ckpt_dir}},
+      {"inspect", {s.ckptcheck_bin, "inspect", *ckpt_dir}},
+      {"diff vs identical copy", {s.ckptcheck_bin, "diff", root, copy}},
+  };
+  commands.push_back({"convert", convert_time});
+  for (const auto& [command, argv] : argvs) {
+    std::fprintf(stderr, "  %s%s...\n", base.c_str(), command.c_str());
+    auto t = time_child(s.repetitions, argv, {0}, /*own_rss=*/true);
+    if (!t) return fail(command, t.status());
+    commands.push_back({command, *t});
+  }
+
+  // Absolute goals at 320k (issue 44); verify's is relative to the hashing limit plus the metadata
+  // pass (verify --quick's time); at 1M every command is compared with its 320k time.
+  const double quick_seconds = commands[1].timing.timing.best_seconds;
+  for (const CommandTime& c : commands) {
+    BenchRow row;
+    row.name = base + c.command;
+    const double t = c.timing.timing.best_seconds;
+    row.ours =
+        min_and_median(c.timing.timing) + ", " + format_mib(static_cast<double>(c.timing.max_rss_bytes));
+    row.numbers = command_numbers(c.timing);
+    row.numbers["manifest_bytes"] = manifest_bytes;
+    row.numbers["chunks"] = 3 * shape.params * static_cast<int64_t>(kShards);
+    out.seconds[c.command] = t;
+    if (!smaller.empty()) {
+      const auto it = smaller.find(c.command);
+      if (it != smaller.end()) {
+        row.baseline = format_seconds(it->second) + " at " + smaller_label;
+        row.ratio = t / it->second;
+        row.goal = "<= 3.5x of " + smaller_label;
+        row.met = row.ratio <= 3.5 ? "yes" : "NO";
+      }
+    } else if (c.command == "verify") {
+      const double hashing = static_cast<double>(payload_bytes) / limit.bytes_per_second;
+      const double bound = hashing + quick_seconds;
+      row.baseline = format_seconds(bound) + " (hashing " + format_mib(static_cast<double>(payload_bytes)) +
+                     " at the limit " + format_seconds(hashing) + " + metadata pass " +
+                     format_seconds(quick_seconds) + ")";
+      row.ratio = bound / t;
+      row.goal = ">= 0.80x";
+      row.met = met_at_least(row.ratio, 0.8);
+      row.numbers["payload_bytes"] = payload_bytes;
+      row.numbers["hashing_limit_bytes_per_second"] = limit.bytes_per_second;
+    } else {
+      const double goal = c.command == "verify --quick"           ? 0.25
+                          : c.command == "inspect"                ? 0.5
+                          : c.command == "diff vs identical copy" ? 1.0
+                                                                  : kNotMeasured;
+      if (std::isnan(goal)) {
+        row.baseline = "-";
+        row.goal = "reported";
+        row.met = "reported";
+      } else {
+        row.baseline = format_seconds(goal) + " (issue 44)";
+        row.ratio = goal / t;
+        row.goal = "<= " + format_seconds(goal);
+        row.met = t <= goal ? "yes" : "NO";
+      }
+    }
+    out.rows.push_back(std::move(row));
+    out.rows.push_back(rss_row(base + c.command, c.timing, manifest_bytes, "manifest"));
+  }
+
+  // The drill's final-state comparison (read_state_snapshot of both sides, compare_snapshots), in
+  // this process, at 320k only: the drill's goal is stated for 20,000 tensors.
+  if (smaller.empty()) {
+    Timing drill;
+    size_t compared = 0;
+    for (int i = 0; i < s.repetitions; ++i) {
+      const double start = now_seconds();
+      auto a = read_state_snapshot(root);
+      auto b = read_state_snapshot(copy);
+      if (!a || !b) return fail("drill comparison", a ? b.status() : a.status());
+      const auto components = compare_snapshots(*a, *b, Tolerance{});
+      drill.all_seconds.push_back(seconds_since(start));
+      compared = a->tensors.size();
+      for (const auto& [name, c] : components)
+        if (!c.passed) return fail("drill comparison", Status::corruption("copy differs in " + name));
+    }
+    drill.best_seconds = *std::min_element(drill.all_seconds.begin(), drill.all_seconds.end());
+    BenchRow row;
+    row.name = base + "drill final-state comparison (" + std::to_string(compared) + " tensors)";
+    row.ours = min_and_median(drill);
+    row.baseline = "1.000 s (issue 44)";
+    row.ratio = 1.0 / drill.best_seconds;
+    row.goal = "<= 1.000 s";
+    row.met = drill.best_seconds <= 1.0 ? "yes" : "NO";
+    row.numbers = {{"seconds", drill.all_seconds}, {"tensors", compared}};
+    out.rows.push_back(std::move(row));
+  }
+  (void)remove_tree(dir);
+  return out;
+}
+
+// DCP `.metadata` of `tensors` x 16 chunks: our parser (this bench re-run as a child with
+// --parse-dcp-metadata, so start-up counts and its peak RSS is its own) against CPython's pickle.load.
+std::vector<BenchRow> dcp_rows(const BenchSettings& s, const char* label, int64_t tensors) {
+  std::vector<BenchRow> rows;
+  const std::string base = std::string("metadata DCP .metadata ") + label + " chunks: ";
+  const std::string dir = s.work_dir + "/dcp-" + label;
+  const std::string path = dir + "/.metadata";
+  (void)remove_tree(dir);
+  std::fprintf(stderr, "writing a DCP .metadata of %lld chunks...\n", static_cast<long long>(tensors * 16));
+  Status made = run_ok({"mkdir", "-p", dir});
+  if (made)
+    made = run_ok({s.python, metadata_script(s), "dcp-metadata", path, std::to_string(tensors), "16"});
+  if (made) made = read_files_once({path});
+  if (!made) {
+    rows.push_back(unavailable_row(base + "parse vs pickle.load", ">= 4x", "error", made.message()));
+    return rows;
+  }
+  const uint64_t bytes = bytes_of_file(path);
+  auto ours = time_child(s.repetitions, {s.self_bin, "--parse-dcp-metadata", path}, {0}, /*own_rss=*/true);
+  auto py = run_child({s.python, metadata_script(s), "pickle-load", path, std::to_string(s.repetitions)},
+                      /*capture_stdout=*/true, 1800);
+  (void)remove_tree(dir);
+  if (!ours) {
+    rows.push_back(unavailable_row(base + "parse vs pickle.load", ">= 4x", "error", ours.status().message()));
+    return rows;
+  }
+  if (!py || py->exit_code != 0) {
+    rows.push_back(unavailable_row(base + "parse vs pickle.load", ">= 4x", "error",
+                                   py ? py->log_tail : py.status().message()));
+    return rows;
+  }
+  const nlohmann::json pj = nlohmann::json::parse(py->out, nullptr, false);
+  std::vector<double> py_seconds;
+  if (pj.is_object() && pj.contains("seconds"))
+    for (const auto& v : pj["seconds"]) py_seconds.push_back(v.get<double>());
+  if (py_seconds.empty()) {
+    rows.push_back(unavailable_row(base + "parse vs pickle.load", ">= 4x", "error", "no times from Python"));
+    return rows;
+  }
+  Timing pt{*std::min_element(py_seconds.begin(), py_seconds.end()), py_seconds};
+  BenchRow row;
+  row.name = base + "parse vs pickle.load";
+  row.ours = min_and_median(ours->timing) + " (" + format_mib(static_cast<double>(bytes)) + ")";
+  row.baseline = min_and_median(pt) + " pickle.load in CPython (start-up and import not counted)";
+  row.ratio = pt.best_seconds / ours->timing.best_seconds;
+  row.goal = label == std::string("1M") ? ">= 4x" : "reported";
+  row.met = label == std::string("1M") ? met_at_least(row.ratio, 4.0) : "reported";
+  row.numbers = command_numbers(*ours);
+  row.numbers["metadata_bytes"] = bytes;
+  row.numbers["pickle_load_seconds"] = py_seconds;
+  row.numbers["pickle_load_max_rss_bytes"] = pj.value("max_rss_bytes", int64_t{0});
+  rows.push_back(std::move(row));
+  rows.push_back(rss_row(base + "parse", *ours, bytes, ".metadata"));
+  return rows;
+}
+
+}  // namespace
+
+int parse_dcp_metadata_main(const std::string& path) {
+  auto text = read_small_file(path, kDcpMaxMetadataBytes);
+  if (!text) {
+    std::fprintf(stderr, "%s\n", text.status().message().c_str());
+    return 2;
+  }
+  auto parsed = parse_dcp_metadata(reinterpret_cast<const uint8_t*>(text->data()), text->size(), path);
+  if (!parsed) {
+    std::fprintf(stderr, "%s\n", parsed.status().message().c_str());
+    return 2;
+  }
+  size_t chunks = 0;
+  for (const auto& t : parsed->tensors) chunks += t.chunks.size();
+  std::printf("%zu tensors, %zu chunks, %zu items\n", parsed->tensors.size(), chunks, parsed->items.size());
+  return 0;
+}
+
+std::vector<BenchRow> run_metadata_bench(const BenchSettings& s, const HashingLimit& limit) {
+  std::vector<BenchRow> rows;
+  if (!has_subcommand(s.ckptcheck_bin, "convert")) {
+    rows.push_back(unavailable_row("metadata", "-", "not available", "no convert in this ckptcheck"));
+    return rows;
+  }
+  // 6,667 parameters x 3 = 20,001 tensors of 20 KiB (400 MB) and 20,834 x 3 = 62,502 tensors of
+  // 4 KiB (256 MB): 320,016 and 1,000,032 chunks at 16 shards.
+  const Shape small = s.quick ? Shape{"3k", 67, 16, 16} : Shape{"320k", 6667, 16, 320};
+  const Shape large = s.quick ? Shape{"10k", 209, 16, 16} : Shape{"1M", 20834, 16, 64};
+  NativeResult first = native_rows(s, small, limit, {}, "");
+  rows.insert(rows.end(), first.rows.begin(), first.rows.end());
+  NativeResult second = native_rows(s, large, limit, first.seconds, small.label);
+  rows.insert(rows.end(), second.rows.begin(), second.rows.end());
+  for (auto& r : dcp_rows(s, s.quick ? "2k" : "256k", s.quick ? 128 : 16000)) rows.push_back(std::move(r));
+  for (auto& r : dcp_rows(s, s.quick ? "8k" : "1M", s.quick ? 512 : 62500)) rows.push_back(std::move(r));
+  return rows;
+}
+
+}  // namespace ckpt::bench

@@ -1,0 +1,175 @@
+// manifest_to_json_text writes the manifest field by field (shards/manifest_text.h); these tests
+// hold it to the bytes nlohmann::json's dump gives for the manifest's JSON object, built here the
+// way every manifest committed so far was built, on values that take every path of the writer.
+#include "shards/manifest_text.h"
+
+#include <gtest/gtest.h>
+
+#include "base/embedded_digest.h"
+#include "base/sha256.h"
+#include "shards/manifest.h"
+#include "shards/manifest_fast_parse.h"
+
+namespace ckpt {
+namespace {
+
+// The manifest's JSON object as manifest_to_json_text built it before it wrote text directly.
+nlohmann::json reference_object(const Manifest& m) {
+  nlohmann::json shards = nlohmann::json::array();
+  for (const auto& s : m.shards) {
+    shards.push_back({{"path", s.path},
+                      {"format", s.format},
+                      {"bytes", s.bytes},
+                      {"sha256", s.sha256},
+                      {"rank", s.rank},
+                      {"sha256_of", s.sha256_of}});
+  }
+  nlohmann::json tensors = nlohmann::json::array();
+  for (const auto& t : m.tensors) {
+    nlohmann::json chunks = nlohmann::json::array();
+    for (const auto& c : t.chunks) {
+      chunks.push_back({{"shard", c.shard},
+                        {"offsets", c.offsets},
+                        {"shape", c.shape},
+                        {"data_offset", c.data_offset},
+                        {"data_bytes", c.data_bytes},
+                        {"sha256", c.sha256}});
+    }
+    tensors.push_back({{"name", t.name},
+                       {"component", t.component},
+                       {"dtype", dtype_name(t.dtype)},
+                       {"shape", t.shape},
+                       {"chunks", chunks}});
+  }
+  return {{"format", kManifestFormat},
+          {"version", kManifestVersion},
+          {"step", m.step},
+          {"created_utc", m.created_utc},
+          {"world_size", m.world_size},
+          {"strategy", m.strategy},
+          {"config", m.config},
+          {"pins", m.pins},
+          {"extra", m.extra},
+          {"shards", shards},
+          {"tensors", tensors}};
+}
+
+Manifest awkward_manifest() {
+  Manifest m;
+  m.step = 1234567;
+  m.created_utc = "2026-12-04T18:00:00Z";
+  m.world_size = 16;
+  m.strategy = "fsdp";
+  m.config = {{"lr", 3e-4},
+              {"betas", {0.9, 0.999}},
+              {"name", "run \"quoted\" \\ back\tslash"},
+              {"nested", {{"empty", nlohmann::json::object()}, {"list", nlohmann::json::array()}, {"n", -3}}},
+              {"big", 18446744073709551615ull},
+              {"flag", true},
+              {"none", nullptr}};
+  m.pins = {{"torch", "1.13.1"}, {"unicode", "caf\xc3\xa9 \xe2\x82\xac"}};
+  m.shards.push_back({"shard_00000.bin", "native", 4096, std::string(64, 'a'), 0, "file"});
+  m.shards.push_back({"dir/shard \"1\".bin", "safetensors", 0, std::string(64, 'b'), 15, "header"});
+  ManifestTensor a{"model.w", "model", DType::kF32, {8, 4}, {}};
+  a.chunks.push_back({0, {0, 0}, {4, 4}, 128, 64, std::string(64, 'c')});
+  a.chunks.push_back({1, {4, 0}, {4, 4}, 0, 64, std::string(64, 'd')});
+  ManifestTensor scalar{"optimizer.step", "optimizer", DType::kI64, {}, {}};
+  scalar.chunks.push_back({0, {}, {}, 1 << 20, 8, std::string(64, 'e')});
+  ManifestTensor odd{"na\xc3\xafve \"name\"\n\x01", "", DType::kBF16, {0}, {}};
+  m.tensors = {a, scalar, odd};
+  return m;
+}
+
+TEST(ManifestText, IsTheDumpOfTheManifestObjectWithItsDigest) {
+  for (const Manifest& m : {awkward_manifest(), Manifest{}}) {
+    nlohmann::json j = reference_object(m);
+    embed_digest(j, kManifestDigestField);
+    const std::string expected = j.dump(1) + "\n";
+    EXPECT_EQ(manifest_to_json_text(m), expected);
+    j.erase(kManifestDigestField);
+    EXPECT_EQ(manifest_content_sha256(m), sha256_hex(j.dump()));
+  }
+}
+
+TEST(ManifestText, ParsesBackWithAMatchingDigestFromOneParse) {
+  const Manifest m = awkward_manifest();
+  const std::string text = manifest_to_json_text(m);
+  ManifestDigest digest;
+  auto parsed = parse_manifest(text, "manifest.json", &digest);
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+  EXPECT_TRUE(digest.present);
+  EXPECT_TRUE(digest.matches()) << digest.recorded << " vs " << digest.computed;
+  auto from_text = manifest_digest(text, "manifest.json");
+  ASSERT_TRUE(from_text.is_ok());
+  EXPECT_EQ(from_text->computed, digest.computed);
+  EXPECT_EQ(manifest_to_json_text(*parsed), text);
+
+  // An edit after commit: both ways of computing the digest see it, and agree on the value.
+  std::string edited = text;
+  edited.replace(edited.find("fsdp"), 4, "ddp_");
+  ManifestDigest edited_digest;
+  ASSERT_TRUE(parse_manifest(edited, "manifest.json", &edited_digest).is_ok());
+  EXPECT_FALSE(edited_digest.matches());
+  EXPECT_EQ(edited_digest.computed, manifest_digest(edited, "manifest.json")->computed);
+}
+
+TEST(ManifestText, ChunkErrorsStillNameTheTensorAndChunk) {
+  Manifest m = awkward_manifest();
+  m.tensors[0].chunks[1].shard = 7;  // out of range: only two shards
+  const auto parsed = parse_manifest(manifest_to_json_text(m), "manifest.json");
+  ASSERT_FALSE(parsed.is_ok());
+  EXPECT_EQ(parsed.status().message(),
+            "manifest.json tensor 0 (model.w) chunk 1: shard index 7 but the manifest lists 2 shards");
+}
+
+// simdjson takes the writer's layout, and gives the fields and digest the reference path gives.
+TEST(ManifestFastParse, ReadsWhatTheWriterWritesAsTheReferenceDoes) {
+  const std::string text = manifest_to_json_text(awkward_manifest());
+  ManifestDigest digest;
+  const std::optional<Manifest> fast = parse_manifest_fast(text, &digest);
+  ASSERT_TRUE(fast.has_value());
+  EXPECT_EQ(manifest_to_json_text(*fast), text);
+  auto reference = manifest_digest(text, "manifest.json");
+  ASSERT_TRUE(reference.is_ok());
+  EXPECT_EQ(digest.recorded, reference->recorded);
+  EXPECT_EQ(digest.computed, reference->computed);
+  EXPECT_EQ(fast->config, awkward_manifest().config);
+  EXPECT_TRUE(fast->config["big"].is_number_unsigned());
+  EXPECT_TRUE(fast->config["nested"]["n"].is_number_integer());
+}
+
+// Whatever is not exactly that layout goes to the nlohmann path, whose errors and digest are the
+// reference: a field the writer does not write, one written twice, another spelling, a float where
+// an integer belongs, an edit after commit.
+TEST(ManifestFastParse, LeavesEverythingElseToTheReferencePath) {
+  const std::string text = manifest_to_json_text(awkward_manifest());
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? t : t.replace(at, from.size(), to);
+  };
+  const std::vector<std::string> others = {
+      replaced("\"step\": 1234567", "\"step\": 1234567,\n \"unknown\": 1"),
+      replaced("\"step\": 1234567", "\"step\": 1234567,\n \"step\": 1234568"),
+      replaced("\"data_bytes\": 64", "\"data_bytes\": 64, \"data_bytes\": 64"),
+      replaced("\"step\": 1234567", "\"step\": 1234567.0"),
+      replaced("\"strategy\": \"fsdp\"", "\"strategy\": \"ddp\""),
+      replaced("\"dtype\": \"F32\"", "\"dtype\": \"f32\""),
+  };
+  for (const std::string& other : others) {
+    ManifestDigest digest;
+    EXPECT_FALSE(parse_manifest_fast(other, &digest).has_value()) << other.substr(0, 400);
+  }
+  // The edit after commit is still named, by the reference path.
+  ManifestDigest digest;
+  ASSERT_TRUE(parse_manifest(others[4], "manifest.json", &digest).is_ok());
+  EXPECT_FALSE(digest.matches());
+  EXPECT_EQ(digest.computed, manifest_digest(others[4], "manifest.json")->computed);
+  // A float step is refused with the reference's message.
+  EXPECT_EQ(parse_manifest(others[3], "manifest.json").status().message(),
+            "manifest.json: field 'step': expected an integer, got number");
+}
+
+}  // namespace
+}  // namespace ckpt
