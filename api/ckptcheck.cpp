@@ -27,7 +27,8 @@ std::string version() {
 
 Status public_status(const ckpt::Status& status) {
   if (status.is_ok()) return Status();
-  if (status.code() == ckpt::StatusCode::kInvalidArgument) return Status::invalid_argument(status.to_string());
+  if (status.code() == ckpt::StatusCode::kInvalidArgument)
+    return Status::invalid_argument(status.to_string());
   return Status::error(status.to_string(), ckpt::is_damage(status));
 }
 

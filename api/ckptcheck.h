@@ -171,8 +171,8 @@ struct SealResult {
 };
 
 struct SealOptions {
-  size_t jobs = 0;           // files hashed in parallel; 0 = one per core
-  std::string key_path;      // when set, the seal is signed with this PEM Ed25519 private key (`<seal>.sig`)
+  size_t jobs = 0;       // files hashed in parallel; 0 = one per core
+  std::string key_path;  // when set, the seal is signed with this PEM Ed25519 private key (`<seal>.sig`)
 };
 
 // What `ckptcheck seal PATH` does: records every file's and tensor's SHA-256 beside a checkpoint

@@ -136,8 +136,9 @@ int bench_main(int argc, char** argv) {
       ->check(CLI::IsMember(
           {"verify", "scaling", "save-load", "pytorch", "python", "compression", "drill", "distributed"}));
   app.add_option("--python", s.python, "the Python with torch for the PyTorch rows (Debian's python3-torch)");
-  app.add_option("--python-package-dir", s.python_package_dir,
-                 "the directory holding the built `ckptcheck` Python package (default: this build's python/)");
+  app.add_option(
+      "--python-package-dir", s.python_package_dir,
+      "the directory holding the built `ckptcheck` Python package (default: this build's python/)");
   app.add_option("--repetitions", s.repetitions, "timed repetitions per number; the best is reported")
       ->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);

@@ -61,15 +61,16 @@ std::vector<BenchRow> run_python_bench(const BenchSettings& s) {
   const std::string load_name = "ckptcheck.torch.load vs torch.load(weights_only=True), " + size;
   const std::string import_name = "import ckptcheck (over a bare python3 start)";
   auto all_unavailable = [&](const std::string& met, const std::string& why) {
-    return std::vector<BenchRow>{unavailable_row(verify_name, ">= 0.95x", met, why),
-                                 unavailable_row(save_name, "<= 1.15x", met, why),
-                                 unavailable_row(load_name, "<= 1.50x", met, why),
-                                 unavailable_row(import_name, "< 100 ms", met, why)};
+    return std::vector<BenchRow>{
+        unavailable_row(verify_name, ">= 0.95x", met, why), unavailable_row(save_name, "<= 1.15x", met, why),
+        unavailable_row(load_name, "<= 1.50x", met, why), unavailable_row(import_name, "< 100 ms", met, why)};
   };
   auto check = run_child(python(s, {"-c", "import torch, ckptcheck"}), false, 120);
   if (!check || check->exit_code != 0) {
-    return all_unavailable("not available", "not available: " + s.python + " cannot import torch and the "
-                                                "package in " + s.python_package_dir);
+    return all_unavailable("not available", "not available: " + s.python +
+                                                " cannot import torch and the "
+                                                "package in " +
+                                                s.python_package_dir);
   }
   const std::string dir = s.work_dir + "/python";
   if (Status made = run_ok({"mkdir", "-p", dir}); !made) return all_unavailable("error", made.message());
@@ -101,13 +102,15 @@ std::vector<BenchRow> run_python_bench(const BenchSettings& s) {
                    {"ratio", row.ratio}};
     rows.push_back(std::move(row));
   } else {
-    rows.push_back(unavailable_row(verify_name, ">= 0.95x", "error", (cli ? py.status() : cli.status()).message()));
+    rows.push_back(
+        unavailable_row(verify_name, ">= 0.95x", "error", (cli ? py.status() : cli.status()).message()));
   }
   (void)remove_tree(dir);
   (void)run_ok({"mkdir", "-p", dir});
 
   // save and load: one process builds the state once and times both sides of both rows.
-  auto sl = run_json(python(s, {script(s), "save-load", dir, std::to_string(gib), std::to_string(s.repetitions)}));
+  auto sl =
+      run_json(python(s, {script(s), "save-load", dir, std::to_string(gib), std::to_string(s.repetitions)}));
   if (sl) {
     const uint64_t bytes = (*sl)["bytes"].get<uint64_t>();
     rows.push_back(slowdown_row(save_name, 1.15, (*sl)["ckptcheck_save"], (*sl)["torch_save_fsync"], bytes,
@@ -115,11 +118,12 @@ std::vector<BenchRow> run_python_bench(const BenchSettings& s) {
                                  {"baseline_seconds", (*sl)["torch_save_fsync_all"]},
                                  {"ours_does", "torch.save to a temp name, fsync, rename, fsync dir, seal"},
                                  {"bytes", bytes}}));
-    rows.push_back(slowdown_row(load_name, 1.5, (*sl)["ckptcheck_load"], (*sl)["torch_load"], bytes,
-                                {{"ours_seconds", (*sl)["ckptcheck_load_all"]},
-                                 {"baseline_seconds", (*sl)["torch_load_all"]},
-                                 {"ours_does", "verify (seal hashes, pickle gate), then torch.load(weights_only=True)"},
-                                 {"bytes", bytes}}));
+    rows.push_back(
+        slowdown_row(load_name, 1.5, (*sl)["ckptcheck_load"], (*sl)["torch_load"], bytes,
+                     {{"ours_seconds", (*sl)["ckptcheck_load_all"]},
+                      {"baseline_seconds", (*sl)["torch_load_all"]},
+                      {"ours_does", "verify (seal hashes, pickle gate), then torch.load(weights_only=True)"},
+                      {"bytes", bytes}}));
   } else {
     rows.push_back(unavailable_row(save_name, "<= 1.15x", "error", sl.status().message()));
     rows.push_back(unavailable_row(load_name, "<= 1.50x", "error", sl.status().message()));

@@ -9,10 +9,9 @@
 #include <pybind11/stl.h>
 
 #include <exception>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "api/ckptcheck.h"
 
@@ -149,8 +148,8 @@ class MetricsFile {
 PYBIND11_MODULE(_native, m) {
   m.doc() = "ckptcheck's engines (api/ckptcheck.h); use the ckptcheck package, not this module";
   m.def("version", &ckptcheck::version);
-  m.def("verify", &verify, py::arg("path"), py::arg("weights_only"), py::arg("allow_globals"), py::arg("pubkey"),
-        py::arg("jobs"), py::arg("quick"));
+  m.def("verify", &verify, py::arg("path"), py::arg("weights_only"), py::arg("allow_globals"),
+        py::arg("pubkey"), py::arg("jobs"), py::arg("quick"));
   m.def("seal", &seal, py::arg("path"), py::arg("key"), py::arg("jobs"));
   m.def("inspect", &inspect, py::arg("path"), py::arg("stats"), py::arg("tensor"));
   m.def("drill_run", &drill_run);

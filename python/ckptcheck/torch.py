@@ -40,44 +40,68 @@ def _temp_name(path):
     return _os.path.join(head, ".%s.tmp-%d-%d" % (tail, _os.getpid(), _threading.get_ident()))
 
 
-def _save_file(obj, path):
-    # By name: torch then writes through its own C++ stream, where a Python file object would get
-    # every record as a copied bytes object.
-    _torch().save(obj, path)
-    fsync(path)
+def _sealed_while_synced(files, target, key):
+    """fsyncs `files` on a second thread while `target` is sealed on this one: the seal hashes the
+    bytes torch just wrote from the page cache that still holds them (the engine releases the
+    GIL), so hashing overlaps the wait for the disk instead of following it."""
+    failed = []
+
+    def sync():
+        try:
+            for f in files:
+                fsync(f)
+        except BaseException as e:  # re-raised on the calling thread
+            failed.append(e)
+
+    syncing = _threading.Thread(target=sync, name="ckptcheck-fsync")
+    syncing.start()
+    try:
+        _ckptcheck.seal(target, key=key)
+    finally:
+        syncing.join()
+    if failed:
+        raise failed[0]
 
 
 def save(obj, path, *, key=None):
     """torch.save(obj, path) that a crash cannot leave half-written, sealed for verify.
 
-    Writes to a temporary name in the same directory, fsyncs it, renames it to `path`, fsyncs the
-    directory, then seals it (`ckptcheck seal`: every tensor's SHA-256 in PATH.ckptcheck.seal.json)
-    and, with `key` (a PEM Ed25519 private key), signs the seal. A crash before the rename leaves
-    the previous file at `path`; a crash between the rename and the seal leaves the new file
-    unsealed (verify still runs the pickle gate on it). Returns `path`.
+    torch.save writes `path`'s name inside a temporary directory beside it; the file is fsynced
+    while it is sealed (`ckptcheck seal`: its SHA-256 and every tensor's, hashed from the page
+    cache) and, with `key` (a PEM Ed25519 private key), the seal is signed; then the file is
+    renamed to `path`, its seal beside it (PATH.ckptcheck.seal.json), and the directory fsynced.
+    A crash before the rename leaves the previous file at `path`; between the two renames, the new
+    file unsealed (verify still runs the pickle gate on it). Saving over a file replaces its seal.
+    Returns `path`.
     """
     path = _os.fspath(path)
     if _os.path.isdir(path):
         raise UsageError("%s: is a directory; save writes one file (save_dir writes a directory)" % path)
-    temp = _temp_name(path)
+    head, tail = _os.path.split(_os.path.abspath(path))
+    temp_dir = _temp_name(path)
+    _os.mkdir(temp_dir)
     try:
-        _save_file(obj, temp)
+        temp = _os.path.join(temp_dir, tail)  # the seal records the file's own name: the final one
+        # By name: torch writes through its own C++ stream (a file object gets copied bytes objects).
+        _torch().save(obj, temp)
+        _sealed_while_synced([temp], temp, key)
+        seal_files = [n for n in sorted(_os.listdir(temp_dir)) if n != tail]  # the seal and its .sig
+        _remove_seal(path)
         _os.replace(temp, path)
-    except BaseException:
-        with _contextlib.suppress(FileNotFoundError):
-            _os.remove(temp)
-        raise
-    fsync_parent(path)
-    _remove_seal(path)
-    _ckptcheck.seal(path, key=key)
+        for name in seal_files:
+            _os.replace(_os.path.join(temp_dir, name), _os.path.join(head, name))
+        fsync(head)
+    finally:
+        _shutil.rmtree(temp_dir, ignore_errors=True)
     return path
 
 
 def save_dir(parts, path, *, key=None):
     """A checkpoint directory of torch.save files: `parts` maps a name to an object, written as
-    `path/<name>.pt`, fsynced, in a temporary directory renamed to `path` (so the directory is whole
-    or absent; an existing `path` is refused), then sealed as one (`path/ckptcheck.seal.json`) and
-    signed with `key`. load(path) returns the same dict. Returns `path`."""
+    `<name>.pt` into a temporary directory beside `path`, fsynced while the directory is sealed as
+    one (`ckptcheck.seal.json` inside it, signed with `key`), then renamed to `path` and its parent
+    fsynced: the directory appears whole and sealed, or not at all. An existing `path` is refused.
+    load(path) returns the same dict. Returns `path`."""
     path = _os.fspath(path)
     if not isinstance(parts, dict) or not parts:
         raise UsageError("`parts` must be a non-empty dict of name -> object, got %r" % type(parts).__name__)
@@ -87,17 +111,19 @@ def save_dir(parts, path, *, key=None):
     if _os.path.lexists(path):
         raise UsageError("%s: already exists; a checkpoint directory is written once" % path)
     temp = _temp_name(path)
+    _os.mkdir(temp)
     try:
-        _os.mkdir(temp)
-        for name, obj in parts.items():
-            _save_file(obj, _os.path.join(temp, name + ".pt"))
+        torch = _torch()
+        files = [_os.path.join(temp, name + ".pt") for name in parts]
+        for f, obj in zip(files, parts.values()):
+            torch.save(obj, f)
+        _sealed_while_synced(files, temp, key)
         fsync(temp)
         _os.rename(temp, path)
     except BaseException:
         _shutil.rmtree(temp, ignore_errors=True)
         raise
     fsync_parent(path)
-    _ckptcheck.seal(path, key=key)
     return path
 
 
