@@ -1,6 +1,6 @@
 """The results of ckptcheck's calls: small objects over the object the CLI prints with --json, so
 `to_dict()` is exactly that object (a copy) and every attribute is one of its fields."""
-import copy as _copy
+import json as _json
 
 
 class _JsonResult:
@@ -10,7 +10,8 @@ class _JsonResult:
         self._data = data
 
     def to_dict(self):
-        return _copy.deepcopy(self._data)
+        # A deep copy (the object is plain JSON); `copy` itself costs `import ckptcheck` 2 ms.
+        return _json.loads(_json.dumps(self._data))
 
     def __getitem__(self, key):
         return self._data[key]
@@ -87,33 +88,31 @@ class SealResult(_JsonResult):
         return "<SealResult %s: %d files, %d tensors>" % (self.seal, self.files, self.tensors)
 
 
-class InspectReport(_JsonResult):
+class _EveryField(_JsonResult):
+    """Every field of the --json object is an attribute (reports whose fields grow with the CLI)."""
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["_data"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class InspectReport(_EveryField):
     """What inspect found: `ok` (every recorded hash and CRC-32 agrees with the bytes) and the
     fields of `ckptcheck inspect --json` (`to_dict()`), e.g. `tensors`."""
 
     ok = property(lambda self: self._data["ok"])
 
-    def __getattr__(self, name):
-        try:
-            return self.__dict__["_data"][name]
-        except KeyError:
-            raise AttributeError(name) from None
-
     def __repr__(self):
         return "<InspectReport %s>" % ("ok" if self.ok else "MISMATCH")
 
 
-class DiffReport(_JsonResult):
+class DiffReport(_EveryField):
     """What diff found: `identical` (every tensor on both sides, within tolerance) and the fields
     of `ckptcheck diff --json` (`to_dict()`)."""
 
     identical = property(lambda self: self._data["identical"])
-
-    def __getattr__(self, name):
-        try:
-            return self.__dict__["_data"][name]
-        except KeyError:
-            raise AttributeError(name) from None
 
     def __repr__(self):
         return "<DiffReport %s>" % ("identical" if self.identical else "different")

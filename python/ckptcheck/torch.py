@@ -10,13 +10,14 @@ torch itself is imported on the first call, never by `import ckptcheck` or `impo
 import contextlib as _contextlib
 import importlib as _importlib
 import os as _os
+import pickle as _pickle
 import shutil as _shutil
 import threading as _threading
 
 import ckptcheck as _ckptcheck
 
 from .durable import fsync, fsync_parent
-from .errors import UsageError
+from .errors import Error, UsageError
 
 __all__ = ["save", "save_dir", "load"]
 
@@ -163,21 +164,33 @@ def _allowing(torch, allow_globals):
 def load(path, *, map_location=None, allow_globals=(), pubkey=None):
     """ckptcheck.verify(path), then torch.load(path, weights_only=True).
 
-    verify runs first (the pickle gate: no global outside torch.load(weights_only=True)'s
-    allowlist and `allow_globals`; the seal's hashes, when sealed; the signature, with `pubkey`).
+    verify runs first, with weights_only=True (the pickle gate: no global outside
+    torch.load(weights_only=True)'s allowlist and `allow_globals`; the seal's hashes, when sealed;
+    the signature, with `pubkey`; not whether the state is complete for a resume).
     A refused checkpoint raises VerifyError (its .report names every finding) and torch is never
     handed the file. `path` is one torch.save file (returns what was saved) or a checkpoint
     directory of .pt files (returns {name without .pt: object}). `map_location` is torch.load's.
     """
     path = _os.fspath(path)
     globals_list = [allow_globals] if isinstance(allow_globals, str) else list(allow_globals)
-    _ckptcheck.verify(path, allow_globals=globals_list, pubkey=pubkey).raise_if_failed()
+    # weights_only: a file of model weights is a fine thing to load; whether a checkpoint holds
+    # everything a resume needs is ckptcheck.verify's question, not torch.load's.
+    _ckptcheck.verify(path, weights_only=True, allow_globals=globals_list, pubkey=pubkey).raise_if_failed()
     torch = _torch()
+
+    def load_one(f):
+        try:
+            return torch.load(f, map_location=map_location, weights_only=True)
+        except _pickle.UnpicklingError as e:
+            # verify's gate knows the allowlist of newer torch (collections.Counter, set, ...);
+            # this torch's weights-only unpickler may refuse what it accepted. Still nothing ran.
+            raise Error("%s: verify accepted it, but torch %s's torch.load(weights_only=True) refused it: %s"
+                        % (f, torch.__version__, str(e).rpartition("WeightsUnpickler error: ")[2]), 2) from None
+
     with _allowing(torch, globals_list):
         if not _os.path.isdir(path):
-            return torch.load(path, map_location=map_location, weights_only=True)
+            return load_one(path)
         names = sorted(n for n in _os.listdir(path) if n.endswith(".pt"))
         if not names:
             raise UsageError("%s: a checkpoint directory with no .pt file" % path)
-        return {n[:-3]: torch.load(_os.path.join(path, n), map_location=map_location, weights_only=True)
-                for n in names}
+        return {n[:-3]: load_one(_os.path.join(path, n)) for n in names}
