@@ -18,6 +18,7 @@ import ckptcheck as _ckptcheck
 
 from .durable import fsync, fsync_parent
 from .errors import Error, UsageError
+from .restricted_pickle import restricted_pickle_module
 
 __all__ = ["save", "save_dir", "load"]
 
@@ -128,16 +129,7 @@ def save_dir(parts, path, *, key=None):
     return path
 
 
-_allowlist_lock = _threading.Lock()
-
-
-@_contextlib.contextmanager
-def _allowing(torch, allow_globals):
-    """torch.load(weights_only=True) that also accepts the globals verify was told to accept: the
-    user reviewed them (verify's --allow-global); every other global stays refused."""
-    if not allow_globals:
-        yield
-        return
+def _resolve(allow_globals):
     resolved = {}
     for full in allow_globals:
         module, _, name = full.rpartition(".")
@@ -145,24 +137,43 @@ def _allowing(torch, allow_globals):
             resolved[full] = getattr(_importlib.import_module(module), name)
         except (ImportError, AttributeError, ValueError) as e:
             raise UsageError("`allow_globals`: cannot resolve %r: %s" % (full, e)) from None
-    if hasattr(torch.serialization, "safe_globals"):  # torch >= 2.5
-        with torch.serialization.safe_globals(list(resolved.values())):
-            yield
-        return
-    unpickler = torch._weights_only_unpickler
-    with _allowlist_lock:
-        original = unpickler._get_allowed_globals
-        allowed = dict(original())
-        allowed.update(resolved)
-        unpickler._get_allowed_globals = lambda: allowed
-        try:
-            yield
-        finally:
-            unpickler._get_allowed_globals = original
+    return resolved
+
+
+# Data types on newer torch's weights-only allowlist (and verify's gate, formats/pickle_globals.cpp)
+# that torch 1.13's lacks.
+_NEWER_TORCH_ALLOWS = ("collections.Counter", "builtins.set", "builtins.bytearray", "builtins.complex",
+                       "_codecs.encode", "torch.device")
+
+
+def _loader(torch, allow_globals):
+    """(context, torch.load keywords) that load only what verify's gate accepted: weights_only=True
+    with the reviewed globals where torch has safe_globals (>= 2.5); elsewhere a restricted
+    unpickler (restricted_pickle.py says why) over torch's own allowlist and those globals."""
+    reviewed = _resolve(allow_globals)
+    if hasattr(torch.serialization, "safe_globals"):
+        return torch.serialization.safe_globals(list(reviewed.values())), {"weights_only": True}
+    allowed = dict(torch._weights_only_unpickler._get_allowed_globals())
+    allowed.update(_resolve(_NEWER_TORCH_ALLOWS))
+    allowed.update(reviewed)
+    return _contextlib.nullcontext(), {"pickle_module": restricted_pickle_module(allowed)}
+
+
+def _load_restricted(torch, f, map_location, pickle_module):
+    """torch.load's own readers with `pickle_module`: torch 1.13's torch.load(weights_only=False)
+    replaces any pickle_module it is given by pickle itself, so its private readers are called."""
+    serialization = torch.serialization
+    with serialization._open_file_like(f, "rb") as opened:
+        if serialization._is_zipfile(opened):
+            with serialization._open_zipfile_reader(opened) as zip_file:
+                return serialization._load(zip_file, map_location, pickle_module, encoding="utf-8")
+        return serialization._legacy_load(opened, map_location, pickle_module, encoding="utf-8")
 
 
 def load(path, *, map_location=None, allow_globals=(), pubkey=None):
-    """ckptcheck.verify(path), then torch.load(path, weights_only=True).
+    """ckptcheck.verify(path), then torch.load(path, weights_only=True) or, on a torch whose
+    weights-only mode cannot read floats (1.13), torch.load with a restricted unpickler that
+    resolves only the same allowlist (restricted_pickle.py).
 
     verify runs first, with weights_only=True (the pickle gate: no global outside
     torch.load(weights_only=True)'s allowlist and `allow_globals`; the seal's hashes, when sealed;
@@ -177,17 +188,19 @@ def load(path, *, map_location=None, allow_globals=(), pubkey=None):
     # everything a resume needs is ckptcheck.verify's question, not torch.load's.
     _ckptcheck.verify(path, weights_only=True, allow_globals=globals_list, pubkey=pubkey).raise_if_failed()
     torch = _torch()
+    context, how = _loader(torch, globals_list)
 
     def load_one(f):
         try:
-            return torch.load(f, map_location=map_location, weights_only=True)
+            if "pickle_module" in how:
+                return _load_restricted(torch, f, map_location, how["pickle_module"])
+            return torch.load(f, map_location=map_location, **how)
         except _pickle.UnpicklingError as e:
-            # verify's gate knows the allowlist of newer torch (collections.Counter, set, ...);
-            # this torch's weights-only unpickler may refuse what it accepted. Still nothing ran.
-            raise Error("%s: verify accepted it, but torch %s's torch.load(weights_only=True) refused it: %s"
+            # Still nothing ran: the unpickler refused before constructing anything it does not allow.
+            raise Error("%s: verify accepted it, but torch %s's restricted load refused it: %s"
                         % (f, torch.__version__, str(e).rpartition("WeightsUnpickler error: ")[2]), 2) from None
 
-    with _allowing(torch, globals_list):
+    with context:
         if not _os.path.isdir(path):
             return load_one(path)
         names = sorted(n for n in _os.listdir(path) if n.endswith(".pt"))
