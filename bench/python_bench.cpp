@@ -1,7 +1,8 @@
 // The Python package's rows (`--only python`), through bench/python_baselines.py run by Debian's
 // /usr/bin/python3 with PYTHONPATH naming the package this build made (build-release/python):
-//   verify from Python (ckptcheck.verify, timed around the call) against the CLI (`ckptcheck verify`,
-//   the whole process) on a sealed 1 GiB torch.save file: the binding adds nothing to the engine;
+//   verify from Python (ckptcheck.verify(weights_only=True), timed around the call) against the CLI
+//   (`ckptcheck verify --weights-only`, the whole process) on a sealed 1 GiB torch.save file of model
+//   weights: the binding adds nothing to the engine;
 //   ckptcheck.torch.save against torch.save + fsync of the same 1 GiB state (both by path);
 //   ckptcheck.torch.load against torch.load(weights_only=True) of the same file;
 //   `import ckptcheck` against a bare interpreter start.
@@ -82,7 +83,7 @@ std::vector<BenchRow> run_python_bench(const BenchSettings& s) {
   if (written) written = run_ok({s.ckptcheck_bin, "seal", file});
   if (written) written = read_files_once({file});
   if (!written) return all_unavailable("error", written.message());
-  auto cli = time_child(s.repetitions, {s.ckptcheck_bin, "verify", file});
+  auto cli = time_child(s.repetitions, {s.ckptcheck_bin, "verify", "--weights-only", file});
   auto py = run_json(python(s, {script(s), "verify", file, std::to_string(s.repetitions)}));
   if (cli && py) {
     BenchRow row;
@@ -98,7 +99,7 @@ std::vector<BenchRow> run_python_bench(const BenchSettings& s) {
                    {"cli_seconds", cli->timing.all_seconds},
                    {"bytes_hashed", bytes},
                    {"python_measures", "ckptcheck.verify(path) in a running interpreter"},
-                   {"cli_measures", "the whole `ckptcheck verify PATH` process"},
+                   {"cli_measures", "the whole `ckptcheck verify --weights-only PATH` process"},
                    {"ratio", row.ratio}};
     rows.push_back(std::move(row));
   } else {

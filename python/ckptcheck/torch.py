@@ -3,7 +3,7 @@ load that verifies before torch sees a byte.
 
     import ckptcheck.torch
     ckptcheck.torch.save(state, "ckpt/step_100.pt")          # temp name, fsync, rename, seal
-    state = ckptcheck.torch.load("ckpt/step_100.pt")         # verify, then weights_only=True
+    state = ckptcheck.torch.load("ckpt/step_100.pt")         # verify, then a weights-only load
 
 torch itself is imported on the first call, never by `import ckptcheck` or `import ckptcheck.torch`.
 """
