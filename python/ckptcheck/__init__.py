@@ -46,7 +46,9 @@ def verify(path, *, weights_only=False, allow_globals=(), pubkey=None, jobs=0, q
     weights_only: a foreign checkpoint (DCP dir, torch.save file, HF folder) may hold model weights
         only (--weights-only)
     allow_globals: accept this pickle global (MODULE.NAME, repeatable) after reviewing it; every
-        other global outside torch.load(weights_only=True)'s allowlist fails verify (--allow-global)
+        other global outside torch.load(weights_only=True)'s allowlist and the kind's trust profile
+        (DCP, Megatron, TorchScript classes used as data) fails verify (--allow-global; a list: the
+        lines of an --allow-globals-from file are the same thing)
     pubkey: require a signature that verifies under this Ed25519 key (manifest.json.sig, or the
         seal's .sig for other kinds); a checkpoint without one fails (--pubkey)
     jobs: shards hashed in parallel (default: all cores) (--jobs; 0 = all cores)
