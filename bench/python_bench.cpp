@@ -15,12 +15,12 @@ namespace ckpt::bench {
 
 namespace {
 
-std::string script(const BenchSettings& s) {
+std::string package_bench_script(const BenchSettings& s) {
   return s.source_dir + "/bench/python_baselines.py";
 }
 
 // The Python, with the built package on its path.
-std::vector<std::string> python(const BenchSettings& s, std::vector<std::string> args) {
+std::vector<std::string> package_python(const BenchSettings& s, std::vector<std::string> args) {
   std::vector<std::string> argv = {"env", "PYTHONPATH=" + s.python_package_dir, s.python};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
@@ -66,7 +66,7 @@ std::vector<BenchRow> run_python_bench(const BenchSettings& s) {
         unavailable_row(verify_name, ">= 0.95x", met, why), unavailable_row(save_name, "<= 1.15x", met, why),
         unavailable_row(load_name, "<= 1.50x", met, why), unavailable_row(import_name, "< 100 ms", met, why)};
   };
-  auto check = run_child(python(s, {"-c", "import torch, ckptcheck"}), false, 120);
+  auto check = run_child(package_python(s, {"-c", "import torch, ckptcheck"}), false, 120);
   if (!check || check->exit_code != 0) {
     return all_unavailable("not available", "not available: " + s.python +
                                                 " cannot import torch and the "
@@ -79,12 +79,13 @@ std::vector<BenchRow> run_python_bench(const BenchSettings& s) {
 
   // verify: the same sealed file, page-cached, from Python and from the CLI.
   const std::string file = dir + "/state.pt";
-  Status written = run_ok(python(s, {script(s), "write", file, std::to_string(gib)}));
+  Status written = run_ok(package_python(s, {package_bench_script(s), "write", file, std::to_string(gib)}));
   if (written) written = run_ok({s.ckptcheck_bin, "seal", file});
   if (written) written = read_files_once({file});
   if (!written) return all_unavailable("error", written.message());
   auto cli = time_child(s.repetitions, {s.ckptcheck_bin, "verify", "--weights-only", file});
-  auto py = run_json(python(s, {script(s), "verify", file, std::to_string(s.repetitions)}));
+  auto py =
+      run_json(package_python(s, {package_bench_script(s), "verify", file, std::to_string(s.repetitions)}));
   if (cli && py) {
     BenchRow row;
     row.name = verify_name;
@@ -110,8 +111,8 @@ std::vector<BenchRow> run_python_bench(const BenchSettings& s) {
   (void)run_ok({"mkdir", "-p", dir});
 
   // save and load: one process builds the state once and times both sides of both rows.
-  auto sl =
-      run_json(python(s, {script(s), "save-load", dir, std::to_string(gib), std::to_string(s.repetitions)}));
+  auto sl = run_json(package_python(
+      s, {package_bench_script(s), "save-load", dir, std::to_string(gib), std::to_string(s.repetitions)}));
   if (sl) {
     const uint64_t bytes = (*sl)["bytes"].get<uint64_t>();
     rows.push_back(slowdown_row(save_name, 1.15, (*sl)["ckptcheck_save"], (*sl)["torch_save_fsync"], bytes,
@@ -131,8 +132,8 @@ std::vector<BenchRow> run_python_bench(const BenchSettings& s) {
   }
   (void)remove_tree(dir);
 
-  auto bare = time_child(s.repetitions + 2, python(s, {"-c", "pass"}));
-  auto imported = time_child(s.repetitions + 2, python(s, {"-c", "import ckptcheck"}));
+  auto bare = time_child(s.repetitions + 2, package_python(s, {"-c", "pass"}));
+  auto imported = time_child(s.repetitions + 2, package_python(s, {"-c", "import ckptcheck"}));
   if (bare && imported) {
     BenchRow row;
     row.name = import_name;
