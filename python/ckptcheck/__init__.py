@@ -7,18 +7,23 @@
 
 `ckptcheck.torch` saves and loads through verify (it imports torch when first used);
 `ckptcheck.contract` keeps the restore drill's contract from a training loop. Importing this
-package imports neither torch nor numpy. Every failure is a `ckptcheck.Error` (errors.py).
+package imports neither torch nor numpy, and loads the native library on the first call. Every
+failure is a `ckptcheck.Error` (errors.py).
 """
-import json as _json
 import os as _os
 
-from . import _native
+from ._engine import native as _library
 from .errors import DamageError, Error, ReadError, UsageError, VerifyError
 from .reports import DiffReport, Finding, InspectReport, Report, SealResult
 
 __all__ = ["verify", "seal", "inspect", "diff", "Report", "Finding", "SealResult", "InspectReport",
            "DiffReport", "Error", "UsageError", "ReadError", "DamageError", "VerifyError", "__version__"]
-__version__ = _native.version()
+
+
+def _loads(text):
+    import json  # on first use: `import ckptcheck` stays a few milliseconds
+
+    return json.loads(text)
 
 
 def _path(value, what):
@@ -64,8 +69,8 @@ def verify(path, *, weights_only=False, allow_globals=(), pubkey=None, jobs=0, q
         if not isinstance(g, str) or not g:
             raise UsageError("`allow_globals` must hold MODULE.NAME strings, got %r" % (g,))
     key = "" if pubkey is None else _path(pubkey, "pubkey")
-    text = _native.verify(_path(path, "path"), bool(weights_only), globals_list, key, _jobs(jobs), bool(quick))
-    return Report(_json.loads(text))
+    text = _library().verify(_path(path, "path"), bool(weights_only), globals_list, key, _jobs(jobs), bool(quick))
+    return Report(_loads(text))
 
 
 def seal(path, *, key=None, jobs=0):
@@ -80,7 +85,7 @@ def seal(path, *, key=None, jobs=0):
     damaged checkpoint would bless the damage), ReadError when the path cannot be read.
     """
     key_path = "" if key is None else _path(key, "key")
-    return SealResult(_json.loads(_native.seal(_path(path, "path"), key_path, _jobs(jobs))))
+    return SealResult(_loads(_library().seal(_path(path, "path"), key_path, _jobs(jobs))))
 
 
 def inspect(path, *, stats=False, tensor=None):
@@ -97,7 +102,7 @@ def inspect(path, *, stats=False, tensor=None):
     """
     if tensor is not None and not isinstance(tensor, str):
         raise UsageError("`tensor` must be a tensor name (str), got %r" % (tensor,))
-    return InspectReport(_json.loads(_native.inspect(_path(path, "path"), bool(stats), tensor or "")))
+    return InspectReport(_loads(_library().inspect(_path(path, "path"), bool(stats), tensor or "")))
 
 
 def diff(a, b, *, rtol=0, atol=0):
@@ -112,12 +117,14 @@ def diff(a, b, *, rtol=0, atol=0):
     for name, value in (("rtol", rtol), ("atol", atol)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
             raise UsageError("`%s` must be a non-negative number, got %r" % (name, value))
-    return DiffReport(_json.loads(_native.diff(_path(a, "a"), _path(b, "b"), float(rtol), float(atol))))
+    return DiffReport(_loads(_library().diff(_path(a, "a"), _path(b, "b"), float(rtol), float(atol))))
 
 
 def __getattr__(name):
     # `ckptcheck.torch` and `ckptcheck.contract` on first use: torch is imported only when a
     # function of ckptcheck.torch runs.
+    if name == "__version__":
+        return _library().version()
     if name in ("torch", "contract"):
         import importlib
 

@@ -11,7 +11,7 @@ the environment nor the program gave raises UsageError naming both.
 """
 import os as _os
 
-from . import _native
+from ._engine import native as _library
 from .durable import make_durable
 from .errors import UsageError
 
@@ -34,7 +34,7 @@ class Run:
     """
 
     def __init__(self, *, ckpt_dir=None, steps=None, save_every=None, resume=None):
-        drill = _native.drill_run()
+        drill = _library().drill_run()
         self.under_drill = drill is not None
         if drill is not None:
             self._values = {"ckpt_dir": drill["ckpt_dir"], "steps": drill["steps"],
@@ -42,7 +42,7 @@ class Run:
             self.resume = drill["resume"] or None
             self.role = drill["role"] or None
             self.metrics = drill["metrics"]
-            self._log = _native.MetricsFile(self.metrics)
+            self._log = _library().MetricsFile(self.metrics)
         else:
             self._values = {"ckpt_dir": None if ckpt_dir is None else _os.fspath(ckpt_dir), "steps": steps,
                             "save_every": save_every}

@@ -1,8 +1,5 @@
 """The results of ckptcheck's calls: small objects over the object the CLI prints with --json, so
 `to_dict()` is exactly that object (a copy) and every attribute is one of its fields."""
-import json as _json
-
-
 class _JsonResult:
     """Attributes over one --json object; `to_dict()` returns a copy of it."""
 
@@ -10,8 +7,9 @@ class _JsonResult:
         self._data = data
 
     def to_dict(self):
-        # A deep copy (the object is plain JSON); `copy` itself costs `import ckptcheck` 2 ms.
-        return _json.loads(_json.dumps(self._data))
+        import json  # a deep copy of plain JSON; imported here so `import ckptcheck` stays cheap
+
+        return json.loads(json.dumps(self._data))
 
     def __getitem__(self, key):
         return self._data[key]

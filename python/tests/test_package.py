@@ -15,11 +15,12 @@ import ckptcheck
 from conftest import DATA, cli, without_timing, write_safetensors
 
 
-def test_import_loads_neither_torch_nor_numpy():
+def test_import_loads_neither_torch_nor_numpy_nor_the_library():
     code = "import sys, ckptcheck, ckptcheck.torch, ckptcheck.contract; " \
-           "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
+           "print(sorted(m for m in ('torch', 'numpy', 'ckptcheck._native') if m in sys.modules)); " \
+           "print(ckptcheck.__version__, 'ckptcheck._native' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert out.split("\n")[:2] == ["[]", "0.1.0 True"], out
 
 
 def test_verify_matches_the_cli_json(torch_files):
