@@ -40,7 +40,7 @@ demo: build
 
 bench: deps
 	$(NEW_BUILD_GENERATOR) cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
-	cmake --build build-release -j$(JOBS) --target ckptcheck ckptcheck-train ckptcheck_bench
+	cmake --build build-release -j$(JOBS) --target ckptcheck ckptcheck-train ckptcheck_bench ckptcheck_python
 	mkdir -p $(BUILD)
 	./build-release/ckptcheck_bench --ckptcheck build-release/ckptcheck --out $(BUILD)/bench.json
 

@@ -9,6 +9,7 @@
 #include "formats/dtype.h"
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/seal.h"
+#include "verifier/check/signature.h"
 #include "verifier/drill/program_contract.h"
 #include "verifier/tensors/checkpoint_diff.h"
 #include "verifier/tensors/inspect_report.h"
@@ -26,6 +27,8 @@ std::string version() {
 
 Status public_status(const ckpt::Status& status) {
   if (status.is_ok()) return Status();
+  if (status.code() == ckpt::StatusCode::kInvalidArgument)
+    return Status::invalid_argument(status.to_string());
   return Status::error(status.to_string(), ckpt::is_damage(status));
 }
 
@@ -91,9 +94,19 @@ Result<DiffResult> diff(const std::string& a, const std::string& b, const DiffOp
 }
 
 Result<SealResult> seal(const std::string& path) {
-  auto summary = ckpt::seal_checkpoint(path, {});
+  return seal(path, SealOptions());
+}
+
+Result<SealResult> seal(const std::string& path, const SealOptions& options) {
+  ckpt::SealOptions internal;
+  internal.jobs = options.jobs;
+  auto summary = ckpt::seal_checkpoint(path, internal);
   if (!summary.is_ok()) return public_status(summary.status());
-  return SealResult{summary->seal_path, summary->files, summary->tensors, summary->bytes};
+  if (!options.key_path.empty()) {
+    ckpt::Status signed_seal = ckpt::sign_file(summary->seal_path, options.key_path);
+    if (!signed_seal.is_ok()) return public_status(signed_seal);
+  }
+  return SealResult{summary->seal_path, summary->files, summary->tensors, summary->bytes, summary->unread};
 }
 
 Result<DrillRun> drill_run_from_environment() {

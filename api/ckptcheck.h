@@ -31,11 +31,19 @@ class Status {
  public:
   Status() = default;
   static Status error(std::string message, bool damage = false) { return Status(std::move(message), damage); }
+  // The caller asked for something the call cannot do (an option a checkpoint's kind cannot honour, a
+  // seal that already exists): the CLI's usage errors, a ValueError in Python.
+  static Status invalid_argument(std::string message) {
+    Status s(std::move(message), false);
+    s.invalid_argument_ = true;
+    return s;
+  }
 
   bool ok() const { return message_.empty(); }
   explicit operator bool() const { return ok(); }
   const std::string& message() const { return message_; }
   bool damage() const { return damage_; }
+  bool invalid_argument() const { return invalid_argument_; }
   // The exit code ckptcheck's programs use for it: 0 ok, 1 damage, 2 any other error.
   int exit_code() const { return ok() ? 0 : damage_ ? 1 : 2; }
 
@@ -43,6 +51,7 @@ class Status {
   Status(std::string message, bool damage) : message_(std::move(message)), damage_(damage) {}
   std::string message_;
   bool damage_ = false;
+  bool invalid_argument_ = false;
 };
 
 // A value, or the Status that says why there is none.
@@ -158,12 +167,20 @@ struct SealResult {
   size_t files = 0;
   size_t tensors = 0;
   uint64_t bytes = 0;
+  std::vector<std::string> unread;  // "file: why" for each file whose tensors no reader could list
+};
+
+struct SealOptions {
+  size_t jobs = 0;       // files hashed in parallel; 0 = one per core
+  std::string key_path;  // when set, the seal is signed with this PEM Ed25519 private key (`<seal>.sig`)
 };
 
 // What `ckptcheck seal PATH` does: records every file's and tensor's SHA-256 beside a checkpoint
 // this library did not write (call it after each torch.save), so verify(PATH) can later name the
-// file, tensor and byte range that changed. Never replaces an existing seal.
+// file, tensor and byte range that changed. Never replaces an existing seal. With `key_path`, what
+// `ckptcheck seal PATH && ckptcheck sign PATH --key KEY` does.
 Result<SealResult> seal(const std::string& path);
+Result<SealResult> seal(const std::string& path, const SealOptions& options);
 
 // ---- the drill contract: the program's side --------------------------------------------------
 

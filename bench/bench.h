@@ -28,6 +28,7 @@ struct BenchSettings {
   std::string self_bin;   // this bench, re-run as a child for in-library parses (--parse-dcp-metadata)
   std::string plot_path;  // where the scaling plot (SVG) goes; "" = not written
   std::string python = "/usr/bin/python3";  // Debian's, with python3-torch, for the PyTorch rows
+  std::string python_package_dir;           // the built `ckptcheck` package's parent (<build>/python)
 };
 
 // One line of the table. `ratio` is how many times better ours is than the baseline (for times:
@@ -159,6 +160,8 @@ std::vector<BenchRow> run_verify_bench(const BenchSettings& settings, const Benc
 std::vector<BenchRow> run_scaling_bench(const BenchSettings& settings, const HashingLimit& limit);
 // inspect --stats against torch.load + statistics in Python; verify of DCP and sealed torch.save.
 std::vector<BenchRow> run_pytorch_bench(const BenchSettings& settings);
+// ckptcheck.verify against the CLI, ckptcheck.torch.save/load against torch's, import time.
+std::vector<BenchRow> run_python_bench(const BenchSettings& settings);
 std::vector<BenchRow> run_memory_bench(const BenchSettings& settings, const BenchCheckpoint& large);
 std::vector<BenchRow> run_save_load_bench(const BenchSettings& settings);
 std::vector<BenchRow> run_compression_bench(const BenchSettings& settings);

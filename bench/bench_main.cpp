@@ -111,6 +111,7 @@ std::vector<BenchRow> run_all(const BenchSettings& s) {
   if (wanted("scaling")) append(rows, run_scaling_bench(s, limit));
   if (wanted("save-load")) append(rows, run_save_load_bench(s));
   if (wanted("pytorch")) append(rows, run_pytorch_bench(s));
+  if (wanted("python")) append(rows, run_python_bench(s));
   if (wanted("compression")) append(rows, run_compression_bench(s));
   if (wanted("drill")) append(rows, run_drill_bench(s));
   if (wanted("distributed")) append(rows, run_distributed_bench(s));
@@ -125,6 +126,7 @@ int bench_main(int argc, char** argv) {
   BenchSettings s;
   std::string out_path;
   s.ckptcheck_bin = CKPTCHECK_BIN;
+  s.python_package_dir = CKPTCHECK_PYTHON_PACKAGE_DIR;
   s.source_dir = CKPTCHECK_SOURCE_DIR;
   s.work_dir = "/tmp/ckptcheck-bench-" + std::to_string(::getpid());
   app.add_option("--out", out_path, "write every number and the machine here as JSON");
@@ -133,11 +135,15 @@ int bench_main(int argc, char** argv) {
   app.add_option("--ckptcheck", s.ckptcheck_bin, "the ckptcheck binary whose verify and drill are timed");
   app.add_option("--only", s.only, "run one group of rows")
       ->check(CLI::IsMember(
-          {"verify", "scaling", "save-load", "pytorch", "compression", "drill", "distributed", "metadata"}));
+          {"verify", "scaling", "save-load", "pytorch", "python", "compression", "drill", "distributed",
+           "metadata"}));
   std::string parse_dcp_metadata_path;
   app.add_option("--parse-dcp-metadata", parse_dcp_metadata_path,
                  "parse one DCP .metadata and exit (the metadata rows time this as a child)");
   app.add_option("--python", s.python, "the Python with torch for the PyTorch rows (Debian's python3-torch)");
+  app.add_option(
+      "--python-package-dir", s.python_package_dir,
+      "the directory holding the built `ckptcheck` Python package (default: this build's python/)");
   app.add_option("--repetitions", s.repetitions, "timed repetitions per number; the best is reported")
       ->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);

@@ -79,6 +79,11 @@ set(CPACK_COMPONENTS_GROUPING ALL_COMPONENTS_IN_ONE)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# The Python package (python/CMakeLists.txt) is built for Debian's python3 of this release; the
+# programs need no Python, so it is recommended, not required.
+math(EXPR CKPTCHECK_PYTHON_NEXT_MINOR "${Python3_VERSION_MINOR} + 1")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
+    "python3 (>= ${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}~), python3 (<< ${Python3_VERSION_MAJOR}.${CKPTCHECK_PYTHON_NEXT_MINOR})")
 include(CPack)
 
 # ---- tests: install and embed, package -----------------------------------------------------------

@@ -35,6 +35,7 @@ LAYERS = [
     "verifier/train",
     "verifier/cli",
     "api",
+    "python",
     "bench",
     "fuzz",
     "examples",

@@ -40,6 +40,7 @@ DESCRIPTIONS = {
     "verifier/train": "one training run of the built-in workload (`*_torch`)",
     "verifier/cli": "the commands: parse flags, call one library function, map Status to an exit code",
     "api": "the public C++ API (installed as `<ckptcheck/ckptcheck.h>`, `<ckptcheck/ckptcheck_torch.h>`)",
+    "python": "`import ckptcheck`: a pybind11 binding over `api/` (`binding/`) and the package beside it: verify, seal, inspect, diff, `ckptcheck.torch` (save and a verified load), `ckptcheck.contract` ([python.md](python.md))",
     "bench": "`ckptcheck_bench` (`make bench`): every performance claim, measured against its baseline",
     "fuzz": "libFuzzer targets for the torch-free parsers: structure-aware mutators, seed corpora, "
             "dictionaries",

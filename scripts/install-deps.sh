@@ -18,7 +18,7 @@ packages=(
   chromium
   slurmctld slurmd slurm-client munge  # real Slurm for the multi-node drill and verify tests
   openmpi-bin libopenmpi-dev  # verify --distributed gathers through MPI
-  pybind11-dev python3-pytest pre-commit  # the Python package, its tests and its pre-commit hook
+  pybind11-dev python3-dev python3-pytest pre-commit  # the Python package (Python.h), its tests, its pre-commit hook
   libsimdjson-dev  # the manifest parser for checkpoints of many chunks
 )
 

@@ -2,6 +2,8 @@
 // by Debian's python3-torch), through the contract alone.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/test_paths.h"
@@ -97,6 +99,25 @@ TEST(BlackBoxDrill, FaultsAreClassified) {
   EXPECT_EQ(outcome["bitflip"], "silent-divergence");
   EXPECT_EQ(outcome["stale-file"], "silent-divergence");
   EXPECT_NE(r.output.find("would have been caught by"), std::string::npos) << r.output;
+}
+
+// examples/pytorch/train_contract.py keeps the contract through ckptcheck.contract and saves and loads
+// through ckptcheck.torch (sealed on save, verified before torch.load): its drill passes, and every
+// damaged copy is refused before a step is trained from it.
+TEST(BlackBoxDrill, ProgramOnThePythonPackageRefusesEveryFault) {
+  const std::string python_dir = (std::filesystem::path(CKPTCHECK_BIN).parent_path() / "python").string();
+  const auto r = testing::run_command("PYTHONPATH=" + python_dir + " " + CKPTCHECK_BIN +
+                                      " drill --save-at 4 --resume-steps 4 --kill after-save --faults "
+                                      "bitflip,truncate,stale-file --json -- /usr/bin/python3 " +
+                                      CKPTCHECK_SOURCE_DIR + "/examples/pytorch/train_contract.py");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto report = report_of(r);
+  ASSERT_TRUE(report.is_object()) << r.output;
+  EXPECT_TRUE(report["bit_identical"].get<bool>());
+  std::map<std::string, std::string> outcome;
+  for (const auto& f : report["faults"]) outcome[f["fault"]] = f["outcome"];
+  for (const char* fault : {"bitflip", "truncate", "stale-file"})
+    EXPECT_EQ(outcome[fault], "refused") << fault << ": " << report["faults"].dump();
 }
 
 TEST(BlackBoxDrill, ControlRunMeasuresNoNoiseForADeterministicProgram) {

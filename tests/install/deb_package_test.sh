@@ -5,7 +5,9 @@
 # `ckptcheck train` (which must find the unpacked ckptcheck-train) and runs the unpacked
 # `ckptcheck verify`: exit 0 on the checkpoint, exit 1 once a byte of a shard is flipped; and
 # runs the unpacked `ckptcheck plan` from an empty directory without --catalog: it must find the
-# hardware catalog the package installs (usr/share/ckptcheck/hardware.yaml) from its own prefix.
+# hardware catalog the package installs (usr/share/ckptcheck/hardware.yaml) from its own prefix; and
+# imports the Python package from the unpacked usr/lib/python3/dist-packages (never the build dir),
+# whose verify must refuse the damaged checkpoint too.
 # Usage: deb_package_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 src=$2
@@ -47,6 +49,21 @@ rc=$?
 set -e
 [ $rc = 1 ] || { cat "$scratch/verify-bad.log"; fail "verify of a damaged checkpoint exited $rc, expected 1"; }
 grep -q chunk_sha256_mismatch "$scratch/verify-bad.log" || { cat "$scratch/verify-bad.log"; fail "no chunk_sha256_mismatch"; }
+# The Python package, imported from the unpacked system (dist-packages), never from the build dir:
+# it must verify the checkpoint the packaged programs wrote and refuse the damaged one.
+dist=$scratch/root/usr/lib/python3/dist-packages
+[ -e "$dist/ckptcheck/__init__.py" ] || fail "the package holds no Python package in usr/lib/python3/dist-packages"
+ls "$dist"/ckptcheck/_native*.so >/dev/null || fail "the package holds no ckptcheck._native extension"
+mkdir "$scratch/empty-py"
+(cd "$scratch/empty-py" && PYTHONPATH=$dist /usr/bin/python3 - "$dist" "$step" >"$scratch/python.log" 2>&1 <<'PY'
+import sys
+import ckptcheck
+assert ckptcheck.__file__.startswith(sys.argv[1]), ckptcheck.__file__
+report = ckptcheck.verify(sys.argv[2])
+assert not report.ok and any(f.code == "chunk_sha256_mismatch" for f in report.errors), report.to_dict()
+print("python: import ckptcheck", ckptcheck.__version__, "from", ckptcheck.__file__)
+PY
+) || { cat "$scratch/python.log"; fail "import ckptcheck from the package failed"; }
 mkdir "$scratch/empty"
 cat >"$scratch/report.json" <<'JSON'
 {"measurements": {
@@ -63,4 +80,4 @@ JSON
 grep -q "H100" "$scratch/plan.log" || { cat "$scratch/plan.log"; fail "the plan names no accelerator of the catalog"; }
 grep -q "step_seconds: measured: between step lines" "$scratch/plan.log" ||
   { cat "$scratch/plan.log"; fail "the plan does not say where its step time came from"; }
-echo "deb_package: $(basename "$deb") (Depends: $depends): verify 0 on a checkpoint, 1 on a damaged one; plan finds its catalog"
+echo "deb_package: $(basename "$deb") (Depends: $depends): verify 0 on a checkpoint, 1 on a damaged one (from Python too); plan finds its catalog"

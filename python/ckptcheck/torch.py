@@ -1,0 +1,209 @@
+"""The safe path for PyTorch users: save that a crash cannot tear and that seals what it wrote, and
+load that verifies before torch sees a byte.
+
+    import ckptcheck.torch
+    ckptcheck.torch.save(state, "ckpt/step_100.pt")          # temp name, fsync, rename, seal
+    state = ckptcheck.torch.load("ckpt/step_100.pt")         # verify, then a weights-only load
+
+torch itself is imported on the first call, never by `import ckptcheck` or `import ckptcheck.torch`.
+"""
+import contextlib as _contextlib
+import importlib as _importlib
+import os as _os
+import pickle as _pickle
+import shutil as _shutil
+import threading as _threading
+
+import ckptcheck as _ckptcheck
+
+from .durable import fsync, fsync_parent
+from .errors import Error, UsageError
+from .restricted_pickle import restricted_pickle_module
+
+__all__ = ["save", "save_dir", "load"]
+
+
+def _torch():
+    import torch  # noqa: the one place this module imports torch
+
+    return torch
+
+
+def _remove_seal(path):
+    """The seal of what was at `path` before (and its signature): stale once the new bytes are there."""
+    seal = _os.path.join(path, "ckptcheck.seal.json") if _os.path.isdir(path) else path + ".ckptcheck.seal.json"
+    for f in (seal, seal + ".sig"):
+        with _contextlib.suppress(FileNotFoundError):
+            _os.remove(f)
+
+
+def _temp_name(path):
+    head, tail = _os.path.split(_os.path.abspath(path))
+    return _os.path.join(head, ".%s.tmp-%d-%d" % (tail, _os.getpid(), _threading.get_ident()))
+
+
+def _sealed_while_synced(files, target, key):
+    """fsyncs `files` on a second thread while `target` is sealed on this one: the seal hashes the
+    bytes torch just wrote from the page cache that still holds them (the engine releases the
+    GIL), so hashing overlaps the wait for the disk instead of following it."""
+    failed = []
+
+    def sync():
+        try:
+            for f in files:
+                fsync(f)
+        except BaseException as e:  # re-raised on the calling thread
+            failed.append(e)
+
+    syncing = _threading.Thread(target=sync, name="ckptcheck-fsync")
+    syncing.start()
+    try:
+        _ckptcheck.seal(target, key=key)
+    finally:
+        syncing.join()
+    if failed:
+        raise failed[0]
+
+
+def save(obj, path, *, key=None):
+    """torch.save(obj, path) that a crash cannot leave half-written, sealed for verify.
+
+    torch.save writes `path`'s name inside a temporary directory beside it; the file is fsynced
+    while it is sealed (`ckptcheck seal`: its SHA-256 and every tensor's, hashed from the page
+    cache) and, with `key` (a PEM Ed25519 private key), the seal is signed; then the file is
+    renamed to `path`, its seal beside it (PATH.ckptcheck.seal.json), and the directory fsynced.
+    A crash before the rename leaves the previous file at `path`; between the two renames, the new
+    file unsealed (verify still runs the pickle gate on it). Saving over a file replaces its seal.
+    Returns `path`.
+    """
+    path = _os.fspath(path)
+    if _os.path.isdir(path):
+        raise UsageError("%s: is a directory; save writes one file (save_dir writes a directory)" % path)
+    head, tail = _os.path.split(_os.path.abspath(path))
+    temp_dir = _temp_name(path)
+    _os.mkdir(temp_dir)
+    try:
+        temp = _os.path.join(temp_dir, tail)  # the seal records the file's own name: the final one
+        # By name: torch writes through its own C++ stream (a file object gets copied bytes objects).
+        _torch().save(obj, temp)
+        _sealed_while_synced([temp], temp, key)
+        seal_files = [n for n in sorted(_os.listdir(temp_dir)) if n != tail]  # the seal and its .sig
+        _remove_seal(path)
+        _os.replace(temp, path)
+        for name in seal_files:
+            _os.replace(_os.path.join(temp_dir, name), _os.path.join(head, name))
+        fsync(head)
+    finally:
+        _shutil.rmtree(temp_dir, ignore_errors=True)
+    return path
+
+
+def save_dir(parts, path, *, key=None):
+    """A checkpoint directory of torch.save files: `parts` maps a name to an object, written as
+    `<name>.pt` into a temporary directory beside `path`, fsynced while the directory is sealed as
+    one (`ckptcheck.seal.json` inside it, signed with `key`), then renamed to `path` and its parent
+    fsynced: the directory appears whole and sealed, or not at all. An existing `path` is refused.
+    load(path) returns the same dict. Returns `path`."""
+    path = _os.fspath(path)
+    if not isinstance(parts, dict) or not parts:
+        raise UsageError("`parts` must be a non-empty dict of name -> object, got %r" % type(parts).__name__)
+    for name in parts:
+        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+            raise UsageError("`parts`: %r is not a file name (no '/', no leading '.')" % (name,))
+    if _os.path.lexists(path):
+        raise UsageError("%s: already exists; a checkpoint directory is written once" % path)
+    temp = _temp_name(path)
+    _os.mkdir(temp)
+    try:
+        torch = _torch()
+        files = [_os.path.join(temp, name + ".pt") for name in parts]
+        for f, obj in zip(files, parts.values()):
+            torch.save(obj, f)
+        _sealed_while_synced(files, temp, key)
+        fsync(temp)
+        _os.rename(temp, path)
+    except BaseException:
+        _shutil.rmtree(temp, ignore_errors=True)
+        raise
+    fsync_parent(path)
+    return path
+
+
+def _resolve(allow_globals):
+    resolved = {}
+    for full in allow_globals:
+        module, _, name = full.rpartition(".")
+        try:
+            resolved[full] = getattr(_importlib.import_module(module), name)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise UsageError("`allow_globals`: cannot resolve %r: %s" % (full, e)) from None
+    return resolved
+
+
+# Data types on newer torch's weights-only allowlist (and verify's gate, formats/pickle_globals.cpp)
+# that torch 1.13's lacks.
+_NEWER_TORCH_ALLOWS = ("collections.Counter", "builtins.set", "builtins.bytearray", "builtins.complex",
+                       "_codecs.encode", "torch.device")
+
+
+def _loader(torch, allow_globals):
+    """(context, torch.load keywords) that load only what verify's gate accepted: weights_only=True
+    with the reviewed globals where torch has safe_globals (>= 2.5); elsewhere a restricted
+    unpickler (restricted_pickle.py says why) over torch's own allowlist and those globals."""
+    reviewed = _resolve(allow_globals)
+    if hasattr(torch.serialization, "safe_globals"):
+        return torch.serialization.safe_globals(list(reviewed.values())), {"weights_only": True}
+    allowed = dict(torch._weights_only_unpickler._get_allowed_globals())
+    allowed.update(_resolve(_NEWER_TORCH_ALLOWS))
+    allowed.update(reviewed)
+    return _contextlib.nullcontext(), {"pickle_module": restricted_pickle_module(allowed)}
+
+
+def _load_restricted(torch, f, map_location, pickle_module):
+    """torch.load's own readers with `pickle_module`: torch 1.13's torch.load(weights_only=False)
+    replaces any pickle_module it is given by pickle itself, so its private readers are called."""
+    serialization = torch.serialization
+    with serialization._open_file_like(f, "rb") as opened:
+        if serialization._is_zipfile(opened):
+            with serialization._open_zipfile_reader(opened) as zip_file:
+                return serialization._load(zip_file, map_location, pickle_module, encoding="utf-8")
+        return serialization._legacy_load(opened, map_location, pickle_module, encoding="utf-8")
+
+
+def load(path, *, map_location=None, allow_globals=(), pubkey=None):
+    """ckptcheck.verify(path), then torch.load(path, weights_only=True) or, on a torch whose
+    weights-only mode cannot read floats (1.13), torch.load with a restricted unpickler that
+    resolves only the same allowlist (restricted_pickle.py).
+
+    verify runs first, with weights_only=True (the pickle gate: no global outside
+    torch.load(weights_only=True)'s allowlist and `allow_globals`; the seal's hashes, when sealed;
+    the signature, with `pubkey`; not whether the state is complete for a resume).
+    A refused checkpoint raises VerifyError (its .report names every finding) and torch is never
+    handed the file. `path` is one torch.save file (returns what was saved) or a checkpoint
+    directory of .pt files (returns {name without .pt: object}). `map_location` is torch.load's.
+    """
+    path = _os.fspath(path)
+    globals_list = [allow_globals] if isinstance(allow_globals, str) else list(allow_globals)
+    # weights_only: a file of model weights is a fine thing to load; whether a checkpoint holds
+    # everything a resume needs is ckptcheck.verify's question, not torch.load's.
+    _ckptcheck.verify(path, weights_only=True, allow_globals=globals_list, pubkey=pubkey).raise_if_failed()
+    torch = _torch()
+    context, how = _loader(torch, globals_list)
+
+    def load_one(f):
+        try:
+            if "pickle_module" in how:
+                return _load_restricted(torch, f, map_location, how["pickle_module"])
+            return torch.load(f, map_location=map_location, **how)
+        except _pickle.UnpicklingError as e:
+            # Still nothing ran: the unpickler refused before constructing anything it does not allow.
+            raise Error("%s: verify accepted it, but torch %s's restricted load refused it: %s"
+                        % (f, torch.__version__, str(e).rpartition("WeightsUnpickler error: ")[2]), 2) from None
+
+    with context:
+        if not _os.path.isdir(path):
+            return load_one(path)
+        names = sorted(n for n in _os.listdir(path) if n.endswith(".pt"))
+        if not names:
+            raise UsageError("%s: a checkpoint directory with no .pt file" % path)
+        return {n[:-3]: load_one(_os.path.join(path, n)) for n in names}

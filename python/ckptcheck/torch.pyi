@@ -1,0 +1,9 @@
+import os
+from typing import Any, Dict, Iterable, Optional, Union
+
+_Path = Union[str, os.PathLike]
+
+def save(obj: Any, path: _Path, *, key: Optional[_Path] = ...) -> str: ...
+def save_dir(parts: Dict[str, Any], path: _Path, *, key: Optional[_Path] = ...) -> str: ...
+def load(path: _Path, *, map_location: Any = ..., allow_globals: Union[str, Iterable[str]] = ...,
+         pubkey: Optional[_Path] = ...) -> Any: ...
