@@ -27,7 +27,7 @@ namespace {
 using namespace ckpt::testing;
 namespace fs = std::filesystem;
 
-const std::string kData = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/";
+const std::string kReadbackData = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/";
 // DCP 2.x records its checkpoint_id, a pathlib.PosixPath, in StorageMeta: verify's DCP trust profile
 // (issue 42) accepts it, so the real DCPs below pass with no flag ("-").
 // HF's Trainer pickles numpy's RNG state (an ndarray) into rng_state.pth; torch.load(weights_only=True)
@@ -97,7 +97,7 @@ class TorchReadbackTest : public ::testing::TestWithParam<Case> {
     ASSERT_EQ(::access(CKPTCHECK_BIN, X_OK), 0) << CKPTCHECK_BIN << " is not built (make build)";
   }
   nlohmann::json torch_tensors() const {
-    const nlohmann::json record = read_json_file(kData + GetParam().torch_json);
+    const nlohmann::json record = read_json_file(kReadbackData + GetParam().torch_json);
     return GetParam().member.empty() ? record.at("tensors")
                                      : record.at("files").at(GetParam().member).at("tensors");
   }
@@ -105,7 +105,7 @@ class TorchReadbackTest : public ::testing::TestWithParam<Case> {
 
 TEST_P(TorchReadbackTest, InspectListsWhatTorchReadByteForByte) {
   const Case& c = GetParam();
-  const auto r = run_ckptcheck("inspect --json '" + kData + c.path + "'");
+  const auto r = run_ckptcheck("inspect --json '" + kReadbackData + c.path + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto report = parse(r);
   std::map<std::string, nlohmann::json> ours;
@@ -136,7 +136,7 @@ TEST_P(TorchReadbackTest, VerifyPassesIt) {
   const Case& c = GetParam();
   if (c.verify_args.empty()) return;  // see the case's comment; inspect above still reads it exactly
   const std::string args = c.verify_args == "-" ? "" : c.verify_args + " ";
-  const auto r = run_ckptcheck("verify " + args + "'" + kData + c.path + "'");
+  const auto r = run_ckptcheck("verify " + args + "'" + kReadbackData + c.path + "'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("PASS ", 0), 0u) << r.output;
 }
@@ -171,7 +171,7 @@ TEST(TorchReadbackDamage, FlippedStorageByteInTorch211ZipsFailsItsCrc) {
   for (const std::string file :
        {"torch211/dtypes.pt", "torch211/lightning.ckpt", "torch211/hf_checkpoint-2/optimizer.pt"}) {
     TempDir dir;
-    const std::string copy = copy_into(dir, kData + file);
+    const std::string copy = copy_into(dir, kReadbackData + file);
     uint64_t at = 0;
     {
       auto source = FileByteSource::open(copy);
@@ -197,7 +197,7 @@ TEST(TorchReadbackDamage, FlippedStorageByteInTorch211ZipsFailsItsCrc) {
 TEST(TorchReadbackDamage, TruncatedTorch211SafetensorsAndDcpAreRefused) {
   {
     TempDir dir;
-    const std::string copy = copy_into(dir, kData + "torch211/dtypes.safetensors");
+    const std::string copy = copy_into(dir, kReadbackData + "torch211/dtypes.safetensors");
     truncate_to(copy, fs::file_size(copy) - 7);
     const auto r = run_ckptcheck("verify --weights-only '" + copy + "'");
     EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -205,7 +205,7 @@ TEST(TorchReadbackDamage, TruncatedTorch211SafetensorsAndDcpAreRefused) {
   }
   {
     TempDir dir;
-    const std::string copy = copy_into(dir, kData + "torch211/dcp_fsdp2_2rank");
+    const std::string copy = copy_into(dir, kReadbackData + "torch211/dcp_fsdp2_2rank");
     truncate_to(copy + "/__1_0.distcp", fs::file_size(copy + "/__1_0.distcp") / 2);
     const auto r = run_ckptcheck("verify '" + copy + "'");
     EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -213,7 +213,7 @@ TEST(TorchReadbackDamage, TruncatedTorch211SafetensorsAndDcpAreRefused) {
   }
   {  // a rank's file gone: its half of every sharded tensor is missing
     TempDir dir;
-    const std::string copy = copy_into(dir, kData + "torch211/dcp_fsdp2_2rank");
+    const std::string copy = copy_into(dir, kReadbackData + "torch211/dcp_fsdp2_2rank");
     fs::remove(copy + "/__0_0.distcp");
     const auto r = run_ckptcheck("verify '" + copy + "'");
     EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -224,7 +224,7 @@ TEST(TorchReadbackDamage, TruncatedTorch211SafetensorsAndDcpAreRefused) {
 TEST(TorchReadbackDamage, DcpStorageMetaPathIsAcceptedByTheDcpProfileOnly) {
   // The same PosixPath global the DCP profile accepts in .metadata is refused in a plain torch.save
   // pickle (tests/data/torch211's DCPs pass with no flag: VerifyPassesIt above).
-  const auto r = run_ckptcheck("verify --json '" + kData + "torch211/dcp_fsdp2'");
+  const auto r = run_ckptcheck("verify --json '" + kReadbackData + "torch211/dcp_fsdp2'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("pathlib.PosixPath"), std::string::npos) << r.output;
 }
