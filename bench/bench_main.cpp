@@ -134,9 +134,8 @@ int bench_main(int argc, char** argv) {
   app.add_option("--work-dir", s.work_dir, "scratch directory (created, removed at the end)");
   app.add_option("--ckptcheck", s.ckptcheck_bin, "the ckptcheck binary whose verify and drill are timed");
   app.add_option("--only", s.only, "run one group of rows")
-      ->check(CLI::IsMember(
-          {"verify", "scaling", "save-load", "pytorch", "python", "compression", "drill", "distributed",
-           "metadata"}));
+      ->check(CLI::IsMember({"verify", "scaling", "save-load", "pytorch", "python", "compression", "drill",
+                             "distributed", "metadata"}));
   std::string parse_dcp_metadata_path;
   app.add_option("--parse-dcp-metadata", parse_dcp_metadata_path,
                  "parse one DCP .metadata and exit (the metadata rows time this as a child)");

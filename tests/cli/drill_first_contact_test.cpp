@@ -192,7 +192,7 @@ TEST(DrillFirstContact, TheReportLeadsWithTheCause) {
   ASSERT_NE(model, std::string::npos) << r.output;
   EXPECT_LT(loss, model) << r.output;
   EXPECT_TRUE(has_text(r.output, "FAIL: rng diverged: rng.state: RNG state differs (byte ")) << r.output;
-  EXPECT_TRUE(has_text(r.output, " of 32) (after-save kill)")) << r.output;
+  EXPECT_TRUE(has_text(r.output, " of 32) [bit-exact] (after-save kill)")) << r.output;
   EXPECT_FALSE(has_text(r.output, "rng diverged: rng.state max abs")) << r.output;
 
   // The page as written, then as headless Chromium parsed it.

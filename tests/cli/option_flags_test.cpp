@@ -57,10 +57,10 @@ TEST(OptionFlags, TheDrillTableCoversEveryFieldTheDrillNames) {
     EXPECT_EQ(shown.find('`'), std::string::npos) << shown;
   }
   // The live drill refuses before it starts anything.
-  for (auto change : {+[](DrillOptions& o) { o.command.clear(); }, +[](DrillOptions& o) { o.inject = "x"; },
-                      +[](DrillOptions& o) { o.save_at = 4; }, +[](DrillOptions& o) { o.resume_nproc = 2; },
-                      +[](DrillOptions& o) { o.modes = {KillMode::kDuringSave}; },
-                      +[](DrillOptions& o) { o.faults = {"melt"}; }}) {
+  for (auto change :
+       {+[](DrillOptions& o) { o.command.clear(); }, +[](DrillOptions& o) { o.inject = "x"; },
+        +[](DrillOptions& o) { o.save_at = 4; }, +[](DrillOptions& o) { o.modes = {KillMode::kDuringSave}; },
+        +[](DrillOptions& o) { o.faults = {"melt"}; }}) {
     DrillOptions o;
     o.command = {"/bin/true"};
     o.live_metrics = "/nonexistent/RUN_METRICS.jsonl";
