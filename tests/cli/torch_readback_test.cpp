@@ -51,10 +51,8 @@ const std::vector<Case>& cases() {
       {"torch211/dcp_fsdp2_2rank", "torch211/dcp_fsdp2_2rank.torch.json", "", "-", {}},
       {"torch211/dtypes.pt", "torch211/dtypes.pt.torch.json", "", "--weights-only", {}},
       {"torch211/dtypes.safetensors", "torch211/dtypes.safetensors.torch.json", "", "--weights-only", {}},
-      // Not verified: its ModelCheckpoint state holds kth_value = inf (Lightning's top-k sentinel),
-      // which verify's non-finite check reports: a false positive on every such Lightning file, left
-      // for a follow-up (docs/drill.md, "torch 2.x files from the H200").
-      {"torch211/lightning.ckpt", "torch211/lightning.ckpt.torch.json", "", "", {}},
+      // Its ModelCheckpoint state holds kth_value = inf (Lightning's top-k sentinel): verify passes it.
+      {"torch211/lightning.ckpt", "torch211/lightning.ckpt.torch.json", "", "-", {}},
       {"torch211/hf_checkpoint-2/model.safetensors",
        "torch211/hf_checkpoint-2.torch.json",
        "model.safetensors",

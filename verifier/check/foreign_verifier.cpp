@@ -25,6 +25,17 @@ namespace ckpt {
 
 namespace {
 
+// Lightning's ModelCheckpoint keeps its top-k bookkeeping (kth_value, best_model_score) as
+// one-element tensors under `callbacks.`, starting at +inf (mode "min") or -inf ("max") until a
+// monitored score replaces them: an Inf there is the callback's sentinel, not diverged training, and
+// failing it failed every Lightning checkpoint with top-k saving. A NaN there still fails.
+bool is_callback_score_sentinel(const ChunkInfo& c, const NonfiniteCount& n) {
+  if (c.name.rfind("callbacks.", 0) != 0 || n.nan != 0) return false;
+  for (const int64_t d : c.shape)
+    if (d != 1) return false;
+  return true;
+}
+
 // Streams chunk `index` of `file` through a NaN/Inf counter. Returns the bytes read.
 Result<uint64_t> count_nonfinite(const TensorFile& file, size_t index, NonfiniteCount* total) {
   const ChunkInfo& c = file.chunks()[index];
@@ -103,6 +114,7 @@ void check_tensor_file(const TensorFile& file, const std::string& shard, const V
       return;
     }
     out.bytes_hashed += *read;
+    if (is_callback_score_sentinel(c, n)) return;
     add_nonfinite_error(out, shard, c.label(), c.dtype, c.shape, n);
   });
   for (VerifyReport& r : per_chunk) merge_report(std::move(r), report);
