@@ -5,49 +5,14 @@
 #include <memory>
 
 #include "base/sha256.h"
+#include "base/sha256_output.h"
 
 namespace ckpt {
 
 namespace {
 
-// Where the text goes: a string, or SHA-256 through a buffer.
-class TextSink : public nlohmann::detail::output_adapter_protocol<char> {
- public:
-  explicit TextSink(std::string* text) : text_(text) {}
-  explicit TextSink(Sha256* hash) : hash_(hash) {}
-  void write_character(char c) override {
-    if (text_) {
-      text_->push_back(c);
-      return;
-    }
-    if (used_ == sizeof(buffer_)) flush();
-    buffer_[used_++] = c;
-  }
-  void write_characters(const char* s, std::size_t n) override {
-    if (text_) {
-      text_->append(s, n);
-      return;
-    }
-    if (used_ + n > sizeof(buffer_)) flush();
-    if (n >= sizeof(buffer_)) {
-      hash_->update(s, n);
-      return;
-    }
-    std::memcpy(buffer_ + used_, s, n);
-    used_ += n;
-  }
-  void put(const char* s) { write_characters(s, std::strlen(s)); }
-  void flush() {
-    if (hash_ && used_) hash_->update(buffer_, used_);
-    used_ = 0;
-  }
-
- private:
-  std::string* text_ = nullptr;
-  Sha256* hash_ = nullptr;
-  char buffer_[64 * 1024];
-  size_t used_ = 0;
-};
+// Where the text goes: a string (nlohmann's own adapter) or SHA-256 (Sha256Output).
+using TextSink = nlohmann::detail::output_adapter_protocol<char>;
 
 // nlohmann's dump(), compact (indent < 0) or pretty with `indent` spaces a level, as one writer.
 class ManifestWriter {
@@ -73,7 +38,7 @@ class ManifestWriter {
     value(m.pins);
     key("shards");
     if (m.shards.empty()) {
-      sink_->put("[]");
+      put("[]");
     } else {
       open('[');
       for (size_t i = 0; i < m.shards.size(); ++i) {
@@ -102,7 +67,7 @@ class ManifestWriter {
     string(m.strategy);
     key("tensors");
     if (m.tensors.empty()) {
-      sink_->put("[]");
+      put("[]");
     } else {
       open('[');
       for (size_t i = 0; i < m.tensors.size(); ++i) {
@@ -111,7 +76,7 @@ class ManifestWriter {
         open('{');
         key("chunks", true);
         if (t.chunks.empty()) {
-          sink_->put("[]");
+          put("[]");
         } else {
           open('[');
           for (size_t c = 0; c < t.chunks.size(); ++c) {
@@ -175,7 +140,7 @@ class ManifestWriter {
   void key(const char* name, bool first = false) {
     element(first);
     string(name);
-    sink_->put(indent_ >= 0 ? ": " : ":");
+    put(indent_ >= 0 ? ": " : ":");
   }
   void string(const std::string& s) { string(s.data(), s.size()); }
   void string(const char* s) { string(s, std::strlen(s)); }
@@ -201,7 +166,7 @@ class ManifestWriter {
   }
   void dims(const std::vector<int64_t>& d) {
     if (d.empty()) {
-      sink_->put("[]");
+      put("[]");
       return;
     }
     open('[');
@@ -219,6 +184,8 @@ class ManifestWriter {
     }
   }
 
+  void put(const char* s) { sink_->write_characters(s, std::strlen(s)); }
+
   std::shared_ptr<TextSink> sink_;
   int indent_;
   int depth_ = 0;
@@ -229,7 +196,7 @@ class ManifestWriter {
 
 std::string manifest_content_sha256(const Manifest& manifest) {
   Sha256 hash;
-  auto sink = std::make_shared<TextSink>(&hash);
+  auto sink = std::make_shared<Sha256Output>(hash);
   ManifestWriter(sink, -1).write(manifest, nullptr);
   sink->flush();
   return hash.finish_hex();
@@ -237,7 +204,7 @@ std::string manifest_content_sha256(const Manifest& manifest) {
 
 std::string manifest_pretty_text(const Manifest& manifest, const std::string& digest) {
   std::string text;
-  auto sink = std::make_shared<TextSink>(&text);
+  auto sink = std::make_shared<nlohmann::detail::output_string_adapter<char>>(text);
   ManifestWriter(sink, 1).write(manifest, &digest);
   text.push_back('\n');
   return text;
