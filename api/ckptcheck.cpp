@@ -97,9 +97,40 @@ Result<SealResult> seal(const std::string& path) {
   return seal(path, SealOptions());
 }
 
+struct HashingFileWriter::State {
+  std::unique_ptr<ckpt::HashingFileWriter> writer;
+  std::optional<ckpt::WrittenFileDigests> digests;  // once finished
+};
+
+HashingFileWriter::HashingFileWriter(std::unique_ptr<State> state) : state_(std::move(state)) {}
+HashingFileWriter::~HashingFileWriter() = default;
+
+Result<std::unique_ptr<HashingFileWriter>> HashingFileWriter::create(const std::string& path) {
+  auto writer = ckpt::HashingFileWriter::create_exclusive(path, ckpt::kSealMinPieceBytes);
+  if (!writer.is_ok()) return public_status(writer.status());
+  auto state = std::make_unique<State>();
+  state->writer = std::move(*writer);
+  return std::unique_ptr<HashingFileWriter>(new HashingFileWriter(std::move(state)));
+}
+
+Status HashingFileWriter::write(const void* data, size_t size) {
+  return public_status(state_->writer->write(data, size));
+}
+
+Status HashingFileWriter::finish() {
+  auto digests = state_->writer->finish();
+  if (!digests.is_ok()) return public_status(digests.status());
+  state_->digests = std::move(*digests);
+  return Status();
+}
+
 Result<SealResult> seal(const std::string& path, const SealOptions& options) {
   ckpt::SealOptions internal;
   internal.jobs = options.jobs;
+  for (const HashingFileWriter* w : options.written) {
+    if (!w || !w->state().digests) return Status::invalid_argument("seal: `written`: a writer that was not finished");
+    internal.written.push_back(*w->state().digests);
+  }
   auto summary = ckpt::seal_checkpoint(path, internal);
   if (!summary.is_ok()) return public_status(summary.status());
   if (!options.key_path.empty()) {

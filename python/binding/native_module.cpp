@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include <exception>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -75,10 +76,43 @@ std::string verify(const std::string& path, bool weights_only, const std::vector
   return result->json;
 }
 
-std::string seal(const std::string& path, const std::string& key, size_t jobs) {
+// The file torch.save writes into in ckptcheck.torch.save: a file object (write, flush) over the
+// library's HashingFileWriter, which hashes the bytes on their way to the disk so that the seal reads
+// nothing back. write() takes any contiguous buffer (torch 1.13 hands bytes, torch 2.x a memoryview
+// valid only during the call: both are hashed and copied before write() returns).
+class HashingFile {
+ public:
+  explicit HashingFile(const std::string& path) {
+    auto created = ckptcheck::HashingFileWriter::create(path);
+    if (!created.ok()) raise_status(created.status());
+    writer_ = std::move(created).value();
+  }
+  size_t write(const py::object& data) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) throw py::error_already_set();
+    const size_t size = static_cast<size_t>(view.len);
+    ckptcheck::Status written = without_gil("write", [&] { return writer_->write(view.buf, size); });
+    PyBuffer_Release(&view);
+    if (!written.ok()) raise_status(written);
+    return size;
+  }
+  void flush() {}  // every write is on its way already; finish() makes the file durable
+  void finish() {
+    ckptcheck::Status finished = without_gil("finish", [&] { return writer_->finish(); });
+    if (!finished.ok()) raise_status(finished);
+  }
+  const ckptcheck::HashingFileWriter* writer() const { return writer_.get(); }
+
+ private:
+  std::unique_ptr<ckptcheck::HashingFileWriter> writer_;
+};
+
+std::string seal(const std::string& path, const std::string& key, size_t jobs,
+                 const std::vector<const HashingFile*>& written) {
   ckptcheck::SealOptions options;
   options.key_path = key;
   options.jobs = jobs;
+  for (const HashingFile* file : written) options.written.push_back(file->writer());
   auto result = without_gil("seal", [&] { return ckptcheck::seal(path, options); });
   if (!result.ok()) raise_status(result.status());
   // The object `ckptcheck seal --json` prints.
@@ -150,7 +184,12 @@ PYBIND11_MODULE(_native, m) {
   m.def("version", &ckptcheck::version);
   m.def("verify", &verify, py::arg("path"), py::arg("weights_only"), py::arg("allow_globals"),
         py::arg("pubkey"), py::arg("jobs"), py::arg("quick"));
-  m.def("seal", &seal, py::arg("path"), py::arg("key"), py::arg("jobs"));
+  py::class_<HashingFile>(m, "HashingFile")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def("write", &HashingFile::write, py::arg("data"))
+      .def("flush", &HashingFile::flush)
+      .def("finish", &HashingFile::finish);
+  m.def("seal", &seal, py::arg("path"), py::arg("key"), py::arg("jobs"), py::arg("written") = std::vector<const HashingFile*>());
   m.def("inspect", &inspect, py::arg("path"), py::arg("stats"), py::arg("tensor"));
   m.def("drill_run", &drill_run);
   py::class_<MetricsFile>(m, "MetricsFile")

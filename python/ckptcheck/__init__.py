@@ -84,8 +84,14 @@ def seal(path, *, key=None, jobs=0):
     Returns a SealResult. Raises UsageError when a seal already exists (a seal written over a
     damaged checkpoint would bless the damage), ReadError when the path cannot be read.
     """
+    return _seal(path, key, jobs, ())
+
+
+def _seal(path, key, jobs, written):
+    """seal(), also taking the digests of files written through _native.HashingFile (`written`,
+    finished) instead of reading them back: how ckptcheck.torch.save seals what it wrote."""
     key_path = "" if key is None else _path(key, "key")
-    return SealResult(_loads(_library().seal(_path(path, "path"), key_path, _jobs(jobs))))
+    return SealResult(_loads(_library().seal(_path(path, "path"), key_path, _jobs(jobs), list(written))))
 
 
 def inspect(path, *, stats=False, tensor=None):

@@ -74,6 +74,25 @@ def test_save_is_sealed_and_leaves_no_temporary(tmp_path, torch_loads):
     assert torch.equal(ckptcheck.torch.load(path)["model"]["weight"], a_state(1)["model"]["weight"])
 
 
+def test_the_seal_taken_as_torch_writes_equals_one_read_back_from_disk(tmp_path):
+    """save hashes the file, its 1 MiB pieces and its tensor records as torch writes them: the seal
+    must be byte for byte the one `ckptcheck seal` writes by reading the same bytes back."""
+    torch.manual_seed(3)
+    # Records above and below the writer's 64 KiB threshold, a file of a few pieces.
+    state = {"big": torch.randn(700, 1000), "medium": torch.randn(20000), "small": torch.randn(10), "step": 3}
+    saved = tmp_path / "saved" / "state.pt"
+    saved.parent.mkdir()
+    ckptcheck.torch.save(state, saved)
+    copy = tmp_path / "copy" / "state.pt"
+    copy.parent.mkdir()
+    shutil.copyfile(saved, copy)
+    ckptcheck.seal(copy)
+    sealed = open(str(saved) + ".ckptcheck.seal.json", "rb").read()
+    assert sealed == open(str(copy) + ".ckptcheck.seal.json", "rb").read()
+    files = json.loads(sealed)["files"]
+    assert len(files[0]["pieces"]) == 3 and len(files[0]["tensors"]) == 3
+
+
 def test_load_refuses_a_flipped_bit_and_torch_never_sees_the_file(tmp_path, torch_loads):
     path = tmp_path / "state.pt"
     ckptcheck.torch.save(a_state(), path)

@@ -130,41 +130,45 @@ std::string relative_message(std::string message, const std::string& path, const
   return message;
 }
 
-Result<SealedFile> seal_file(const std::string& dir, const std::string& relative, const ItemRanges& dcp_items,
-                             uint64_t piece_bytes, std::atomic<uint64_t>* hashed) {
+// One file of the seal before its bytes are hashed: what it is, which byte ranges get a digest, and
+// the open source they are read from. The digests are filled in by hash_sealed_files.
+struct FileToSeal {
+  SealedFile sealed;  // every sha256 empty until hashed
+  std::unique_ptr<FileByteSource> source;
+};
+
+// Lists one file's sealed ranges without hashing a byte: the whole file (and its pieces when it is
+// larger than one), and, where a reader recognises it, each tensor's byte range.
+Result<FileToSeal> list_file_to_seal(const std::string& dir, const std::string& relative,
+                                     const ItemRanges& dcp_items, uint64_t piece_bytes) {
   CKPT_ASSIGN_OR_RETURN(std::string path, resolve_shard_path(dir, relative));
-  SealedFile f;
+  FileToSeal out;
+  SealedFile& f = out.sealed;
   f.path = relative;
-  CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
-  f.bytes = source->size();
+  CKPT_ASSIGN_OR_RETURN(out.source, FileByteSource::open(path));
+  f.bytes = out.source->size();
   if (piece_bytes > 0 && f.bytes > piece_bytes) {
-    CKPT_ASSIGN_OR_RETURN(PiecewiseSha256 digest,
-                          sha256_hex_of_pieces(*source, f.bytes, piece_bytes, hashed));
-    f.sha256 = std::move(digest.whole);
     f.piece_bytes = piece_bytes;
-    f.pieces = std::move(digest.pieces);
-  } else {
-    CKPT_ASSIGN_OR_RETURN(f.sha256, sha256_hex_of_range(*source, 0, f.bytes, hashed));
+    f.pieces.assign((f.bytes + piece_bytes - 1) / piece_bytes, std::string());
   }
   if (dcp_items.metadata_files.count(relative)) {
     f.format = "dcp";  // the item index itself: sealed whole, nothing to list
-    return f;
+    return out;
   }
   if (auto items = dcp_items.by_file.find(relative); items != dcp_items.by_file.end()) {
     f.format = "dcp";
-    for (SealedTensor t : items->second) {
+    for (const SealedTensor& t : items->second) {
       if (t.offset > f.bytes || t.bytes > f.bytes - t.offset) {
         // verify names this as item_outside_file; the seal keeps the file hash only.
         f.tensors.clear();
         f.tensors_unread = relative + ": item '" + t.name + "' @" + std::to_string(t.offset) + "+" +
                            std::to_string(t.bytes) + " lies outside the " + std::to_string(f.bytes) +
                            "-byte file";
-        return f;
+        return out;
       }
-      CKPT_ASSIGN_OR_RETURN(t.sha256, sha256_hex_of_range(*source, t.offset, t.bytes));
-      f.tensors.push_back(std::move(t));
+      f.tensors.push_back(t);
     }
-    return f;
+    return out;
   }
   auto opened = open_tensor_file(path);
   if (!opened.is_ok()) {
@@ -174,13 +178,13 @@ Result<SealedFile> seal_file(const std::string& dir, const std::string& relative
         opened.status().message().find("unknown tensor file format") == std::string::npos) {
       f.tensors_unread = relative_message(opened.status().message(), path, relative);
     }
-    return f;
+    return out;
   }
   const TensorFile& file = **opened;
   f.format = file.format_name();
   if (!file.payload_source()) {
     f.tensors_unread = relative + ": " + f.format + " payloads are not plain byte ranges of the file";
-    return f;
+    return out;
   }
   for (const ChunkInfo& c : file.chunks()) {
     if (!c.alias_of.empty()) continue;  // its byte range is its target's, sealed under that name
@@ -189,11 +193,104 @@ Result<SealedFile> seal_file(const std::string& dir, const std::string& relative
                                 "' needs " + std::to_string(c.data_bytes) + " bytes, the file has " +
                                 std::to_string(f.bytes));
     }
-    SealedTensor t{c.name, dtype_name(c.dtype), c.shape, c.data_offset, c.data_bytes, ""};
-    CKPT_ASSIGN_OR_RETURN(t.sha256, sha256_hex_of_range(*source, c.data_offset, c.data_bytes));
-    f.tensors.push_back(std::move(t));
+    f.tensors.push_back({c.name, dtype_name(c.dtype), c.shape, c.data_offset, c.data_bytes, ""});
   }
-  return f;
+  return out;
+}
+
+// Hashes every listed range of `files` (each whole file, its pieces, its tensors) as independent
+// units on `jobs` workers, two ranges per worker at a time, largest first. A whole file, the one
+// range that cannot be split, starts first and is paired with small ranges while the other cores
+// take the rest: sealing one 1 GiB torch.save file costs about one file's hashing time instead of
+// a pass for the file and its pieces followed by a pass for its tensors (ckptcheck.torch.save seals
+// while the file's fsync runs, so this is most of what a safe save adds; bench --only python).
+// A file whose range could not be read becomes that read error.
+// The digests a HashingFileWriter took of this very file, if it wrote it and nothing changed it since.
+const WrittenFileDigests* written_digests_of(const FileByteSource& source, const std::vector<WrittenFileDigests>& written) {
+  struct stat st {};
+  if (written.empty() || ::fstat(source.fd(), &st) != 0) return nullptr;
+  const int64_t modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  for (const WrittenFileDigests& w : written) {
+    if (w.device == st.st_dev && w.inode == st.st_ino && w.bytes == static_cast<uint64_t>(st.st_size) &&
+        w.modified_ns == modified_ns)
+      return &w;
+  }
+  return nullptr;
+}
+
+void hash_sealed_files(std::vector<Result<FileToSeal>>& files, const std::vector<WrittenFileDigests>& written,
+                       size_t jobs, const std::function<void(uint64_t, uint64_t)>& on_progress) {
+  struct Unit {
+    size_t file;
+    RangeToHash range;
+    std::string* into;
+  };
+  std::vector<Unit> units;
+  std::vector<std::vector<Result<std::string>>> digests(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!files[i].is_ok()) continue;
+    SealedFile& f = files[i]->sealed;
+    const ByteSource* source = files[i]->source.get();
+    digests[i].assign(1 + f.pieces.size() + f.tensors.size(), Status::io_error("not hashed"));
+    size_t slot = 0;
+    const WrittenFileDigests* known = written_digests_of(*files[i]->source, written);
+    if (known) {
+      f.sha256 = known->sha256;
+    } else {
+      units.push_back({i, {source, 0, f.bytes, &digests[i][slot++]}, &f.sha256});
+    }
+    if (known && known->piece_bytes == f.piece_bytes && known->pieces.size() == f.pieces.size()) {
+      f.pieces = known->pieces;
+    } else {
+      for (size_t p = 0; p < f.pieces.size(); ++p) {
+        const uint64_t start = p * f.piece_bytes;
+        units.push_back({i, {source, start, std::min(f.piece_bytes, f.bytes - start), &digests[i][slot++]},
+                         &f.pieces[p]});
+      }
+    }
+    for (SealedTensor& t : f.tensors) {
+      if (known) {
+        auto w = std::lower_bound(known->writes.begin(), known->writes.end(), t.offset,
+                                  [](const WrittenRange& r, uint64_t offset) { return r.offset < offset; });
+        if (w != known->writes.end() && w->offset == t.offset && w->bytes == t.bytes) {
+          t.sha256 = w->sha256;
+          continue;
+        }
+      }
+      units.push_back({i, {source, t.offset, t.bytes, &digests[i][slot++]}, &t.sha256});
+    }
+  }
+  std::vector<uint64_t> sizes;
+  uint64_t total = 0;
+  for (const Unit& u : units) {
+    sizes.push_back(u.range.length);
+    total += u.range.length;
+  }
+  std::atomic<uint64_t> hashed{0};
+  std::function<void()> report;
+  if (on_progress) report = [&] { on_progress(hashed.load(), total); };
+  run_hashing_workers(
+      sizes, jobs,
+      [&](const NextQueuedJob& next) {
+        sha256_ranges_two_at_a_time(
+            [&]() -> std::optional<RangeToHash> {
+              const std::optional<QueuedJob> job = next();
+              if (!job) return std::nullopt;
+              RangeToHash range = units[job->index].range;
+              range.alone = job->alone;
+              return range;
+            },
+            &hashed);
+      },
+      report);
+  for (const Unit& u : units) {
+    if (!files[u.file].is_ok()) continue;
+    if (!u.range.digest->is_ok()) {
+      files[u.file] = u.range.digest->status();
+      continue;
+    }
+    *u.into = **u.range.digest;
+  }
 }
 
 nlohmann::json sealed_file_to_json(const SealedFile& f) {
@@ -479,9 +576,6 @@ Result<std::vector<Result<SealedFile>>> seal_every_file(const SealTarget& target
   const ItemRanges dcp_items = target.single_file ? ItemRanges() : dcp_item_ranges(target.dir, target.files);
   const size_t count = target.files.size();
   std::vector<Result<SealedFile>> sealed(count, Status::io_error("not sealed"));
-  std::atomic<uint64_t> hashed{0};
-  std::function<void()> report;
-  if (options.on_progress) report = [&] { options.on_progress(hashed.load(), total); };
   std::vector<uint64_t> sizes;
   for (const auto& f : target.files) {
     auto resolved = resolve_shard_path(target.dir, f);
@@ -493,13 +587,20 @@ Result<std::vector<Result<SealedFile>>> seal_every_file(const SealTarget& target
   for (size_t i = 0; i < count; ++i) {
     if (owners[i] == (world ? world->rank() : 0)) mine.push_back(i);
   }
-  run_parallel_reporting(
-      mine.size(), resolve_jobs(options.jobs, mine.size()),
-      [&](size_t k) {
-        const size_t i = mine[k];
-        sealed[i] = seal_file(target.dir, target.files[i], dcp_items, piece_bytes, &hashed);
-      },
-      report);
+  // Listing opens each file and reads its index (a zip directory, a header): cheap, one file a job.
+  std::vector<Result<FileToSeal>> listed;
+  for (size_t k = 0; k < mine.size(); ++k) listed.emplace_back(Status::io_error("not listed"));
+  run_parallel(mine.size(), resolve_jobs(options.jobs, mine.size()), [&](size_t k) {
+    listed[k] = list_file_to_seal(target.dir, target.files[mine[k]], dcp_items, piece_bytes);
+  });
+  hash_sealed_files(listed, options.written, options.jobs, options.on_progress);
+  for (size_t k = 0; k < mine.size(); ++k) {
+    if (listed[k].is_ok()) {
+      sealed[mine[k]] = std::move(listed[k]->sealed);
+    } else {
+      sealed[mine[k]] = listed[k].status();
+    }
+  }
   if (world) {
     CKPT_RETURN_IF_ERROR(exchange_unit_results(
         *world, "seal: files", sizes, owners,

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "base/file_io.h"
+#include "base/hashing_file_writer.h"
 #include "base/sha256.h"
 #include "formats/tensor_file_open.h"
 #include "tests/support/test_paths.h"
@@ -283,6 +285,56 @@ TEST_F(SealTest, IntegrityJsonIsWrittenInMegatronsShapeAndChecked) {
   const VerifyReport r = verify_weights_only(dir_);
   ASSERT_TRUE(r.has_error(verify_code::kIntegritySha256Mismatch)) << issues_text(r.errors);
   EXPECT_EQ(r.errors[0].shard, "extra/trainer_state.json");
+}
+
+// ckptcheck.torch.save's path: the seal takes the digests the writer took as it wrote, and gives
+// the same seal as reading the file back, but only for the very file written: once the file is
+// changed after the writer finished, the seal hashes what is there now.
+TEST(SealOfWrittenFiles, DigestsTakenAsTheFileWasWrittenGiveTheReadBackSealAndNeverAStaleOne) {
+  TempDir root;
+  const auto bytes = read_file_bytes(kPytorchDir + "adamw_state.pt");
+  auto write = [&](const std::string& path) {
+    auto writer = HashingFileWriter::create_exclusive(path, 1024);  // several pieces
+    EXPECT_TRUE(writer.is_ok());
+    EXPECT_TRUE((*writer)->write(bytes.data(), bytes.size()).is_ok());
+    auto digests = (*writer)->finish();
+    EXPECT_TRUE(digests.is_ok()) << digests.status().to_string();
+    return *digests;
+  };
+  SealOptions by_pieces;
+  by_pieces.piece_bytes = 1024;
+  std::filesystem::create_directories(root / "read-back");
+  copy_file(kPytorchDir + "adamw_state.pt", root / "read-back/adamw_state.pt");
+  ASSERT_TRUE(seal_checkpoint(root / "read-back/adamw_state.pt", by_pieces).is_ok());
+  const auto read_back = read_file_bytes(root / "read-back/adamw_state.pt.ckptcheck.seal.json");
+
+  std::filesystem::create_directories(root / "written");
+  SealOptions with_digests = by_pieces;
+  with_digests.written = {write(root / "written/adamw_state.pt")};
+  with_digests.written[0].pieces.assign(with_digests.written[0].pieces.size(), std::string(64, '0'));
+  with_digests.written[0].sha256 = std::string(64, '1');  // so a seal that used them shows it
+  ASSERT_TRUE(seal_checkpoint(root / "written/adamw_state.pt", with_digests).is_ok());
+  EXPECT_NE(read_file_bytes(root / "written/adamw_state.pt.ckptcheck.seal.json"), read_back);
+
+  // The same file, changed after the writer finished (same size, a later modification time).
+  std::filesystem::create_directories(root / "changed");
+  SealOptions stale = by_pieces;
+  stale.written = {write(root / "changed/adamw_state.pt")};
+  flip_byte(root / "changed/adamw_state.pt", bytes.size() / 2);
+  flip_byte(root / "changed/adamw_state.pt", bytes.size() / 2);  // back: the bytes equal the written ones
+  std::filesystem::last_write_time(root / "changed/adamw_state.pt",
+                                   std::filesystem::last_write_time(root / "changed/adamw_state.pt") +
+                                       std::chrono::seconds(1));
+  stale.written[0].sha256 = std::string(64, '1');
+  ASSERT_TRUE(seal_checkpoint(root / "changed/adamw_state.pt", stale).is_ok());
+  EXPECT_EQ(read_file_bytes(root / "changed/adamw_state.pt.ckptcheck.seal.json"), read_back);
+
+  // Untouched, with true digests: byte for byte the read-back seal.
+  std::filesystem::create_directories(root / "true");
+  SealOptions true_digests = by_pieces;
+  true_digests.written = {write(root / "true/adamw_state.pt")};
+  ASSERT_TRUE(seal_checkpoint(root / "true/adamw_state.pt", true_digests).is_ok());
+  EXPECT_EQ(read_file_bytes(root / "true/adamw_state.pt.ckptcheck.seal.json"), read_back);
 }
 
 TEST(SealDcp, EachStorageItemOfADcpCheckpointIsSealedAndAFlipIsNamedByItem) {
