@@ -4,9 +4,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "api/status_conversion.h"
 #include "formats/dtype.h"
+#include "formats/tensor_file_open.h"
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/seal.h"
 #include "verifier/check/signature.h"
@@ -97,28 +99,33 @@ Result<SealResult> seal(const std::string& path) {
   return seal(path, SealOptions());
 }
 
-struct HashingFileWriter::State {
-  std::unique_ptr<ckpt::HashingFileWriter> writer;
+struct HashingFileTail::State {
+  std::string path;
+  std::unique_ptr<ckpt::HashingFileTail> tail;
   std::optional<ckpt::WrittenFileDigests> digests;  // once finished
 };
 
-HashingFileWriter::HashingFileWriter(std::unique_ptr<State> state) : state_(std::move(state)) {}
-HashingFileWriter::~HashingFileWriter() = default;
+HashingFileTail::HashingFileTail(std::unique_ptr<State> state) : state_(std::move(state)) {}
+HashingFileTail::~HashingFileTail() = default;
 
-Result<std::unique_ptr<HashingFileWriter>> HashingFileWriter::create(const std::string& path) {
-  auto writer = ckpt::HashingFileWriter::create_exclusive(path, ckpt::kSealMinPieceBytes);
-  if (!writer.is_ok()) return public_status(writer.status());
+Result<std::unique_ptr<HashingFileTail>> HashingFileTail::create(const std::string& path) {
+  auto tail = ckpt::HashingFileTail::create_exclusive(path, ckpt::kSealMinPieceBytes);
+  if (!tail.is_ok()) return public_status(tail.status());
   auto state = std::make_unique<State>();
-  state->writer = std::move(*writer);
-  return std::unique_ptr<HashingFileWriter>(new HashingFileWriter(std::move(state)));
+  state->path = path;
+  state->tail = std::move(*tail);
+  return std::unique_ptr<HashingFileTail>(new HashingFileTail(std::move(state)));
 }
 
-Status HashingFileWriter::write(const void* data, size_t size) {
-  return public_status(state_->writer->write(data, size));
-}
-
-Status HashingFileWriter::finish() {
-  auto digests = state_->writer->finish();
+Status HashingFileTail::finish() {
+  // The ranges the seal will list: each tensor's bytes, by the same reader. A file no reader lists
+  // is sealed whole and by pieces, which the tail hashed.
+  std::vector<ckpt::WrittenRange> ranges;
+  if (auto file = ckpt::open_tensor_file(state_->path); file.is_ok() && (*file)->payload_source()) {
+    for (const ckpt::ChunkInfo& c : (*file)->chunks())
+      if (c.alias_of.empty()) ranges.push_back({c.data_offset, c.data_bytes, ""});
+  }
+  auto digests = state_->tail->finish(std::move(ranges));
   if (!digests.is_ok()) return public_status(digests.status());
   state_->digests = std::move(*digests);
   return Status();
@@ -127,8 +134,8 @@ Status HashingFileWriter::finish() {
 Result<SealResult> seal(const std::string& path, const SealOptions& options) {
   ckpt::SealOptions internal;
   internal.jobs = options.jobs;
-  for (const HashingFileWriter* w : options.written) {
-    if (!w || !w->state().digests) return Status::invalid_argument("seal: `written`: a writer that was not finished");
+  for (const HashingFileTail* w : options.written) {
+    if (!w || !w->state().digests) return Status::invalid_argument("seal: `written`: a file tail that was not finished");
     internal.written.push_back(*w->state().digests);
   }
   auto summary = ckpt::seal_checkpoint(path, internal);

@@ -171,35 +171,34 @@ struct SealResult {
   std::vector<std::string> unread;  // "file: why" for each file whose tensors no reader could list
 };
 
-// A new file whose SHA-256s (the whole file's, each seal piece's, each large write's) are taken from
-// its bytes on their way to the disk, so that seal() of it reads nothing back: ckptcheck.torch.save
-// hands one to torch.save as its file. The file is created, never replaced (O_EXCL); write() returns
-// once its bytes are copied and hashed; finish() writes what is buffered, fsyncs and closes. Without
-// finish() the file is left torn.
-class HashingFileWriter {
+// A new, empty file that another writer fills front to back by name (torch.save(obj, path): torch's
+// zip writer never goes back), hashed from the page cache as it grows, so that seal() of it reads
+// nothing back afterwards: ckptcheck.torch.save's path. create() makes the file (never an existing
+// one: O_EXCL); once the writer has closed it, finish() fsyncs it while the hashing catches up and
+// each tensor the readers list is hashed. Only a writer that appends may fill it.
+class HashingFileTail {
  public:
-  static Result<std::unique_ptr<HashingFileWriter>> create(const std::string& path);
-  HashingFileWriter(const HashingFileWriter&) = delete;
-  HashingFileWriter& operator=(const HashingFileWriter&) = delete;
-  ~HashingFileWriter();
+  static Result<std::unique_ptr<HashingFileTail>> create(const std::string& path);
+  HashingFileTail(const HashingFileTail&) = delete;
+  HashingFileTail& operator=(const HashingFileTail&) = delete;
+  ~HashingFileTail();
 
-  Status write(const void* data, size_t size);
   Status finish();
 
   struct State;  // internal
   const State& state() const { return *state_; }
 
  private:
-  explicit HashingFileWriter(std::unique_ptr<State> state);
+  explicit HashingFileTail(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
 
 struct SealOptions {
   size_t jobs = 0;       // files hashed in parallel; 0 = one per core
   std::string key_path;  // when set, the seal is signed with this PEM Ed25519 private key (`<seal>.sig`)
-  // Finished writers of files under the sealed path: their digests are used instead of reading the
-  // files back, for each file that is still the one written (same inode, size and modification time).
-  std::vector<const HashingFileWriter*> written;
+  // Finished tails of files under the sealed path: their digests are used instead of reading the
+  // files back, for each file that is still the one hashed (same inode, size and modification time).
+  std::vector<const HashingFileTail*> written;
 };
 
 // What `ckptcheck seal PATH` does: records every file's and tensor's SHA-256 beside a checkpoint

@@ -140,24 +140,6 @@ Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offse
   return h.finish_hex();
 }
 
-Result<PiecewiseSha256> sha256_hex_of_pieces(const ByteSource& source, uint64_t length, uint64_t piece_bytes,
-                                             std::atomic<uint64_t>* hashed) {
-  if (piece_bytes == 0) return Status::invalid_argument("sha256_hex_of_pieces: piece size 0");
-  Sha256 whole;
-  PiecewiseSha256 out;
-  for (uint64_t start = 0; start < length; start += piece_bytes) {
-    Sha256 piece;
-    CKPT_RETURN_IF_ERROR(source.scan(start, std::min(piece_bytes, length - start), kStreamBlockBytes,
-                                     [&](uint64_t, const uint8_t* data, size_t n) {
-                                       sha256_update_two(whole, data, n, piece, data, n);
-                                       if (hashed) hashed->fetch_add(n, std::memory_order_relaxed);
-                                     }));
-    out.pieces.push_back(piece.finish_hex());
-  }
-  out.whole = whole.finish_hex();
-  return out;
-}
-
 Result<std::string> sha256_hex_of_file(const std::string& path, uint64_t* size_out) {
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
   if (size_out) *size_out = source->size();

@@ -78,15 +78,6 @@ std::string sha256_hex(const std::string& text);
 // set, grows by every piece hashed, for a progress display on another thread.
 Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offset, uint64_t length,
                                         std::atomic<uint64_t>* hashed = nullptr);
-// One streaming pass over bytes [0, length) of a source: the SHA-256 of the whole range and of each
-// consecutive `piece_bytes` piece (the last may be shorter). The pieces let a later check hash one
-// large file on many cores; the whole digest stays what `sha256sum` prints.
-struct PiecewiseSha256 {
-  std::string whole;
-  std::vector<std::string> pieces;
-};
-Result<PiecewiseSha256> sha256_hex_of_pieces(const ByteSource& source, uint64_t length, uint64_t piece_bytes,
-                                             std::atomic<uint64_t>* hashed = nullptr);
 // Hashes a whole file by streaming it; also returns its size through `size_out` if non-null.
 Result<std::string> sha256_hex_of_file(const std::string& path, uint64_t* size_out = nullptr);
 

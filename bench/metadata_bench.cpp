@@ -1,9 +1,11 @@
 // The `metadata` group (issue 44): checkpoints shaped like an FSDP or tensor-parallel state dict,
 // every tensor split across every rank, so that the metadata (manifest, DCP `.metadata`), not the
 // payload, sets the pace. Inputs are written at bench time in the work dir and deleted:
-//   - a torch.save file of P parameters with their two AdamW moments (Debian's PyTorch,
-//     bench/metadata_inputs.py), converted by `ckptcheck convert --format native --shards 16`:
-//     20,001 tensors (320,016 chunks, 400 MB) and 62,502 tensors (1,000,032 chunks, 256 MB);
+//   - a torch.save file of P parameters with their two AdamW moments and step, and the rest of a
+//     training state, so that verify passes (Debian's PyTorch, bench/metadata_inputs.py), converted
+//     by `ckptcheck convert --format native --shards 16`: 6,667 parameters (26,682 tensors, 326,697
+//     chunks: each [16, 320] tensor in 16, each scalar in one, 495 MB) and 20,834 (83,350 tensors,
+//     1,020,880 chunks);
 //   - DCP `.metadata` pickles of 256,000 and 1,000,000 chunks as PyTorch 2.4+ writes them.
 // Each command is a child process timed from fork to exit (start-up counts, as for a user), peak
 // RSS from GNU time around the command alone. Min and median of the repetitions are reported.
@@ -133,6 +135,12 @@ NativeResult native_rows(const BenchSettings& s, const Shape& shape, const Hashi
   if (!ckpt_dir) return fail("convert", ckpt_dir.status());
   const std::string manifest = *ckpt_dir + "/" + kManifestFileName;
   const uint64_t manifest_bytes = bytes_of_file(manifest);
+  size_t chunks = 0;  // each split tensor's 16, and one for each scalar of the training state
+  {
+    auto m = read_manifest_file(*ckpt_dir);
+    if (!m) return fail("convert", m.status());
+    for (const ManifestTensor& t : m->tensors) chunks += t.chunks.size();
+  }
   if (Status st = run_ok({"cp", "-a", root, copy}); !st) return fail("copy", st);
   uint64_t payload_bytes = 0;  // every file of the checkpoint: what verify reads
   // Warm the page cache with both copies.
@@ -169,7 +177,7 @@ NativeResult native_rows(const BenchSettings& s, const Shape& shape, const Hashi
         min_and_median(c.timing.timing) + ", " + format_mib(static_cast<double>(c.timing.max_rss_bytes));
     row.numbers = command_numbers(c.timing);
     row.numbers["manifest_bytes"] = manifest_bytes;
-    row.numbers["chunks"] = 3 * shape.params * static_cast<int64_t>(kShards);
+    row.numbers["chunks"] = chunks;
     out.seconds[c.command] = t;
     if (!smaller.empty()) {
       const auto it = smaller.find(c.command);

@@ -4,8 +4,9 @@
 Run with Debian's interpreter (python3-torch 1.13):
 
   torch-save PATH PARAMS ROWS COLS   a torch.save file of PARAMS parameters [ROWS, COLS] F32, each with
-                                      its two AdamW moments (3 x PARAMS tensors): an FSDP state dict's
-                                      shape before it is split across ranks
+                                      its two AdamW moments (3 x PARAMS tensors split into chunks) and
+                                      step, and the rest of a training state: an FSDP state dict's shape
+                                      before it is split across ranks
   dcp-metadata PATH TENSORS CHUNKS    a DCP `.metadata` pickle of TENSORS tensors [CHUNKS * 4, 64] F32,
                                       each split by rows into CHUNKS chunks, one per rank, laid out as
                                       PyTorch 2.4+ writes it (torch.distributed.checkpoint.metadata
@@ -41,13 +42,29 @@ def fixture_classes():
 
 
 def write_torch_save(path, params, rows, cols):
+    """The whole training state a native checkpoint must hold to pass verify (README, "What verify
+    checks"): each parameter with its AdamW moments and step, the scheduler, progress, loss scaler,
+    data position and RNG. A state verify refuses would time the printing of its errors instead."""
     torch.manual_seed(44)
-    model, state = {}, {}
+    model, optimizer = {}, {}
     for i in range(params):
         name = f"layers.{i // 3}.p{i % 3}.weight"
         model[name] = torch.randn(rows, cols) * 0.02
-        state[i] = {"exp_avg": torch.randn(rows, cols) * 1e-4, "exp_avg_sq": torch.rand(rows, cols) * 1e-6}
-    torch.save({"model": model, "optimizer": {"state": state}}, path)
+        optimizer["model." + name] = {"exp_avg": torch.randn(rows, cols) * 1e-4,
+                                      "exp_avg_sq": torch.rand(rows, cols) * 1e-6,
+                                      "step": torch.tensor(0.0)}
+    scalar = torch.tensor
+    state = {
+        "model": model,
+        "optimizer": optimizer,
+        "scheduler": {"last_step": scalar(0), "base_lr": scalar(3e-4), "last_lr": scalar(3e-4)},
+        "progress": {"global_step": scalar(0), "skipped_steps": scalar(0)},
+        "scaler": {"scale": scalar(65536.0), "growth_factor": scalar(2.0), "backoff_factor": scalar(0.5),
+                   "growth_interval": scalar(2000), "growth_tracker": scalar(0)},
+        "data": {"epoch": scalar(0), "cursor": scalar(0), "shuffle_seed": scalar(44)},
+        "rng": {"cpu_state": torch.get_rng_state()},
+    }
+    torch.save(state, path)
 
 
 def write_dcp_metadata(path, tensors, chunks):

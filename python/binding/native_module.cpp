@@ -76,43 +76,31 @@ std::string verify(const std::string& path, bool weights_only, const std::vector
   return result->json;
 }
 
-// The file torch.save writes into in ckptcheck.torch.save: a file object (write, flush) over the
-// library's HashingFileWriter, which hashes the bytes on their way to the disk so that the seal reads
-// nothing back. write() takes any contiguous buffer (torch 1.13 hands bytes, torch 2.x a memoryview
-// valid only during the call: both are hashed and copied before write() returns).
-class HashingFile {
+// The file ckptcheck.torch.save has torch.save write by name (torch's own stream: no copy of any
+// byte), hashed as it grows (the library's HashingFileTail); finish() after torch.save returns.
+class HashingTail {
  public:
-  explicit HashingFile(const std::string& path) {
-    auto created = ckptcheck::HashingFileWriter::create(path);
+  explicit HashingTail(const std::string& path) {
+    auto created = ckptcheck::HashingFileTail::create(path);
     if (!created.ok()) raise_status(created.status());
-    writer_ = std::move(created).value();
+    tail_ = std::move(created).value();
   }
-  size_t write(const py::object& data) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) throw py::error_already_set();
-    const size_t size = static_cast<size_t>(view.len);
-    ckptcheck::Status written = without_gil("write", [&] { return writer_->write(view.buf, size); });
-    PyBuffer_Release(&view);
-    if (!written.ok()) raise_status(written);
-    return size;
-  }
-  void flush() {}  // every write is on its way already; finish() makes the file durable
   void finish() {
-    ckptcheck::Status finished = without_gil("finish", [&] { return writer_->finish(); });
+    ckptcheck::Status finished = without_gil("finish", [&] { return tail_->finish(); });
     if (!finished.ok()) raise_status(finished);
   }
-  const ckptcheck::HashingFileWriter* writer() const { return writer_.get(); }
+  const ckptcheck::HashingFileTail* tail() const { return tail_.get(); }
 
  private:
-  std::unique_ptr<ckptcheck::HashingFileWriter> writer_;
+  std::unique_ptr<ckptcheck::HashingFileTail> tail_;
 };
 
 std::string seal(const std::string& path, const std::string& key, size_t jobs,
-                 const std::vector<const HashingFile*>& written) {
+                 const std::vector<const HashingTail*>& written) {
   ckptcheck::SealOptions options;
   options.key_path = key;
   options.jobs = jobs;
-  for (const HashingFile* file : written) options.written.push_back(file->writer());
+  for (const HashingTail* file : written) options.written.push_back(file->tail());
   auto result = without_gil("seal", [&] { return ckptcheck::seal(path, options); });
   if (!result.ok()) raise_status(result.status());
   // The object `ckptcheck seal --json` prints.
@@ -184,12 +172,11 @@ PYBIND11_MODULE(_native, m) {
   m.def("version", &ckptcheck::version);
   m.def("verify", &verify, py::arg("path"), py::arg("weights_only"), py::arg("allow_globals"),
         py::arg("pubkey"), py::arg("jobs"), py::arg("quick"));
-  py::class_<HashingFile>(m, "HashingFile")
+  py::class_<HashingTail>(m, "HashingTail")
       .def(py::init<const std::string&>(), py::arg("path"))
-      .def("write", &HashingFile::write, py::arg("data"))
-      .def("flush", &HashingFile::flush)
-      .def("finish", &HashingFile::finish);
-  m.def("seal", &seal, py::arg("path"), py::arg("key"), py::arg("jobs"), py::arg("written") = std::vector<const HashingFile*>());
+      .def("finish", &HashingTail::finish);
+  m.def("seal", &seal, py::arg("path"), py::arg("key"), py::arg("jobs"),
+        py::arg("written") = std::vector<const HashingTail*>());
   m.def("inspect", &inspect, py::arg("path"), py::arg("stats"), py::arg("tensor"));
   m.def("drill_run", &drill_run);
   py::class_<MetricsFile>(m, "MetricsFile")

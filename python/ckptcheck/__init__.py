@@ -88,8 +88,8 @@ def seal(path, *, key=None, jobs=0):
 
 
 def _seal(path, key, jobs, written):
-    """seal(), also taking the digests of files written through _native.HashingFile (`written`,
-    finished) instead of reading them back: how ckptcheck.torch.save seals what it wrote."""
+    """seal(), also taking the digests of files hashed as they were written (`written`: finished
+    _native.HashingTail objects) instead of reading them back: how ckptcheck.torch.save seals."""
     key_path = "" if key is None else _path(key, "key")
     return SealResult(_loads(_library().seal(_path(path, "path"), key_path, _jobs(jobs), list(written))))
 

@@ -43,12 +43,12 @@ def _temp_name(path):
 
 
 def _save_hashed(torch, obj, path):
-    """torch.save(obj) into a new file at `path` through the library's HashingFile: its bytes are
-    hashed (the file's, each seal piece's, each tensor record's) while they are copied towards the
-    disk, and finish() fsyncs it. Sealing it afterwards reads nothing back: on a 1 GiB state this is
-    what keeps save within a few percent of torch.save + fsync (bench --only python)."""
-    written = _ckptcheck._library().HashingFile(path)
-    torch.save(obj, written)
+    """torch.save(obj, path) by name into a new file that the library hashes as it grows (the
+    file's and each seal piece's SHA-256, on the core torch.save leaves idle); finish() fsyncs it
+    while each tensor's bytes are hashed. Sealing it afterwards reads nothing back: this is what
+    keeps save near torch.save + fsync (docs/python.md, bench --only python)."""
+    written = _ckptcheck._library().HashingTail(path)
+    torch.save(obj, path)
     written.finish()
     return written
 

@@ -205,7 +205,7 @@ Result<FileToSeal> list_file_to_seal(const std::string& dir, const std::string& 
 // a pass for the file and its pieces followed by a pass for its tensors (ckptcheck.torch.save seals
 // while the file's fsync runs, so this is most of what a safe save adds; bench --only python).
 // A file whose range could not be read becomes that read error.
-// The digests a HashingFileWriter took of this very file, if it wrote it and nothing changed it since.
+// The digests a HashingFileTail took of this very file as it was written, if nothing changed it since.
 const WrittenFileDigests* written_digests_of(const FileByteSource& source, const std::vector<WrittenFileDigests>& written) {
   struct stat st {};
   if (written.empty() || ::fstat(source.fd(), &st) != 0) return nullptr;
@@ -250,9 +250,9 @@ void hash_sealed_files(std::vector<Result<FileToSeal>>& files, const std::vector
     }
     for (SealedTensor& t : f.tensors) {
       if (known) {
-        auto w = std::lower_bound(known->writes.begin(), known->writes.end(), t.offset,
+        auto w = std::lower_bound(known->ranges.begin(), known->ranges.end(), t.offset,
                                   [](const WrittenRange& r, uint64_t offset) { return r.offset < offset; });
-        if (w != known->writes.end() && w->offset == t.offset && w->bytes == t.bytes) {
+        if (w != known->ranges.end() && w->offset == t.offset && w->bytes == t.bytes) {
           t.sha256 = w->sha256;
           continue;
         }

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "base/hashing_file_writer.h"
+#include "base/hashing_file_tail.h"
 #include "base/status.h"
 #include "distributed/byte_collective.h"
 #include "verifier/check/checkpoint_verifier.h"
@@ -104,9 +104,9 @@ struct SealOptions {
   // seal --distributed: the tasks that share the files (split_by_size of their sizes); every task
   // gathers every file's seal, rank 0 alone writes the seal file, atomically.
   ByteCollective* distributed = nullptr;
-  // Files written through a HashingFileWriter: their whole, piece and write digests are taken from
-  // the bytes as they were written instead of read back, for each file that is still the file that
-  // was written (device, inode, size, modification time). Ranges they do not cover are hashed.
+  // Files hashed as they were written (HashingFileTail): their whole, piece and range digests are
+  // used instead of reading the files back, for each file that is still the one hashed (device,
+  // inode, size, modification time). Whatever they do not cover is hashed from the file.
   std::vector<WrittenFileDigests> written;
 };
 

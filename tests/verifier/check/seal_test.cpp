@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_io.h"
-#include "base/hashing_file_writer.h"
+#include "base/hashing_file_tail.h"
 #include "base/sha256.h"
 #include "formats/tensor_file_open.h"
 #include "tests/support/test_paths.h"
@@ -287,17 +287,21 @@ TEST_F(SealTest, IntegrityJsonIsWrittenInMegatronsShapeAndChecked) {
   EXPECT_EQ(r.errors[0].shard, "extra/trainer_state.json");
 }
 
-// ckptcheck.torch.save's path: the seal takes the digests the writer took as it wrote, and gives
-// the same seal as reading the file back, but only for the very file written: once the file is
-// changed after the writer finished, the seal hashes what is there now.
+// ckptcheck.torch.save's path: the seal takes the digests the tail took as the file was written,
+// and gives the same seal as reading the file back, but only for the very file hashed: once the
+// file is changed after the tail finished, the seal hashes what is there now.
 TEST(SealOfWrittenFiles, DigestsTakenAsTheFileWasWrittenGiveTheReadBackSealAndNeverAStaleOne) {
   TempDir root;
   const auto bytes = read_file_bytes(kPytorchDir + "adamw_state.pt");
   auto write = [&](const std::string& path) {
-    auto writer = HashingFileWriter::create_exclusive(path, 1024);  // several pieces
-    EXPECT_TRUE(writer.is_ok());
-    EXPECT_TRUE((*writer)->write(bytes.data(), bytes.size()).is_ok());
-    auto digests = (*writer)->finish();
+    auto tail = HashingFileTail::create_exclusive(path, 1024);  // several pieces
+    EXPECT_TRUE(tail.is_ok());
+    write_file_bytes(path, bytes);  // by name, as torch.save writes
+    std::vector<WrittenRange> ranges;
+    auto listed = open_tensor_file(path);
+    EXPECT_TRUE(listed.is_ok());
+    for (const ChunkInfo& c : (*listed)->chunks()) ranges.push_back({c.data_offset, c.data_bytes, ""});
+    auto digests = (*tail)->finish(ranges);
     EXPECT_TRUE(digests.is_ok()) << digests.status().to_string();
     return *digests;
   };
