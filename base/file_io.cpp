@@ -11,6 +11,8 @@
 #include <cstring>
 #include <vector>
 
+#include "base/huge_pages.h"
+
 namespace ckpt {
 
 namespace {
@@ -141,10 +143,35 @@ Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes)
     ::close(fd);
     return Status::io_error(path + ": not a regular file");
   }
-  // Read to EOF rather than trusting st_size: /proc files report 0 bytes and are not empty.
+  // Read to EOF rather than trusting st_size: /proc files report 0 bytes and are not empty. The
+  // size it reports is read straight into place, in huge pages, with room left after it for the
+  // padding simdjson reads past the end (simd_parse then parses an 84 MB manifest without a copy).
   std::string out;
-  char buf[65536];
+  const uint64_t expected = std::min<uint64_t>(static_cast<uint64_t>(st.st_size), max_bytes + 1);
+  if (expected > 0) {
+    out.reserve(static_cast<size_t>(expected) + kReadPaddingBytes);
+    advise_huge_pages(out.data(), out.capacity());
+  }
+  size_t filled = 0;
+  out.resize(static_cast<size_t>(expected));
+  while (filled < out.size()) {
+    const ssize_t n = ::read(fd, &out[filled], out.size() - filled);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const Status status = errno_status("read failed", path);
+      ::close(fd);
+      return status;
+    }
+    if (n == 0) break;
+    filled += static_cast<size_t>(n);
+  }
+  out.resize(filled);
+  char buf[65536];  // what lies past the size fstat gave: a growing file, a /proc file
   for (;;) {
+    if (filled > max_bytes) {
+      ::close(fd);
+      return Status::corruption(path + ": more than the limit of " + std::to_string(max_bytes) + " bytes");
+    }
     const ssize_t n = ::read(fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
@@ -153,11 +180,8 @@ Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes)
       return status;
     }
     if (n == 0) break;
-    if (out.size() + static_cast<size_t>(n) > max_bytes) {
-      ::close(fd);
-      return Status::corruption(path + ": more than the limit of " + std::to_string(max_bytes) + " bytes");
-    }
     out.append(buf, static_cast<size_t>(n));
+    filled += static_cast<size_t>(n);
   }
   ::close(fd);
   return out;

@@ -2,7 +2,23 @@
 
 #include <string_view>
 
+#include "base/file_io.h"
+#include "base/huge_pages.h"
+
 namespace ckpt {
+
+static_assert(kReadPaddingBytes >= simdjson::SIMDJSON_PADDING, "read_small_file leaves room for simdjson");
+
+bool simd_parse(simdjson::dom::parser& parser, const std::string& text, simdjson::dom::element* root) {
+  if (parser.allocate(text.size(), kMaxFastJsonDepth)) return false;
+  // The tape is 8 bytes of address space per byte of text and the string buffer 5/3: only what the
+  // document fills is touched, in huge pages where the kernel gives them.
+  const size_t capacity = parser.capacity();
+  advise_huge_pages(parser.doc.tape.get(), SIMDJSON_ROUNDUP_N(capacity + 3, 64) * sizeof(uint64_t));
+  advise_huge_pages(parser.doc.string_buf.get(), 5 * capacity / 3);
+  const bool padded = text.capacity() - text.size() >= simdjson::SIMDJSON_PADDING;
+  return !parser.parse(text.data(), text.size(), /*realloc_if_needed=*/!padded).get(*root);
+}
 
 using simdjson::dom::array;
 using simdjson::dom::element;

@@ -17,6 +17,11 @@ namespace ckpt {
 // reference path's).
 constexpr size_t kMaxFastJsonDepth = 64;
 
+// Parses `text` into `parser` (sized for it): the parser's buffers in huge pages (base/huge_pages.h),
+// and the text parsed in place, not copied, when its capacity holds simdjson's padding
+// (read_small_file leaves that room). Returns the root, or false for anything simdjson refuses.
+bool simd_parse(simdjson::dom::parser& parser, const std::string& text, simdjson::dom::element* root);
+
 bool simd_string(const simdjson::dom::object& o, const char* key, std::string* out);
 bool simd_uint(const simdjson::dom::object& o, const char* key, uint64_t* out);
 bool simd_int(const simdjson::dom::object& o, const char* key, int64_t* out);

@@ -39,10 +39,9 @@ bool parse_chunk(const element& e, ChunkInfo* c) {
 
 std::optional<NativeHeaderFields> parse_native_header_fast(const std::string& header, size_t max_chunks) {
   simdjson::dom::parser parser;
-  if (parser.allocate(header.size(), kMaxFastJsonDepth)) return std::nullopt;
   element root;
   object o;
-  if (parser.parse(header).get(root) || root.get_object().get(o)) return std::nullopt;
+  if (!simd_parse(parser, header, &root) || root.get_object().get(o)) return std::nullopt;
   // Each field the reader uses exactly once: with a repeated one, nlohmann's choice is the reference.
   int format_seen = 0, chunks_seen = 0, metadata_seen = 0;
   for (auto field : o) {

@@ -70,9 +70,8 @@ bool parse_tensor(const element& e, size_t num_shards, ManifestTensor* t) {
 
 std::optional<Manifest> parse_manifest_fast(const std::string& text, ManifestDigest* digest) {
   simdjson::dom::parser parser;
-  if (parser.allocate(text.size(), kMaxFastJsonDepth)) return std::nullopt;
   element root;
-  if (parser.parse(text).get(root)) return std::nullopt;
+  if (!simd_parse(parser, text, &root)) return std::nullopt;
   object o;
   if (root.get_object().get(o)) return std::nullopt;
   std::string recorded;
