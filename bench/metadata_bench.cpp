@@ -4,8 +4,8 @@
 //   - a torch.save file of P parameters with their two AdamW moments and step, and the rest of a
 //     training state, so that verify passes (Debian's PyTorch, bench/metadata_inputs.py), converted
 //     by `ckptcheck convert --format native --shards 16`: 6,667 parameters (26,682 tensors, 326,697
-//     chunks: each [16, 320] tensor in 16, each scalar in one, 495 MB) and 20,834 (83,350 tensors,
-//     1,020,880 chunks);
+//     chunks: each [16, 320] tensor in 16, each scalar in one, 495 MB) and 20,834 [16, 256] (83,350 tensors,
+//     1,020,880 chunks, 1.0 GB; [16, 256] F32 is 16 KiB, the smallest tensor convert splits);
 //   - DCP `.metadata` pickles of 256,000 and 1,000,000 chunks as PyTorch 2.4+ writes them.
 // Each command is a child process timed from fork to exit (start-up counts, as for a user), peak
 // RSS from GNU time around the command alone. Min and median of the repetitions are reported.
@@ -333,7 +333,7 @@ std::vector<BenchRow> run_metadata_bench(const BenchSettings& s, const HashingLi
   // 6,667 parameters x 3 = 20,001 tensors of 20 KiB (400 MB) and 20,834 x 3 = 62,502 tensors of
   // 4 KiB (256 MB): 320,016 and 1,000,032 chunks at 16 shards.
   const Shape small = s.quick ? Shape{"3k", 67, 16, 16} : Shape{"320k", 6667, 16, 320};
-  const Shape large = s.quick ? Shape{"10k", 209, 16, 16} : Shape{"1M", 20834, 16, 64};
+  const Shape large = s.quick ? Shape{"10k", 209, 16, 16} : Shape{"1M", 20834, 16, 256};
   NativeResult first = native_rows(s, small, limit, {}, "");
   rows.insert(rows.end(), first.rows.begin(), first.rows.end());
   NativeResult second = native_rows(s, large, limit, first.seconds, small.label);

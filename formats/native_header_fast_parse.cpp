@@ -6,26 +6,28 @@ namespace ckpt {
 
 namespace {
 
-using simdjson::dom::array;
-using simdjson::dom::element;
-using simdjson::dom::object;
+using simdjson::ondemand::value;
 
-bool parse_chunk(const element& e, ChunkInfo* c) {
-  object o;
-  if (e.get_object().get(o) || o.size() != 9) return false;
-  if (!simd_string(o, "name", &c->name) || c->name.empty() || c->name.size() > kMaxChunkNameBytes)
-    return false;
+bool parse_chunk(value e, ChunkInfo* c) {
+  simdjson::ondemand::object o;
+  if (e.get_object().get(o)) return false;
   std::string dtype;
-  if (!simd_string(o, "component", &c->component) || !simd_string(o, "dtype", &dtype)) return false;
+  const bool fields = simd_each_field(o, (1u << 9) - 1, [&](std::string_view key, value v) -> int {
+    if (key == "name") return simd_string(v, &c->name) ? 0 : kFieldRefused;
+    if (key == "component") return simd_string(v, &c->component) ? 1 : kFieldRefused;
+    if (key == "dtype") return simd_string(v, &dtype) ? 2 : kFieldRefused;
+    if (key == "global_shape") return simd_dims(v, &c->global_shape) ? 3 : kFieldRefused;
+    if (key == "offsets") return simd_dims(v, &c->offsets) ? 4 : kFieldRefused;
+    if (key == "shape") return simd_dims(v, &c->shape) ? 5 : kFieldRefused;
+    if (key == "data_offset") return simd_uint(v, &c->data_offset) ? 6 : kFieldRefused;
+    if (key == "data_bytes") return simd_uint(v, &c->data_bytes) ? 7 : kFieldRefused;
+    if (key == "sha256") return simd_string(v, &c->sha256) ? 8 : kFieldRefused;
+    return kFieldRefused;
+  });
+  if (!fields || c->name.empty() || c->name.size() > kMaxChunkNameBytes || c->sha256.size() != 64) return false;
   const auto parsed = dtype_from_name(dtype);
   if (!parsed) return false;
   c->dtype = *parsed;
-  if (!simd_dims(o, "global_shape", &c->global_shape) || !simd_dims(o, "offsets", &c->offsets) ||
-      !simd_dims(o, "shape", &c->shape))
-    return false;
-  if (!simd_uint(o, "data_offset", &c->data_offset) || !simd_uint(o, "data_bytes", &c->data_bytes))
-    return false;
-  if (!simd_string(o, "sha256", &c->sha256) || c->sha256.size() != 64) return false;
   if (c->offsets.size() != c->global_shape.size() || c->shape.size() != c->global_shape.size()) return false;
   for (size_t d = 0; d < c->shape.size(); ++d) {
     if (c->offsets[d] > c->global_shape[d] || c->shape[d] > c->global_shape[d] - c->offsets[d]) return false;
@@ -38,32 +40,32 @@ bool parse_chunk(const element& e, ChunkInfo* c) {
 }  // namespace
 
 std::optional<NativeHeaderFields> parse_native_header_fast(const std::string& header, size_t max_chunks) {
-  simdjson::dom::parser parser;
-  element root;
-  object o;
-  if (!simd_parse(parser, header, &root) || root.get_object().get(o)) return std::nullopt;
-  // Each field the reader uses exactly once: with a repeated one, nlohmann's choice is the reference.
-  int format_seen = 0, chunks_seen = 0, metadata_seen = 0;
-  for (auto field : o) {
-    format_seen += field.key == "format";
-    chunks_seen += field.key == "chunks";
-    metadata_seen += field.key == "metadata";
-  }
-  if (format_seen != 1 || chunks_seen != 1 || metadata_seen != 1) return std::nullopt;
-  std::string format;
-  if (!simd_string(o, "format", &format) || format != "ckptcheck.native-shard") return std::nullopt;
-  array list;
-  element metadata;
-  if (o["chunks"].get_array().get(list) || o["metadata"].get(metadata) || !metadata.is_object())
-    return std::nullopt;
-  if (list.size() > max_chunks) return std::nullopt;
+  simdjson::padded_string copy;
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  simdjson::ondemand::object o;
+  if (parser.iterate(simd_padded(header, copy)).get(doc) || doc.get_object().get(o)) return std::nullopt;
   NativeHeaderFields out;
-  if (!simd_to_nlohmann(metadata, &out.metadata, 1)) return std::nullopt;
-  out.chunks.resize(list.size());
-  size_t i = 0;
-  for (element c : list) {
-    if (!parse_chunk(c, &out.chunks[i++])) return std::nullopt;
-  }
+  std::string format;
+  // Each field the reader uses exactly once (with a repeated one, nlohmann's choice is the
+  // reference); fields it does not use are skipped, as the nlohmann path skips them.
+  const bool fields = simd_each_field(o, 0b111, [&](std::string_view key, value v) -> int {
+    if (key == "format") return simd_string(v, &format) ? 0 : kFieldRefused;
+    if (key == "metadata") return simd_object_tree(v, &out.metadata) ? 1 : kFieldRefused;
+    if (key == "chunks") {
+      const bool listed = simd_each_element(
+          v,
+          [&](value c) {
+            if (out.chunks.size() == max_chunks) return false;
+            out.chunks.emplace_back();
+            return parse_chunk(c, &out.chunks.back());
+          });
+      return listed ? 2 : kFieldRefused;
+    }
+    return kFieldIgnored;
+  });
+  const char* after = nullptr;  // the root object fully read: nothing may follow it
+  if (!fields || format != "ckptcheck.native-shard" || !doc.current_location().get(after)) return std::nullopt;
   return out;
 }
 

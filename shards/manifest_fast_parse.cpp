@@ -11,101 +11,130 @@ namespace ckpt {
 
 namespace {
 
-using simdjson::dom::array;
-using simdjson::dom::element;
-using simdjson::dom::object;
+using simdjson::ondemand::object;
+using simdjson::ondemand::value;
 
-bool get_object(const object& o, const char* key, nlohmann::json* out) {
-  element e;
-  if (o[key].get(e) || !e.is_object()) return false;
-  return simd_to_nlohmann(e, out, 1);
-}
-
-bool parse_shard(const element& e, ManifestShard* s) {
+bool parse_shard(value e, ManifestShard* s) {
   object o;
-  if (e.get_object().get(o) || o.size() != 6) return false;
-  if (!simd_string(o, "path", &s->path) || !is_safe_relative_path(s->path)) return false;
-  if (!simd_string(o, "format", &s->format) || !simd_uint(o, "bytes", &s->bytes)) return false;
-  if (!simd_string(o, "sha256", &s->sha256) || !simd_int(o, "rank", &s->rank)) return false;
-  if (!simd_string(o, "sha256_of", &s->sha256_of)) return false;
+  if (e.get_object().get(o)) return false;
+  const bool fields = simd_each_field(o, 0b111111, [&](std::string_view key, value v) -> int {
+    if (key == "path") return simd_string(v, &s->path) && is_safe_relative_path(s->path) ? 0 : kFieldRefused;
+    if (key == "format") return simd_string(v, &s->format) ? 1 : kFieldRefused;
+    if (key == "bytes") return simd_uint(v, &s->bytes) ? 2 : kFieldRefused;
+    if (key == "sha256") return simd_string(v, &s->sha256) ? 3 : kFieldRefused;
+    if (key == "rank") return simd_int(v, &s->rank) ? 4 : kFieldRefused;
+    if (key == "sha256_of") return simd_string(v, &s->sha256_of) ? 5 : kFieldRefused;
+    return kFieldRefused;
+  });
+  if (!fields) return false;
   if (s->sha256_of != "file" && s->sha256_of != "header") return false;
   if (s->sha256_of == "header" && s->format != "native" && s->format != "safetensors" && s->format != "hdf5")
     return false;
   return s->sha256.size() == 64;
 }
 
-bool parse_chunk(const element& e, size_t num_shards, ManifestChunk* c) {
+bool parse_chunk(value e, size_t num_shards, ManifestChunk* c) {
   object o;
-  if (e.get_object().get(o) || o.size() != 6) return false;
-  uint64_t shard = 0;
-  if (!simd_uint(o, "shard", &shard) || shard >= num_shards) return false;
+  if (e.get_object().get(o)) return false;
+  uint64_t shard = num_shards;
+  const bool fields = simd_each_field(o, 0b111111, [&](std::string_view key, value v) -> int {
+    if (key == "data_bytes") return simd_uint(v, &c->data_bytes) ? 0 : kFieldRefused;
+    if (key == "data_offset") return simd_uint(v, &c->data_offset) ? 1 : kFieldRefused;
+    if (key == "offsets") return simd_dims(v, &c->offsets) ? 2 : kFieldRefused;
+    if (key == "sha256") return simd_string(v, &c->sha256) ? 3 : kFieldRefused;
+    if (key == "shape") return simd_dims(v, &c->shape) ? 4 : kFieldRefused;
+    if (key == "shard") return simd_uint(v, &shard) ? 5 : kFieldRefused;
+    return kFieldRefused;
+  });
+  if (!fields || shard >= num_shards) return false;
   c->shard = static_cast<size_t>(shard);
-  return simd_dims(o, "offsets", &c->offsets) && simd_dims(o, "shape", &c->shape) &&
-         simd_uint(o, "data_offset", &c->data_offset) && simd_uint(o, "data_bytes", &c->data_bytes) &&
-         simd_string(o, "sha256", &c->sha256);
+  return true;
 }
 
-bool parse_tensor(const element& e, size_t num_shards, ManifestTensor* t) {
+bool parse_tensor(value e, size_t num_shards, ManifestTensor* t) {
   object o;
-  if (e.get_object().get(o) || o.size() != 5) return false;
+  if (e.get_object().get(o)) return false;
   std::string dtype;
-  if (!simd_string(o, "name", &t->name) || !simd_string(o, "component", &t->component)) return false;
-  if (!simd_string(o, "dtype", &dtype)) return false;
+  const bool fields = simd_each_field(o, 0b11111, [&](std::string_view key, value v) -> int {
+    if (key == "name") return simd_string(v, &t->name) ? 0 : kFieldRefused;
+    if (key == "component") return simd_string(v, &t->component) ? 1 : kFieldRefused;
+    if (key == "dtype") return simd_string(v, &dtype) ? 2 : kFieldRefused;
+    if (key == "shape") return simd_dims(v, &t->shape) ? 3 : kFieldRefused;
+    if (key == "chunks") {
+      const bool listed = simd_each_element(
+          v,
+          [&](value c) {
+            t->chunks.emplace_back();
+            return parse_chunk(c, num_shards, &t->chunks.back());
+          },
+          [&](size_t n) { t->chunks.reserve(n); });
+      return listed ? 4 : kFieldRefused;
+    }
+    return kFieldRefused;
+  });
+  if (!fields) return false;
   const auto parsed = dtype_from_name(dtype);
   // Only the spelling the writer uses: the digest is recomputed from the fields.
   if (!parsed || dtype_name(*parsed) != dtype) return false;
   t->dtype = *parsed;
-  if (!simd_dims(o, "shape", &t->shape) || !checked_nbytes(t->shape, t->dtype)) return false;
-  array chunks;
-  if (o["chunks"].get_array().get(chunks)) return false;
-  t->chunks.resize(chunks.size());
-  size_t i = 0;
-  for (element c : chunks) {
-    if (!parse_chunk(c, num_shards, &t->chunks[i++])) return false;
-  }
-  return true;
+  return checked_nbytes(t->shape, t->dtype).has_value();
 }
 
 }  // namespace
 
 std::optional<Manifest> parse_manifest_fast(const std::string& text, ManifestDigest* digest) {
-  simdjson::dom::parser parser;
-  element root;
-  if (!simd_parse(parser, text, &root)) return std::nullopt;
+  simdjson::padded_string copy;
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
   object o;
-  if (root.get_object().get(o)) return std::nullopt;
-  std::string recorded;
-  const bool has_digest = o[kManifestDigestField].error() != simdjson::NO_SUCH_FIELD;
-  if (has_digest && !simd_string(o, kManifestDigestField, &recorded)) return std::nullopt;
-  if (o.size() != (has_digest ? 12u : 11u)) return std::nullopt;
+  if (parser.iterate(simd_padded(text, copy)).get(doc) || doc.get_object().get(o)) return std::nullopt;
 
-  std::string format;
-  int64_t version = 0;
-  if (!simd_string(o, "format", &format) || format != kManifestFormat) return std::nullopt;
-  if (!simd_int(o, "version", &version) || version != kManifestVersion) return std::nullopt;
   Manifest m;
-  if (!simd_int(o, "step", &m.step) || m.step < 0) return std::nullopt;
-  if (!simd_string(o, "created_utc", &m.created_utc) || !simd_int(o, "world_size", &m.world_size) ||
-      !simd_string(o, "strategy", &m.strategy))
-    return std::nullopt;
-  if (!get_object(o, "config", &m.config) || !get_object(o, "pins", &m.pins) ||
-      !get_object(o, "extra", &m.extra))
-    return std::nullopt;
-  array shards, tensors;
-  if (o["shards"].get_array().get(shards) || o["tensors"].get_array().get(tensors)) return std::nullopt;
+  std::string format, recorded;
+  int64_t version = 0;
+  bool has_digest = false;
+  // Every field but the digest (slot 9), which manifests written before digests lack.
+  const uint32_t required = ((1u << 12) - 1) & ~(1u << 9);
+  const bool fields = simd_each_field(o, required, [&](std::string_view key, value v) -> int {
+    if (key == "format") return simd_string(v, &format) && format == kManifestFormat ? 0 : kFieldRefused;
+    if (key == "version") return simd_int(v, &version) && version == kManifestVersion ? 1 : kFieldRefused;
+    if (key == "step") return simd_int(v, &m.step) && m.step >= 0 ? 2 : kFieldRefused;
+    if (key == "created_utc") return simd_string(v, &m.created_utc) ? 3 : kFieldRefused;
+    if (key == "world_size") return simd_int(v, &m.world_size) ? 4 : kFieldRefused;
+    if (key == "strategy") return simd_string(v, &m.strategy) ? 5 : kFieldRefused;
+    if (key == "config") return simd_object_tree(v, &m.config) ? 6 : kFieldRefused;
+    if (key == "pins") return simd_object_tree(v, &m.pins) ? 7 : kFieldRefused;
+    if (key == "extra") return simd_object_tree(v, &m.extra) ? 8 : kFieldRefused;
+    if (key == kManifestDigestField) {
+      has_digest = true;
+      return simd_string(v, &recorded) ? 9 : kFieldRefused;
+    }
+    if (key == "shards") {
+      const bool listed = simd_each_element(v, [&](value s) {
+        m.shards.emplace_back();
+        return parse_shard(s, &m.shards.back());
+      });
+      return listed ? 10 : kFieldRefused;
+    }
+    // A tensor's chunks name shards by index: the writer puts the shards first (sorted keys).
+    if (key == "tensors" && !m.shards.empty()) {
+      const bool listed = simd_each_element(
+          v,
+          [&](value t) {
+            m.tensors.emplace_back();
+            return parse_tensor(t, m.shards.size(), &m.tensors.back());
+          });
+      return listed ? 11 : kFieldRefused;
+    }
+    return kFieldRefused;
+  });
+  if (!fields) return std::nullopt;
   std::set<std::string_view> paths;
-  m.shards.resize(shards.size());
-  size_t i = 0;
-  for (element s : shards) {
-    if (!parse_shard(s, &m.shards[i])) return std::nullopt;
-    if (!paths.insert(m.shards[i].path).second) return std::nullopt;
-    ++i;
+  for (const auto& s : m.shards) {
+    if (!paths.insert(s.path).second) return std::nullopt;
   }
-  m.tensors.resize(tensors.size());
-  i = 0;
-  for (element t : tensors) {
-    if (!parse_tensor(t, m.shards.size(), &m.tensors[i++])) return std::nullopt;
-  }
+  const char* after = nullptr;  // the root object fully read: nothing may follow it
+  if (!doc.current_location().get(after)) return std::nullopt;
   std::vector<std::string_view> names;
   names.reserve(m.tensors.size());
   for (const auto& t : m.tensors) names.push_back(t.name);

@@ -156,6 +156,14 @@ TEST(ManifestFastParse, LeavesEverythingElseToTheReferencePath) {
       replaced("\"step\": 1234567", "\"step\": 1234567.0"),
       replaced("\"strategy\": \"fsdp\"", "\"strategy\": \"ddp\""),
       replaced("\"dtype\": \"F32\"", "\"dtype\": \"f32\""),
+      // The On-Demand reader takes values where they lie: what follows the root, a value of
+      // another type and a repeated key inside a config object must still leave it.
+      text + "{}",
+      text + "x",
+      replaced("\"step\": 1234567", "\"step\": \"1234567\""),
+      replaced("\"data_offset\": 0", "\"data_offset\": -0"),
+      replaced("\"offsets\": [", "\"offsets\": [-1, "),
+      replaced("\"shards\": [", "\"shards\": {\"a\": ["),
   };
   for (const std::string& other : others) {
     ManifestDigest digest;

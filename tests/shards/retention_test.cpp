@@ -82,7 +82,7 @@ TEST(RetentionPlan, NoPolicyKeepsEverythingAndLeftoversAreFinished) {
   EXPECT_EQ(plan.leftovers, std::vector<std::string>{"/r/.deleting-step_00000001-77"});
 }
 
-void commit_step(const std::string& root, int64_t step) {
+void commit_kept_step(const std::string& root, int64_t step) {
   auto tx = CheckpointTransaction::begin(root, step);
   ASSERT_TRUE(tx.is_ok()) << tx.status().to_string();
   ASSERT_TRUE(write_file_atomically(tx->temp_dir() + "/shard.bin", "payload").is_ok());
@@ -91,7 +91,7 @@ void commit_step(const std::string& root, int64_t step) {
 
 TEST(PruneCheckpoints, DeletesWhatThePlanRemovesAndFinishesLeftovers) {
   TempDir root;
-  for (int64_t s : {2, 4, 6, 8}) commit_step(root.path(), s);
+  for (int64_t s : {2, 4, 6, 8}) commit_kept_step(root.path(), s);
   ASSERT_TRUE(make_directory(root / ".deleting-step_00000001-1/sub").is_ok());
   auto pruned = prune_checkpoints(root.path(), {2, 0});
   ASSERT_TRUE(pruned.is_ok()) << pruned.status().to_string();
@@ -105,7 +105,7 @@ TEST(PruneCheckpoints, DeletesWhatThePlanRemovesAndFinishesLeftovers) {
 
 TEST(PruneCheckpoints, MidPruneTheVictimIsRenamedAwayAndListedAsALeftover) {
   TempDir root;
-  for (int64_t s : {2, 4, 6}) commit_step(root.path(), s);
+  for (int64_t s : {2, 4, 6}) commit_kept_step(root.path(), s);
   int calls = 0;
   PruneHooks hooks;
   hooks.after_first_rename = [&](const std::string& renamed) {
@@ -128,7 +128,7 @@ TEST(PruneCheckpoints, MidPruneTheVictimIsRenamedAwayAndListedAsALeftover) {
 
 TEST(PruneCheckpoints, NoPolicyTouchesNothing) {
   TempDir root;
-  for (int64_t s : {2, 4}) commit_step(root.path(), s);
+  for (int64_t s : {2, 4}) commit_kept_step(root.path(), s);
   ASSERT_TRUE(make_directory(root / ".deleting-step_00000001-1").is_ok());
   auto pruned = prune_checkpoints(root.path(), {0, 0});
   ASSERT_TRUE(pruned.is_ok());
