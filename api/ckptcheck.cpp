@@ -135,7 +135,8 @@ Result<SealResult> seal(const std::string& path, const SealOptions& options) {
   ckpt::SealOptions internal;
   internal.jobs = options.jobs;
   for (const HashingFileTail* w : options.written) {
-    if (!w || !w->state().digests) return Status::invalid_argument("seal: `written`: a file tail that was not finished");
+    if (!w || !w->state().digests)
+      return Status::invalid_argument("seal: `written`: a file tail that was not finished");
     internal.written.push_back(*w->state().digests);
   }
   auto summary = ckpt::seal_checkpoint(path, internal);

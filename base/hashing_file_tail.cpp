@@ -153,8 +153,8 @@ Result<WrittenFileDigests> HashingFileTail::finish(std::vector<WrittenRange> ran
   struct stat after {};
   if (::fstat(fd_, &after) != 0) return tail_error(digests_.path, "cannot stat after writing");
   if (after.st_size != st.st_size) {
-    return Status::io_error(digests_.path + ": still being written (" + std::to_string(st.st_size) + " then " +
-                            std::to_string(after.st_size) + " bytes)");
+    return Status::io_error(digests_.path + ": still being written (" + std::to_string(st.st_size) +
+                            " then " + std::to_string(after.st_size) + " bytes)");
   }
   digests_.ranges = std::move(ranges);
   digests_.bytes = static_cast<uint64_t>(after.st_size);

@@ -58,7 +58,8 @@ class HashingFileTail {
  public:
   // Creates `path` (never an existing file: O_EXCL) for a writer to fill, hashed in pieces of
   // `piece_bytes` as it grows.
-  static Result<std::unique_ptr<HashingFileTail>> create_exclusive(const std::string& path, uint64_t piece_bytes);
+  static Result<std::unique_ptr<HashingFileTail>> create_exclusive(const std::string& path,
+                                                                   uint64_t piece_bytes);
   HashingFileTail(const HashingFileTail&) = delete;
   HashingFileTail& operator=(const HashingFileTail&) = delete;
   ~HashingFileTail();

@@ -35,9 +35,9 @@ bool simd_dims(simdjson::ondemand::value v, std::vector<int64_t>* out, size_t ma
 // repeated keys included).
 bool simd_object_tree(simdjson::ondemand::value v, nlohmann::json* out);
 
-// What `take(key, value)` returns for a field: its slot (0-31), each of which may be seen once.
-constexpr int kFieldRefused = -1;  // unknown or not what the strict parser accepts: give up
-constexpr int kFieldIgnored = -2;  // a field the reader does not use (skipped, any number of times)
+// What `take(key, value)` returns for a field: its slot (0-31), each of which may be seen once, or
+// this, for a field that is unknown or not what the strict parser accepts: the caller gives up.
+constexpr int kFieldRefused = -1;
 
 // Each field of `o`, in document order, to `take`; false on a refused field, a slot seen twice, a
 // syntax error, or unless every slot in `required` (a bit mask) was seen; slots outside it are
@@ -50,7 +50,6 @@ bool simd_each_field(simdjson::ondemand::object o, uint32_t required, const Take
     simdjson::ondemand::value v;
     if (field.unescaped_key().get(key) || field.value().get(v)) return false;
     const int slot = take(key, v);
-    if (slot == kFieldIgnored) continue;
     if (slot < 0 || (seen & (1u << slot))) return false;
     seen |= 1u << slot;
   }

@@ -118,11 +118,14 @@ std::vector<BenchRow> run_python_bench(const BenchSettings& s) {
           std::to_string(s.repetitions + 2)}));
   if (sl) {
     const uint64_t bytes = (*sl)["bytes"].get<uint64_t>();
-    rows.push_back(slowdown_row(save_name, 1.15, (*sl)["ckptcheck_save"], (*sl)["torch_save_fsync"], bytes,
-                                {{"ours_seconds", (*sl)["ckptcheck_save_all"]},
-                                 {"baseline_seconds", (*sl)["torch_save_fsync_all"]},
-                                 {"ours_does", "torch.save by name into a temp dir while the file is hashed as it grows, fsync while its tensors are hashed, seal from those digests, rename, fsync dir"},
-                                 {"bytes", bytes}}));
+    rows.push_back(
+        slowdown_row(save_name, 1.15, (*sl)["ckptcheck_save"], (*sl)["torch_save_fsync"], bytes,
+                     {{"ours_seconds", (*sl)["ckptcheck_save_all"]},
+                      {"baseline_seconds", (*sl)["torch_save_fsync_all"]},
+                      {"ours_does",
+                       "torch.save by name into a temp dir while the file is hashed as it grows, fsync while "
+                       "its tensors are hashed, seal from those digests, rename, fsync dir"},
+                      {"bytes", bytes}}));
     rows.push_back(
         slowdown_row(load_name, 1.5, (*sl)["ckptcheck_load"], (*sl)["torch_load"], bytes,
                      {{"ours_seconds", (*sl)["ckptcheck_load_all"]},

@@ -24,7 +24,8 @@ bool parse_chunk(value e, ChunkInfo* c) {
     if (key == "sha256") return simd_string(v, &c->sha256) ? 8 : kFieldRefused;
     return kFieldRefused;
   });
-  if (!fields || c->name.empty() || c->name.size() > kMaxChunkNameBytes || c->sha256.size() != 64) return false;
+  if (!fields || c->name.empty() || c->name.size() > kMaxChunkNameBytes || c->sha256.size() != 64)
+    return false;
   const auto parsed = dtype_from_name(dtype);
   if (!parsed) return false;
   c->dtype = *parsed;
@@ -48,24 +49,24 @@ std::optional<NativeHeaderFields> parse_native_header_fast(const std::string& he
   NativeHeaderFields out;
   std::string format;
   // Each field the reader uses exactly once (with a repeated one, nlohmann's choice is the
-  // reference); fields it does not use are skipped, as the nlohmann path skips them.
+  // reference). Any other field leaves the header to the reference path, which also bounds its
+  // depth (skipped here it would not be: 200,000 nested arrays in an unused field).
   const bool fields = simd_each_field(o, 0b111, [&](std::string_view key, value v) -> int {
     if (key == "format") return simd_string(v, &format) ? 0 : kFieldRefused;
     if (key == "metadata") return simd_object_tree(v, &out.metadata) ? 1 : kFieldRefused;
     if (key == "chunks") {
-      const bool listed = simd_each_element(
-          v,
-          [&](value c) {
-            if (out.chunks.size() == max_chunks) return false;
-            out.chunks.emplace_back();
-            return parse_chunk(c, &out.chunks.back());
-          });
+      const bool listed = simd_each_element(v, [&](value c) {
+        if (out.chunks.size() == max_chunks) return false;
+        out.chunks.emplace_back();
+        return parse_chunk(c, &out.chunks.back());
+      });
       return listed ? 2 : kFieldRefused;
     }
-    return kFieldIgnored;
+    return kFieldRefused;
   });
   const char* after = nullptr;  // the root object fully read: nothing may follow it
-  if (!fields || format != "ckptcheck.native-shard" || !doc.current_location().get(after)) return std::nullopt;
+  if (!fields || format != "ckptcheck.native-shard" || !doc.current_location().get(after))
+    return std::nullopt;
   return out;
 }
 

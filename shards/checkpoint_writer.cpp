@@ -271,10 +271,11 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
         // Never commit a checkpoint the readers would refuse to open.
         committed = text.size() <= kMaxManifestBytes
                         ? tx->commit(text)
-                        : Status::invalid_argument(
-                              "step " + std::to_string(metadata.step) + ": manifest.json would be " +
-                              std::to_string(text.size()) + " bytes, above the readers' limit of " +
-                              std::to_string(kMaxManifestBytes) + " (fewer, larger chunks: a higher split size)");
+                        : Status::invalid_argument("step " + std::to_string(metadata.step) +
+                                                   ": manifest.json would be " + std::to_string(text.size()) +
+                                                   " bytes, above the readers' limit of " +
+                                                   std::to_string(kMaxManifestBytes) +
+                                                   " (fewer, larger chunks: a higher split size)");
         final_dir = tx->final_dir();
       }
     }

@@ -118,12 +118,10 @@ std::optional<Manifest> parse_manifest_fast(const std::string& text, ManifestDig
     }
     // A tensor's chunks name shards by index: the writer puts the shards first (sorted keys).
     if (key == "tensors" && !m.shards.empty()) {
-      const bool listed = simd_each_element(
-          v,
-          [&](value t) {
-            m.tensors.emplace_back();
-            return parse_tensor(t, m.shards.size(), &m.tensors.back());
-          });
+      const bool listed = simd_each_element(v, [&](value t) {
+        m.tensors.emplace_back();
+        return parse_tensor(t, m.shards.size(), &m.tensors.back());
+      });
       return listed ? 11 : kFieldRefused;
     }
     return kFieldRefused;

@@ -64,7 +64,8 @@ TEST(HashingFileTail, DigestsAreThoseOfTheBytesAnotherWriterAppendedPieceByPiece
     EXPECT_EQ(digests->pieces[p], sha256_of(all, start, std::min<size_t>(kPiece, all.size() - start))) << p;
   }
   ASSERT_EQ(digests->ranges.size(), 3u);  // in file order
-  for (const WrittenRange& r : digests->ranges) EXPECT_EQ(r.sha256, sha256_of(all, r.offset, r.bytes)) << r.offset;
+  for (const WrittenRange& r : digests->ranges)
+    EXPECT_EQ(r.sha256, sha256_of(all, r.offset, r.bytes)) << r.offset;
   EXPECT_EQ(digests->ranges.front().offset, 5u);
   EXPECT_FALSE((*tail)->finish({}).is_ok());  // once
 }

@@ -33,7 +33,7 @@ std::string header_text(const nlohmann::json& extra = nlohmann::json::object()) 
 }
 
 TEST(NativeHeaderFastParse, ReadsWhatTheWriterWritesAsTheReferenceDoes) {
-  const std::string text = header_text({{"unused", {1, 2}}});  // a field the reader skips
+  const std::string text = header_text();
   const auto fast = parse_native_header_fast(text, 100);
   ASSERT_TRUE(fast.has_value());
   const nlohmann::json reference = nlohmann::json::parse(text);
@@ -57,6 +57,7 @@ TEST(NativeHeaderFastParse, LeavesEverythingElseToTheReferencePath) {
   };
   const std::vector<std::string> others = {
       text + "{}",
+      header_text({{"unused", {1, 2}}}),  // a field the writer does not write
       replaced("\"format\":", "\"format\":\"x\",\"format\":"),
       replaced("\"data_bytes\":64", "\"data_bytes\":64.0"),
       replaced("\"data_bytes\":64", "\"data_bytes\":63"),  // not the bytes of its shape

@@ -206,7 +206,8 @@ Result<FileToSeal> list_file_to_seal(const std::string& dir, const std::string& 
 // while the file's fsync runs, so this is most of what a safe save adds; bench --only python).
 // A file whose range could not be read becomes that read error.
 // The digests a HashingFileTail took of this very file as it was written, if nothing changed it since.
-const WrittenFileDigests* written_digests_of(const FileByteSource& source, const std::vector<WrittenFileDigests>& written) {
+const WrittenFileDigests* written_digests_of(const FileByteSource& source,
+                                             const std::vector<WrittenFileDigests>& written) {
   struct stat st {};
   if (written.empty() || ::fstat(source.fd(), &st) != 0) return nullptr;
   const int64_t modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
@@ -244,7 +245,8 @@ void hash_sealed_files(std::vector<Result<FileToSeal>>& files, const std::vector
     } else {
       for (size_t p = 0; p < f.pieces.size(); ++p) {
         const uint64_t start = p * f.piece_bytes;
-        units.push_back({i, {source, start, std::min(f.piece_bytes, f.bytes - start), &digests[i][slot++]},
+        units.push_back({i,
+                         {source, start, std::min(f.piece_bytes, f.bytes - start), &digests[i][slot++]},
                          &f.pieces[p]});
       }
     }

@@ -326,9 +326,9 @@ TEST(SealOfWrittenFiles, DigestsTakenAsTheFileWasWrittenGiveTheReadBackSealAndNe
   stale.written = {write(root / "changed/adamw_state.pt")};
   flip_byte(root / "changed/adamw_state.pt", bytes.size() / 2);
   flip_byte(root / "changed/adamw_state.pt", bytes.size() / 2);  // back: the bytes equal the written ones
-  std::filesystem::last_write_time(root / "changed/adamw_state.pt",
-                                   std::filesystem::last_write_time(root / "changed/adamw_state.pt") +
-                                       std::chrono::seconds(1));
+  std::filesystem::last_write_time(
+      root / "changed/adamw_state.pt",
+      std::filesystem::last_write_time(root / "changed/adamw_state.pt") + std::chrono::seconds(1));
   stale.written[0].sha256 = std::string(64, '1');
   ASSERT_TRUE(seal_checkpoint(root / "changed/adamw_state.pt", stale).is_ok());
   EXPECT_EQ(read_file_bytes(root / "changed/adamw_state.pt.ckptcheck.seal.json"), read_back);
