@@ -152,18 +152,23 @@ Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes)
     out.reserve(static_cast<size_t>(expected) + kReadPaddingBytes);
     advise_huge_pages(out.data(), out.capacity());
   }
-  size_t filled = 0;
-  out.resize(static_cast<size_t>(expected));
-  while (filled < out.size()) {
-    const ssize_t n = ::read(fd, &out[filled], out.size() - filled);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
+  // One read, retried on EINTR; its error closes the file and names it.
+  auto read_into = [&](char* into, size_t n) -> Result<size_t> {
+    for (;;) {
+      const ssize_t got = ::read(fd, into, n);
+      if (got >= 0) return static_cast<size_t>(got);
+      if (errno == EINTR) continue;
       const Status status = errno_status("read failed", path);
       ::close(fd);
       return status;
     }
+  };
+  size_t filled = 0;
+  out.resize(static_cast<size_t>(expected));
+  while (filled < out.size()) {
+    CKPT_ASSIGN_OR_RETURN(const size_t n, read_into(&out[filled], out.size() - filled));
     if (n == 0) break;
-    filled += static_cast<size_t>(n);
+    filled += n;
   }
   out.resize(filled);
   char buf[65536];  // what lies past the size fstat gave: a growing file, a /proc file
@@ -172,16 +177,10 @@ Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes)
       ::close(fd);
       return Status::corruption(path + ": more than the limit of " + std::to_string(max_bytes) + " bytes");
     }
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const Status status = errno_status("read failed", path);
-      ::close(fd);
-      return status;
-    }
+    CKPT_ASSIGN_OR_RETURN(const size_t n, read_into(buf, sizeof(buf)));
     if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    filled += static_cast<size_t>(n);
+    out.append(buf, n);
+    filled += n;
   }
   ::close(fd);
   return out;

@@ -12,15 +12,10 @@
 namespace ckpt {
 namespace {
 
+using testing::byte_pattern;
 using testing::read_file_bytes;
 using testing::TempDir;
 using testing::write_file_bytes;
-
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-  std::vector<uint8_t> bytes(n);
-  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(i * 131 + seed + (i >> 9));
-  return bytes;
-}
 
 std::string sha256_of(const std::vector<uint8_t>& bytes, size_t offset, size_t length) {
   Sha256 h;
@@ -36,7 +31,7 @@ std::vector<uint8_t> append_by_name(const std::string& path, const std::vector<s
   EXPECT_GE(fd, 0);
   uint8_t seed = 1;
   for (size_t size : sizes) {
-    const auto bytes = pattern(size, seed++);
+    const auto bytes = byte_pattern(size, seed++);
     all.insert(all.end(), bytes.begin(), bytes.end());
     EXPECT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
     std::this_thread::sleep_for(std::chrono::milliseconds(2));

@@ -9,15 +9,10 @@
 namespace ckpt {
 namespace {
 
+using testing::byte_pattern;
 using testing::read_file_bytes;
 using testing::TempDir;
 using testing::write_file_bytes;
-
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-  std::vector<uint8_t> bytes(n);
-  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(i * 131 + seed + (i >> 9));
-  return bytes;
-}
 
 StreamingFileWriter::Options small_buffers(bool direct, uint64_t held) {
   StreamingFileWriter::Options o;
@@ -38,7 +33,7 @@ TEST_P(StreamingFileWriterTest, WritesExactlyTheAppendedBytesWithThePatchedPrefi
   std::vector<uint8_t> expected;
   // Appends of awkward sizes, crossing buffer boundaries, with zero runs between them.
   for (size_t size : {3u, 8189u, 1u, 20000u, 123u}) {
-    const auto bytes = pattern(size, static_cast<uint8_t>(size));
+    const auto bytes = byte_pattern(size, static_cast<uint8_t>(size));
     ASSERT_TRUE((*writer)->append(bytes.data(), bytes.size()).is_ok());
     expected.insert(expected.end(), bytes.begin(), bytes.end());
     ASSERT_TRUE((*writer)->append_zeros(77).is_ok());
@@ -60,7 +55,7 @@ TEST_P(StreamingFileWriterTest, HeldPrefixMayBeLargerThanTheFile) {
   const std::string path = dir / "small";
   auto writer = StreamingFileWriter::create_exclusive(path, small_buffers(GetParam(), 1u << 20));
   ASSERT_TRUE(writer.is_ok());
-  const auto bytes = pattern(5000, 9);
+  const auto bytes = byte_pattern(5000, 9);
   ASSERT_TRUE((*writer)->append(bytes.data(), bytes.size()).is_ok());
   const uint8_t magic[4] = {'C', 'K', 'P', 'T'};
   ASSERT_TRUE((*writer)->patch_prefix(4990, magic, sizeof(magic)).is_ok());
@@ -101,7 +96,7 @@ TEST(StreamingFileWriter, AWriterThatNeverFinishesLeavesNoPrefixOnDisk) {
   {
     auto writer = StreamingFileWriter::create_exclusive(path, small_buffers(true, 8192));
     ASSERT_TRUE(writer.is_ok());
-    const auto bytes = pattern(5 * 8192, 3);
+    const auto bytes = byte_pattern(5 * 8192, 3);
     ASSERT_TRUE((*writer)->append(bytes.data(), bytes.size()).is_ok());
     const std::vector<uint8_t> header(64, 0xCD);
     ASSERT_TRUE((*writer)->patch_prefix(0, header.data(), header.size()).is_ok());

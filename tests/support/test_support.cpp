@@ -1,5 +1,6 @@
 #include "tests/support/test_support.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -95,6 +96,19 @@ std::string read_text_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::vector<uint8_t> byte_pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> bytes(n);
+  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(i * 131 + seed + (i >> 9));
+  return bytes;
+}
+
+std::string replaced_once(const std::string& text, const std::string& from, const std::string& to) {
+  std::string t = text;
+  const size_t at = t.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? t : t.replace(at, from.size(), to);
 }
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {

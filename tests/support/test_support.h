@@ -50,6 +50,11 @@ CommandResult run_command(const std::string& command_line);
 CommandResult run_ckptcheck(const std::string& args);
 
 std::vector<uint8_t> read_file_bytes(const std::string& path);
+// n bytes that differ from one position to the next and with `seed`, for writers under test.
+std::vector<uint8_t> byte_pattern(size_t n, uint8_t seed);
+// `text` with the first `from` replaced by `to`; a test failure (and `text` unchanged) when there
+// is no `from`: a hostile variant that silently equals the original would test nothing.
+std::string replaced_once(const std::string& text, const std::string& from, const std::string& to);
 // A whole file as text; "" when it cannot be read (the assertion on its content then fails).
 std::string read_text_file(const std::string& path);
 void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
