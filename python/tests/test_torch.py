@@ -93,6 +93,21 @@ def test_the_seal_taken_as_torch_writes_equals_one_read_back_from_disk(tmp_path)
     assert len(files[0]["pieces"]) == 3 and len(files[0]["tensors"]) == 3
 
 
+def test_a_save_torch_cannot_finish_leaves_the_previous_file_and_its_seal(tmp_path):
+    class Unpicklable:
+        def __reduce__(self):
+            raise RuntimeError("cannot pickle this")
+
+    path = tmp_path / "state.pt"
+    ckptcheck.torch.save(a_state(), path)
+    before = open(path, "rb").read()
+    with pytest.raises(RuntimeError, match="cannot pickle this"):
+        ckptcheck.torch.save({"w": torch.ones(100000), "bad": Unpicklable()}, path)
+    assert sorted(os.listdir(tmp_path)) == ["state.pt", "state.pt.ckptcheck.seal.json"]  # no temporary
+    assert open(path, "rb").read() == before
+    assert ckptcheck.verify(path, weights_only=True).ok
+
+
 def test_load_refuses_a_flipped_bit_and_torch_never_sees_the_file(tmp_path, torch_loads):
     path = tmp_path / "state.pt"
     ckptcheck.torch.save(a_state(), path)
