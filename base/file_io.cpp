@@ -101,6 +101,14 @@ Result<std::string> make_scratch_directory(const std::string& parent, const std:
     base = tmp && *tmp ? tmp : "/tmp";
   }
   CKPT_RETURN_IF_ERROR(make_directory(base));
+  // Absolute: the programs a drill runs get paths under it (CKPTCHECK_CKPT_DIR) and announce paths
+  // under those, which are resolved against CKPTCHECK_CKPT_DIR when relative; a relative scratch dir
+  // (`make demo`'s build/demo-work) made that join name build/demo-work/.../build/demo-work/...
+  if (base[0] != '/') {
+    char cwd[4096];
+    if (!::getcwd(cwd, sizeof(cwd))) return errno_status("cannot resolve the working directory", base);
+    base = std::string(cwd) + "/" + base;
+  }
   std::string pattern = base + "/" + prefix + "-XXXXXX";
   if (!::mkdtemp(pattern.data())) {
     return Status::io_error(base + ": cannot create a scratch dir: " + std::strerror(errno));

@@ -51,8 +51,12 @@ TEST(Drill, PilotResumesBitIdenticallyAfterBothKills) {
   ASSERT_TRUE(verify_registered()) << "`ckptcheck verify --help` fails: the binary under test is broken";
   testing::TempDir tmp;
   const auto start = std::chrono::steady_clock::now();
-  const auto r = testing::run_ckptcheck("drill --config " + kPilotConfig + " --kill both --report-dir " +
-                                        (tmp / "report") + " --work-dir " + tmp.path());
+  // As `make demo` runs it: a relative --work-dir. The subject then announces paths under a
+  // relative CKPTCHECK_CKPT_DIR, which doubled the dir when joined to it (before the work dir was
+  // made absolute).
+  const auto r = testing::run_command("cd " + tmp.path() + " && CKPTCHECK_NO_PROGRESS=1 " + CKPTCHECK_BIN +
+                                      " drill --config " + kPilotConfig +
+                                      " --kill both --report-dir report --work-dir demo-work");
   std::printf("[ timing ] full pilot drill, both kills: %.1f s\n", seconds_since(start));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("PASS"), std::string::npos);
