@@ -21,9 +21,18 @@ Status tail_error(const std::string& path, const std::string& what) {
   return Status::io_error(path + ": " + what + ": " + std::strerror(errno));
 }
 
+int64_t modified_ns(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
 constexpr auto kPollInterval = std::chrono::milliseconds(1);  // while the writer is ahead of nothing
 
 }  // namespace
+
+bool WrittenFileDigests::describes(const struct stat& st) const {
+  return device == st.st_dev && inode == st.st_ino && bytes == static_cast<uint64_t>(st.st_size) &&
+         modified_ns == ckpt::modified_ns(st);
+}
 
 Result<std::unique_ptr<HashingFileTail>> HashingFileTail::create_exclusive(const std::string& path,
                                                                            uint64_t piece_bytes) {
@@ -112,13 +121,10 @@ Status HashingFileTail::hash_ranges(std::vector<WrittenRange>& ranges) {
   if (ranges.empty()) return Status::ok();
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(digests_.path));
   std::vector<Result<std::string>> digests(ranges.size(), Status::io_error("not hashed"));
-  size_t next = 0;
-  sha256_ranges_two_at_a_time([&]() -> std::optional<RangeToHash> {
-    if (next == ranges.size()) return std::nullopt;
-    RangeToHash range{source.get(), ranges[next].offset, ranges[next].bytes, &digests[next]};
-    ++next;
-    return range;
-  });
+  std::vector<RangeToHash> to_hash;
+  for (size_t i = 0; i < ranges.size(); ++i)
+    to_hash.push_back({source.get(), ranges[i].offset, ranges[i].bytes, &digests[i]});
+  sha256_ranges_on_workers(to_hash, /*threads=*/1);  // the other core is the tail's
   for (size_t i = 0; i < digests.size(); ++i) {
     if (!digests[i].is_ok()) return digests[i].status();
     ranges[i].sha256 = *digests[i];
@@ -160,7 +166,7 @@ Result<WrittenFileDigests> HashingFileTail::finish(std::vector<WrittenRange> ran
   digests_.bytes = static_cast<uint64_t>(after.st_size);
   digests_.device = after.st_dev;
   digests_.inode = after.st_ino;
-  digests_.modified_ns = static_cast<int64_t>(after.st_mtim.tv_sec) * 1000000000 + after.st_mtim.tv_nsec;
+  digests_.modified_ns = modified_ns(after);
   return digests_;
 }
 

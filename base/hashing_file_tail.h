@@ -18,6 +18,7 @@
 // (device, inode, size and modification time) before it takes these digests.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <condition_variable>
@@ -52,6 +53,10 @@ struct WrittenFileDigests {
   uint64_t piece_bytes = 0;
   std::vector<std::string> pieces;   // of each consecutive piece_bytes (the last one shorter)
   std::vector<WrittenRange> ranges;  // the ranges finish() was given, in file order
+
+  // Whether `st` (fstat of a file about to be sealed) is the file these digests were taken of,
+  // unchanged since finish().
+  bool describes(const struct stat& st) const;
 };
 
 class HashingFileTail {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/byte_source.h"
 #include "base/status.h"
@@ -27,5 +28,12 @@ struct RangeToHash {
 // `hashed` (may be null) grows by every block hashed, for progress.
 void sha256_ranges_two_at_a_time(const std::function<std::optional<RangeToHash>()>& next,
                                  std::atomic<uint64_t>* hashed = nullptr);
+
+// Every range of `ranges` hashed on `threads` workers (0: one per core), two at a time each, largest
+// first, a range that sets the end marked alone (run_hashing_workers): how seal and verify hash
+// their units. `report` as in run_parallel_reporting.
+void sha256_ranges_on_workers(const std::vector<RangeToHash>& ranges, size_t threads,
+                              std::atomic<uint64_t>* hashed = nullptr,
+                              const std::function<void()>& report = {});
 
 }  // namespace ckpt

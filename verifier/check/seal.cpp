@@ -198,27 +198,24 @@ Result<FileToSeal> list_file_to_seal(const std::string& dir, const std::string& 
   return out;
 }
 
-// Hashes every listed range of `files` (each whole file, its pieces, its tensors) as independent
-// units on `jobs` workers, two ranges per worker at a time, largest first. A whole file, the one
-// range that cannot be split, starts first and is paired with small ranges while the other cores
-// take the rest: sealing one 1 GiB torch.save file costs about one file's hashing time instead of
-// a pass for the file and its pieces followed by a pass for its tensors (ckptcheck.torch.save seals
-// while the file's fsync runs, so this is most of what a safe save adds; bench --only python).
-// A file whose range could not be read becomes that read error.
 // The digests a HashingFileTail took of this very file as it was written, if nothing changed it since.
 const WrittenFileDigests* written_digests_of(const FileByteSource& source,
                                              const std::vector<WrittenFileDigests>& written) {
   struct stat st {};
   if (written.empty() || ::fstat(source.fd(), &st) != 0) return nullptr;
-  const int64_t modified_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   for (const WrittenFileDigests& w : written) {
-    if (w.device == st.st_dev && w.inode == st.st_ino && w.bytes == static_cast<uint64_t>(st.st_size) &&
-        w.modified_ns == modified_ns)
-      return &w;
+    if (w.describes(st)) return &w;
   }
   return nullptr;
 }
 
+// Hashes every listed range of `files` (each whole file, its pieces, its tensors) as independent
+// units on `jobs` workers, two ranges per worker at a time, largest first. A whole file, the one
+// range that cannot be split, starts first and is paired with small ranges while the other cores
+// take the rest: sealing one 1 GiB torch.save file costs about one file's hashing time instead of
+// a pass for the file and its pieces followed by a pass for its tensors. Ranges a HashingFileTail
+// already hashed (`written`, ckptcheck.torch.save's path) are taken from it, not hashed again.
+// A file whose range could not be read becomes that read error.
 void hash_sealed_files(std::vector<Result<FileToSeal>>& files, const std::vector<WrittenFileDigests>& written,
                        size_t jobs, const std::function<void(uint64_t, uint64_t)>& on_progress) {
   struct Unit {
@@ -262,29 +259,16 @@ void hash_sealed_files(std::vector<Result<FileToSeal>>& files, const std::vector
       units.push_back({i, {source, t.offset, t.bytes, &digests[i][slot++]}, &t.sha256});
     }
   }
-  std::vector<uint64_t> sizes;
+  std::vector<RangeToHash> ranges;
   uint64_t total = 0;
   for (const Unit& u : units) {
-    sizes.push_back(u.range.length);
+    ranges.push_back(u.range);
     total += u.range.length;
   }
   std::atomic<uint64_t> hashed{0};
   std::function<void()> report;
   if (on_progress) report = [&] { on_progress(hashed.load(), total); };
-  run_hashing_workers(
-      sizes, jobs,
-      [&](const NextQueuedJob& next) {
-        sha256_ranges_two_at_a_time(
-            [&]() -> std::optional<RangeToHash> {
-              const std::optional<QueuedJob> job = next();
-              if (!job) return std::nullopt;
-              RangeToHash range = units[job->index].range;
-              range.alone = job->alone;
-              return range;
-            },
-            &hashed);
-      },
-      report);
+  sha256_ranges_on_workers(ranges, jobs, &hashed, report);
   for (const Unit& u : units) {
     if (!files[u.file].is_ok()) continue;
     if (!u.range.digest->is_ok()) {
@@ -719,27 +703,11 @@ Status hash_seal_units(const Seal& seal, SealHashWork& work, const VerifyOptions
       options.distributed && options.distributed->world_size() > 1 ? options.distributed : nullptr;
   const std::vector<int> owners =
       world ? split_by_size(sizes, world->world_size()) : std::vector<int>(sizes.size(), 0);
-  std::vector<size_t> mine;
-  std::vector<uint64_t> mine_sizes;
+  std::vector<RangeToHash> mine;
   for (size_t u = 0; u < sizes.size(); ++u) {
-    if (owners[u] != (world ? world->rank() : 0)) continue;
-    mine.push_back(u);
-    mine_sizes.push_back(sizes[u]);
+    if (owners[u] == (world ? world->rank() : 0)) mine.push_back(ranges[u]);
   }
-  run_hashing_workers(
-      mine_sizes, options.jobs,
-      [&](const NextQueuedJob& next) {
-        sha256_ranges_two_at_a_time(
-            [&]() -> std::optional<RangeToHash> {
-              const std::optional<QueuedJob> job = next();
-              if (!job) return std::nullopt;
-              RangeToHash range = ranges[mine[job->index]];
-              range.alone = job->alone;
-              return range;
-            },
-            &hashed);
-      },
-      progress);
+  sha256_ranges_on_workers(mine, options.jobs, &hashed, progress);
   if (!world) return Status::ok();
   return exchange_unit_results(
       *world, "verify: seal", sizes, owners,
