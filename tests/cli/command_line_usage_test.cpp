@@ -22,6 +22,13 @@ class CommandLineUsageTest : public ::testing::Test {
   static bool has(const CommandResult& r, const std::string& text) {
     return r.output.find(text) != std::string::npos;
   }
+  // `ckptcheck ARGS` is a usage error (exit 2) whose message holds `text`; returns the result.
+  static CommandResult usage_error(const std::string& args, const std::string& text) {
+    CommandResult r = run_ckptcheck(args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.output;
+    EXPECT_TRUE(has(r, text)) << args << ": " << r.output;
+    return r;
+  }
 };
 
 TEST_F(CommandLineUsageTest, NoCommandListsTheCommands) {
@@ -33,28 +40,19 @@ TEST_F(CommandLineUsageTest, NoCommandListsTheCommands) {
 }
 
 TEST_F(CommandLineUsageTest, MistypedCommandGetsTheClosestOne) {
-  CommandResult r = run_ckptcheck("verfy x");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_TRUE(has(r, "unknown command 'verfy'; did you mean 'verify'?")) << r.output;
-  r = run_ckptcheck("--sha256 openssl inspct x");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_TRUE(has(r, "unknown command 'inspct'; did you mean 'inspect'?")) << r.output;
-  r = run_ckptcheck("frobnicate");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_TRUE(has(r, "unknown command 'frobnicate' (")) << r.output;  // nothing close: no guess
+  usage_error("verfy x", "unknown command 'verfy'; did you mean 'verify'?");
+  usage_error("--sha256 openssl inspct x", "unknown command 'inspct'; did you mean 'inspect'?");
+  usage_error("frobnicate", "unknown command 'frobnicate' (");  // nothing close: no guess
 }
 
 TEST_F(CommandLineUsageTest, MistypedOptionGetsTheClosestOne) {
-  CommandResult r = run_ckptcheck("drill --save-a 4 -- /bin/true");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_TRUE(has(r, "ckptcheck drill: unknown option '--save-a'; did you mean '--save-at'?")) << r.output;
-  r = run_ckptcheck("inspect --jsn x.pt");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_TRUE(has(r, "unknown option '--jsn'; did you mean '--json'?")) << r.output;
+  usage_error("drill --save-a 4 -- /bin/true",
+              "ckptcheck drill: unknown option '--save-a'; did you mean '--save-at'?");
+  usage_error("inspect --jsn x.pt", "unknown option '--jsn'; did you mean '--json'?");
   // A value that starts with a dash belongs to its option: the unknown one is named.
-  r = run_ckptcheck("drill --slurm-args=--partition=gpu --save-evry 2 --save-at 4 -- /bin/true");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_TRUE(has(r, "unknown option '--save-evry'; did you mean '--save-every'")) << r.output;
+  const CommandResult r =
+      usage_error("drill --slurm-args=--partition=gpu --save-evry 2 --save-at 4 -- /bin/true",
+                  "unknown option '--save-evry'; did you mean '--save-every'");
   EXPECT_FALSE(has(r, "'--partition'")) << r.output;
 }
 
