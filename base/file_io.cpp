@@ -153,7 +153,7 @@ Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes)
   }
   // Read to EOF rather than trusting st_size: /proc files report 0 bytes and are not empty. The
   // size it reports is read straight into place, in huge pages, with room left after it for the
-  // padding simdjson reads past the end (simd_parse then parses an 84 MB manifest without a copy).
+  // padding simdjson reads past the end (simd_padded then parses an 84 MB manifest without a copy).
   std::string out;
   const uint64_t expected = std::min<uint64_t>(static_cast<uint64_t>(st.st_size), max_bytes + 1);
   if (expected > 0) {

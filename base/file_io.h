@@ -41,7 +41,7 @@ Result<std::string> make_scratch_directory(const std::string& parent, const std:
 // Writes `contents` to `path` atomically: temp file in the same dir, fsync, rename, fsync dir.
 Status write_file_atomically(const std::string& path, const std::string& contents);
 // Room left after the text read_small_file returns (its capacity): simdjson reads up to this many
-// bytes past the end of a document it parses in place (simd_parse).
+// bytes past the end of a document it parses in place (simd_padded).
 constexpr size_t kReadPaddingBytes = 64;
 Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes);
 bool path_exists(const std::string& path);

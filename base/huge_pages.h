@@ -1,10 +1,10 @@
 // Large buffers that are about to be filled for the first time, backed by 2 MiB pages where the
 // kernel gives them (transparent huge pages in `madvise` mode, Debian's default).
 //
-// Why: on the bench VM a first touch costs ~14 us a 4 KiB page (paravirtualised), and the metadata pass of a
-// 320k-chunk checkpoint touched ~1 GB of fresh memory 4 KiB at a time (the manifest's text, the
-// JSON parser's tape and strings): a quarter of `verify --quick` was page faults (issue 44,
-// docs/performance.md). One fault per 2 MiB instead of per 4 KiB.
+// Why: on the bench VM a first touch costs ~14 us a 4 KiB page (paravirtualised), and page faults
+// were a quarter of `verify --quick` on a 320k-chunk checkpoint (issue 44, docs/performance.md).
+// read_small_file reads an 84 MB manifest into such a buffer: one fault per 2 MiB instead of per
+// 4 KiB.
 #pragma once
 
 #include <cstddef>

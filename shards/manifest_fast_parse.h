@@ -1,9 +1,11 @@
-// The manifest parsed with simdjson (issue 44: at 320,000 chunks nlohmann's tree was most of the
-// time and 12-14x the text in memory). Only a manifest that is exactly what the writer lays out
-// takes this path: every object holds exactly its known fields, once each, with the types the
-// strict parser requires, and every check of parse_manifest passes. Anything else (an unknown or
-// repeated field, a wrong type, a failing check, nesting deeper than 64) returns nullopt, and
-// parse_manifest runs the nlohmann path, whose errors and digest are the reference.
+// The manifest read with simdjson's On-Demand API (issue 44: at 320,000 chunks nlohmann's tree was
+// most of the time and 12-14x the text in memory). Only a manifest that holds what the writer
+// writes takes this path: every object holds exactly its known fields, once each, with the types
+// the strict parser requires, nothing follows the root, and every check of parse_manifest passes.
+// Anything else (an unknown or repeated field, a wrong type, a failing check, trailing text)
+// returns nullopt, and parse_manifest runs the nlohmann path, whose errors and digest are the
+// reference. config, pins and extra go through parse_json, the reference parser, depth bound and
+// all.
 #pragma once
 
 #include <optional>
