@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/file_io.h"
+#include "base/huge_pages.h"
 #include "bench/bench.h"
 
 namespace ckpt::bench {
@@ -212,5 +213,8 @@ int bench_main(int argc, char** argv) {
 }  // namespace ckpt::bench
 
 int main(int argc, char** argv) {
+  // As in `ckptcheck` (verifier/cli/main.cpp): the rows run in this process (the drill's final-state
+  // comparison) then see the heap the commands have.
+  ckpt::use_huge_page_heap();
   return ckpt::bench::bench_main(argc, argv);
 }

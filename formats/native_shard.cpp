@@ -7,6 +7,7 @@
 #include "base/byte_coding.h"
 #include "base/file_io.h"
 #include "base/json_fields.h"
+#include "base/json_text_writer.h"
 #include "base/sha256.h"
 #include "base/streaming_file_writer.h"
 #include "formats/native_header_fast_parse.h"
@@ -17,19 +18,54 @@ namespace ckpt {
 namespace {
 
 // Serialises the header for payloads laid out from `payload_start`, filling data_offset.
+// The header text, compact with sorted keys (what nlohmann's dump() of the same object gives),
+// written field by field: building the object first took most of a save of 20,000 chunks a shard,
+// and a save lays the header out two or three times (issue 44).
 std::string layout_header(std::vector<ChunkInfo>& chunks, const nlohmann::json& metadata,
                           uint64_t payload_start) {
   uint64_t offset = payload_start;
-  nlohmann::json list = nlohmann::json::array();
-  for (auto& c : chunks) {
+  std::string text;
+  auto sink = std::make_shared<nlohmann::detail::output_string_adapter<char>>(text);
+  JsonTextWriter w(sink, -1);
+  w.open('{');
+  w.key("chunks", true);
+  w.open('[');
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    ChunkInfo& c = chunks[i];
     const uint64_t alignment =
         c.data_bytes >= kPageAlignedPayloadMinBytes ? kPagePayloadAlignment : kPayloadAlignment;
     c.data_offset = align_up(offset, alignment);
     offset = c.data_offset + c.data_bytes;
-    list.push_back(c.to_json());
+    // ChunkInfo::to_json()'s fields, in sorted order.
+    w.element(i == 0);
+    w.open('{');
+    w.key("component", true);
+    w.string(c.component);
+    w.key("data_bytes");
+    w.number(c.data_bytes);
+    w.key("data_offset");
+    w.number(c.data_offset);
+    w.key("dtype");
+    w.string(dtype_name(c.dtype));
+    w.key("global_shape");
+    w.dims(c.global_shape);
+    w.key("name");
+    w.string(c.name);
+    w.key("offsets");
+    w.dims(c.offsets);
+    w.key("sha256");
+    w.string(c.sha256);
+    w.key("shape");
+    w.dims(c.shape);
+    w.close('}');
   }
-  nlohmann::json header = {{"format", "ckptcheck.native-shard"}, {"metadata", metadata}, {"chunks", list}};
-  return header.dump();
+  w.close(']');
+  w.key("format");
+  w.string("ckptcheck.native-shard");
+  w.key("metadata");
+  w.value(metadata);
+  w.close('}');
+  return text;
 }
 
 std::array<uint8_t, kNativePreambleBytes> make_preamble(const std::string& header) {

@@ -186,6 +186,10 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
     zip.entries_.push_back(std::move(e));
     pos += kCentralBytes + name_len + extra_len + comment_len;
   }
+  zip.by_name_.resize(zip.entries_.size());
+  for (size_t i = 0; i < zip.by_name_.size(); ++i) zip.by_name_[i] = static_cast<uint32_t>(i);
+  std::stable_sort(zip.by_name_.begin(), zip.by_name_.end(),
+                   [&](uint32_t a, uint32_t b) { return zip.entries_[a].name < zip.entries_[b].name; });
   return zip;
 }
 
@@ -349,10 +353,9 @@ Status ZipArchive::check_local_headers(const ByteSource& src) const {
 }
 
 const ZipEntry* ZipArchive::find(const std::string& name) const {
-  for (const auto& e : entries_) {
-    if (e.name == name) return &e;
-  }
-  return nullptr;
+  const auto it = std::lower_bound(by_name_.begin(), by_name_.end(), name,
+                                   [&](uint32_t i, const std::string& n) { return entries_[i].name < n; });
+  return it != by_name_.end() && entries_[*it].name == name ? &entries_[*it] : nullptr;
 }
 
 Result<std::string> ZipArchive::read(const ByteSource& src, const ZipEntry& entry, uint64_t max_bytes) const {

@@ -79,6 +79,10 @@ class ZipArchive {
 
  private:
   std::vector<ZipEntry> entries_;
+  // Entry indices sorted by name, the lower index first among equal names: find() is a binary
+  // search. A scan per lookup made opening a torch.save file of 20,000 tensors quadratic (a
+  // storage lookup each: 1.3 s of `convert`'s 2.9 s open at 320k chunks, issue 44).
+  std::vector<uint32_t> by_name_;
   uint64_t directory_offset_ = 0;
 };
 

@@ -11,6 +11,7 @@
 #include "base/sha256.h"
 #include "formats/hdf5_metadata_prefix.h"
 #include "formats/mapped_tensor_file.h"
+#include "formats/native_shard.h"
 #include "formats/shard_formats.h"
 #include "shards/mapped_checkpoint.h"
 
@@ -57,23 +58,40 @@ Result<std::string> resolve_shard_path(const std::string& checkpoint_dir, const 
 
 namespace {
 
-// An HDF5 shard written since issue 32 has every metadata byte before its first payload, and the
-// manifest's digest covers exactly that prefix (formats/README.md). When the prefix hashes to the
-// recorded digest it is byte for byte what the writer laid out, so the manifest's chunk table
-// (recorded from that same layout) describes the file, and the shard opens without running
-// libhdf5 in a child process (tens of milliseconds a shard in a process holding GiBs). Null when
-// the shard is not such a shard or its prefix does not match: the format's reader then opens it
-// and names what is wrong.
+// A shard whose recorded digest covers all of its metadata: an HDF5 shard written since issue 32
+// (every metadata byte before its first payload, formats/README.md) or a native one (preamble and
+// header). When those bytes hash to the recorded digest they are byte for byte what the writer laid
+// out, so the manifest's chunk table (recorded from that same layout) describes the file, and the
+// shard opens without a second parse of its metadata: for HDF5 that is libhdf5 in a child process
+// (tens of milliseconds a shard in a process holding GiBs); for native, 20,000 chunks of header
+// JSON a shard, which verify has already compared with the manifest chunk by chunk (issue 44:
+// verify's resume-scalar check parsed every header a second time, a third of `verify --quick`).
+// Null when the shard is not such a shard or its bytes do not match: the format's reader then
+// opens it and names what is wrong.
 Result<std::unique_ptr<TensorFile>> open_by_matching_header(const std::string& path, const Manifest& manifest,
-                                                            size_t index) {
+                                                            size_t index, const TensorSelect& select) {
   const ManifestShard& shard = manifest.shards[index];
-  if (shard.format != "hdf5" || shard.sha256_of != "header") return std::unique_ptr<TensorFile>();
+  const bool hdf5 = shard.format == "hdf5";
+  if ((!hdf5 && shard.format != "native") || shard.sha256_of != "header")
+    return std::unique_ptr<TensorFile>();
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
+  if (source->size() != shard.bytes) return std::unique_ptr<TensorFile>();
   std::vector<ChunkInfo> chunks;
   for (const ManifestTensor& t : manifest.tensors) {
+    // HDF5's metadata ends where its first payload starts: that needs every chunk.
+    if (!hdf5 && select && !select(t)) continue;
     for (const ManifestChunk& mc : t.chunks) {
       if (mc.shard != index) continue;
-      if (!range_within(mc.data_offset, mc.data_bytes, source->size())) return std::unique_ptr<TensorFile>();
+      // What the format's reader checks of every chunk it parses, so a manifest without a digest
+      // of its own cannot describe a chunk whose copy reads outside its bytes.
+      const auto nbytes = checked_nbytes(mc.shape, t.dtype);
+      bool inside = mc.offsets.size() == t.shape.size() && mc.shape.size() == t.shape.size();
+      for (size_t d = 0; inside && d < t.shape.size(); ++d)
+        inside = mc.offsets[d] >= 0 && mc.shape[d] >= 0 && mc.offsets[d] <= t.shape[d] &&
+                 mc.shape[d] <= t.shape[d] - mc.offsets[d];
+      if (!inside || !nbytes || *nbytes != mc.data_bytes ||
+          !range_within(mc.data_offset, mc.data_bytes, source->size()))
+        return std::unique_ptr<TensorFile>();
       ChunkInfo c;
       c.name = t.name;
       c.component = t.component;
@@ -87,24 +105,25 @@ Result<std::unique_ptr<TensorFile>> open_by_matching_header(const std::string& p
       chunks.push_back(std::move(c));
     }
   }
-  if (source->size() != shard.bytes) return std::unique_ptr<TensorFile>();
-  auto digest = sha256_hex_of_range(*source, 0, hdf5_metadata_prefix_end(chunks, source->size()));
+  auto digest = hdf5 ? sha256_hex_of_range(*source, 0, hdf5_metadata_prefix_end(chunks, source->size()))
+                     : native_shard_header_digest(*source);
   if (!digest.is_ok() || *digest != shard.sha256) return std::unique_ptr<TensorFile>();
-  return std::unique_ptr<TensorFile>(
-      new MappedTensorFile("hdf5", std::move(source), std::move(chunks), nlohmann::json::object()));
+  return std::unique_ptr<TensorFile>(new MappedTensorFile(hdf5 ? "hdf5" : "native", std::move(source),
+                                                          std::move(chunks), nlohmann::json::object()));
 }
 
 }  // namespace
 
 Result<std::unique_ptr<TensorFile>> open_manifest_shard(const std::string& checkpoint_dir,
                                                         const Manifest& manifest, size_t index,
-                                                        ShardOpening opening) {
+                                                        ShardOpening opening, const TensorSelect& select) {
   const ManifestShard& shard = manifest.shards[index];
   const ShardFormat* format = find_shard_format(shard.format);
   if (!format) return Status::not_supported(shard.path + ": unknown shard format '" + shard.format + "'");
   CKPT_ASSIGN_OR_RETURN(std::string path, resolve_shard_path(checkpoint_dir, shard.path));
   if (opening == ShardOpening::kForLoad) {
-    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<TensorFile> file, open_by_matching_header(path, manifest, index));
+    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<TensorFile> file,
+                          open_by_matching_header(path, manifest, index, select));
     if (file) return file;
   }
   return format->open(path);

@@ -19,16 +19,21 @@ Result<std::string> resolve_shard_path(const std::string& checkpoint_dir, const 
 
 enum class ShardOpening {
   kParseFile,  // the format's reader parses the file's own header (inspect, diff: they show it)
-  // Loads: an HDF5 shard whose metadata prefix hashes to the manifest's digest is described by the
-  // manifest's chunk table instead of a libhdf5 parse in a child process (the two are the same
+  // Loads: an HDF5 or native shard whose metadata hashes to the manifest's digest is described by
+  // the manifest's chunk table instead of a second parse of that metadata (the two are the same
   // layout; checkpoint_reader.cpp says why). Its metadata() is then empty.
   kForLoad,
 };
 
-// Opens shard `index` of a manifest with the reader of its recorded format.
+// Which tensors a caller reads (all when empty).
+using TensorSelect = std::function<bool(const ManifestTensor&)>;
+
+// Opens shard `index` of a manifest with the reader of its recorded format. kForLoad with `select`:
+// a native shard described by the manifest lists only the chunks of the selected tensors.
 Result<std::unique_ptr<TensorFile>> open_manifest_shard(const std::string& checkpoint_dir,
                                                         const Manifest& manifest, size_t index,
-                                                        ShardOpening opening = ShardOpening::kParseFile);
+                                                        ShardOpening opening = ShardOpening::kParseFile,
+                                                        const TensorSelect& select = {});
 
 // The chunk of a shard file's own header that a manifest chunk of tensor `name` refers to (same
 // offsets and shape), or null; its index in file.chunks() goes to `index_out`.
@@ -43,7 +48,7 @@ void scatter_chunk(const std::vector<int64_t>& global_shape, size_t element_size
 
 struct LoadOptions {
   // Only tensors for which this returns true are read (all when empty).
-  std::function<bool(const ManifestTensor&)> select;
+  TensorSelect select;
   // Check every chunk's bytes against the manifest's SHA-256 (the default). Off only where the
   // caller measures or has checked the same files itself (the bench's "trusted" load row).
   bool verify_hashes = true;

@@ -1,9 +1,8 @@
 #include "shards/manifest_text.h"
 
-#include <charconv>
-#include <cstring>
 #include <memory>
 
+#include "base/json_text_writer.h"
 #include "base/sha256.h"
 #include "base/sha256_output.h"
 
@@ -11,14 +10,10 @@ namespace ckpt {
 
 namespace {
 
-// Where the text goes: a string (nlohmann's own adapter) or SHA-256 (Sha256Output).
-using TextSink = nlohmann::detail::output_adapter_protocol<char>;
-
-// nlohmann's dump(), compact (indent < 0) or pretty with `indent` spaces a level, as one writer.
-class ManifestWriter {
+// nlohmann's dump() of the manifest, compact (indent < 0) or pretty with `indent` spaces a level.
+class ManifestWriter : JsonTextWriter {
  public:
-  ManifestWriter(std::shared_ptr<TextSink> sink, int indent)
-      : sink_(sink), indent_(indent), json_(sink, ' ', nlohmann::json::error_handler_t::strict) {}
+  using JsonTextWriter::JsonTextWriter;
 
   void write(const Manifest& m, const std::string* digest) {
     open('{');
@@ -117,79 +112,6 @@ class ManifestWriter {
     number(m.world_size);
     close('}');
   }
-
- private:
-  void newline() {
-    sink_->write_character('\n');
-    for (int i = 0; i < depth_ * indent_; ++i) sink_->write_character(' ');
-  }
-  void open(char c) {
-    sink_->write_character(c);
-    ++depth_;
-  }
-  void close(char c) {
-    --depth_;
-    if (indent_ >= 0) newline();
-    sink_->write_character(c);
-  }
-  // Before each object member or array element: a comma after the first, then the line break.
-  void element(bool first) {
-    if (!first) sink_->write_character(',');
-    if (indent_ >= 0) newline();
-  }
-  void key(const char* name, bool first = false) {
-    element(first);
-    string(name);
-    put(indent_ >= 0 ? ": " : ":");
-  }
-  void string(const std::string& s) { string(s.data(), s.size()); }
-  void string(const char* s) { string(s, std::strlen(s)); }
-  void string(const char* s, size_t n) {
-    // Plain ASCII as is; anything else (quotes, backslashes, control characters, UTF-8, which
-    // nlohmann checks) goes through its own serializer, so the bytes and the errors are its own.
-    for (size_t i = 0; i < n; ++i) {
-      const auto b = static_cast<unsigned char>(s[i]);
-      if (b < 0x20 || b >= 0x80 || b == '"' || b == '\\') {
-        json_.dump(nlohmann::json(std::string(s, n)), false, false, 0);
-        return;
-      }
-    }
-    sink_->write_character('"');
-    sink_->write_characters(s, n);
-    sink_->write_character('"');
-  }
-  template <typename Int>
-  void number(Int v) {
-    char buf[24];
-    const auto end = std::to_chars(buf, buf + sizeof(buf), v).ptr;
-    sink_->write_characters(buf, static_cast<size_t>(end - buf));
-  }
-  void dims(const std::vector<int64_t>& d) {
-    if (d.empty()) {
-      put("[]");
-      return;
-    }
-    open('[');
-    for (size_t i = 0; i < d.size(); ++i) {
-      element(i == 0);
-      number(d[i]);
-    }
-    close(']');
-  }
-  void value(const nlohmann::json& j) {
-    if (indent_ >= 0) {
-      json_.dump(j, true, false, static_cast<unsigned>(indent_), static_cast<unsigned>(depth_ * indent_));
-    } else {
-      json_.dump(j, false, false, 0);
-    }
-  }
-
-  void put(const char* s) { sink_->write_characters(s, std::strlen(s)); }
-
-  std::shared_ptr<TextSink> sink_;
-  int indent_;
-  int depth_ = 0;
-  nlohmann::detail::serializer<nlohmann::json> json_;
 };
 
 }  // namespace

@@ -120,7 +120,8 @@ class CheckpointMapper {
   Result<const TensorFile*> shard(size_t index) {
     auto& file = files_[index];
     if (!file) {
-      CKPT_ASSIGN_OR_RETURN(file, open_manifest_shard(dir_, manifest_, index, ShardOpening::kForLoad));
+      CKPT_ASSIGN_OR_RETURN(
+          file, open_manifest_shard(dir_, manifest_, index, ShardOpening::kForLoad, options_.select));
     }
     return file.get();
   }

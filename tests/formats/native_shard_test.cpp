@@ -93,6 +93,31 @@ TEST_F(NativeShardTest, RoundTripsEveryChunkWithItsHash) {
   EXPECT_EQ(written_.bytes, bytes_.size());
 }
 
+TEST_F(NativeShardTest, HeaderTextIsWhatNlohmannDumpsOfTheSameObject) {
+  // The header is written field by field (base/json_text_writer.h), not dumped from an object:
+  // its text must stay the compact, key-sorted dump of the object it describes, escapes included.
+  std::vector<ChunkPayload> payloads;
+  LoadedTensor odd = patterned_tensor("model.\"quoted\"\\ caf\u00e9\t.w", "model", DType::kF16, {4, 3});
+  for (const auto& t : tensors_) payloads.push_back({whole(t), t.bytes.data()});
+  payloads.push_back({whole(odd), odd.bytes.data()});
+  const std::string path = dir_ / "odd.cks";
+  nlohmann::json metadata = {{"step", 7}, {"note", "\u00fcber\n"}, {"list", {1, -2, 3.5}}};
+  auto written = write_native_shard(path, payloads, metadata);
+  ASSERT_TRUE(written.is_ok()) << written.status().to_string();
+  const std::vector<uint8_t> bytes = read_file_bytes(path);
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= static_cast<uint64_t>(bytes[16 + i]) << (8 * i);
+  std::string text(bytes.begin() + kNativePreambleBytes, bytes.begin() + kNativePreambleBytes + length);
+  text.erase(text.find_last_not_of(' ') + 1);  // the padding up to the first payload
+  nlohmann::json object = {
+      {"format", "ckptcheck.native-shard"}, {"metadata", metadata}, {"chunks", nlohmann::json::array()}};
+  for (const ChunkInfo& c : written->chunks) object["chunks"].push_back(c.to_json());
+  EXPECT_EQ(text, object.dump());
+  auto file = open_native_shard_file(path);
+  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
+  EXPECT_EQ((*file)->chunks().back().name, odd.name);
+}
+
 TEST_F(NativeShardTest, NeverOverwritesAnExistingFile) {
   auto again = write_native_shard(path_, {}, {});
   EXPECT_EQ(again.status().code(), StatusCode::kIoError);

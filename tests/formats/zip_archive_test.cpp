@@ -37,6 +37,27 @@ TEST(ZipArchive, ReadsStoredEntries) {
   expect_entries(build_zip(kEntries));
 }
 
+TEST(ZipArchive, FindsTheFirstEntryOfANameAmongManyInAnyOrder) {
+  // find() is a binary search over names (issue 44): a name repeated keeps the first entry, as a
+  // scan in order found it, and names out of order are found all the same.
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (int i = 300; i-- > 0;) entries.push_back({"a/data/" + std::to_string(i), "x" + std::to_string(i)});
+  entries.push_back({"a/data/7", "second"});
+  entries.push_back({"a/data.pkl", "p"});
+  MemoryByteSource src(build_zip(entries), "a.pt");
+  auto z = ZipArchive::open(src);
+  ASSERT_TRUE(z.is_ok()) << z.status().to_string();
+  for (int i : {0, 7, 150, 299}) {
+    const ZipEntry* e = z->find("a/data/" + std::to_string(i));
+    ASSERT_NE(e, nullptr) << i;
+    EXPECT_EQ(*z->read(src, *e, 100), "x" + std::to_string(i));
+  }
+  ASSERT_NE(z->find("a/data.pkl"), nullptr);
+  EXPECT_EQ(z->find("a/data/300"), nullptr);
+  EXPECT_EQ(z->find("a/data/"), nullptr);
+  EXPECT_EQ(z->find(""), nullptr);
+}
+
 TEST(ZipArchive, ReadsZip64EndRecords) {
   expect_entries(build_zip(kEntries, {true, 0}));
 }

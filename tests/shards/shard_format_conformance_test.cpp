@@ -183,13 +183,17 @@ TEST_P(ShardFormatConformance, ResumeLoadsEveryTensorBitForBit) {
       << damaged.status().to_string();
 }
 
-#ifdef CKPTCHECK_WITH_HDF5
-// A load opens an HDF5 shard from the manifest's chunk table when the shard's metadata prefix
-// hashes to the manifest digest (no libhdf5 child: an empty metadata() shows it), and falls back
-// to parsing the file when it does not (the file's own metadata attribute is then read).
-TEST(Hdf5ShardLoad, OpensFromTheManifestOnlyWhenTheHeaderMatchesItsDigest) {
+// A load opens an HDF5 or native shard from the manifest's chunk table when the shard's metadata
+// (HDF5: the prefix before its first payload; native: preamble and header) hashes to the manifest
+// digest: no libhdf5 child, no second parse of 20,000 chunks of header (issue 44), and an empty
+// metadata() shows it. When it does not, the format's reader opens the file: HDF5 then reads its
+// own metadata attribute; a native shard whose header no longer matches its preamble is refused.
+class ShardLoadFromManifest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShardLoadFromManifest, OpensFromTheManifestOnlyWhenTheHeaderMatchesItsDigest) {
   TempDir root;
-  const std::string dir = save_training_state(root.path(), full_training_state(), kFixtureStep, 2, "hdf5");
+  const std::string dir =
+      save_training_state(root.path(), full_training_state(), kFixtureStep, 2, GetParam());
   ASSERT_FALSE(dir.empty());
   const Manifest m = read_fixture_manifest(dir);
   auto matching = open_manifest_shard(dir, m, 0, ShardOpening::kForLoad);
@@ -206,9 +210,33 @@ TEST(Hdf5ShardLoad, OpensFromTheManifestOnlyWhenTheHeaderMatchesItsDigest) {
     while (i < fast.size() && fast[i].label() != c.label()) ++i;
     ASSERT_LT(i, fast.size()) << c.label();
     EXPECT_EQ(fast[i].data_offset, c.data_offset) << c.label();
+    EXPECT_EQ(fast[i].data_bytes, c.data_bytes) << c.label();
     EXPECT_EQ(fast[i].sha256, c.sha256) << c.label();
   }
-  // One byte of the metadata prefix changed: the shard is parsed (and its metadata read) again.
+  if (GetParam() == "native") {
+    // A load of some tensors lists only theirs (verify's resume scalars: a few of 20,000).
+    const std::string one = (*parsed)->chunks().front().name;
+    const TensorSelect only_one = [&](const ManifestTensor& t) { return t.name == one; };
+    auto selected = open_manifest_shard(dir, m, 0, ShardOpening::kForLoad, only_one);
+    ASSERT_TRUE(selected.is_ok()) << selected.status().to_string();
+    ASSERT_FALSE((*selected)->chunks().empty());
+    EXPECT_LT((*selected)->chunks().size(), (*parsed)->chunks().size());
+    for (const ChunkInfo& c : (*selected)->chunks()) EXPECT_EQ(c.name, one) << c.label();
+  }
+  // A manifest (one without a digest of its own could say anything) whose chunk's byte count is
+  // not its shape's is not trusted to describe the file: the file's own reader opens it.
+  Manifest edited = m;
+  for (ManifestTensor& t : edited.tensors) {
+    if (!t.chunks.empty() && t.chunks[0].shard == 0 && t.chunks[0].data_bytes > 0) {
+      t.chunks[0].data_bytes -= dtype_size(t.dtype);
+      break;
+    }
+  }
+  auto refused = open_manifest_shard(dir, edited, 0, ShardOpening::kForLoad);
+  ASSERT_TRUE(refused.is_ok()) << refused.status().to_string();
+  EXPECT_EQ((*refused)->metadata()["step"], kFixtureStep);
+  // One byte of the metadata changed (the last before the first payload): the file's own reader
+  // opens the shard again.
   const std::string shard = dir + "/" + m.shards[0].path;
   auto bytes = read_file_bytes(shard);
   uint64_t first = bytes.size();
@@ -218,10 +246,23 @@ TEST(Hdf5ShardLoad, OpensFromTheManifestOnlyWhenTheHeaderMatchesItsDigest) {
   bytes[first - 1] ^= 0x01;
   write_file_bytes(shard, bytes);
   auto fallback = open_manifest_shard(dir, m, 0, ShardOpening::kForLoad);
-  ASSERT_TRUE(fallback.is_ok()) << fallback.status().to_string();
-  EXPECT_EQ((*fallback)->metadata()["step"], kFixtureStep);
+  if (GetParam() == "native") {
+    ASSERT_FALSE(fallback.is_ok());
+    EXPECT_EQ(fallback.status().code(), StatusCode::kCorruption) << fallback.status().to_string();
+  } else {
+    ASSERT_TRUE(fallback.is_ok()) << fallback.status().to_string();
+    EXPECT_EQ((*fallback)->metadata()["step"], kFixtureStep);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(HeaderDigestFormats, ShardLoadFromManifest,
+                         ::testing::Values("native"
+#ifdef CKPTCHECK_WITH_HDF5
+                                           ,
+                                           "hdf5"
 #endif
+                                           ),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 INSTANTIATE_TEST_SUITE_P(EveryShardFormat, ShardFormatConformance,
                          ::testing::Values("native", "safetensors", "hdf5"),

@@ -53,12 +53,9 @@ class ConvertCommand : public Command {
     }
     auto source = TensorSource::open(src_);
     if (!source.is_ok()) return fail(source.status());
-    std::vector<LoadedTensor> tensors;
-    for (const auto& t : source->tensors()) {
-      auto loaded = source->read_tensor(t);
-      if (!loaded.is_ok()) return fail(loaded.status());
-      tensors.push_back(std::move(*loaded));
-    }
+    auto loaded = source->read_tensors();
+    if (!loaded.is_ok()) return fail(loaded.status());
+    const std::vector<LoadedTensor>& tensors = *loaded;
     std::vector<TensorView> views;
     for (const auto& t : tensors) views.push_back(t.view());
     CheckpointWriteOptions options;

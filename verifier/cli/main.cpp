@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "base/sha256_blocks.h"
 #include "verifier/cli/command_line_hints.h"
 #include "verifier/cli/commands.h"
@@ -40,6 +41,8 @@ int exec_training_binary(int argc, char** argv) {
 int main(int argc, char** argv) {
 #ifndef CKPTCHECK_TRAINING_BINARY
   if (argc > 1 && std::strcmp(argv[1], "train") == 0) return exec_training_binary(argc, argv);
+  // Not in ckptcheck-train: a training process's memory is what the pilot measures, as it is.
+  ckpt::use_huge_page_heap();
 #endif
   // The SHA-256 kernel is on the trust path (signatures cover digests it computed): a value of
   // CKPTCHECK_SHA256 we do not understand is refused before anything is hashed.

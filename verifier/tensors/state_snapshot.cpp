@@ -39,15 +39,22 @@ Status add_source(const std::string& path, const std::string& prefix, const std:
                   uint64_t max_bytes, StateSnapshot* out, uint64_t* total) {
   CKPT_ASSIGN_OR_RETURN(TensorSource source, TensorSource::open(path));
   const bool committed = source.manifest() != nullptr;
-  for (const SourceTensor& t : source.tensors()) {
+  const std::vector<SourceTensor>& tensors = source.tensors();
+  for (const SourceTensor& t : tensors) {
     *total += t.bytes;
     if (*total > max_bytes)
       return Status::invalid_argument(path + ": more than " + std::to_string(max_bytes) +
                                       " bytes of tensors to compare");
-    CKPT_ASSIGN_OR_RETURN(LoadedTensor loaded, source.read_tensor(t));
-    loaded.name = prefix + t.name;
-    loaded.component = committed ? t.component : !component.empty() ? component : top_level_key(t.name);
-    out->tensors.push_back(std::move(loaded));
+  }
+  CKPT_ASSIGN_OR_RETURN(std::vector<LoadedTensor> loaded, source.read_tensors());
+  out->tensors.reserve(out->tensors.size() + loaded.size());
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    LoadedTensor& t = loaded[i];
+    t.name = prefix + tensors[i].name;
+    t.component = committed            ? tensors[i].component
+                  : !component.empty() ? component
+                                       : top_level_key(tensors[i].name);
+    out->tensors.push_back(std::move(t));
   }
   // A torch.save file's non-tensor leaves (step counters, scheduler and scaler state) are state too.
   if (!committed && std::string(source.kind()) == "pytorch") {
