@@ -19,7 +19,7 @@ void advise_huge_pages(const void* data, size_t bytes) {
 }
 
 void use_huge_page_heap() {
-  constexpr int kHeapStep = 1 << 30;
+  constexpr int kHeapStep = INT_MAX - (2 << 20) + 1;
   constexpr int kMmapThreshold = 128 << 10;  // glibc's default, fixed once M_TOP_PAD is set
   (void)::mallopt(M_TOP_PAD, kHeapStep);
   (void)::mallopt(M_TRIM_THRESHOLD, INT_MAX);

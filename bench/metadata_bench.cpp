@@ -268,13 +268,15 @@ std::vector<BenchRow> dcp_rows(const BenchSettings& s, const char* label, int64_
   }
   const uint64_t bytes = bytes_of_file(path);
   auto ours = time_child(s.repetitions, {s.self_bin, "--parse-dcp-metadata", path}, {0}, /*own_rss=*/true);
-  auto py = run_child({s.python, metadata_script(s), "pickle-load", path, std::to_string(s.repetitions)},
-                      /*capture_stdout=*/true, 1800);
-  (void)remove_tree(dir);
   if (!ours) {
+    // No ratio without our time: CPython's minute a repetition at 1M chunks is not spent.
+    (void)remove_tree(dir);
     rows.push_back(unavailable_row(base + "parse vs pickle.load", ">= 4x", "error", ours.status().message()));
     return rows;
   }
+  auto py = run_child({s.python, metadata_script(s), "pickle-load", path, std::to_string(s.repetitions)},
+                      /*capture_stdout=*/true, 1800);
+  (void)remove_tree(dir);
   if (!py || py->exit_code != 0) {
     rows.push_back(unavailable_row(base + "parse vs pickle.load", ">= 4x", "error",
                                    py ? py->log_tail : py.status().message()));

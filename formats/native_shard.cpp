@@ -235,9 +235,9 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
   // errors) for any other (formats/native_header_fast_parse.h).
   if (std::optional<NativeHeaderFields> fast = parse_native_header_fast(header, kMaxChunksPerShard)) {
     file->metadata_ = std::move(fast->metadata);
-    file->chunks_ = std::move(fast->chunks);
+    *file->chunks_ = std::move(fast->chunks);
     CKPT_RETURN_IF_ERROR(
-        check_payload_layout(file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
+        check_payload_layout(*file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
     file->source_ = std::move(source);
     return file;
   }
@@ -250,14 +250,14 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
   if (list->size() > kMaxChunksPerShard) return Status::corruption(where + ": too many chunks");
 
   file->metadata_ = *metadata;
-  file->chunks_.reserve(list->size());
+  file->chunks_->reserve(list->size());
   for (size_t i = 0; i < list->size(); ++i) {
     CKPT_ASSIGN_OR_RETURN(
         ChunkInfo c, ChunkInfo::from_json((*list)[i], [&] { return where + " chunk " + std::to_string(i); }));
-    file->chunks_.push_back(std::move(c));
+    file->chunks_->push_back(std::move(c));
   }
   CKPT_RETURN_IF_ERROR(
-      check_payload_layout(file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
+      check_payload_layout(*file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
   file->source_ = std::move(source);
   return file;
 }
@@ -279,9 +279,9 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard_file(const std::strin
 }
 
 Status NativeShardFile::read_chunk(size_t index, uint64_t offset, void* out, size_t length) const {
-  if (index >= chunks_.size())
+  if (index >= chunks_->size())
     return Status::invalid_argument(path() + ": no chunk " + std::to_string(index));
-  const ChunkInfo& c = chunks_[index];
+  const ChunkInfo& c = (*chunks_)[index];
   if (!range_within(offset, length, c.data_bytes)) {
     return Status::invalid_argument(path() + ": read past the end of " + c.label());
   }

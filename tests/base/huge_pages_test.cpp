@@ -40,7 +40,8 @@ TEST(HugePageHeap, AdvisesTheMainHeapAndKeepsItUsable) {
     // Millions of small records, as a metadata pass makes them, then all freed and made again.
     std::vector<std::string*> records;
     for (int round = 0; round < 2; ++round) {
-      for (int i = 0; i < 200000; ++i) records.push_back(new std::string(40, static_cast<char>('a' + i % 26)));
+      for (int i = 0; i < 200000; ++i)
+        records.push_back(new std::string(40, static_cast<char>('a' + i % 26)));
       for (std::string* r : records) {
         if (r->size() != 40) ::_exit(3);
         delete r;

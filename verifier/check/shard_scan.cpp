@@ -118,30 +118,30 @@ Result<ShardScanner> ShardScanner::plan(const std::string& path, const TensorFil
   s.path_ = path;
   s.file_ = &file;
   s.digest_ = digest;
-  s.chunks_ = file.chunks();
+  s.chunk_list_ = file.shared_chunks();
   {
     CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
     s.scan_.file_bytes = source->size();
     if (digest == ShardDigest::kHeader) {
-      CKPT_ASSIGN_OR_RETURN(s.header_end_, header_digest_end(*source, file.format_name(), s.chunks_));
+      CKPT_ASSIGN_OR_RETURN(s.header_end_, header_digest_end(*source, file.format_name(), s.chunks()));
     }
   }
-  s.order_.resize(s.chunks_.size());
+  s.order_.resize(s.chunks().size());
   std::iota(s.order_.begin(), s.order_.end(), 0);
   std::stable_sort(s.order_.begin(), s.order_.end(),
-                   [&](size_t a, size_t b) { return s.chunks_[a].data_offset < s.chunks_[b].data_offset; });
+                   [&](size_t a, size_t b) { return s.chunks()[a].data_offset < s.chunks()[b].data_offset; });
   s.one_pass_ =
-      file.payload_source() != nullptr && payloads_are_disjoint(s.chunks_, s.order_, s.scan_.file_bytes);
+      file.payload_source() != nullptr && payloads_are_disjoint(s.chunks(), s.order_, s.scan_.file_bytes);
   if (!s.one_pass_ && digest == ShardDigest::kHeader) {
     return Status::corruption(path + ": payloads overlap; a header-scoped digest cannot cover them");
   }
   if (s.one_pass_) s.file_ = nullptr;  // never read through: the caller may close it
-  s.units_ = s.one_pass_ ? plan_scan_units(s.chunks_, s.order_, s.scan_.file_bytes, digest, unit_bytes)
-                         : std::vector<ScanUnit>{ScanUnit{0, s.scan_.file_bytes, 0, s.chunks_.size()}};
+  s.units_ = s.one_pass_ ? plan_scan_units(s.chunks(), s.order_, s.scan_.file_bytes, digest, unit_bytes)
+                         : std::vector<ScanUnit>{ScanUnit{0, s.scan_.file_bytes, 0, s.chunks().size()}};
   s.unit_status_.assign(s.units_.size(), Status::ok());
   s.unit_stray_.assign(s.units_.size(), -1);
-  s.scan_.chunk_sha256.resize(s.chunks_.size());
-  s.scan_.chunk_nonfinite.resize(s.chunks_.size());
+  s.scan_.chunk_sha256.resize(s.chunks().size());
+  s.scan_.chunk_nonfinite.resize(s.chunks().size());
   return s;
 }
 
@@ -257,7 +257,7 @@ class ShardScanner::UnitStream {
   Status finish() {
     // Only zero-byte chunks at the very end can remain (payloads were checked to lie in the file).
     while (next_ < unit_.last) {
-      const ChunkInfo& c = s_.chunks_[s_.order_[next_]];
+      const ChunkInfo& c = s_.chunks()[s_.order_[next_]];
       if (c.data_bytes != 0)
         return Status::truncated(s_.path_ + ": payload of " + c.label() + " lies past the end of the file");
       end_chunk(s_.order_[next_]);
@@ -285,7 +285,7 @@ class ShardScanner::UnitStream {
   }
 
   void end_chunk(size_t index) {
-    if (!chunk_hash_) start_chunk(s_.chunks_[index]);
+    if (!chunk_hash_) start_chunk(s_.chunks()[index]);
     s_.scan_.chunk_nonfinite[index] = nonfinite_->count();
     ended_.emplace_back(index, std::move(chunk_hash_));  // its bytes may still be queued
     nonfinite_.reset();
@@ -303,9 +303,9 @@ class ShardScanner::UnitStream {
         at = hi;
         continue;
       }
-      if (next_ < unit_.last && s_.chunks_[s_.order_[next_]].data_offset <= at) {
+      if (next_ < unit_.last && s_.chunks()[s_.order_[next_]].data_offset <= at) {
         const size_t index = s_.order_[next_];
-        const ChunkInfo& c = s_.chunks_[index];
+        const ChunkInfo& c = s_.chunks()[index];
         const uint64_t hi = std::min(c.data_offset + c.data_bytes, block_end);
         if (!chunk_hash_) start_chunk(c);
         if (hi > at) {
@@ -317,7 +317,7 @@ class ShardScanner::UnitStream {
         continue;
       }
       const uint64_t gap_end = next_ < unit_.last
-                                   ? std::min<uint64_t>(s_.chunks_[s_.order_[next_]].data_offset, block_end)
+                                   ? std::min<uint64_t>(s_.chunks()[s_.order_[next_]].data_offset, block_end)
                                    : block_end;
       int64_t& stray = s_.unit_stray_[index_];
       if (!whole_file() && stray < 0) {
@@ -349,12 +349,12 @@ Status ShardScanner::scan_in_two_passes(std::atomic<uint64_t>* bytes_done, size_
   CKPT_ASSIGN_OR_RETURN(scan_.file_sha256, sha256_hex_of_file(path_, &scan_.file_bytes));
   advance(bytes_done, scan_.file_bytes);
   std::vector<uint8_t> block;
-  for (size_t i = 0; i < chunks_.size(); ++i) {
-    block.resize(static_cast<size_t>(std::min<uint64_t>(chunks_[i].data_bytes, block_bytes)));
+  for (size_t i = 0; i < chunks().size(); ++i) {
+    block.resize(static_cast<size_t>(std::min<uint64_t>(chunks()[i].data_bytes, block_bytes)));
     Sha256 hash;
-    NonfiniteCounter nonfinite(chunks_[i].dtype);
-    for (uint64_t done = 0; done < chunks_[i].data_bytes;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunks_[i].data_bytes - done, block.size()));
+    NonfiniteCounter nonfinite(chunks()[i].dtype);
+    for (uint64_t done = 0; done < chunks()[i].data_bytes;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunks()[i].data_bytes - done, block.size()));
       CKPT_RETURN_IF_ERROR(file_->read_chunk(i, done, block.data(), n));
       hash.update(block.data(), n);
       nonfinite.feed(block.data(), n);

@@ -110,7 +110,8 @@ class ShardScanner {
 
   std::string path_;
   const TensorFile* file_ = nullptr;  // two-pass fallback only; the caller keeps it open until finish
-  std::vector<ChunkInfo> chunks_;
+  std::shared_ptr<const std::vector<ChunkInfo>> chunk_list_;  // the file's, shared (no copy)
+  const std::vector<ChunkInfo>& chunks() const { return *chunk_list_; }
   std::vector<size_t> order_;  // chunk indices by data_offset
   ShardDigest digest_ = ShardDigest::kWholeFile;
   bool one_pass_ = true;  // payloads are plain, non-overlapping byte ranges of the file
