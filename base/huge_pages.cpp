@@ -2,10 +2,12 @@
 
 #include <malloc.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 
 namespace ckpt {
 
@@ -18,17 +20,39 @@ void advise_huge_pages(const void* data, size_t bytes) {
   (void)::madvise(reinterpret_cast<void*>(first), end - first, MADV_HUGEPAGE);
 }
 
+namespace {
+
+// Where address space is what is counted (an RLIMIT_AS, or vm.overcommit_memory=2 charging every
+// writable mapping), a reserved step could make a later allocation fail: there the heap stays as
+// glibc has it.
+bool address_space_is_limited() {
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur != RLIM_INFINITY) return true;
+  std::FILE* f = std::fopen("/proc/sys/vm/overcommit_memory", "r");
+  if (!f) return false;
+  int mode = 0;
+  const bool read = std::fscanf(f, "%d", &mode) == 1;
+  std::fclose(f);
+  return read && mode == 2;
+}
+
+}  // namespace
+
 void use_huge_page_heap() {
-  constexpr int kHeapStep = INT_MAX - (2 << 20) + 1;
-  constexpr int kMmapThreshold = 128 << 10;  // glibc's default, fixed once M_TOP_PAD is set
-  (void)::mallopt(M_TOP_PAD, kHeapStep);
+  if (address_space_is_limited()) return;
+  constexpr int kHeapStep = INT_MAX - (2 << 20) + 1;  // ~2 GiB, whole huge pages
+  constexpr int kTopPad = 128 << 10;                  // glibc's default growth pad
+  constexpr int kMmapThreshold = 128 << 10;           // glibc's default, fixed once the pad is set
   (void)::mallopt(M_TRIM_THRESHOLD, INT_MAX);
   // One block larger than the heap's free top, taken from the heap (not its own mapping), makes
   // malloc grow the heap now, by the block and the step; that fresh span is what gets the advice.
+  // Later growth is glibc's own, a pad at a time, in 4 KiB pages.
   const size_t block = ::mallinfo2().keepcost + (size_t{1} << 20);
+  (void)::mallopt(M_TOP_PAD, kHeapStep);
   (void)::mallopt(M_MMAP_THRESHOLD, static_cast<int>(2 * block));  // above the block with its header
   void* first = ::malloc(block);
   (void)::mallopt(M_MMAP_THRESHOLD, kMmapThreshold);
+  (void)::mallopt(M_TOP_PAD, kTopPad);
   auto* end = static_cast<char*>(::sbrk(0));
   if (first && end != reinterpret_cast<char*>(-1) && end > static_cast<char*>(first))
     advise_huge_pages(first, static_cast<size_t>(end - static_cast<char*>(first)));

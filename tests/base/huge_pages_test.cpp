@@ -1,6 +1,7 @@
 #include "base/huge_pages.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +56,27 @@ TEST(HugePageHeap, AdvisesTheMainHeapAndKeepsItUsable) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "1: no [heap] mapping is advised (no 'hg' in its VmFlags); 3: a "
                                        "record came back changed";
+}
+
+TEST(HugePageHeap, LeavesAProcessWithAnAddressSpaceLimitAsItWas) {
+  // Under `ulimit -v` a reserved step of address space would count against the limit and make a
+  // later allocation fail: the heap is left alone, and a process may still use what it is allowed.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    struct rlimit limit {};
+    limit.rlim_cur = limit.rlim_max = size_t{1} << 30;
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(4);
+    use_huge_page_heap();
+    std::vector<std::string*> records;
+    for (int i = 0; i < 1000000; ++i) records.push_back(new std::string(100, 'x'));  // ~150 MB
+    for (std::string* r : records) delete r;
+    ::_exit(heap_has_huge_page_advice() ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died by a signal (std::bad_alloc aborts it)";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the heap was advised under the limit; 4: setrlimit failed";
 }
 
 }  // namespace
