@@ -8,8 +8,11 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <vector>
+
+#include "base/status.h"
 
 namespace ckpt {
 
@@ -32,6 +35,23 @@ void run_parallel(size_t count, size_t threads, const Job& job) {
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();  // the calling thread is one of them
   for (auto& t : pool) t.join();
+}
+
+// fn(i) -> Result<T> for every i in [0, count), one thread per core: the values in index order, or
+// the first failure in index order, whichever thread met it first (so a report names the same
+// shard or tensor however the threads ran). How a checkpoint's shard headers are opened and its
+// tensors read and diffed: 16 headers or 20,000 tensors are independent (issue 44).
+template <typename T, typename Fn>
+Result<std::vector<T>> collect_parallel(size_t count, const Fn& fn) {
+  std::vector<std::optional<Result<T>>> results(count);
+  run_parallel(count, resolve_jobs(0, count), [&](size_t i) { results[i].emplace(fn(i)); });
+  std::vector<T> out;
+  out.reserve(count);
+  for (auto& r : results) {
+    if (!r->is_ok()) return r->status();
+    out.push_back(std::move(**r));
+  }
+  return out;
 }
 
 // run_parallel on worker threads while the calling thread calls `report()` every `interval` until

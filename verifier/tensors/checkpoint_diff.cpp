@@ -56,16 +56,11 @@ Result<CheckpointDiff> diff_checkpoints(const std::string& path_a, const std::st
   for (const auto& t : b.tensors()) unique.insert(t.name);
   const std::vector<std::string> names(unique.begin(), unique.end());
   // Tensors are compared on every core (each reads both sides' chunks with pread): 26,682 tensors
-  // one after another were most of a diff at 320k chunks (issue 44). Rows and the first failure
-  // keep name order.
-  std::vector<Result<DiffedTensor>> rows;
-  rows.reserve(names.size());
-  for (size_t i = 0; i < names.size(); ++i) rows.emplace_back(Status::io_error("not compared"));
-  run_parallel(names.size(), resolve_jobs(0, names.size()),
-               [&](size_t i) { rows[i] = compare_one(a, b, names[i], tolerance); });
-  for (auto& compared : rows) {
-    if (!compared.is_ok()) return compared.status();
-    DiffedTensor& row = *compared;
+  // one after another were most of a diff at 320k chunks (issue 44). Rows keep name order.
+  CKPT_ASSIGN_OR_RETURN(std::vector<DiffedTensor> rows,
+                        collect_parallel<DiffedTensor>(
+                            names.size(), [&](size_t i) { return compare_one(a, b, names[i], tolerance); }));
+  for (DiffedTensor& row : rows) {
     out.identical = out.identical && row.diff.passed();
     ComponentRows& c = out.components[row.diff.component];
     c.summary.add(row.diff);

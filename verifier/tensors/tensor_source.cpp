@@ -152,20 +152,25 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
   CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(s.path_));
   s.kind_ = "checkpoint";
   s.metadata_ = manifest_metadata(manifest);
-  // Every shard's header parsed and indexed on its own thread: 16 headers of 20,000 chunks each
-  // are most of opening a 320k-chunk checkpoint (issue 44). The first failure, in shard order, is
-  // the one reported, whichever thread ends first.
-  const size_t count = manifest.shards.size();
-  std::vector<Result<std::unique_ptr<TensorFile>>> opened;
-  for (size_t i = 0; i < count; ++i) opened.emplace_back(Status::io_error("not opened"));
-  std::vector<std::optional<FileChunkIndex>> by_key(count);
-  run_parallel(count, resolve_jobs(0, count), [&](size_t i) {
-    opened[i] = open_manifest_shard(s.path_, manifest, i);
-    if (opened[i].is_ok()) by_key[i].emplace((*opened[i])->chunks());
-  });
-  for (auto& file : opened) {
-    if (!file.is_ok()) return file.status();
-    s.files_.push_back(std::move(*file));
+  // Every shard's header parsed and indexed on every core: 16 headers of 20,000 chunks each are
+  // most of opening a 320k-chunk checkpoint (issue 44). The index refers to the chunks inside the
+  // file object, which stays where it is when the pointer moves.
+  struct OpenedShard {
+    std::unique_ptr<TensorFile> file;
+    FileChunkIndex by_key;
+  };
+  CKPT_ASSIGN_OR_RETURN(
+      std::vector<OpenedShard> opened,
+      collect_parallel<OpenedShard>(manifest.shards.size(), [&](size_t i) -> Result<OpenedShard> {
+        CKPT_ASSIGN_OR_RETURN(std::unique_ptr<TensorFile> file, open_manifest_shard(s.path_, manifest, i));
+        FileChunkIndex by_key(file->chunks());
+        return OpenedShard{std::move(file), std::move(by_key)};
+      }));
+  std::vector<FileChunkIndex> by_key;
+  by_key.reserve(opened.size());
+  for (OpenedShard& shard : opened) {
+    s.files_.push_back(std::move(shard.file));
+    by_key.push_back(std::move(shard.by_key));
   }
   s.tensors_.reserve(manifest.tensors.size());
   for (const ManifestTensor& t : manifest.tensors) {
@@ -178,7 +183,7 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
       const TensorFile& file = *s.files_[mc.shard];
       size_t found = 0;
       const std::optional<size_t> index =
-          by_key[mc.shard]->find(t.name, mc, &found) ? std::optional<size_t>(found) : std::nullopt;
+          by_key[mc.shard].find(t.name, mc, &found) ? std::optional<size_t>(found) : std::nullopt;
       if (!index) {
         return Status::corruption(manifest.shards[mc.shard].path + ": has no chunk of " + t.name +
                                   " at offsets " + shape_to_string(mc.offsets));
@@ -242,18 +247,7 @@ Result<LoadedTensor> TensorSource::read_tensor(const SourceTensor& tensor) const
 }
 
 Result<std::vector<LoadedTensor>> TensorSource::read_tensors() const {
-  std::vector<Result<LoadedTensor>> read;
-  read.reserve(tensors_.size());
-  for (size_t i = 0; i < tensors_.size(); ++i) read.emplace_back(Status::io_error("not read"));
-  run_parallel(tensors_.size(), resolve_jobs(0, tensors_.size()),
-               [&](size_t i) { read[i] = read_tensor(tensors_[i]); });
-  std::vector<LoadedTensor> out;
-  out.reserve(read.size());
-  for (auto& r : read) {
-    if (!r.is_ok()) return r.status();
-    out.push_back(std::move(*r));
-  }
-  return out;
+  return collect_parallel<LoadedTensor>(tensors_.size(), [&](size_t i) { return read_tensor(tensors_[i]); });
 }
 
 }  // namespace ckpt
