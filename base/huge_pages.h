@@ -18,12 +18,14 @@ void advise_huge_pages(const void* data, size_t bytes);
 // Puts the main heap (glibc's main arena) in huge pages, as the tunable glibc.malloc.hugetlb=1
 // would, for a program that builds millions of small records: the metadata pass of a 320k-chunk
 // checkpoint makes ~4 allocations a chunk, and a drill's final-state comparison holds every tensor
-// of both runs. Measured on that checkpoint: verify --quick 1.9 s -> 1.3 s, inspect 2.95 s ->
-// 2.5 s, for ~45 MB more peak RSS (docs/performance.md). The tunable is read only at start, from
-// the environment; this does the same from inside main, before any thread starts:
-//   - the heap grows in steps of 1 GiB of address space (never of memory: a page becomes
-//     resident when first touched, as before), advised as huge pages;
-//   - it is never trimmed, since a heap trimmed and grown again would not keep the advice.
+// of both runs. Measured on that checkpoint: verify --quick 1.9 s -> 1.2 s, verify 2.4 s -> 1.7 s,
+// inspect 3.05 s -> 2.15 s, for 10-100 MB more peak RSS (docs/performance.md). The tunable is read
+// only at start, from the environment; this does the same from inside main, before any thread:
+//   - the heap grows once by ~2 GiB of address space (not of memory: a page becomes resident when
+//     first touched, as before), advised as huge pages; later growth is glibc's own, 4 KiB pages;
+//   - it is never trimmed, since a heap trimmed and grown again would not keep the advice;
+//   - under an RLIMIT_AS or strict overcommit, where that address space would count, it does
+//     nothing (a reserved step could make a later allocation fail).
 // The threads' own arenas keep 4 KiB pages. Where brk or the advice is refused, nothing changes.
 void use_huge_page_heap();
 
