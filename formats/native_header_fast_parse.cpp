@@ -31,10 +31,7 @@ bool parse_chunk(value e, ChunkInfo* c) {
   const auto parsed = dtype_from_name(dtype);
   if (!parsed) return false;
   c->dtype = *parsed;
-  if (c->offsets.size() != c->global_shape.size() || c->shape.size() != c->global_shape.size()) return false;
-  for (size_t d = 0; d < c->shape.size(); ++d) {
-    if (c->offsets[d] > c->global_shape[d] || c->shape[d] > c->global_shape[d] - c->offsets[d]) return false;
-  }
+  if (!chunk_lies_inside(c->global_shape, c->offsets, c->shape)) return false;
   if (!checked_numel(c->global_shape)) return false;
   const auto nbytes = checked_nbytes(c->shape, c->dtype);
   return nbytes && *nbytes == c->data_bytes;

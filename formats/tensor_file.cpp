@@ -132,6 +132,17 @@ Result<std::vector<uint8_t>> read_whole_chunk(const TensorFile& file, size_t ind
   return bytes;
 }
 
+bool chunk_lies_inside(const std::vector<int64_t>& global_shape, const std::vector<int64_t>& offsets,
+                       const std::vector<int64_t>& shape) {
+  if (offsets.size() != global_shape.size() || shape.size() != global_shape.size()) return false;
+  for (size_t d = 0; d < global_shape.size(); ++d) {
+    if (offsets[d] < 0 || shape[d] < 0 || offsets[d] > global_shape[d] ||
+        shape[d] > global_shape[d] - offsets[d])
+      return false;
+  }
+  return true;
+}
+
 Status check_chunk_read(const std::string& path, const std::vector<ChunkInfo>& chunks, size_t index,
                         uint64_t offset, size_t length) {
   if (index >= chunks.size()) {

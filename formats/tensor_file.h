@@ -45,6 +45,12 @@ struct ChunkInfo {
   static Result<ChunkInfo> from_json(const nlohmann::json& j, const std::function<std::string()>& where);
 };
 
+// Whether a chunk at `offsets` of `shape` lies inside a tensor of `global_shape`: the same rank, and
+// in every dim 0 <= offsets, 0 <= shape, offsets + shape <= global (without overflow). What every
+// reader of a chunk table checks before it copies a chunk into its tensor.
+bool chunk_lies_inside(const std::vector<int64_t>& global_shape, const std::vector<int64_t>& offsets,
+                       const std::vector<int64_t>& shape);
+
 // Longest tensor name a chunk entry may carry.
 constexpr size_t kMaxChunkNameBytes = 4096;
 

@@ -85,11 +85,7 @@ Result<std::unique_ptr<TensorFile>> open_by_matching_header(const std::string& p
       // What the format's reader checks of every chunk it parses, so a manifest without a digest
       // of its own cannot describe a chunk whose copy reads outside its bytes.
       const auto nbytes = checked_nbytes(mc.shape, t.dtype);
-      bool inside = mc.offsets.size() == t.shape.size() && mc.shape.size() == t.shape.size();
-      for (size_t d = 0; inside && d < t.shape.size(); ++d)
-        inside = mc.offsets[d] >= 0 && mc.shape[d] >= 0 && mc.offsets[d] <= t.shape[d] &&
-                 mc.shape[d] <= t.shape[d] - mc.offsets[d];
-      if (!inside || !nbytes || *nbytes != mc.data_bytes ||
+      if (!chunk_lies_inside(t.shape, mc.offsets, mc.shape) || !nbytes || *nbytes != mc.data_bytes ||
           !range_within(mc.data_offset, mc.data_bytes, source->size()))
         return std::unique_ptr<TensorFile>();
       ChunkInfo c;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "formats/tensor_file.h"
 #include "verifier/check/checkpoint_verifier.h"
 
 namespace ckpt {
@@ -35,14 +36,6 @@ bool boxes_intersect(const Box& a, const Box& b) {
   return true;  // rank 0: both boxes are the one element
 }
 
-bool in_bounds(const ManifestTensor& t, const ManifestChunk& c) {
-  if (c.offsets.size() != t.shape.size() || c.shape.size() != t.shape.size()) return false;
-  for (size_t d = 0; d < t.shape.size(); ++d) {
-    if (c.offsets[d] > t.shape[d] || c.shape[d] > t.shape[d] - c.offsets[d]) return false;
-  }
-  return true;
-}
-
 // For row splits (every box spans dims 1..), names the first uncovered row range; else "".
 std::string first_row_gap(const ManifestTensor& t, const std::vector<Box>& sorted) {
   if (t.shape.empty()) return "";
@@ -73,7 +66,7 @@ void check_chunk_coverage(const ManifestTensor& t, VerifyReport& report) {
   bool out_of_bounds = false;
   for (size_t i = 0; i < t.chunks.size(); ++i) {
     const ManifestChunk& c = t.chunks[i];
-    if (!in_bounds(t, c)) {
+    if (!chunk_lies_inside(t.shape, c.offsets, c.shape)) {
       out_of_bounds = true;
       report.add_error(verify_code::kChunkOutOfBounds, "", t.name,
                        "chunk " + std::to_string(i) + " at offsets " + shape_to_string(c.offsets) +
