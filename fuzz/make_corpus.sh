@@ -40,6 +40,9 @@ with zipfile.ZipFile(sys.argv[1]) as z:
 EOF
 done
 
+# Zips the fuzz targets found, kept beside the reader's tests as regressions (fuzz/crashes/README.md).
+for z in "$root"/tests/data/zip/*.zip; do cp "$z" "$corpus/zip/$(basename "$z")"; done
+
 # A DCP .metadata written by torch 1.13 itself. The real torch 2.0 sample's .metadata
 # (../shared/realworld-samples) is not copied into the repository; scripts/fuzz.sh adds it to the
 # scratch corpus of a run when it is present.

@@ -58,6 +58,31 @@ TEST(ZipArchive, FindsTheFirstEntryOfANameAmongManyInAnyOrder) {
   EXPECT_EQ(z->find(""), nullptr);
 }
 
+// Found by zip_fuzz (tests/data/zip/fuzz-torchscript-code-member-deflated.zip, fuzz/crashes/README.md):
+// a torch.save zip with one member renamed under code/ and marked deflated. open() accepts it as a
+// TorchScript code member; read() refuses it as not supported, and every stored member still reads.
+TEST(ZipArchive, FuzzFoundDeflatedCodeMemberIsAcceptedButNeverRead) {
+  const std::string path =
+      std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/zip/fuzz-torchscript-code-member-deflated.zip";
+  std::ifstream in(path, std::ios::binary);
+  MemoryByteSource src(std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {}), path);
+  auto z = ZipArchive::open(src);
+  ASSERT_TRUE(z.is_ok()) << z.status().to_string();
+  size_t compressed = 0;
+  for (const ZipEntry& e : z->entries()) {
+    auto read = z->read(src, e, 1u << 20);
+    if (e.method == kZipStored) {
+      EXPECT_TRUE(read.is_ok()) << e.name << ": " << read.status().to_string();
+      continue;
+    }
+    ++compressed;
+    EXPECT_TRUE(is_torchscript_code_member(e.name)) << e.name;
+    ASSERT_FALSE(read.is_ok()) << e.name;
+    EXPECT_EQ(read.status().code(), StatusCode::kNotSupported) << read.status().to_string();
+  }
+  EXPECT_EQ(compressed, 1u);
+}
+
 TEST(ZipArchive, ReadsZip64EndRecords) {
   expect_entries(build_zip(kEntries, {true, 0}));
 }
