@@ -25,8 +25,8 @@ struct BenchSettings {
   std::string source_dir;     // for fixture configs
   // run one group only: verify | scaling | save-load | pytorch | compression | drill | distributed | metadata
   std::string only;
-  std::string self_bin;   // this bench, re-run as a child for in-library parses (--parse-dcp-metadata)
-  std::string plot_path;  // where the scaling plot (SVG) goes; "" = not written
+  std::string parse_dcp_bin;  // ckptcheck_bench_parse_dcp (bench/children/): the DCP .metadata parse
+  std::string plot_path;      // where the scaling plot (SVG) goes; "" = not written
   std::string python = "/usr/bin/python3";  // Debian's, with python3-torch, for the PyTorch rows
   std::string python_package_dir;           // the built `ckptcheck` package's parent (<build>/python)
 };
@@ -171,7 +171,5 @@ std::vector<BenchRow> run_distributed_bench(const BenchSettings& settings);
 // Checkpoints of 320k and 1M chunks (verify --quick, verify, inspect, diff, convert, the drill's
 // comparison) and DCP .metadata of 256k and 1M chunks against pickle.load (bench/metadata_bench.cpp).
 std::vector<BenchRow> run_metadata_bench(const BenchSettings& settings, const HashingLimit& limit);
-// `ckptcheck_bench --parse-dcp-metadata PATH`: parse_dcp_metadata of one file, as a timed child.
-int parse_dcp_metadata_main(const std::string& path);
 
 }  // namespace ckpt::bench

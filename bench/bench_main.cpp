@@ -137,9 +137,6 @@ int bench_main(int argc, char** argv) {
   app.add_option("--only", s.only, "run one group of rows")
       ->check(CLI::IsMember({"verify", "scaling", "save-load", "pytorch", "python", "compression", "drill",
                              "distributed", "metadata"}));
-  std::string parse_dcp_metadata_path;
-  app.add_option("--parse-dcp-metadata", parse_dcp_metadata_path,
-                 "parse one DCP .metadata and exit (the metadata rows time this as a child)");
   app.add_option("--python", s.python, "the Python with torch for the PyTorch rows (Debian's python3-torch)");
   app.add_option(
       "--python-package-dir", s.python_package_dir,
@@ -147,12 +144,7 @@ int bench_main(int argc, char** argv) {
   app.add_option("--repetitions", s.repetitions, "timed repetitions per number; the best is reported")
       ->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);
-  if (!parse_dcp_metadata_path.empty()) return parse_dcp_metadata_main(parse_dcp_metadata_path);
-  {
-    char self[4096];
-    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-    s.self_bin = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string(argv[0]);
-  }
+  s.parse_dcp_bin = CKPTCHECK_BENCH_PARSE_DCP_BIN;
 
   if (Status made = make_directory(s.work_dir); !made) {
     std::fprintf(stderr, "ckptcheck_bench: %s\n", made.message().c_str());

@@ -249,8 +249,8 @@ NativeResult native_rows(const BenchSettings& s, const Shape& shape, const Hashi
   return out;
 }
 
-// DCP `.metadata` of `tensors` x 16 chunks: our parser (this bench re-run as a child with
-// --parse-dcp-metadata, so start-up counts and its peak RSS is its own) against CPython's pickle.load.
+// DCP `.metadata` of `tensors` x 16 chunks: our parser (ckptcheck_bench_parse_dcp, a torch-free child
+// like `ckptcheck`, so its start-up counts and its peak RSS is its own) against CPython's pickle.load.
 std::vector<BenchRow> dcp_rows(const BenchSettings& s, const char* label, int64_t tensors) {
   std::vector<BenchRow> rows;
   const std::string base = std::string("metadata DCP .metadata ") + label + " chunks: ";
@@ -267,7 +267,7 @@ std::vector<BenchRow> dcp_rows(const BenchSettings& s, const char* label, int64_
     return rows;
   }
   const uint64_t bytes = bytes_of_file(path);
-  auto ours = time_child(s.repetitions, {s.self_bin, "--parse-dcp-metadata", path}, {0}, /*own_rss=*/true);
+  auto ours = time_child(s.repetitions, {s.parse_dcp_bin, path}, {0}, /*own_rss=*/true);
   if (!ours) {
     // No ratio without our time: CPython's minute a repetition at 1M chunks is not spent.
     (void)remove_tree(dir);
@@ -308,23 +308,6 @@ std::vector<BenchRow> dcp_rows(const BenchSettings& s, const char* label, int64_
 }
 
 }  // namespace
-
-int parse_dcp_metadata_main(const std::string& path) {
-  auto text = read_small_file(path, kDcpMaxMetadataBytes);
-  if (!text) {
-    std::fprintf(stderr, "%s\n", text.status().message().c_str());
-    return 2;
-  }
-  auto parsed = parse_dcp_metadata(reinterpret_cast<const uint8_t*>(text->data()), text->size(), path);
-  if (!parsed) {
-    std::fprintf(stderr, "%s\n", parsed.status().message().c_str());
-    return 2;
-  }
-  size_t chunks = 0;
-  for (const auto& t : parsed->tensors) chunks += t.chunks.size();
-  std::printf("%zu tensors, %zu chunks, %zu items\n", parsed->tensors.size(), chunks, parsed->items.size());
-  return 0;
-}
 
 std::vector<BenchRow> run_metadata_bench(const BenchSettings& s, const HashingLimit& limit) {
   std::vector<BenchRow> rows;

@@ -10,6 +10,7 @@
 #include "base/file_io.h"
 #include "base/json_fields.h"
 #include "base/text.h"
+#include "formats/dcp_metadata_reader.h"
 #include "formats/pickle_reader.h"
 #include "formats/pytorch_file.h"
 #include "formats/safetensors_file.h"
@@ -354,18 +355,7 @@ Result<DcpChunk> parse_dcp_chunk(const nlohmann::json& c, const std::vector<int6
   DcpChunk chunk;
   CKPT_ASSIGN_OR_RETURN(chunk.offsets, get_dims(c["offsets"], at + ": chunk offsets"));
   CKPT_ASSIGN_OR_RETURN(chunk.sizes, get_dims(c["sizes"], at + ": chunk sizes"));
-  if (chunk.offsets.size() != shape.size() || chunk.sizes.size() != shape.size()) {
-    return Status::corruption(at + ": chunk at " + shape_to_string(chunk.offsets) + " sized " +
-                              shape_to_string(chunk.sizes) + " has the wrong rank for size " +
-                              shape_to_string(shape));
-  }
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (chunk.offsets[d] > shape[d] || chunk.sizes[d] > shape[d] - chunk.offsets[d]) {
-      return Status::corruption(at + ": chunk at " + shape_to_string(chunk.offsets) + " sized " +
-                                shape_to_string(chunk.sizes) + " leaves size " + shape_to_string(shape) +
-                                " in dim " + std::to_string(d));
-    }
-  }
+  CKPT_RETURN_IF_ERROR(check_dcp_chunk(chunk, shape, at));
   return chunk;
 }
 
@@ -392,8 +382,6 @@ Result<DcpTensor> parse_dcp_tensor(const std::string& fqn, const nlohmann::json&
     CKPT_ASSIGN_OR_RETURN(DcpChunk chunk, parse_dcp_chunk(c, tensor.shape, at));
     tensor.chunks.push_back(std::move(chunk));
   }
-  std::sort(tensor.chunks.begin(), tensor.chunks.end(),
-            [](const DcpChunk& a, const DcpChunk& b) { return a.offsets < b.offsets; });
   return tensor;
 }
 
@@ -416,8 +404,6 @@ Status parse_state_dict_metadata(const nlohmann::json& root, const std::string& 
     CKPT_ASSIGN_OR_RETURN(DcpTensor tensor, parse_dcp_tensor(fqn, it.value(), at, out.layout));
     out.tensors.push_back(std::move(tensor));
   }
-  std::sort(out.tensors.begin(), out.tensors.end(),
-            [](const DcpTensor& a, const DcpTensor& b) { return a.fqn < b.fqn; });
   return Status::ok();
 }
 
@@ -474,37 +460,7 @@ Status parse_storage_data(const nlohmann::json& root, const std::string& where, 
   return Status::ok();
 }
 
-// Ties every chunk and bytes entry to its item. One left untied (item == SIZE_MAX) is reported by
-// the verifier as missing from storage_data, not here: the metadata itself still parses.
-Status link_chunks_to_items(const std::string& where, DcpMetadata& out) {
-  std::map<std::pair<std::string, std::vector<int64_t>>, size_t> by_key;
-  std::map<std::string, size_t> bytes_by_fqn;
-  for (size_t i = 0; i < out.items.size(); ++i) {
-    const DcpItem& it = out.items[i];
-    if (it.is_bytes ? !bytes_by_fqn.emplace(it.fqn, i).second
-                    : !by_key.emplace(std::make_pair(it.fqn, it.offsets), i).second)
-      return Status::corruption(where + ": storage item " + it.label() + " is listed twice");
-  }
-  for (auto& t : out.tensors) {
-    for (auto& c : t.chunks) {
-      auto f = by_key.find({t.fqn, c.offsets});
-      if (f != by_key.end()) c.item = f->second;
-    }
-  }
-  for (auto& b : out.bytes) {
-    auto f = bytes_by_fqn.find(b.fqn);
-    if (f != bytes_by_fqn.end()) b.item = f->second;
-  }
-  return Status::ok();
-}
-
 }  // namespace
-
-std::string DcpItem::label() const {
-  if (is_bytes) return fqn + " (bytes)";
-  std::string s = fqn + " at " + shape_to_string(offsets);
-  return s;
-}
 
 Status SliceByteSource::read_at(uint64_t offset, void* out, size_t length) const {
   if (!range_within(offset, length, length_)) {
@@ -522,7 +478,8 @@ Status SliceByteSource::scan(uint64_t offset, uint64_t length, size_t block_byte
                        [&](uint64_t at, const uint8_t* data, size_t n) { visit(at - offset_, data, n); });
 }
 
-Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const std::string& where) {
+// The restricted VM's reading: its value tree, flattened to JSON, then read field by field.
+Result<DcpMetadata> read_dcp_metadata_with_vm(const uint8_t* data, size_t size, const std::string& where) {
   CKPT_ASSIGN_OR_RETURN(PickledStateDict dict, read_tensor_pickle(data, size, where));
   if (!dict.tensors.empty()) return Status::corruption(where + ": holds tensors; a DCP .metadata holds none");
   const nlohmann::json& root = dict.metadata.contains("value") ? dict.metadata["value"] : nlohmann::json();
@@ -533,11 +490,19 @@ Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const s
   }
   DcpMetadata out;
   out.globals = std::move(dict.globals);
-  for (PickleGlobal& g : out.globals) g.pickle = kDcpMetadataFileName;
   CKPT_RETURN_IF_ERROR(read_metadata_fields(root, where, out));
   CKPT_RETURN_IF_ERROR(parse_state_dict_metadata(root, where, out));
   CKPT_RETURN_IF_ERROR(parse_storage_data(root, where, out));
-  CKPT_RETURN_IF_ERROR(link_chunks_to_items(where, out));
+  return out;
+}
+
+Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const std::string& where) {
+  std::optional<Result<DcpMetadata>> typed = read_dcp_metadata_typed(data, size, where);
+  Result<DcpMetadata> read = typed ? std::move(*typed) : read_dcp_metadata_with_vm(data, size, where);
+  if (!read.is_ok()) return read;
+  DcpMetadata out = std::move(*read);
+  for (PickleGlobal& g : out.globals) g.pickle = kDcpMetadataFileName;
+  CKPT_RETURN_IF_ERROR(finish_dcp_metadata(where, out));
   return out;
 }
 

@@ -39,72 +39,13 @@
 
 #include "base/byte_source.h"
 #include "base/status.h"
+#include "formats/dcp_metadata.h"
 #include "formats/dtype.h"
 #include "formats/megatron_dist_checkpoint.h"
 #include "formats/pickle_globals.h"
 #include "formats/tensor_file.h"
 
 namespace ckpt {
-
-constexpr const char* kDcpMetadataFileName = ".metadata";
-constexpr uint64_t kDcpMaxMetadataBytes = 256ull << 20;
-constexpr size_t kDcpMaxItems = 1'000'000;
-
-// One storage item: where a chunk's (or a bytes entry's) torch.save archive lives.
-struct DcpItem {
-  std::string fqn;
-  std::vector<int64_t> offsets;  // the chunk's offsets; empty for a bytes item
-  bool is_bytes = false;
-  std::string relative_path;  // the data file, relative to DIR
-  size_t file = 0;            // index into DcpCheckpoint::files()
-  uint64_t offset = 0;
-  uint64_t length = 0;
-  std::vector<std::string> transforms;  // 2.4+ transform_descriptors (empty: plain torch.save bytes)
-  // Where the item's container (its torch.save archive, or the safetensors blob holding it) starts.
-  // For a tensor inside a safetensors blob, offset/length above are resolved to the tensor's bytes
-  // and recorded_offset/recorded_length keep what `.metadata` says.
-  uint64_t container_offset = 0;
-  uint64_t recorded_offset = 0;
-  uint64_t recorded_length = 0;
-  bool safetensors = false;   // a tensor chunk inside a safetensors blob
-  std::string label() const;  // "model.w[0:16, 0:32]" or "optimizer (bytes)"
-};
-
-struct DcpChunk {
-  std::vector<int64_t> offsets;
-  std::vector<int64_t> sizes;
-  size_t item = SIZE_MAX;  // index into DcpMetadata::items; SIZE_MAX when storage_data has none
-};
-
-struct DcpTensor {
-  std::string fqn;
-  DType dtype = DType::kF32;
-  std::string torch_dtype;  // "torch.float32", as the pickle names it
-  std::vector<int64_t> shape;
-  std::vector<DcpChunk> chunks;  // sorted by offsets
-};
-
-struct DcpBytesEntry {
-  std::string fqn;
-  size_t item = SIZE_MAX;  // SIZE_MAX when storage_data has none
-};
-
-struct DcpMetadata {
-  std::string layout;              // "torch-1.13" | "torch-2.0" | "torch-2.4" | "hf-safetensors-sharded"
-  std::string version;             // Metadata.version (2.4+), else ""
-  std::string metadata_class;      // the top-level class as pickled ("...checkpoint.metadata.Metadata")
-  nlohmann::json mcore_data;       // Megatron's MCoreMetadata.mcore_data (null when absent)
-  std::vector<DcpTensor> tensors;  // sorted by fqn
-  std::vector<DcpBytesEntry> bytes;
-  std::vector<DcpItem> items;  // storage_data, in pickle order; `file` is not yet resolved
-  nlohmann::json planner_data;
-  nlohmann::json storage_meta;
-  std::vector<PickleGlobal> globals;
-};
-
-// Parses `.metadata`'s bytes. Unknown state_dict_metadata classes, missing fields, a chunk outside
-// its tensor, an unknown dtype: kCorruption / kNotSupported naming `where` and the fqn.
-Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const std::string& where);
 
 // A directory holding a `.metadata` regular file, or a sharded safetensors directory (below).
 bool is_dcp_directory(const std::string& dir);

@@ -245,6 +245,15 @@ std::string pickle_global_effect(const std::string& full_name, PickleGlobalRisk 
   return out;
 }
 
+uint32_t pickle_call_use(const std::vector<PickleArgShape>& args) {
+  if (args.empty()) return kPickleUseOtherCall;
+  bool strings = true;
+  for (PickleArgShape a : args) strings = strings && a == PickleArgShape::kString;
+  if (strings) return kPickleUseCalledWithStrings;
+  if (args.size() == 1 && args[0] == PickleArgShape::kScalar) return kPickleUseCalledWithScalar;
+  return kPickleUseOtherCall;
+}
+
 std::string pickle_uses_text(uint32_t uses) {
   static const std::pair<uint32_t, const char*> kWords[] = {
       {kPickleUseConstructed, "rebuilt from its fields"},

@@ -62,6 +62,14 @@ enum PickleUse : uint32_t {
   kPickleUseAttributeRead = 8,      // the class in getattr(cls, 'NAME')
   kPickleUseOtherCall = 16,         // called or constructed with anything else
 };
+// What one REDUCE argument is, for the rule below: a str, a plain scalar (None, bool, int, float,
+// bytes) or anything else.
+enum class PickleArgShape : uint8_t { kString, kScalar, kOther };
+// Which data pattern a REDUCE's arguments follow (the PickleUse bit for the called global): strings
+// only (a path's parts, a str enum's value), one plain scalar (an enum member's value), or anything
+// else. Both pickle readers (formats/pickle_reader.h, formats/dcp_metadata_reader.h) apply it.
+uint32_t pickle_call_use(const std::vector<PickleArgShape>& args);
+
 // "rebuilt from its fields 3x, getattr 2x", for reports: the uses, in words.
 std::string pickle_uses_text(uint32_t uses);
 

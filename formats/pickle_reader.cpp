@@ -259,19 +259,9 @@ class Machine {
   std::unordered_map<std::string, size_t> storage_index_;
 };
 
-Status Machine::push_global(const std::string& module, const std::string& name) {
+// The value a global becomes: an inert name, or one of the callables the machine interprets.
+Value global_value(const std::string& module, const std::string& name) {
   const std::string full = module + "." + name;
-  auto [it, added] = global_index_.emplace(full, globals_.size());
-  // The listed name is UTF-8-clean: inspect --json dumps it (a global spelled with invalid UTF-8
-  // made it throw). It is classified by its raw spelling.
-  if (added) {
-    PickleGlobal g;
-    g.name = utf8_clean(full);
-    g.risk = classify_pickle_global(module, name);
-    g.first_offset = op_pos_;
-    globals_.push_back(std::move(g));
-  }
-  ++globals_[it->second].count;
   Value v;
   v.kind = Kind::kGlobal;
   v.s = full;
@@ -314,7 +304,23 @@ Status Machine::push_global(const std::string& module, const std::string& name) 
       }
     }
   }
-  return push_new(std::move(v));
+  return v;
+}
+
+Status Machine::push_global(const std::string& module, const std::string& name) {
+  const std::string full = module + "." + name;
+  auto [it, added] = global_index_.emplace(full, globals_.size());
+  // The listed name is UTF-8-clean: inspect --json dumps it (a global spelled with invalid UTF-8
+  // made it throw). It is classified by its raw spelling.
+  if (added) {
+    PickleGlobal g;
+    g.name = utf8_clean(full);
+    g.risk = classify_pickle_global(module, name);
+    g.first_offset = op_pos_;
+    globals_.push_back(std::move(g));
+  }
+  ++globals_[it->second].count;
+  return push_new(global_value(module, name));
 }
 
 Result<std::vector<int64_t>> Machine::int_tuple(Ref r, const char* what) const {
@@ -702,24 +708,21 @@ void Machine::note_result_called(Ref obj) {
   ++globals_[it->second].other_calls;
 }
 
-// Which data pattern a REDUCE's arguments follow: strings only (a path's parts, a str enum's value),
-// one plain scalar (an enum member's value), or anything else.
+// The shapes of a REDUCE's arguments, for pickle_call_use (formats/pickle_globals.h).
 uint32_t Machine::call_use(const std::vector<Ref>& args) const {
-  if (args.empty()) return kPickleUseOtherCall;
-  bool strings = true;
-  for (Ref a : args) strings = strings && values_[a].kind == Kind::kString;
-  if (strings) return kPickleUseCalledWithStrings;
-  if (args.size() == 1) {
-    switch (values_[args[0]].kind) {
+  std::vector<PickleArgShape> shapes;
+  for (Ref a : args) {
+    switch (values_[a].kind) {
+      case Kind::kString: shapes.push_back(PickleArgShape::kString); break;
       case Kind::kNone:
       case Kind::kBool:
       case Kind::kInt:
       case Kind::kFloat:
-      case Kind::kBytes: return kPickleUseCalledWithScalar;
-      default: break;
+      case Kind::kBytes: shapes.push_back(PickleArgShape::kScalar); break;
+      default: shapes.push_back(PickleArgShape::kOther); break;
     }
   }
-  return kPickleUseOtherCall;
+  return pickle_call_use(shapes);
 }
 
 // NEWOBJ / NEWOBJ_EX: cls.__new__(cls, *args), never run; containers we know become containers.
@@ -1342,6 +1345,10 @@ Result<nlohmann::json> Flattener::to_json(Ref r, size_t depth, const std::string
 }
 
 }  // namespace
+
+bool pickle_global_is_interpreted(const std::string& module, const std::string& name) {
+  return global_value(module, name).callable != Callable::kNone;
+}
 
 size_t pickle_output_limit(size_t pickle_size) {
   if (pickle_size >= (kPickleMaxOutput - kPickleOutputBase) / kPickleOutputPerByte) return kPickleMaxOutput;

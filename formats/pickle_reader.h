@@ -93,6 +93,10 @@ struct PickledStateDict {
   size_t end_offset = 0;                               // just past the STOP opcode
 };
 
+// Whether the reader gives `module.name` a meaning of its own (a tensor rebuild, a storage type,
+// torch.Size, OrderedDict, ...) rather than keeping it as an inert name.
+bool pickle_global_is_interpreted(const std::string& module, const std::string& name);
+
 // Runs the restricted VM over `data` (the bytes of data.pkl) up to its first STOP and flattens the
 // result. `where` names the file in messages. Unsupported opcodes are kNotSupported; malformed
 // pickles are kCorruption or kTruncated.

@@ -5,12 +5,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "formats/dcp_checkpoint.h"
+#include "formats/dcp_metadata_reader.h"
 #include "fuzz/fuzz_checks.h"
 #include "fuzz/pickle_mutator.h"
 
@@ -79,10 +81,32 @@ void check_metadata(const ckpt::DcpMetadata& md) {
   (void)md.storage_meta.dump();
 }
 
+// Wherever the typed reader reads a pickle, the VM's reading of it is the same: the same records, or
+// the same error (formats/dcp_metadata_reader.h).
+void check_typed_reading_agrees(const uint8_t* data, size_t size) {
+  const std::string where = "<fuzz>/.metadata";
+  std::optional<ckpt::Result<ckpt::DcpMetadata>> typed = ckpt::read_dcp_metadata_typed(data, size, where);
+  if (!typed) return;
+  ckpt::Result<ckpt::DcpMetadata> vm = ckpt::read_dcp_metadata_with_vm(data, size, where);
+  if (typed->is_ok()) {
+    const ckpt::Status st = ckpt::finish_dcp_metadata(where, **typed);
+    if (!st.is_ok()) *typed = st;
+  }
+  if (vm.is_ok()) {
+    const ckpt::Status st = ckpt::finish_dcp_metadata(where, *vm);
+    if (!st.is_ok()) vm = st;
+  }
+  if (typed->is_ok() != vm.is_ok()) invariant_broken("the typed reader and the VM disagree on success");
+  if (!vm.is_ok() && typed->status().message() != vm.status().message())
+    invariant_broken("the typed reader and the VM give different errors");
+  if (vm.is_ok() && !(**typed == *vm)) invariant_broken("the typed reader and the VM read different records");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto result = ckpt::parse_dcp_metadata(data, size, "<fuzz>/.metadata");
   if (result.is_ok()) check_metadata(result.value());
+  check_typed_reading_agrees(data, size);
   return 0;
 }

@@ -27,14 +27,14 @@ using testing::TempDir;
 
 const std::string kKeras = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/hdf5/keras_like.weights.h5";
 
-nlohmann::json expected() {
+nlohmann::json expected_hdf5_fixtures() {
   const auto bytes =
       testing::read_file_bytes(std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/hdf5/expected.json");
   return nlohmann::json::parse(bytes.begin(), bytes.end());
 }
 
 TEST(Hdf5Generic, ReadsEveryPlainDatasetOfAKerasLikeFile) {
-  const nlohmann::json e = expected();
+  const nlohmann::json e = expected_hdf5_fixtures();
   auto r = open_hdf5(kKeras);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   const TensorFile& f = **r;

@@ -1,0 +1,813 @@
+#include "formats/dcp_metadata_reader.h"
+
+#include <cstring>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "base/byte_coding.h"
+#include "formats/pickle_reader.h"
+#include "formats/tensor_file.h"
+
+namespace ckpt {
+// A named namespace as well: unity batches compile this file with pickle_reader.cpp, whose
+// unnamed namespace has its own Kind, Ref and kNoneRef.
+namespace dcp_typed_reader {
+namespace {
+
+enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kObject };
+
+// A value: an index into the cells, or (top bit set) a non-negative int below 2^31 itself, which is
+// what almost every int in a `.metadata` is (offsets, sizes, lengths), so those take no cell.
+using Ref = uint32_t;
+constexpr Ref kSmallInt = 0x80000000u;
+// Shared cells, made first. Every NEWOBJ pickles an empty tuple (three a chunk), never memoized.
+constexpr Ref kNoneRef = 0, kFalseRef = 1, kTrueRef = 2, kEmptyTupleRef = 3;
+
+// One value in 8 bytes: the kind in the low 4 bits, above it a payload that depends on the kind:
+//   kInt: the value (60-bit two's complement)     kString: offset (32 bits) and length (28 bits) in
+//   kTuple: start (32) and count (28) in pool_      the pickle's bytes, which outlive the reader
+//   kFloat / kList / kDict / kGlobal / kObject: an index into floats_ / containers_ / names_ / objects_
+struct Cell {
+  uint64_t bits;
+  Kind kind() const { return static_cast<Kind>(bits & 15); }
+  uint64_t payload() const { return bits >> 4; }
+  uint32_t low() const { return static_cast<uint32_t>(bits >> 4); }
+  uint32_t high() const { return static_cast<uint32_t>(bits >> 36); }
+};
+constexpr int64_t kMaxCellInt = (int64_t{1} << 59) - 1;
+constexpr uint64_t kMaxCount = (uint64_t{1} << 28) - 1;
+
+// A list or dict (key, value, key, value...): a run of pool_ that grows in place at the pool's end
+// and moves to the end (doubling) otherwise.
+struct Container {
+  uint32_t start = 0, count = 0, capacity = 0;
+};
+
+// NEWOBJ(cls, args) or REDUCE(callable, args) on an inert global, and the state BUILD gave it.
+struct Object {
+  uint32_t name;  // index into names_
+  Ref args;
+  Ref state;
+  bool called;
+};
+
+// What a global does in this reader. Every other interpreted global sends the pickle to the VM.
+enum class Special : uint8_t { kInert, kSize, kDict, kGetattr };
+
+struct GlobalName {
+  std::string full;
+  size_t listed;  // index into globals_
+  Special special;
+};
+
+// RFC 3629 UTF-8, as nlohmann::json checks it: a string that is not would be cleaned by the VM's
+// reading (U+FFFD), so this reader leaves such a pickle to it.
+bool valid_utf8(const char* text, size_t n) {
+  const auto* s = reinterpret_cast<const uint8_t*>(text);
+  size_t i = 0;
+  while (i < n) {
+    const uint8_t c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (n - i < len) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string_view class_tail(std::string_view name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
+class TypedReader {
+ public:
+  TypedReader(const uint8_t* data, size_t size, const std::string& where)
+      : p_(data), n_(size), where_(where), budget_(pickle_output_limit(size)) {
+    // Bounds from the pickle's size: a cell or pool entry costs the writer at least one opcode byte,
+    // and torch's `.metadata` spends ~11 bytes a cell and ~6 a pool entry. A pickle denser than
+    // these is no `.metadata` torch wrote; the VM, with its own limits, reads it.
+    max_cells_ = size / 4 + 4096;
+    max_pool_ = size / 2 + 4096;
+    cells_.reserve(size / 10 + 16);
+    pool_.reserve(size / 5 + 16);
+    memo_.reserve(size / 10 + 16);
+    cells_.push_back({static_cast<uint64_t>(Kind::kNone)});
+    cells_.push_back({static_cast<uint64_t>(Kind::kBool)});
+    cells_.push_back({static_cast<uint64_t>(Kind::kBool) | (1u << 4)});
+    cells_.push_back({static_cast<uint64_t>(Kind::kTuple)});
+  }
+
+  std::optional<Result<DcpMetadata>> read() {
+    Ref root = 0;
+    if (!run(&root)) return std::nullopt;
+    return extract(root);
+  }
+
+ private:
+  // ---- the machine: every failure is "not torch's shape" (false), judged again by the VM ----
+  bool run(Ref* root);
+  bool step(uint8_t op);
+
+  bool need(size_t k) const { return k <= n_ - pos_; }
+  uint64_t take_le(size_t k) {
+    const uint64_t v = decode_le(p_ + pos_, k);
+    pos_ += k;
+    return v;
+  }
+  size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
+  bool push(Ref r) {
+    if (stack_.size() >= kPickleMaxStack) return false;
+    stack_.push_back(r);
+    return true;
+  }
+  bool pop(Ref* r) {
+    if (stack_.size() <= floor()) return false;
+    *r = stack_.back();
+    stack_.pop_back();
+    return true;
+  }
+  bool top(Ref* r) const {
+    if (stack_.size() <= floor()) return false;
+    *r = stack_.back();
+    return true;
+  }
+  bool make(Kind kind, uint64_t payload, Ref* r) {
+    if (cells_.size() >= max_cells_) return false;
+    cells_.push_back({static_cast<uint64_t>(kind) | (payload << 4)});
+    *r = static_cast<Ref>(cells_.size() - 1);
+    return true;
+  }
+  bool push_new(Kind kind, uint64_t payload) {
+    Ref r;
+    return make(kind, payload, &r) && push(r);
+  }
+  bool push_int(int64_t v) {
+    if (v >= 0 && v < int64_t{kSmallInt}) return push(kSmallInt | static_cast<Ref>(v));
+    if (v > kMaxCellInt || v < -kMaxCellInt) return false;
+    return push_new(Kind::kInt, static_cast<uint64_t>(v) & ((uint64_t{1} << 60) - 1));
+  }
+  bool push_string(uint64_t len) {
+    if (len > n_ - pos_ || len > kMaxCount || !valid_utf8(reinterpret_cast<const char*>(p_ + pos_), len))
+      return false;
+    const uint64_t at = pos_;
+    pos_ += len;
+    return push_new(Kind::kString, at | (len << 32));
+  }
+  // The items above the last MARK, and the mark, removed; [*first, stack end) before the resize.
+  bool pop_mark(size_t* first) {
+    if (marks_.empty()) return false;
+    *first = marks_.back();
+    marks_.pop_back();
+    return true;
+  }
+  bool make_tuple(const Ref* items, size_t k, Ref* r) {
+    if (pool_.size() + k > max_pool_ || k > kMaxCount) return false;
+    const uint64_t start = pool_.size();
+    pool_.insert(pool_.end(), items, items + k);
+    return make(Kind::kTuple, start | (uint64_t{k} << 32), r);
+  }
+  bool append(uint32_t container, const Ref* items, size_t k);
+  bool memo_put(uint64_t key) {
+    Ref r;
+    if (!top(&r)) return false;
+    if (key == memo_.size()) {
+      memo_.push_back(r);
+    } else if (key < memo_.size()) {
+      memo_[key] = r;
+    } else {
+      return false;
+    }
+    return true;
+  }
+  bool global(const std::string& module, const std::string& name);
+  void note_use(Ref r, uint32_t use) {
+    if (kind(r) != Kind::kGlobal) return;
+    PickleGlobal& g = globals_[names_[cells_[r].low()].listed];
+    g.uses |= use;
+    if (use == kPickleUseOtherCall) ++g.other_calls;
+  }
+  bool reduce(Ref fn, Ref args);
+  bool new_object(Ref cls, Ref args);
+  bool build(Ref obj, Ref state);
+
+  // ---- reading values ----
+  Kind kind(Ref r) const { return r & kSmallInt ? Kind::kInt : cells_[r].kind(); }
+  int64_t int_of(Ref r) const {
+    if (r & kSmallInt) return r & ~kSmallInt;
+    return static_cast<int64_t>(cells_[r].bits) >> 4;
+  }
+  std::string_view str_of(Ref r) const {
+    const Cell& c = cells_[r];
+    return {reinterpret_cast<const char*>(p_ + c.low()), c.high()};
+  }
+  // A tuple's or a container's items.
+  std::pair<const Ref*, size_t> items_of(Ref r) const {
+    const Cell& c = cells_[r];
+    if (c.kind() == Kind::kTuple) return {pool_.data() + c.low(), c.high()};
+    const Container& k = containers_[c.low()];
+    return {pool_.data() + k.start, k.count};
+  }
+  const Object* object_of(Ref r) const { return kind(r) == Kind::kObject ? &objects_[cells_[r].low()] : nullptr; }
+  const std::string& name_of(const Object& o) const { return names_[o.name].full; }
+  // The class NEWOBJ made `o` of ("" for a REDUCE result), as the VM's "__class__" names it.
+  std::string_view class_of(const Object& o) const { return o.called ? std::string_view() : name_of(o); }
+  // The value BUILD gave `o` under `key` (its state is a dict with string keys), or false.
+  bool field(const Object& o, std::string_view key, Ref* out) const;
+  bool has_plain_state(const Object& o) const;
+  std::optional<std::vector<int64_t>> dims(Ref r) const;
+  bool spend(size_t bytes) {
+    if (bytes > budget_ - spent_) return false;
+    spent_ += bytes;
+    return true;
+  }
+  std::optional<nlohmann::json> to_json(Ref r, size_t depth);
+  std::optional<nlohmann::json> field_json(const Object& o, const char* key) {
+    Ref v;
+    if (!field(o, key, &v)) return nlohmann::json();
+    return to_json(v, 1);
+  }
+
+  // ---- the records ----
+  std::optional<Result<DcpMetadata>> extract(Ref root);
+  std::optional<Result<DcpTensor>> tensor(const std::string& fqn, const Object& t, std::string& layout);
+  std::optional<Result<DcpItem>> item(Ref key, Ref value);
+
+  const uint8_t* p_;
+  size_t n_;
+  const std::string& where_;
+  size_t pos_ = 0, op_pos_ = 0;
+  size_t max_cells_ = 0, max_pool_ = 0;
+  const size_t budget_;
+  size_t spent_ = 0;
+  std::vector<Cell> cells_;
+  std::vector<Ref> pool_;
+  std::vector<Container> containers_;
+  std::vector<Object> objects_;
+  std::vector<double> floats_;
+  std::vector<GlobalName> names_;
+  std::unordered_map<std::string, uint32_t> name_index_;
+  std::vector<PickleGlobal> globals_;
+  std::unordered_map<std::string, size_t> global_index_;
+  std::vector<Ref> stack_;
+  std::vector<size_t> marks_;
+  std::vector<Ref> memo_;
+};
+
+bool TypedReader::run(Ref* root) {
+  while (pos_ < n_) {
+    op_pos_ = pos_;
+    const uint8_t op = p_[pos_++];
+    if (op == '.') return pop(root);  // STOP
+    if (!step(op)) return false;
+  }
+  return false;
+}
+
+bool TypedReader::step(uint8_t op) {
+  Ref a = 0, b = 0;
+  size_t first = 0;
+  switch (op) {
+    case 0x80:  // PROTO
+      if (!need(1) || p_[pos_] > 5) return false;
+      ++pos_;
+      return true;
+    case 0x95:  // FRAME: a length hint
+      if (!need(8)) return false;
+      pos_ += 8;
+      return true;
+    case '(':  // MARK
+      if (marks_.size() >= kPickleMaxStack) return false;
+      marks_.push_back(stack_.size());
+      return true;
+    case '0': return pop(&a);  // POP
+    case '1':                  // POP_MARK
+      if (!pop_mark(&first)) return false;
+      stack_.resize(first);
+      return true;
+    case '2': return top(&a) && push(a);  // DUP
+    case 0x94: return memo_put(memo_.size());
+    case 'q':
+    case 'r':
+      if (!need(op == 'q' ? 1 : 4)) return false;
+      return memo_put(take_le(op == 'q' ? 1 : 4));
+    case 'h':
+    case 'j': {
+      if (!need(op == 'h' ? 1 : 4)) return false;
+      const uint64_t key = take_le(op == 'h' ? 1 : 4);
+      return key < memo_.size() && push(memo_[key]);
+    }
+    case 'J':  // BININT is signed; BININT1 and BININT2 are not
+      if (!need(4)) return false;
+      return push_int(static_cast<int32_t>(static_cast<uint32_t>(take_le(4))));
+    case 'K':
+    case 'M':
+      if (!need(op == 'K' ? 1 : 2)) return false;
+      return push_int(static_cast<int64_t>(take_le(op == 'K' ? 1 : 2)));
+    case 0x8a: {  // LONG1: little-endian two's complement
+      if (!need(1)) return false;
+      const uint64_t k = take_le(1);
+      if (k > 8 || !need(k)) return false;
+      uint64_t raw = take_le(k);
+      if (k > 0 && k < 8 && (raw >> (8 * k - 1)) & 1) raw |= ~uint64_t{0} << (8 * k);
+      return push_int(static_cast<int64_t>(raw));
+    }
+    case 'G': {  // BINFLOAT, big-endian
+      if (!need(8)) return false;
+      const uint64_t bits = decode_be(p_ + pos_, 8);
+      pos_ += 8;
+      double f;
+      std::memcpy(&f, &bits, 8);
+      floats_.push_back(f);
+      return push_new(Kind::kFloat, floats_.size() - 1);
+    }
+    case 0x88: return push(kTrueRef);
+    case 0x89: return push(kFalseRef);
+    case 'N': return push(kNoneRef);
+    case 0x8c:  // SHORT_BINUNICODE, BINUNICODE, BINUNICODE8
+    case 'X':
+    case 0x8d: {
+      const size_t k = op == 0x8c ? 1 : op == 'X' ? 4 : 8;
+      if (!need(k)) return false;
+      return push_string(take_le(k));
+    }
+    case '}':
+    case ']':
+      containers_.push_back({static_cast<uint32_t>(pool_.size()), 0, 0});
+      return push_new(op == '}' ? Kind::kDict : Kind::kList, containers_.size() - 1);
+    case ')': return push(kEmptyTupleRef);
+    case 't':
+      if (!pop_mark(&first) || !make_tuple(stack_.data() + first, stack_.size() - first, &a)) return false;
+      stack_.resize(first);
+      return push(a);
+    case 0x85:
+    case 0x86:
+    case 0x87: {
+      const size_t k = op - 0x84;
+      if (stack_.size() < floor() + k || !make_tuple(stack_.data() + stack_.size() - k, k, &a)) return false;
+      stack_.resize(stack_.size() - k);
+      return push(a);
+    }
+    case 's':
+    case 'u':
+    case 'a':
+    case 'e': {  // SETITEM(S), APPEND(S)
+      const bool dict = op == 's' || op == 'u';
+      if (op == 's' || op == 'a') {
+        const size_t k = dict ? 2 : 1;
+        if (stack_.size() < floor() + k) return false;
+        first = stack_.size() - k;
+      } else if (!pop_mark(&first)) {
+        return false;
+      }
+      if (first == 0 || first - 1 < floor()) return false;  // the dict or list sits below the items
+      const Ref target = stack_[first - 1];
+      if (kind(target) != (dict ? Kind::kDict : Kind::kList) || (dict && (stack_.size() - first) % 2)) return false;
+      if (!append(cells_[target].low(), stack_.data() + first, stack_.size() - first)) return false;
+      stack_.resize(first);
+      return true;
+    }
+    case 'c': {  // GLOBAL "module\nname\n"
+      std::string parts[2];
+      for (std::string& part : parts) {
+        const void* nl = std::memchr(p_ + pos_, '\n', std::min<size_t>(n_ - pos_, 257));
+        if (!nl) return false;
+        const size_t len = static_cast<const uint8_t*>(nl) - (p_ + pos_);
+        if (len > 256) return false;
+        part.assign(reinterpret_cast<const char*>(p_ + pos_), len);
+        pos_ += len + 1;
+      }
+      return valid_utf8(parts[0].data(), parts[0].size()) && valid_utf8(parts[1].data(), parts[1].size()) &&
+             global(parts[0], parts[1]);
+    }
+    case 0x93:  // STACK_GLOBAL
+      if (!pop(&b) || !pop(&a) || kind(a) != Kind::kString || kind(b) != Kind::kString) return false;
+      return global(std::string(str_of(a)), std::string(str_of(b)));
+    case 'R':
+    case 0x81:
+      if (!pop(&b) || !pop(&a)) return false;
+      return op == 'R' ? reduce(a, b) : new_object(a, b);
+    case 'b':
+      if (!pop(&b) || !top(&a)) return false;
+      return build(a, b);
+    default: return false;
+  }
+}
+
+bool TypedReader::append(uint32_t index, const Ref* items, size_t k) {
+  Container c = containers_[index];
+  if (c.count + k > kMaxCount) return false;
+  if (c.count + k > c.capacity) {
+    if (c.start + c.capacity == pool_.size()) {  // at the pool's end: grow in place
+      if (pool_.size() + (c.count + k - c.capacity) > max_pool_) return false;
+      pool_.resize(c.start + c.count + k);
+      c.capacity = c.count + k;
+    } else {  // elsewhere: move to the end, exactly sized the first time, doubled after
+      const size_t capacity = c.count == 0 ? k : 2 * (c.count + k);
+      if (pool_.size() + capacity > max_pool_) return false;
+      const size_t start = pool_.size();
+      pool_.resize(start + capacity);
+      std::copy(pool_.begin() + c.start, pool_.begin() + c.start + c.count, pool_.begin() + start);
+      c.start = static_cast<uint32_t>(start);
+      c.capacity = static_cast<uint32_t>(capacity);
+    }
+  }
+  // `items` may point into stack_, never into pool_.
+  std::copy(items, items + k, pool_.begin() + c.start + c.count);
+  c.count += static_cast<uint32_t>(k);
+  containers_[index] = c;
+  return true;
+}
+
+bool TypedReader::global(const std::string& module, const std::string& name) {
+  const std::string full = module + "." + name;
+  auto [it, added] = name_index_.emplace(full, static_cast<uint32_t>(names_.size()));
+  if (added) {
+    Special special = Special::kInert;
+    if (full == "torch.Size") {
+      special = Special::kSize;
+    } else if (full == "collections.OrderedDict" || full == "collections.defaultdict") {
+      special = Special::kDict;
+    } else if (full == "builtins.getattr" || full == "__builtin__.getattr") {
+      special = Special::kGetattr;
+    } else if (pickle_global_is_interpreted(module, name)) {
+      return false;  // a tensor, storage, numpy array, set...: none belongs in a `.metadata`
+    }
+    auto [g, new_global] = global_index_.emplace(full, globals_.size());
+    if (new_global) {
+      PickleGlobal listed;
+      listed.name = full;
+      listed.risk = classify_pickle_global(module, name);
+      listed.first_offset = op_pos_;
+      globals_.push_back(std::move(listed));
+    }
+    names_.push_back({full, g->second, special});
+  }
+  ++globals_[names_[it->second].listed].count;
+  return push_new(Kind::kGlobal, it->second);
+}
+
+// As the VM records it (formats/pickle_reader.cpp, Machine::reduce): getattr(<global>, <str>) is an
+// attribute read, any other call is classified by its arguments' shapes.
+bool TypedReader::reduce(Ref fn, Ref args) {
+  if (kind(fn) != Kind::kGlobal || kind(args) != Kind::kTuple) return false;
+  const GlobalName& g = names_[cells_[fn].low()];
+  const auto [a, count] = items_of(args);
+  if (g.special == Special::kGetattr) {
+    PickleGlobal& listed = globals_[g.listed];
+    if (count == 2 && kind(a[0]) == Kind::kGlobal && kind(a[1]) == Kind::kString &&
+        listed.attribute_lookups.size() < 1024) {
+      listed.attribute_lookups.push_back(names_[cells_[a[0]].low()].full + "." + std::string(str_of(a[1])));
+      listed.uses |= kPickleUseAttributeRead;
+      note_use(a[0], kPickleUseAttributeRead);
+    } else {
+      listed.uses |= kPickleUseOtherCall;
+      ++listed.other_calls;
+    }
+  } else {
+    std::vector<PickleArgShape> shapes;
+    for (size_t k = 0; k < count; ++k) {
+      const Kind ak = kind(a[k]);
+      shapes.push_back(ak == Kind::kString ? PickleArgShape::kString
+                       : ak == Kind::kNone || ak == Kind::kBool || ak == Kind::kInt || ak == Kind::kFloat
+                           ? PickleArgShape::kScalar
+                           : PickleArgShape::kOther);
+    }
+    note_use(fn, pickle_call_use(shapes));
+  }
+  if (g.special == Special::kSize && count == 1 && (kind(a[0]) == Kind::kTuple || kind(a[0]) == Kind::kList)) {
+    // torch.Size(tuple) is that tuple (the VM's reading gives both the same JSON array).
+    if (kind(a[0]) == Kind::kTuple) return push(a[0]);
+    const auto [items, k] = items_of(a[0]);
+    const std::vector<Ref> copy(items, items + k);
+    Ref r;
+    return make_tuple(copy.data(), copy.size(), &r) && push(r);
+  }
+  if (g.special == Special::kDict) {
+    if (g.full == "collections.OrderedDict" && count != 0) return false;
+    containers_.push_back({static_cast<uint32_t>(pool_.size()), 0, 0});
+    return push_new(Kind::kDict, containers_.size() - 1);
+  }
+  objects_.push_back({cells_[fn].low(), args, kNoneRef, true});
+  return push_new(Kind::kObject, objects_.size() - 1);
+}
+
+bool TypedReader::new_object(Ref cls, Ref args) {
+  if (kind(cls) != Kind::kGlobal || kind(args) != Kind::kTuple) return false;
+  note_use(cls, items_of(args).second == 0 ? kPickleUseConstructed : kPickleUseOtherCall);
+  if (names_[cells_[cls].low()].special == Special::kDict) {
+    containers_.push_back({static_cast<uint32_t>(pool_.size()), 0, 0});
+    return push_new(Kind::kDict, containers_.size() - 1);
+  }
+  objects_.push_back({cells_[cls].low(), args, kNoneRef, false});
+  return push_new(Kind::kObject, objects_.size() - 1);
+}
+
+bool TypedReader::build(Ref obj, Ref state) {
+  const Kind k = kind(obj);
+  if (k == Kind::kDict || k == Kind::kList) return true;  // an OrderedDict's attributes: no data
+  if (k != Kind::kObject) return false;
+  Object& o = objects_[cells_[obj].low()];
+  if (o.state != kNoneRef) return false;  // a second BUILD: the VM merges the states
+  o.state = state;
+  return true;
+}
+
+bool TypedReader::has_plain_state(const Object& o) const {
+  if (kind(o.state) != Kind::kDict) return false;
+  const auto [kv, count] = items_of(o.state);
+  for (size_t k = 0; k < count; k += 2)
+    if (kind(kv[k]) != Kind::kString || str_of(kv[k]).compare(0, 2, "__") == 0) return false;
+  return true;
+}
+
+bool TypedReader::field(const Object& o, std::string_view key, Ref* out) const {
+  if (kind(o.state) != Kind::kDict) return false;
+  const auto [kv, count] = items_of(o.state);
+  bool found = false;
+  for (size_t k = 0; k < count; k += 2) {  // the last of a repeated key, as a dict keeps it
+    if (kind(kv[k]) == Kind::kString && str_of(kv[k]) == key) {
+      *out = kv[k + 1];
+      found = true;
+    }
+  }
+  return found;
+}
+
+std::optional<std::vector<int64_t>> TypedReader::dims(Ref r) const {
+  const Kind k = kind(r);
+  if (k != Kind::kTuple && k != Kind::kList) return std::nullopt;
+  const auto [items, count] = items_of(r);
+  if (count > 64) return std::nullopt;
+  std::vector<int64_t> out(count);
+  for (size_t d = 0; d < count; ++d) {
+    if (kind(items[d]) != Kind::kInt || int_of(items[d]) < 0) return std::nullopt;
+    out[d] = int_of(items[d]);
+  }
+  return out;
+}
+
+// The JSON the VM's flattening gives the same value (formats/pickle_reader.h, PickledStateDict):
+// objects as {"__class__" or "__call__": name, "__args__", state keys}, globals as "global:name",
+// a dict with keys JSON cannot hold as {"__pairs__": [[key, value], ...]}.
+std::optional<nlohmann::json> TypedReader::to_json(Ref r, size_t depth) {
+  if (depth > kPickleMaxNesting || !spend(32)) return std::nullopt;
+  switch (kind(r)) {
+    case Kind::kNone: return nlohmann::json();
+    case Kind::kBool: return nlohmann::json(r == kTrueRef);
+    case Kind::kInt: return nlohmann::json(int_of(r));
+    case Kind::kFloat: return nlohmann::json(floats_[cells_[r].low()]);
+    case Kind::kString:
+      if (!spend(str_of(r).size())) return std::nullopt;
+      return nlohmann::json(std::string(str_of(r)));
+    case Kind::kGlobal: return nlohmann::json("global:" + names_[cells_[r].low()].full);
+    case Kind::kTuple:
+    case Kind::kList: {
+      nlohmann::json a = nlohmann::json::array();
+      const auto [items, count] = items_of(r);
+      for (size_t k = 0; k < count; ++k) {
+        auto j = to_json(items[k], depth + 1);
+        if (!j) return std::nullopt;
+        a.push_back(std::move(*j));
+      }
+      return a;
+    }
+    case Kind::kDict: {
+      const auto [kv, count] = items_of(r);
+      bool plain = true;
+      for (size_t k = 0; k < count; k += 2) plain = plain && (kind(kv[k]) == Kind::kString || kind(kv[k]) == Kind::kInt);
+      nlohmann::json o = plain ? nlohmann::json::object() : nlohmann::json::array();
+      for (size_t k = 0; k < count; k += 2) {
+        auto v = to_json(kv[k + 1], depth + 1);
+        if (!v) return std::nullopt;
+        if (!plain) {
+          auto key = to_json(kv[k], depth + 1);
+          if (!key) return std::nullopt;
+          o.push_back(nlohmann::json::array({std::move(*key), std::move(*v)}));
+        } else {
+          const std::string key =
+              kind(kv[k]) == Kind::kString ? std::string(str_of(kv[k])) : std::to_string(int_of(kv[k]));
+          if (!spend(key.size())) return std::nullopt;
+          o[key] = std::move(*v);
+        }
+      }
+      if (!plain) return nlohmann::json{{"__pairs__", std::move(o)}};
+      return o;
+    }
+    case Kind::kObject: {
+      const Object& ob = objects_[cells_[r].low()];
+      nlohmann::json o = nlohmann::json::object();
+      if (name_of(ob) != "argparse.Namespace") o[ob.called ? "__call__" : "__class__"] = name_of(ob);
+      if (kind(ob.args) != Kind::kTuple || items_of(ob.args).second != 0) {
+        auto args = to_json(ob.args, depth + 1);
+        if (!args) return std::nullopt;
+        o["__args__"] = std::move(*args);
+      }
+      if (has_plain_state(ob)) {
+        const auto [kv, count] = items_of(ob.state);
+        for (size_t k = 0; k < count; k += 2) {
+          auto v = to_json(kv[k + 1], depth + 1);
+          if (!v || !spend(str_of(kv[k]).size())) return std::nullopt;
+          o[std::string(str_of(kv[k]))] = std::move(*v);
+        }
+      } else if (kind(ob.state) == Kind::kDict) {
+        return std::nullopt;  // keys the VM would merge differently ("__class__", ints): its call
+      } else if (ob.state != kNoneRef) {
+        auto state = to_json(ob.state, depth + 1);
+        if (!state) return std::nullopt;
+        o["__state__"] = std::move(*state);
+      }
+      return o;
+    }
+  }
+  return std::nullopt;
+}
+
+// One TensorStorageMetadata(properties, size, chunks), checked as the VM's reading checks it.
+std::optional<Result<DcpTensor>> TypedReader::tensor(const std::string& fqn, const Object& t,
+                                                     std::string& layout) {
+  const std::string at = where_ + ": " + fqn;
+  Ref props = 0, size = 0, chunks = 0;
+  if (!has_plain_state(t) || !field(t, "properties", &props) || !field(t, "size", &size) ||
+      !field(t, "chunks", &chunks) || kind(chunks) != Kind::kList)
+    return std::nullopt;
+  const Object* p = object_of(props);
+  if (!p) return std::nullopt;
+  if (class_of(*p).rfind("torch.distributed.checkpoint.metadata.", 0) == 0) layout = "torch-2.4";
+  // TensorProperties pickles its __getstate__ tuple (dtype, layout, ...); a dict state carries "dtype".
+  Ref dtype = 0;
+  if (kind(p->state) == Kind::kTuple && items_of(p->state).second > 0) {
+    dtype = items_of(p->state).first[0];
+  } else if (!has_plain_state(*p) || !field(*p, "dtype", &dtype)) {
+    return std::nullopt;
+  }
+  if (kind(dtype) != Kind::kGlobal) return std::nullopt;
+  const std::string& dtype_name = names_[cells_[dtype].low()].full;
+  if (dtype_name.rfind("torch.", 0) != 0) return std::nullopt;
+  const std::optional<DType> dt = dtype_from_torch_name(dtype_name.substr(6));
+  std::optional<std::vector<int64_t>> shape = dims(size);
+  if (!dt || !shape) return std::nullopt;
+  DcpTensor out;
+  out.fqn = fqn;
+  out.dtype = *dt;
+  out.torch_dtype = dtype_name;
+  out.shape = std::move(*shape);
+  if (!checked_nbytes(out.shape, out.dtype))
+    return Result<DcpTensor>(Status::corruption(at + ": size " + shape_to_string(out.shape) + " overflows"));
+  const auto [list, count] = items_of(chunks);
+  out.chunks.reserve(count);
+  for (size_t k = 0; k < count; ++k) {
+    const Object* c = object_of(list[k]);
+    Ref offsets = 0, sizes = 0;
+    if (!c || class_tail(class_of(*c)) != "ChunkStorageMetadata" || !has_plain_state(*c) ||
+        !field(*c, "offsets", &offsets) || !field(*c, "sizes", &sizes))
+      return std::nullopt;
+    DcpChunk chunk;
+    std::optional<std::vector<int64_t>> o = dims(offsets), s = dims(sizes);
+    if (!o || !s) return std::nullopt;
+    chunk.offsets = std::move(*o);
+    chunk.sizes = std::move(*s);
+    const Status fits = check_dcp_chunk(chunk, out.shape, at);
+    if (!fits.is_ok()) return Result<DcpTensor>(fits);
+    out.chunks.push_back(std::move(chunk));
+  }
+  return Result<DcpTensor>(std::move(out));
+}
+
+// One storage_data pair, MetadataIndex(fqn, offset, index) -> _StorageInfo(relative_path, offset,
+// length[, transform_descriptors]).
+std::optional<Result<DcpItem>> TypedReader::item(Ref key, Ref value) {
+  const Object* k = object_of(key);
+  const Object* v = object_of(value);
+  if (!k || !v || class_tail(class_of(*k)) != "MetadataIndex" || class_tail(class_of(*v)) != "_StorageInfo" ||
+      !has_plain_state(*k) || !has_plain_state(*v))
+    return std::nullopt;
+  Ref fqn = 0, path = 0, offset = 0, length = 0, chunk_offset = kNoneRef, transforms = kNoneRef;
+  if (!field(*k, "fqn", &fqn) || kind(fqn) != Kind::kString || !field(*v, "relative_path", &path) ||
+      kind(path) != Kind::kString || !field(*v, "offset", &offset) || kind(offset) != Kind::kInt ||
+      int_of(offset) < 0 || !field(*v, "length", &length) || kind(length) != Kind::kInt || int_of(length) < 0)
+    return std::nullopt;
+  DcpItem out;
+  out.fqn = std::string(str_of(fqn));
+  out.relative_path = std::string(str_of(path));
+  if (!spend(out.fqn.size() + out.relative_path.size())) return std::nullopt;
+  (void)field(*k, "offset", &chunk_offset);
+  if (chunk_offset == kNoneRef) {
+    out.is_bytes = true;
+  } else {
+    std::optional<std::vector<int64_t>> o = dims(chunk_offset);
+    if (!o) return std::nullopt;
+    out.offsets = std::move(*o);
+  }
+  out.offset = out.container_offset = out.recorded_offset = static_cast<uint64_t>(int_of(offset));
+  out.length = out.recorded_length = static_cast<uint64_t>(int_of(length));
+  if (field(*v, "transform_descriptors", &transforms) &&
+      (kind(transforms) == Kind::kList || kind(transforms) == Kind::kTuple)) {
+    const auto [items, count] = items_of(transforms);
+    for (size_t d = 0; d < count; ++d) {
+      if (kind(items[d]) != Kind::kString) return std::nullopt;
+      out.transforms.emplace_back(str_of(items[d]));
+    }
+  }
+  return Result<DcpItem>(std::move(out));
+}
+
+std::optional<Result<DcpMetadata>> TypedReader::extract(Ref root) {
+  const Object* m = object_of(root);
+  if (!m || (class_tail(class_of(*m)) != "Metadata" && class_tail(class_of(*m)) != "MCoreMetadata") ||
+      !has_plain_state(*m))
+    return std::nullopt;
+  DcpMetadata out;
+  const std::string& mclass = name_of(*m);
+  Ref v = 0;
+  out.layout = mclass.find("._shard.checkpoint.") != std::string::npos ? "torch-1.13" : "torch-2.0";
+  if (field(*m, "storage_meta", &v) || field(*m, "version", &v)) out.layout = "torch-2.4";
+  if (field(*m, "version", &v) && kind(v) == Kind::kString) out.version = std::string(str_of(v));
+  out.metadata_class = mclass;
+  std::optional<nlohmann::json> mcore = field_json(*m, "mcore_data"), planner = field_json(*m, "planner_data"),
+                                storage_meta = field_json(*m, "storage_meta");
+  if (!mcore || !planner || !storage_meta) return std::nullopt;
+  out.mcore_data = std::move(*mcore);
+  if (!out.mcore_data.is_null() && !out.mcore_data.is_object())
+    return Result<DcpMetadata>(Status::corruption(where_ + ": mcore_data is " + out.mcore_data.type_name() +
+                                                  ", not a dict"));
+  out.planner_data = std::move(*planner);
+  out.storage_meta = std::move(*storage_meta);
+
+  Ref sdm = 0;
+  if (!field(*m, "state_dict_metadata", &sdm) || kind(sdm) != Kind::kDict) return std::nullopt;
+  const auto [entries, entry_refs] = items_of(sdm);
+  for (size_t k = 0; k < entry_refs; k += 2) {
+    if (kind(entries[k]) != Kind::kString) return std::nullopt;
+    const std::string fqn(str_of(entries[k]));
+    if (fqn == "__pairs__" || fqn == "__class__") return std::nullopt;  // the VM's JSON reads these as its own
+    const Object* t = object_of(entries[k + 1]);
+    if (!t) return std::nullopt;
+    const std::string_view what = class_tail(class_of(*t));
+    if (what == "BytesStorageMetadata") {
+      out.bytes.push_back({fqn, SIZE_MAX});
+    } else if (what == "TensorStorageMetadata") {
+      std::optional<Result<DcpTensor>> read = tensor(fqn, *t, out.layout);
+      if (!read) return std::nullopt;
+      if (!read->is_ok()) return Result<DcpMetadata>(read->status());
+      out.tensors.push_back(std::move(**read));
+    } else {
+      return std::nullopt;
+    }
+  }
+  // A repeated name: a dict keeps the last, and the VM's reading does too.
+  std::vector<std::string_view> names;
+  for (const DcpTensor& t : out.tensors) names.push_back(t.fqn);
+  for (const DcpBytesEntry& b : out.bytes) names.push_back(b.fqn);
+  std::sort(names.begin(), names.end());
+  if (std::adjacent_find(names.begin(), names.end()) != names.end()) return std::nullopt;
+
+  Ref sd = 0;
+  if (!field(*m, "storage_data", &sd) || kind(sd) != Kind::kDict) return std::nullopt;
+  const auto [pairs, pair_refs] = items_of(sd);
+  if (pair_refs / 2 > kDcpMaxItems)
+    return Result<DcpMetadata>(Status::corruption(where_ + ": " + std::to_string(pair_refs / 2) +
+                                                  " storage items, more than the limit"));
+  out.items.reserve(pair_refs / 2);
+  for (size_t k = 0; k < pair_refs; k += 2) {
+    std::optional<Result<DcpItem>> read = item(pairs[k], pairs[k + 1]);
+    if (!read) return std::nullopt;
+    if (!read->is_ok()) return Result<DcpMetadata>(read->status());
+    out.items.push_back(std::move(**read));
+  }
+  out.globals = std::move(globals_);
+  return Result<DcpMetadata>(std::move(out));
+}
+
+}  // namespace
+}  // namespace dcp_typed_reader
+
+std::optional<Result<DcpMetadata>> read_dcp_metadata_typed(const uint8_t* data, size_t size,
+                                                           const std::string& where) {
+  if (size > kDcpMaxMetadataBytes) return std::nullopt;
+  return dcp_typed_reader::TypedReader(data, size, where).read();
+}
+
+}  // namespace ckpt

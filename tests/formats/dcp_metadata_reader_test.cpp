@@ -1,0 +1,218 @@
+// The typed `.metadata` reader against the restricted VM's reading: every DCP fixture, real and
+// hostile, must read the same both ways wherever the typed reader reads it, and the shapes torch
+// writes must be read by the typed reader (else the million-chunk checkpoints fall to the VM's
+// bounds again).
+#include "formats/dcp_metadata_reader.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "base/file_io.h"
+#include "formats/dcp_metadata.h"
+#include "formats/pickle_reader.h"
+#include "tests/support/test_paths.h"
+#include "tests/support/test_support.h"
+
+namespace ckpt {
+namespace {
+
+using testing::TempDir;
+
+std::string source(const std::string& rel) { return std::string(CKPTCHECK_SOURCE_DIR) + "/" + rel; }
+
+// The `.metadata` files torch wrote (1.13 by Debian's torch, 2.x by torch 2.11 on a GPU machine,
+// Megatron-Core's torch_dist layout, DCP's safetensors serialization).
+const std::vector<std::string> kTorchWritten = {
+    "tests/data/dcp/torch113/.metadata",
+    "tests/data/dcp/dcp2_storage_meta/.metadata",
+    "tests/data/dcp/safetensors_v28/.metadata",
+    "tests/data/dcp/megatron_torch_dist/.metadata",
+    "tests/data/dcp/megatron_2rank_planner/.metadata",
+    "tests/data/torch211/dcp_ddp/.metadata",
+    "tests/data/torch211/dcp_fsdp2/.metadata",
+    "tests/data/torch211/dcp_fsdp2_2rank/.metadata",
+};
+// Hand-made hostile pickles: os.system, pathlib's unlink, a REDUCE in planner_data, invalid UTF-8.
+const std::vector<std::string> kHostile = {
+    "tests/data/dcp/profile_hostile/os_system.metadata",
+    "tests/data/dcp/profile_hostile/path_unlink.metadata",
+    "tests/data/dcp/profile_hostile/planner_reduce_call.metadata",
+    "tests/data/dcp/fuzz-invalid-utf8-global.metadata",
+};
+const std::string kRealSample = "../shared/realworld-samples/dcp-lightning-2rank/.metadata";
+
+// Part by part, so that a failure names the tensor, item or global that differs.
+void expect_same_records(const DcpMetadata& a, const DcpMetadata& b) {
+  EXPECT_EQ(a.layout, b.layout);
+  EXPECT_EQ(a.version, b.version);
+  EXPECT_EQ(a.metadata_class, b.metadata_class);
+  EXPECT_EQ(a.mcore_data, b.mcore_data);
+  EXPECT_EQ(a.planner_data, b.planner_data);
+  EXPECT_EQ(a.storage_meta, b.storage_meta);
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t t = 0; t < a.tensors.size(); ++t) EXPECT_TRUE(a.tensors[t] == b.tensors[t]) << a.tensors[t].fqn;
+  ASSERT_EQ(a.bytes.size(), b.bytes.size());
+  for (size_t i = 0; i < a.bytes.size(); ++i) EXPECT_TRUE(a.bytes[i] == b.bytes[i]) << a.bytes[i].fqn;
+  ASSERT_EQ(a.items.size(), b.items.size());
+  for (size_t i = 0; i < a.items.size(); ++i) EXPECT_TRUE(a.items[i] == b.items[i]) << a.items[i].label();
+  ASSERT_EQ(a.globals.size(), b.globals.size());
+  for (size_t i = 0; i < a.globals.size(); ++i)
+    EXPECT_TRUE(same_listing(a.globals[i], b.globals[i])) << a.globals[i].name;
+  EXPECT_TRUE(a == b);
+}
+
+// The typed reading of `bytes`, finished, or nullopt when the typed reader left it to the VM; and
+// the VM's. Where the typed reader reads, both must agree: the same records or the same message.
+struct BothReadings {
+  std::optional<Result<DcpMetadata>> typed;
+  Result<DcpMetadata> vm;
+};
+
+BothReadings read_both(const std::vector<uint8_t>& bytes, const std::string& where) {
+  BothReadings r{read_dcp_metadata_typed(bytes.data(), bytes.size(), where),
+                 read_dcp_metadata_with_vm(bytes.data(), bytes.size(), where)};
+  if (r.typed && r.typed->is_ok()) {
+    const Status st = finish_dcp_metadata(where, **r.typed);
+    if (!st.is_ok()) *r.typed = st;
+  }
+  if (r.vm.is_ok()) {
+    const Status st = finish_dcp_metadata(where, *r.vm);
+    if (!st.is_ok()) r.vm = st;
+  }
+  return r;
+}
+
+void expect_agreement(const BothReadings& r) {
+  ASSERT_TRUE(r.typed.has_value());
+  ASSERT_EQ(r.typed->is_ok(), r.vm.is_ok()) << (r.typed->is_ok() ? r.vm.status() : r.typed->status()).to_string();
+  if (!r.vm.is_ok()) {
+    EXPECT_EQ(r.typed->status().message(), r.vm.status().message());
+    EXPECT_EQ(r.typed->status().code(), r.vm.status().code());
+    return;
+  }
+  expect_same_records(**r.typed, *r.vm);
+}
+
+TEST(DcpMetadataReader, ReadsEveryTorchWrittenFixtureAsTheVmDoes) {
+  std::vector<std::string> files = kTorchWritten;
+  if (is_regular_file(source(kRealSample))) files.push_back(kRealSample);
+  for (const std::string& rel : files) {
+    SCOPED_TRACE(rel);
+    const std::vector<uint8_t> bytes = testing::read_file_bytes(source(rel));
+    const BothReadings r = read_both(bytes, rel);
+    ASSERT_TRUE(r.typed.has_value()) << "the typed reader left a pickle torch wrote to the VM";
+    ASSERT_TRUE(r.vm.is_ok()) << r.vm.status().to_string();
+    expect_agreement(r);
+    EXPECT_FALSE((*r.typed)->tensors.empty());
+  }
+}
+
+TEST(DcpMetadataReader, HostilePicklesReadTheSameOrGoToTheVm) {
+  size_t typed = 0;
+  for (const std::string& rel : kHostile) {
+    SCOPED_TRACE(rel);
+    const BothReadings r = read_both(testing::read_file_bytes(source(rel)), rel);
+    if (!r.typed) continue;
+    ++typed;
+    expect_agreement(r);
+  }
+  // Inert globals are names to both readers: os.system in a class position reads the same way.
+  EXPECT_GE(typed, 1u);
+}
+
+// Bytes of the torch 2.x fixture with one chunk's size changed: the chunk at (0, 0) sized (2, 6)
+// of a (4, 6) tensor becomes (2, 200). Both readings name it with the same line.
+TEST(DcpMetadataReader, AChunkOutsideItsTensorIsTheSameErrorBothWays) {
+  std::vector<uint8_t> bytes = testing::read_file_bytes(source("tests/data/dcp/dcp2_storage_meta/.metadata"));
+  ASSERT_GT(bytes.size(), 493u);
+  ASSERT_EQ(bytes[489], 'K');
+  ASSERT_EQ(bytes[490], 2);
+  ASSERT_EQ(bytes[491], 'K');
+  ASSERT_EQ(bytes[492], 6);
+  bytes[492] = 200;
+  const BothReadings r = read_both(bytes, "damaged/.metadata");
+  expect_agreement(r);
+  ASSERT_FALSE(r.vm.is_ok());
+  EXPECT_NE(r.vm.status().message().find("sized [2, 200]"), std::string::npos) << r.vm.status().message();
+  auto parsed = parse_dcp_metadata(bytes.data(), bytes.size(), "damaged/.metadata");
+  ASSERT_FALSE(parsed.is_ok());
+  EXPECT_EQ(parsed.status().message(), r.vm.status().message());
+}
+
+// Every prefix and every single-byte change of a torch-written pickle: wherever the typed reader
+// reads, it agrees with the VM (a truncated or corrupted pickle is never read differently).
+TEST(DcpMetadataReader, DamagedPicklesNeverReadDifferently) {
+  const std::vector<uint8_t> good = testing::read_file_bytes(source("tests/data/dcp/dcp2_storage_meta/.metadata"));
+  size_t typed = 0, left = 0;
+  for (size_t n = 0; n < good.size(); n += 7) {
+    const std::vector<uint8_t> prefix(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n));
+    const BothReadings r = read_both(prefix, "prefix");
+    EXPECT_FALSE(r.typed.has_value() && r.typed->is_ok()) << n;  // a pickle cut short has no STOP
+  }
+  for (size_t at = 0; at < good.size(); at += 3) {
+    for (uint8_t flip : {uint8_t{0x01}, uint8_t{0x40}}) {
+      std::vector<uint8_t> bytes = good;
+      bytes[at] ^= flip;
+      const BothReadings r = read_both(bytes, "flipped");
+      if (!r.typed) {
+        ++left;
+        continue;
+      }
+      ++typed;
+      SCOPED_TRACE("byte " + std::to_string(at) + " ^ " + std::to_string(flip));
+      expect_agreement(r);
+    }
+  }
+  EXPECT_GT(typed, 100u);  // most changes (a digit, a name) still read
+  EXPECT_GT(left, 100u);   // opcodes and lengths changed send it to the VM
+}
+
+// 102,400 chunks, past the VM's bounds (a million memo entries at ~13 a chunk; the VM stops near
+// 77,000, and the bench's 256k row shows its error), read by the typed reader and checked against
+// what the writer put there. The VM is not run here: reaching its bound takes ten seconds in a debug
+// build.
+TEST(DcpMetadataReader, ReadsMoreChunksThanTheVmCan) {
+  TempDir dir;
+  const std::string path = dir / ".metadata";
+  const auto made = testing::run_command("/usr/bin/python3 " + source("bench/metadata_inputs.py") +
+                                         " dcp-metadata " + path + " 6400 16");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::vector<uint8_t> bytes = testing::read_file_bytes(path);
+  std::optional<Result<DcpMetadata>> typed = read_dcp_metadata_typed(bytes.data(), bytes.size(), path);
+  ASSERT_TRUE(typed.has_value()) << "left to the VM";
+  ASSERT_TRUE(typed->is_ok()) << typed->status().to_string();
+  auto md = parse_dcp_metadata(bytes.data(), bytes.size(), path);
+  ASSERT_TRUE(md.is_ok()) << md.status().to_string();
+  EXPECT_EQ(md->layout, "torch-2.4");
+  EXPECT_EQ(md->version, "1.0.0");
+  ASSERT_EQ(md->tensors.size(), 6400u);
+  ASSERT_EQ(md->items.size(), 102400u);
+  // Tensor t is "model.layers.{t/4}.mlp.w{t%4}", [64, 64] F32 in 16 row chunks; chunk k of every
+  // tensor lies in __k_0.distcp, each item 2048 bytes after the last of that file.
+  const DcpTensor& t = md->tensors[0];
+  EXPECT_EQ(t.fqn, "model.layers.0.mlp.w0");
+  EXPECT_EQ(t.shape, (std::vector<int64_t>{64, 64}));
+  ASSERT_EQ(t.chunks.size(), 16u);
+  const DcpChunk& c = t.chunks[5];
+  EXPECT_EQ(c.offsets, (std::vector<int64_t>{20, 0}));
+  EXPECT_EQ(c.sizes, (std::vector<int64_t>{4, 64}));
+  ASSERT_LT(c.item, md->items.size());
+  const DcpItem& it = md->items[c.item];
+  EXPECT_EQ(it.fqn, t.fqn);
+  EXPECT_EQ(it.relative_path, "__5_0.distcp");
+  EXPECT_EQ(it.offset, 0u);
+  EXPECT_EQ(it.length, 2048u);
+  const DcpTensor& last = md->tensors.back();
+  EXPECT_EQ(last.fqn, "model.layers.999.mlp.w3");
+  // model.layers.999.mlp.w3 is tensor 3999, so each of its items starts 3999 items into its file.
+  EXPECT_EQ(md->items[last.chunks[15].item].offset, 3999u * 2048u);
+  EXPECT_EQ(md->items[last.chunks[15].item].length, 2048u);
+  EXPECT_EQ(md->items[last.chunks[15].item].relative_path, "__15_0.distcp");
+  for (const DcpTensor& x : md->tensors)
+    for (const DcpChunk& k : x.chunks) ASSERT_LT(k.item, md->items.size()) << x.fqn;
+}
+
+}  // namespace
+}  // namespace ckpt
