@@ -12,6 +12,9 @@ Run with Debian's interpreter (python3-torch 1.13):
                                       PyTorch 2.4+ writes it (torch.distributed.checkpoint.metadata
                                       classes, planner_data, storage_data of _StorageInfo, storage_meta,
                                       version)
+  dcp-directory DIR TENSORS           a DCP checkpoint of TENSORS [8, 8] F32 tensors written by torch 1.13's
+                                      own FileSystemWriter, which writes one data file per item (as 2.x does
+                                      with single_file_per_rank=False): more files than `ulimit -n`
   pickle-load PATH REPETITIONS        CPython's pickle.load of PATH, REPETITIONS times in this process;
                                       prints {"seconds": [...], "max_rss_bytes": N} (ru_maxrss after)
 
@@ -93,6 +96,18 @@ def write_dcp_metadata(path, tensors, chunks):
         pickle.dump(metadata, f)
 
 
+def write_dcp_directory(path, tensors):
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location("make_pytorch_fixtures",
+                                                  os.path.join(here, "..", "scripts", "make_pytorch_fixtures.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    writer, save_state_dict = module.import_dcp_113()
+    torch.manual_seed(44)
+    state = {f"model.layer{i}.weight": torch.randn(8, 8) for i in range(tensors)}
+    save_state_dict(state, writer(path), no_dist=True)
+
+
 def pickle_load(path, repetitions):
     c = fixture_classes()  # where 2.x's classes live, so pickle.load finds them as torch 2.x would
 
@@ -118,6 +133,8 @@ def main():
         write_torch_save(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
     elif cmd == "dcp-metadata":
         write_dcp_metadata(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif cmd == "dcp-directory":
+        write_dcp_directory(sys.argv[2], int(sys.argv[3]))
     elif cmd == "pickle-load":
         pickle_load(sys.argv[2], int(sys.argv[3]))
     else:

@@ -9,6 +9,7 @@
 #include "base/byte_coding.h"
 #include "base/file_io.h"
 #include "base/json_fields.h"
+#include "base/path_byte_source.h"
 #include "base/text.h"
 #include "formats/dcp_metadata_reader.h"
 #include "formats/pickle_reader.h"
@@ -562,8 +563,13 @@ Result<DcpCheckpoint> DcpCheckpoint::open(const std::string& raw_dir) {
     if (!is_regular_file(path)) return Status::invalid_argument(path + ": not a regular file");
     if (!dcp_path_resolves_inside(c.dir_, path))
       return Status::invalid_argument(path + ": resolves outside " + c.dir_);
-    CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
-    c.sources_.push_back(std::shared_ptr<const ByteSource>(std::move(source)));
+    if (c.files_.size() <= kDcpMaxFilesKeptOpen) {
+      CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
+      c.sources_.push_back(std::shared_ptr<const ByteSource>(std::move(source)));
+    } else {
+      CKPT_ASSIGN_OR_RETURN(auto source, PathByteSource::open(path));
+      c.sources_.push_back(std::shared_ptr<const ByteSource>(std::move(source)));
+    }
   }
   for (DcpItem& it : c.metadata_.items)
     it.file = static_cast<size_t>(std::lower_bound(c.files_.begin(), c.files_.end(), it.relative_path) -

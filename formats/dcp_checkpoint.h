@@ -82,6 +82,11 @@ class SliceByteSource final : public ByteSource {
   std::string name_;
 };
 
+// Up to this many data files are held open; a directory of more (one file per item, as torch 1.13
+// and single_file_per_rank=False write) opens each file for each read (base/path_byte_source.h), so
+// no `ulimit -n` limits the files a checkpoint may have.
+constexpr size_t kDcpMaxFilesKeptOpen = 64;
+
 class DcpCheckpoint {
  public:
   // Reads `.metadata` and opens every data file it names. A file name that leaves DIR is

@@ -14,7 +14,9 @@ bool item_less(const DcpItem& a, const DcpItem& b) {
   return a.offsets < b.offsets;
 }
 
-bool same_key(const DcpItem& a, const DcpItem& b) { return a.fqn == b.fqn && a.offsets == b.offsets; }
+bool same_key(const DcpItem& a, const DcpItem& b) {
+  return a.fqn == b.fqn && a.offsets == b.offsets;
+}
 
 // Items of one kind (tensor or bytes) in key order, equal keys in pickle order. An item whose key an
 // earlier item has is "listed twice"; the first such in pickle order is the one named.
@@ -83,7 +85,9 @@ bool operator==(const DcpTensor& a, const DcpTensor& b) {
          a.chunks == b.chunks;
 }
 
-bool operator==(const DcpBytesEntry& a, const DcpBytesEntry& b) { return a.fqn == b.fqn && a.item == b.item; }
+bool operator==(const DcpBytesEntry& a, const DcpBytesEntry& b) {
+  return a.fqn == b.fqn && a.item == b.item;
+}
 
 bool same_listing(const PickleGlobal& a, const PickleGlobal& b) {
   return a.name == b.name && a.risk == b.risk && a.first_offset == b.first_offset && a.count == b.count &&

@@ -89,8 +89,8 @@ bool valid_utf8(const char* text, size_t n) {
       if ((s[i + k] & 0xC0) != 0x80) return false;
       cp = (cp << 6) | (s[i + k] & 0x3F);
     }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
       return false;
     i += len;
   }
@@ -230,7 +230,9 @@ class TypedReader {
     const Container& k = containers_[c.low()];
     return {pool_.data() + k.start, k.count};
   }
-  const Object* object_of(Ref r) const { return kind(r) == Kind::kObject ? &objects_[cells_[r].low()] : nullptr; }
+  const Object* object_of(Ref r) const {
+    return kind(r) == Kind::kObject ? &objects_[cells_[r].low()] : nullptr;
+  }
   const std::string& name_of(const Object& o) const { return names_[o.name].full; }
   // The class NEWOBJ made `o` of ("" for a REDUCE result), as the VM's "__class__" names it.
   std::string_view class_of(const Object& o) const { return o.called ? std::string_view() : name_of(o); }
@@ -384,7 +386,8 @@ bool TypedReader::step(uint8_t op) {
       }
       if (first == 0 || first - 1 < floor()) return false;  // the dict or list sits below the items
       const Ref target = stack_[first - 1];
-      if (kind(target) != (dict ? Kind::kDict : Kind::kList) || (dict && (stack_.size() - first) % 2)) return false;
+      if (kind(target) != (dict ? Kind::kDict : Kind::kList) || (dict && (stack_.size() - first) % 2))
+        return false;
       if (!append(cells_[target].low(), stack_.data() + first, stack_.size() - first)) return false;
       stack_.resize(first);
       return true;
@@ -497,7 +500,8 @@ bool TypedReader::reduce(Ref fn, Ref args) {
     }
     note_use(fn, pickle_call_use(shapes));
   }
-  if (g.special == Special::kSize && count == 1 && (kind(a[0]) == Kind::kTuple || kind(a[0]) == Kind::kList)) {
+  if (g.special == Special::kSize && count == 1 &&
+      (kind(a[0]) == Kind::kTuple || kind(a[0]) == Kind::kList)) {
     // torch.Size(tuple) is that tuple (the VM's reading gives both the same JSON array).
     if (kind(a[0]) == Kind::kTuple) return push(a[0]);
     const auto [items, k] = items_of(a[0]);
@@ -597,7 +601,8 @@ std::optional<nlohmann::json> TypedReader::to_json(Ref r, size_t depth) {
     case Kind::kDict: {
       const auto [kv, count] = items_of(r);
       bool plain = true;
-      for (size_t k = 0; k < count; k += 2) plain = plain && (kind(kv[k]) == Kind::kString || kind(kv[k]) == Kind::kInt);
+      for (size_t k = 0; k < count; k += 2)
+        plain = plain && (kind(kv[k]) == Kind::kString || kind(kv[k]) == Kind::kInt);
       nlohmann::json o = plain ? nlohmann::json::object() : nlohmann::json::array();
       for (size_t k = 0; k < count; k += 2) {
         auto v = to_json(kv[k + 1], depth + 1);
@@ -746,13 +751,14 @@ std::optional<Result<DcpMetadata>> TypedReader::extract(Ref root) {
   if (field(*m, "storage_meta", &v) || field(*m, "version", &v)) out.layout = "torch-2.4";
   if (field(*m, "version", &v) && kind(v) == Kind::kString) out.version = std::string(str_of(v));
   out.metadata_class = mclass;
-  std::optional<nlohmann::json> mcore = field_json(*m, "mcore_data"), planner = field_json(*m, "planner_data"),
+  std::optional<nlohmann::json> mcore = field_json(*m, "mcore_data"),
+                                planner = field_json(*m, "planner_data"),
                                 storage_meta = field_json(*m, "storage_meta");
   if (!mcore || !planner || !storage_meta) return std::nullopt;
   out.mcore_data = std::move(*mcore);
   if (!out.mcore_data.is_null() && !out.mcore_data.is_object())
-    return Result<DcpMetadata>(Status::corruption(where_ + ": mcore_data is " + out.mcore_data.type_name() +
-                                                  ", not a dict"));
+    return Result<DcpMetadata>(
+        Status::corruption(where_ + ": mcore_data is " + out.mcore_data.type_name() + ", not a dict"));
   out.planner_data = std::move(*planner);
   out.storage_meta = std::move(*storage_meta);
 
@@ -762,7 +768,8 @@ std::optional<Result<DcpMetadata>> TypedReader::extract(Ref root) {
   for (size_t k = 0; k < entry_refs; k += 2) {
     if (kind(entries[k]) != Kind::kString) return std::nullopt;
     const std::string fqn(str_of(entries[k]));
-    if (fqn == "__pairs__" || fqn == "__class__") return std::nullopt;  // the VM's JSON reads these as its own
+    if (fqn == "__pairs__" || fqn == "__class__")
+      return std::nullopt;  // the VM's JSON reads these as its own
     const Object* t = object_of(entries[k + 1]);
     if (!t) return std::nullopt;
     const std::string_view what = class_tail(class_of(*t));

@@ -160,6 +160,50 @@ TEST(DcpCommand, VerifyNamesAFlippedByteInATorch113Item) {
   for (const auto& e : j["errors"]) EXPECT_EQ(e["tensor"], "model.weight") << r.output;
 }
 
+// A DCP checkpoint written one file per item (torch 1.13's FileSystemWriter; 2.x's with
+// single_file_per_rank=False) has a file per chunk. 300 of them under `ulimit -n 128`: each data file
+// held open made verify and inspect fail with "Too many open files"; beyond kDcpMaxFilesKeptOpen they
+// are opened per read. A flipped payload byte in one of them is still found.
+TEST(DcpCommand, ACheckpointOfMoreFilesThanTheOpenFileLimitVerifies) {
+  TempDir tmp;
+  const std::string dir = tmp / "dcp";
+  const auto made = testing::run_command("/usr/bin/python3 " + std::string(CKPTCHECK_SOURCE_DIR) +
+                                         "/bench/metadata_inputs.py dcp-directory '" + dir + "' 300");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  auto dcp = DcpCheckpoint::open(dir);
+  ASSERT_TRUE(dcp.is_ok()) << dcp.status().to_string();
+  ASSERT_EQ(dcp->files().size(), 300u);
+  const std::string limited =
+      "CKPTCHECK_NO_PROGRESS=1 bash -c 'ulimit -n 128 && exec " + std::string(CKPTCHECK_BIN);
+  const auto verify = testing::run_command(limited + " verify --weights-only --json " + dir + "'");
+  EXPECT_EQ(verify.exit_code, 0) << verify.output.substr(0, 2000);
+  EXPECT_EQ(json_of(verify)["tensors"], 300) << verify.output.substr(0, 2000);
+  const auto inspect = testing::run_command(limited + " inspect --json " + dir + "'");
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output.substr(0, 2000);
+  EXPECT_EQ(json_of(inspect)["tensors"].size(), 300u);
+
+  const DcpMetadata& md = dcp->metadata();
+  auto t = std::find_if(md.tensors.begin(), md.tensors.end(),
+                        [](const DcpTensor& x) { return x.fqn == "model.layer250.weight"; });
+  ASSERT_NE(t, md.tensors.end());
+  const DcpItem& item = md.items[t->chunks[0].item];
+  auto bytes = testing::read_file_bytes(dir + "/" + item.relative_path);
+  MemoryByteSource source(
+      std::vector<uint8_t>(bytes.begin() + item.offset, bytes.begin() + item.offset + item.length));
+  auto zip = ZipArchive::open(source);
+  ASSERT_TRUE(zip.is_ok()) << zip.status().to_string();
+  const ZipEntry* storage = nullptr;
+  for (const auto& e : zip->entries())
+    if (e.name.find("/data/") != std::string::npos && e.size == 256) storage = &e;  // 8 x 8 float32
+  ASSERT_NE(storage, nullptr);
+  bytes[item.offset + storage->data_offset + 5] ^= 0x10;
+  testing::write_file_bytes(dir + "/" + item.relative_path, bytes);
+  const auto damaged = testing::run_command(limited + " verify --weights-only --json " + dir + "'");
+  EXPECT_EQ(damaged.exit_code, 1) << damaged.output.substr(0, 2000);
+  EXPECT_TRUE(has_code(json_of(damaged), "zip_crc_mismatch", "model.layer250.weight"))
+      << damaged.output.substr(0, 2000);
+}
+
 // Found by dcp_fuzz (fuzz/crashes/README.md): inspect --json ended in "internal error" (exit 2) when a
 // pickle global's name was not UTF-8.
 TEST(DcpCommand, InspectJsonOfAGlobalWithInvalidUtf8) {

@@ -20,7 +20,9 @@ namespace {
 
 using testing::TempDir;
 
-std::string source(const std::string& rel) { return std::string(CKPTCHECK_SOURCE_DIR) + "/" + rel; }
+std::string source(const std::string& rel) {
+  return std::string(CKPTCHECK_SOURCE_DIR) + "/" + rel;
+}
 
 // The `.metadata` files torch wrote (1.13 by Debian's torch, 2.x by torch 2.11 on a GPU machine,
 // Megatron-Core's torch_dist layout, DCP's safetensors serialization).
@@ -86,7 +88,8 @@ BothReadings read_both(const std::vector<uint8_t>& bytes, const std::string& whe
 
 void expect_agreement(const BothReadings& r) {
   ASSERT_TRUE(r.typed.has_value());
-  ASSERT_EQ(r.typed->is_ok(), r.vm.is_ok()) << (r.typed->is_ok() ? r.vm.status() : r.typed->status()).to_string();
+  ASSERT_EQ(r.typed->is_ok(), r.vm.is_ok())
+      << (r.typed->is_ok() ? r.vm.status() : r.typed->status()).to_string();
   if (!r.vm.is_ok()) {
     EXPECT_EQ(r.typed->status().message(), r.vm.status().message());
     EXPECT_EQ(r.typed->status().code(), r.vm.status().code());
@@ -144,7 +147,8 @@ TEST(DcpMetadataReader, AChunkOutsideItsTensorIsTheSameErrorBothWays) {
 // Every prefix and every single-byte change of a torch-written pickle: wherever the typed reader
 // reads, it agrees with the VM (a truncated or corrupted pickle is never read differently).
 TEST(DcpMetadataReader, DamagedPicklesNeverReadDifferently) {
-  const std::vector<uint8_t> good = testing::read_file_bytes(source("tests/data/dcp/dcp2_storage_meta/.metadata"));
+  const std::vector<uint8_t> good =
+      testing::read_file_bytes(source("tests/data/dcp/dcp2_storage_meta/.metadata"));
   size_t typed = 0, left = 0;
   for (size_t n = 0; n < good.size(); n += 7) {
     const std::vector<uint8_t> prefix(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n));

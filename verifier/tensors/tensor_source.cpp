@@ -69,22 +69,18 @@ const SourceTensor* TensorSource::find(const std::string& name) const {
 
 Status TensorSource::add_file_chunks(size_t file_index) {
   const auto& chunks = files_[file_index]->chunks();
-  // tensors_ is in first-seen order until finish_tensor_list; the map finds a name in it without a
-  // scan of every tensor (quadratic at 20,000 tensors, issue 44).
-  // No reallocation below: the map holds views of the names in tensors_.
-  tensors_.reserve(tensors_.size() + chunks.size());
-  std::unordered_map<std::string_view, size_t> tensor_by_name;
-  tensor_by_name.reserve(tensors_.size() + chunks.size());
-  for (size_t t = 0; t < tensors_.size(); ++t) tensor_by_name.emplace(tensors_[t].name, t);
+  // tensors_ is in first-seen order until finish_tensor_list; tensor_by_name_ finds a name in it
+  // without a scan of every tensor (quadratic at 20,000 tensors, issue 44), across all files. No
+  // reserve per file: at one chunk a file, exact reserves would copy and rehash everything each time.
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ChunkInfo& c = chunks[i];
-    auto seen = tensor_by_name.find(c.name);
-    auto it = seen == tensor_by_name.end() ? tensors_.end() : tensors_.begin() + seen->second;
+    auto seen = tensor_by_name_.find(c.name);
+    auto it = seen == tensor_by_name_.end() ? tensors_.end() : tensors_.begin() + seen->second;
     if (it == tensors_.end()) {
       auto nbytes = checked_nbytes(c.global_shape, c.dtype);
       if (!nbytes)
         return Status::corruption(files_[file_index]->path() + ": " + c.name + ": shape overflows");
-      tensor_by_name.emplace(c.name, tensors_.size());
+      tensor_by_name_.emplace(c.name, tensors_.size());
       tensors_.push_back({c.name, c.component, c.dtype, c.global_shape, *nbytes, {}, c.alias_of});
       it = tensors_.end() - 1;
     } else if (it->dtype != c.dtype || it->shape != c.global_shape) {
@@ -98,6 +94,7 @@ Status TensorSource::add_file_chunks(size_t file_index) {
 }
 
 Status TensorSource::finish_tensor_list() {
+  tensor_by_name_ = {};
   std::sort(tensors_.begin(), tensors_.end(),
             [](const SourceTensor& a, const SourceTensor& b) { return a.name < b.name; });
   return Status::ok();

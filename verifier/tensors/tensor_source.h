@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "formats/tensor_file.h"
@@ -87,6 +88,10 @@ class TensorSource {
   nlohmann::json metadata_ = nlohmann::json::object();
   std::vector<std::unique_ptr<TensorFile>> files_;
   std::vector<SourceTensor> tensors_;
+  // Name -> index in tensors_ while files are added (first-seen order), so that a source of many
+  // files (a DCP directory of one file per chunk) finds each name without rebuilding an index per
+  // file; dropped by finish_tensor_list.
+  std::unordered_map<std::string, size_t> tensor_by_name_;
 };
 
 }  // namespace ckpt
