@@ -51,9 +51,10 @@ TEST(PathByteSource, HoldsNoDescriptorAndReadsItsFile) {
   EXPECT_EQ(got[3], counting(100)[3]);
   std::vector<uint8_t> scanned;
   ASSERT_TRUE(sources[5]
-                  ->scan(10, 90, 16, [&](uint64_t, const uint8_t* data, size_t n) {
-                    scanned.insert(scanned.end(), data, data + n);
-                  })
+                  ->scan(10, 90, 16,
+                         [&](uint64_t, const uint8_t* data, size_t n) {
+                           scanned.insert(scanned.end(), data, data + n);
+                         })
                   .is_ok());
   const std::vector<uint8_t> all = counting(100);
   EXPECT_EQ(scanned, std::vector<uint8_t>(all.begin() + 10, all.end()));

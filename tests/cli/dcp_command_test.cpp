@@ -204,6 +204,26 @@ TEST(DcpCommand, ACheckpointOfMoreFilesThanTheOpenFileLimitVerifies) {
       << damaged.output.substr(0, 2000);
 }
 
+// A DCP directory with a data file gone: the message names the file, and does not tell the user to
+// pass one of the directory's own data files instead (the directory was the right thing to pass).
+TEST(DcpCommand, AMissingDataFileIsNamedWithoutSuggestingItsSiblings) {
+  TempDir tmp;
+  auto dcp = DcpCheckpoint::open(kTorch113);
+  ASSERT_TRUE(dcp.is_ok()) << dcp.status().to_string();
+  ASSERT_GT(dcp->files().size(), 1u);
+  for (const std::string& f : dcp->files())
+    if (f != dcp->files()[1])
+      testing::write_file_bytes(tmp / f, testing::read_file_bytes(kTorch113 + "/" + f));
+  testing::write_file_bytes(tmp / ".metadata", testing::read_file_bytes(kTorch113 + "/.metadata"));
+  for (const char* command : {"inspect", "verify"}) {
+    const auto r = run_ckptcheck(std::string(command) + " '" + tmp.path() + "'");
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(tmp / dcp->files()[1]), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("missing"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("one level down"), std::string::npos) << r.output;
+  }
+}
+
 // Found by dcp_fuzz (fuzz/crashes/README.md): inspect --json ended in "internal error" (exit 2) when a
 // pickle global's name was not UTF-8.
 TEST(DcpCommand, InspectJsonOfAGlobalWithInvalidUtf8) {

@@ -123,6 +123,14 @@ Status with_what_to_pass(const std::string& path, const std::string& command, co
   const StatusCode code = status.code();
   if (code != StatusCode::kNotFound && code != StatusCode::kIoError && code != StatusCode::kNotSupported)
     return status;
+  // A checkpoint directory whose own file failed (a DCP data file missing, a shard unreadable) was
+  // the right thing to pass: its files are not what to pass instead.
+  if (is_directory(path)) {
+    const CheckpointKind kind = detect_checkpoint_kind(strip_trailing_slashes(path));
+    if (kind == CheckpointKind::kDcp || kind == CheckpointKind::kMegatronTorchDist ||
+        kind == CheckpointKind::kCkptcheck || kind == CheckpointKind::kModelFolder)
+      return status;
+  }
   const std::string hint = what_to_pass_instead(path, command);
   if (hint.empty()) return status;
   const std::string message = status.message() + "; " + hint;
