@@ -1,5 +1,6 @@
 #include "formats/dcp_metadata_reader.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 #include <unordered_map>
@@ -37,6 +38,10 @@ struct Cell {
   uint32_t high() const { return static_cast<uint32_t>(bits >> 36); }
 };
 constexpr int64_t kMaxCellInt = (int64_t{1} << 59) - 1;
+// What a record (a chunk, an item, a tensor) is charged besides its strings and dims, as the VM's
+// flattening charges a value: the records a pickle makes are bounded by its size. The budget is the
+// VM's, or twice the pickle's size where that is more: 1M chunks charge ~250 MB for a 143 MB file.
+constexpr size_t kChunkRecordCost = 64;
 constexpr uint64_t kMaxCount = (uint64_t{1} << 28) - 1;
 
 // A list or dict (key, value, key, value...): a run of pool_ that grows in place at the pool's end
@@ -105,12 +110,16 @@ std::string_view class_tail(std::string_view name) {
 class TypedReader {
  public:
   TypedReader(const uint8_t* data, size_t size, const std::string& where)
-      : p_(data), n_(size), where_(where), budget_(pickle_output_limit(size)) {
+      : p_(data),
+        n_(size),
+        where_(where),
+        budget_(std::max(pickle_output_limit(size), 2 * size + (size_t{16} << 20))) {
     // Bounds from the pickle's size: a cell or pool entry costs the writer at least one opcode byte,
     // and torch's `.metadata` spends ~11 bytes a cell and ~6 a pool entry. A pickle denser than
     // these is no `.metadata` torch wrote; the VM, with its own limits, reads it.
     max_cells_ = size / 4 + 4096;
     max_pool_ = size / 2 + 4096;
+    max_state_bytes_ = size / 2 * 7 + (size_t{64} << 20);
     cells_.reserve(size / 10 + 16);
     pool_.reserve(size / 5 + 16);
     memo_.reserve(size / 10 + 16);
@@ -132,6 +141,13 @@ class TypedReader {
   bool step(uint8_t op);
 
   bool need(size_t k) const { return k <= n_ - pos_; }
+  // What the machine holds. torch's `.metadata` needs ~2.6x its size (1M chunks: 370 MB for 143 MB);
+  // a pickle that needs more (a million empty dicts, one byte each) is the VM's to read.
+  size_t state_bytes() const {
+    return cells_.size() * sizeof(Cell) + pool_.size() * sizeof(Ref) + memo_.size() * sizeof(Ref) +
+           containers_.size() * sizeof(Container) + objects_.size() * sizeof(Object) +
+           floats_.size() * sizeof(double) + stack_.size() * sizeof(Ref) + marks_.size() * sizeof(size_t);
+  }
   uint64_t take_le(size_t k) {
     const uint64_t v = decode_le(p_ + pos_, k);
     pos_ += k;
@@ -261,7 +277,7 @@ class TypedReader {
   size_t n_;
   const std::string& where_;
   size_t pos_ = 0, op_pos_ = 0;
-  size_t max_cells_ = 0, max_pool_ = 0;
+  size_t max_cells_ = 0, max_pool_ = 0, max_state_bytes_ = 0;
   const size_t budget_;
   size_t spent_ = 0;
   std::vector<Cell> cells_;
@@ -279,11 +295,12 @@ class TypedReader {
 };
 
 bool TypedReader::run(Ref* root) {
-  while (pos_ < n_) {
+  for (size_t ops = 0; pos_ < n_; ++ops) {
     op_pos_ = pos_;
     const uint8_t op = p_[pos_++];
     if (op == '.') return pop(root);  // STOP
     if (!step(op)) return false;
+    if (ops % 4096 == 0 && state_bytes() > max_state_bytes_) return false;
   }
   return false;
 }
@@ -682,6 +699,9 @@ std::optional<Result<DcpTensor>> TypedReader::tensor(const std::string& fqn, con
   if (!checked_nbytes(out.shape, out.dtype))
     return Result<DcpTensor>(Status::corruption(at + ": size " + shape_to_string(out.shape) + " overflows"));
   const auto [list, count] = items_of(chunks);
+  // Each record is charged to the budget before it is made: a list that names one chunk object a
+  // million times (two bytes each) is a million records, which the VM's budget refuses too.
+  if (!spend(count * kChunkRecordCost)) return std::nullopt;
   out.chunks.reserve(count);
   for (size_t k = 0; k < count; ++k) {
     const Object* c = object_of(list[k]);
@@ -692,6 +712,7 @@ std::optional<Result<DcpTensor>> TypedReader::tensor(const std::string& fqn, con
     DcpChunk chunk;
     std::optional<std::vector<int64_t>> o = dims(offsets), s = dims(sizes);
     if (!o || !s) return std::nullopt;
+    if (!spend(16 * (o->size() + s->size()))) return std::nullopt;
     chunk.offsets = std::move(*o);
     chunk.sizes = std::move(*s);
     const Status fits = check_dcp_chunk(chunk, out.shape, at);
@@ -714,10 +735,10 @@ std::optional<Result<DcpItem>> TypedReader::item(Ref key, Ref value) {
       kind(path) != Kind::kString || !field(*v, "offset", &offset) || kind(offset) != Kind::kInt ||
       int_of(offset) < 0 || !field(*v, "length", &length) || kind(length) != Kind::kInt || int_of(length) < 0)
     return std::nullopt;
+  if (!spend(kChunkRecordCost + str_of(fqn).size() + str_of(path).size())) return std::nullopt;
   DcpItem out;
   out.fqn = std::string(str_of(fqn));
   out.relative_path = std::string(str_of(path));
-  if (!spend(out.fqn.size() + out.relative_path.size())) return std::nullopt;
   (void)field(*k, "offset", &chunk_offset);
   if (chunk_offset == kNoneRef) {
     out.is_bytes = true;
@@ -773,6 +794,7 @@ std::optional<Result<DcpMetadata>> TypedReader::extract(Ref root) {
     const Object* t = object_of(entries[k + 1]);
     if (!t) return std::nullopt;
     const std::string_view what = class_tail(class_of(*t));
+    if (!spend(kChunkRecordCost + fqn.size())) return std::nullopt;
     if (what == "BytesStorageMetadata") {
       out.bytes.push_back({fqn, SIZE_MAX});
     } else if (what == "TensorStorageMetadata") {

@@ -12,6 +12,7 @@
 #include "base/file_io.h"
 #include "formats/dcp_metadata.h"
 #include "formats/pickle_reader.h"
+#include "tests/support/pickle_ops.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
 
@@ -171,6 +172,52 @@ TEST(DcpMetadataReader, DamagedPicklesNeverReadDifferently) {
   }
   EXPECT_GT(typed, 100u);  // most changes (a digit, a name) still read
   EXPECT_GT(left, 100u);   // opcodes and lengths changed send it to the VM
+}
+
+// A Metadata whose one tensor's chunk list names one ChunkStorageMetadata `repeats` more times by
+// memo reference (BINGET + APPEND, three bytes each).
+std::string metadata_repeating_a_chunk(size_t repeats) {
+  using namespace pk;
+  const std::string m = "torch.distributed.checkpoint.metadata";
+  auto size_of = [&](uint8_t a, uint8_t b) {
+    return global("torch", "Size") + mark() + mark() + int1(a) + int1(b) + tuple() + tuple() + reduce();
+  };
+  const std::string chunk = global(m, "ChunkStorageMetadata") + empty_tuple() + newobj() + empty_dict() +
+                            mark() + str("offsets") + size_of(0, 0) + str("sizes") + size_of(4, 4) +
+                            setitems() + build();
+  const std::string props = global(m, "TensorProperties") + empty_tuple() + newobj() + mark() +
+                            global("torch", "float32") + tuple() + build();
+  std::string repeated;
+  for (size_t k = 0; k < repeats; ++k) repeated += binget(0) + "a";
+  const std::string tensor = global(m, "TensorStorageMetadata") + empty_tuple() + newobj() + empty_dict() +
+                             mark() + str("properties") + props + str("size") + size_of(4, 4) +
+                             str("chunks") + empty_list() + mark() + chunk + binput(0) + appends() +
+                             repeated + setitems() + build();
+  return proto() + global(m, "Metadata") + empty_tuple() + newobj() + empty_dict() + mark() +
+         str("state_dict_metadata") + empty_dict() + mark() + str("w") + tensor + setitems() +
+         str("storage_data") + empty_dict() + setitems() + build() + stop();
+}
+
+// Half a million records from three bytes each: the typed reader charges every record to a budget that
+// grows with the pickle's size, so it steps aside and the VM refuses the file with its own budget.
+// Two repeats read the same both ways (the budget is no guess at torch's shapes).
+TEST(DcpMetadataReader, RepeatedReferencesCannotMultiplyRecords) {
+  const std::string few = metadata_repeating_a_chunk(2);
+  const std::vector<uint8_t> few_bytes(few.begin(), few.end());
+  const BothReadings r = read_both(few_bytes, "few/.metadata");
+  expect_agreement(r);
+  ASSERT_TRUE(r.vm.is_ok()) << r.vm.status().to_string();
+  ASSERT_EQ(r.vm->tensors.size(), 1u);
+  EXPECT_EQ(r.vm->tensors[0].chunks.size(), 3u);
+
+  const std::string many = metadata_repeating_a_chunk(500'000);
+  const auto* data = reinterpret_cast<const uint8_t*>(many.data());
+  EXPECT_FALSE(read_dcp_metadata_typed(data, many.size(), "many/.metadata").has_value());
+  auto parsed = parse_dcp_metadata(data, many.size(), "many/.metadata");
+  ASSERT_FALSE(parsed.is_ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(parsed.status().message().find("flattening emits more than"), std::string::npos)
+      << parsed.status().message();
 }
 
 // 102,400 chunks, past the VM's bounds (a million memo entries at ~13 a chunk; the VM stops near
