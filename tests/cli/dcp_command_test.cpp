@@ -181,6 +181,16 @@ TEST(DcpCommand, ACheckpointOfMoreFilesThanTheOpenFileLimitVerifies) {
   const auto inspect = testing::run_command(limited + " inspect --json " + dir + "'");
   ASSERT_EQ(inspect.exit_code, 0) << inspect.output.substr(0, 2000);
   EXPECT_EQ(json_of(inspect)["tensors"].size(), 300u);
+  EXPECT_EQ(json_of(inspect)["metadata"]["files"].size(), 300u);
+  // On the terminal the 300 files are the first few and a count, not one line of every file.
+  const auto text = testing::run_command(limited + " inspect " + dir + "'");
+  ASSERT_EQ(text.exit_code, 0) << text.output.substr(0, 2000);
+  const size_t at = text.output.find("metadata: ");
+  ASSERT_NE(at, std::string::npos) << text.output.substr(0, 2000);
+  const std::string line = text.output.substr(at, text.output.find('\n', at) - at);
+  EXPECT_LT(line.size(), 2000u) << line.substr(0, 3000);
+  EXPECT_NE(line.find("\"... 292 more\""), std::string::npos) << line;
+  EXPECT_NE(line.find("(abridged; `inspect --json` has it whole)"), std::string::npos) << line;
 
   const DcpMetadata& md = dcp->metadata();
   auto t = std::find_if(md.tensors.begin(), md.tensors.end(),

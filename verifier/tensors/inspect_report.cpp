@@ -165,9 +165,46 @@ std::string pins_summary(const nlohmann::json& pins) {
   return out + " (whole: --json)";
 }
 
+// `v` with each array cut to its first kMetadataItemsShown items and each nested object to its first
+// kMetadataKeysShown keys, what was cut counted where it was ("... 19,995 more"): a DCP directory
+// of 20,000 files or a planner_data of 62,500 tensors is otherwise one line of megabytes on the
+// terminal. The top level keeps every key; `inspect --json` has it all.
+constexpr size_t kMetadataItemsShown = 8;
+constexpr size_t kMetadataKeysShown = 16;
+nlohmann::json abridged(const nlohmann::json& v, bool top, bool* cut) {
+  if (v.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t i = 0; i < v.size() && i < kMetadataItemsShown; ++i)
+      out.push_back(abridged(v[i], false, cut));
+    if (v.size() > kMetadataItemsShown) {
+      *cut = true;
+      out.push_back("... " + std::to_string(v.size() - kMetadataItemsShown) + " more");
+    }
+    return out;
+  }
+  if (!v.is_object()) return v;
+  nlohmann::json out = nlohmann::json::object();
+  size_t shown = 0;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!top && shown == kMetadataKeysShown) {
+      *cut = true;
+      out["..."] = std::to_string(v.size() - kMetadataKeysShown) + " more keys";
+      break;
+    }
+    out[it.key()] = abridged(it.value(), false, cut);
+    ++shown;
+  }
+  return out;
+}
+
 static std::string metadata_lines(const TensorSource& source) {
   const nlohmann::json& m = source.metadata();
-  if (!source.manifest()) return "metadata: " + m.dump() + "\n";
+  if (!source.manifest()) {
+    bool cut = false;
+    const std::string line =
+        abridged(m, true, &cut).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return "metadata: " + line + (cut ? " (abridged; `inspect --json` has it whole)" : "") + "\n";
+  }
   std::string out = "step " + m["step"].dump() + ", created " + m["created_utc"].get<std::string>() +
                     ", world size " + m["world_size"].dump() + ", strategy " +
                     m["strategy"].get<std::string>() + ", " + std::to_string(m["shards"].size()) +
