@@ -14,6 +14,9 @@ namespace {
 // The first element that is not bit-identical, or empty: where a reader starts looking.
 std::vector<int64_t> first_differing_index(const LoadedTensor& a, const LoadedTensor& b) {
   if (a.dtype != b.dtype || a.shape != b.shape || a.bytes.size() != b.bytes.size()) return {};
+  // Most tensors of a diff are identical: one comparison of the whole buffer, not one per element
+  // (a call per 4-byte element was 11% of a diff of two identical 320k-chunk checkpoints).
+  if (a.bytes.empty() || std::memcmp(a.bytes.data(), b.bytes.data(), a.bytes.size()) == 0) return {};
   const size_t size = dtype_size(a.dtype);
   for (size_t i = 0; i * size < a.bytes.size(); ++i) {
     if (std::memcmp(a.bytes.data() + i * size, b.bytes.data() + i * size, size) != 0) {
