@@ -563,13 +563,13 @@ Result<DcpCheckpoint> DcpCheckpoint::open(const std::string& raw_dir) {
     if (!is_regular_file(path)) return Status::invalid_argument(path + ": not a regular file");
     if (!dcp_path_resolves_inside(c.dir_, path))
       return Status::invalid_argument(path + ": resolves outside " + c.dir_);
+    std::shared_ptr<const ByteSource> source;
     if (c.files_.size() <= kDcpMaxFilesKeptOpen) {
-      CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
-      c.sources_.push_back(std::shared_ptr<const ByteSource>(std::move(source)));
+      CKPT_ASSIGN_OR_RETURN(source, FileByteSource::open(path));
     } else {
-      CKPT_ASSIGN_OR_RETURN(auto source, PathByteSource::open(path));
-      c.sources_.push_back(std::shared_ptr<const ByteSource>(std::move(source)));
+      CKPT_ASSIGN_OR_RETURN(source, PathByteSource::open(path));
     }
+    c.sources_.push_back(std::move(source));
   }
   for (DcpItem& it : c.metadata_.items)
     it.file = static_cast<size_t>(std::lower_bound(c.files_.begin(), c.files_.end(), it.relative_path) -

@@ -29,7 +29,7 @@ constexpr Ref kNoneRef = 0, kFalseRef = 1, kTrueRef = 2, kEmptyTupleRef = 3;
 // One value in 8 bytes: the kind in the low 4 bits, above it a payload that depends on the kind:
 //   kInt: the value (60-bit two's complement)     kString: offset (32 bits) and length (28 bits) in
 //   kTuple: start (32) and count (28) in pool_      the pickle's bytes, which outlive the reader
-//   kFloat / kList / kDict / kGlobal / kObject: an index into floats_ / containers_ / names_ / objects_
+//   kFloat / kList / kDict / kGlobal / kObject: an index into floats_ / containers_ / globals_ / objects_
 struct Cell {
   uint64_t bits;
   Kind kind() const { return static_cast<Kind>(bits & 15); }
@@ -52,7 +52,7 @@ struct Container {
 
 // NEWOBJ(cls, args) or REDUCE(callable, args) on an inert global, and the state BUILD gave it.
 struct Object {
-  uint32_t name;  // index into names_
+  uint32_t name;  // index into globals_
   Ref args;
   Ref state;
   bool called;
@@ -60,12 +60,6 @@ struct Object {
 
 // What a global does in this reader. Every other interpreted global sends the pickle to the VM.
 enum class Special : uint8_t { kInert, kSize, kDict, kGetattr };
-
-struct GlobalName {
-  std::string full;
-  size_t listed;  // index into globals_
-  Special special;
-};
 
 // RFC 3629 UTF-8, as nlohmann::json checks it: a string that is not would be cleaned by the VM's
 // reading (U+FFFD), so this reader leaves such a pickle to it.
@@ -206,6 +200,16 @@ class TypedReader {
     return make(Kind::kTuple, start | (uint64_t{k} << 32), r);
   }
   bool append(uint32_t container, const Ref* items, size_t k);
+  // An empty dict or list (EMPTY_DICT, EMPTY_LIST, OrderedDict(), defaultdict(f)).
+  bool push_container(Kind kind) {
+    containers_.push_back({static_cast<uint32_t>(pool_.size()), 0, 0});
+    return push_new(kind, containers_.size() - 1);
+  }
+  // What NEWOBJ or REDUCE made of global `name`, with no state yet.
+  bool push_object(uint32_t name, Ref args, bool called) {
+    objects_.push_back({name, args, kNoneRef, called});
+    return push_new(Kind::kObject, objects_.size() - 1);
+  }
   bool memo_put(uint64_t key) {
     Ref r;
     if (!top(&r)) return false;
@@ -221,7 +225,7 @@ class TypedReader {
   bool global(const std::string& module, const std::string& name);
   void note_use(Ref r, uint32_t use) {
     if (kind(r) != Kind::kGlobal) return;
-    PickleGlobal& g = globals_[names_[cells_[r].low()].listed];
+    PickleGlobal& g = globals_[cells_[r].low()];
     g.uses |= use;
     if (use == kPickleUseOtherCall) ++g.other_calls;
   }
@@ -249,7 +253,7 @@ class TypedReader {
   const Object* object_of(Ref r) const {
     return kind(r) == Kind::kObject ? &objects_[cells_[r].low()] : nullptr;
   }
-  const std::string& name_of(const Object& o) const { return names_[o.name].full; }
+  const std::string& name_of(const Object& o) const { return globals_[o.name].name; }
   // The class NEWOBJ made `o` of ("" for a REDUCE result), as the VM's "__class__" names it.
   std::string_view class_of(const Object& o) const { return o.called ? std::string_view() : name_of(o); }
   // The value BUILD gave `o` under `key` (its state is a dict with string keys), or false.
@@ -285,10 +289,11 @@ class TypedReader {
   std::vector<Container> containers_;
   std::vector<Object> objects_;
   std::vector<double> floats_;
-  std::vector<GlobalName> names_;
-  std::unordered_map<std::string, uint32_t> name_index_;
+  // Every global named, in order of first use, listed as the VM lists them; a kGlobal cell's payload
+  // is its index here and in specials_.
   std::vector<PickleGlobal> globals_;
-  std::unordered_map<std::string, size_t> global_index_;
+  std::vector<Special> specials_;
+  std::unordered_map<std::string, uint32_t> global_index_;
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
   std::vector<Ref> memo_;
@@ -373,9 +378,7 @@ bool TypedReader::step(uint8_t op) {
       return push_string(take_le(k));
     }
     case '}':
-    case ']':
-      containers_.push_back({static_cast<uint32_t>(pool_.size()), 0, 0});
-      return push_new(op == '}' ? Kind::kDict : Kind::kList, containers_.size() - 1);
+    case ']': return push_container(op == '}' ? Kind::kDict : Kind::kList);
     case ')': return push(kEmptyTupleRef);
     case 't':
       if (!pop_mark(&first) || !make_tuple(stack_.data() + first, stack_.size() - first, &a)) return false;
@@ -463,7 +466,7 @@ bool TypedReader::append(uint32_t index, const Ref* items, size_t k) {
 
 bool TypedReader::global(const std::string& module, const std::string& name) {
   const std::string full = module + "." + name;
-  auto [it, added] = name_index_.emplace(full, static_cast<uint32_t>(names_.size()));
+  auto [it, added] = global_index_.emplace(full, static_cast<uint32_t>(globals_.size()));
   if (added) {
     Special special = Special::kInert;
     if (full == "torch.Size") {
@@ -475,17 +478,14 @@ bool TypedReader::global(const std::string& module, const std::string& name) {
     } else if (pickle_global_is_interpreted(module, name)) {
       return false;  // a tensor, storage, numpy array, set...: none belongs in a `.metadata`
     }
-    auto [g, new_global] = global_index_.emplace(full, globals_.size());
-    if (new_global) {
-      PickleGlobal listed;
-      listed.name = full;
-      listed.risk = classify_pickle_global(module, name);
-      listed.first_offset = op_pos_;
-      globals_.push_back(std::move(listed));
-    }
-    names_.push_back({full, g->second, special});
+    PickleGlobal listed;
+    listed.name = full;  // valid UTF-8 (checked when read), so the VM's cleaning leaves it as is
+    listed.risk = classify_pickle_global(module, name);
+    listed.first_offset = op_pos_;
+    globals_.push_back(std::move(listed));
+    specials_.push_back(special);
   }
-  ++globals_[names_[it->second].listed].count;
+  ++globals_[it->second].count;
   return push_new(Kind::kGlobal, it->second);
 }
 
@@ -493,13 +493,14 @@ bool TypedReader::global(const std::string& module, const std::string& name) {
 // attribute read, any other call is classified by its arguments' shapes.
 bool TypedReader::reduce(Ref fn, Ref args) {
   if (kind(fn) != Kind::kGlobal || kind(args) != Kind::kTuple) return false;
-  const GlobalName& g = names_[cells_[fn].low()];
+  const uint32_t g = cells_[fn].low();
+  const Special special = specials_[g];
   const auto [a, count] = items_of(args);
-  if (g.special == Special::kGetattr) {
-    PickleGlobal& listed = globals_[g.listed];
+  if (special == Special::kGetattr) {
+    PickleGlobal& listed = globals_[g];
     if (count == 2 && kind(a[0]) == Kind::kGlobal && kind(a[1]) == Kind::kString &&
         listed.attribute_lookups.size() < 1024) {
-      listed.attribute_lookups.push_back(names_[cells_[a[0]].low()].full + "." + std::string(str_of(a[1])));
+      listed.attribute_lookups.push_back(globals_[cells_[a[0]].low()].name + "." + std::string(str_of(a[1])));
       listed.uses |= kPickleUseAttributeRead;
       note_use(a[0], kPickleUseAttributeRead);
     } else {
@@ -517,8 +518,7 @@ bool TypedReader::reduce(Ref fn, Ref args) {
     }
     note_use(fn, pickle_call_use(shapes));
   }
-  if (g.special == Special::kSize && count == 1 &&
-      (kind(a[0]) == Kind::kTuple || kind(a[0]) == Kind::kList)) {
+  if (special == Special::kSize && count == 1 && (kind(a[0]) == Kind::kTuple || kind(a[0]) == Kind::kList)) {
     // torch.Size(tuple) is that tuple (the VM's reading gives both the same JSON array).
     if (kind(a[0]) == Kind::kTuple) return push(a[0]);
     const auto [items, k] = items_of(a[0]);
@@ -526,24 +526,18 @@ bool TypedReader::reduce(Ref fn, Ref args) {
     Ref r;
     return make_tuple(copy.data(), copy.size(), &r) && push(r);
   }
-  if (g.special == Special::kDict) {
-    if (g.full == "collections.OrderedDict" && count != 0) return false;
-    containers_.push_back({static_cast<uint32_t>(pool_.size()), 0, 0});
-    return push_new(Kind::kDict, containers_.size() - 1);
+  if (special == Special::kDict) {
+    if (globals_[g].name == "collections.OrderedDict" && count != 0) return false;
+    return push_container(Kind::kDict);
   }
-  objects_.push_back({cells_[fn].low(), args, kNoneRef, true});
-  return push_new(Kind::kObject, objects_.size() - 1);
+  return push_object(g, args, true);
 }
 
 bool TypedReader::new_object(Ref cls, Ref args) {
   if (kind(cls) != Kind::kGlobal || kind(args) != Kind::kTuple) return false;
   note_use(cls, items_of(args).second == 0 ? kPickleUseConstructed : kPickleUseOtherCall);
-  if (names_[cells_[cls].low()].special == Special::kDict) {
-    containers_.push_back({static_cast<uint32_t>(pool_.size()), 0, 0});
-    return push_new(Kind::kDict, containers_.size() - 1);
-  }
-  objects_.push_back({cells_[cls].low(), args, kNoneRef, false});
-  return push_new(Kind::kObject, objects_.size() - 1);
+  if (specials_[cells_[cls].low()] == Special::kDict) return push_container(Kind::kDict);
+  return push_object(cells_[cls].low(), args, false);
 }
 
 bool TypedReader::build(Ref obj, Ref state) {
@@ -603,7 +597,7 @@ std::optional<nlohmann::json> TypedReader::to_json(Ref r, size_t depth) {
     case Kind::kString:
       if (!spend(str_of(r).size())) return std::nullopt;
       return nlohmann::json(std::string(str_of(r)));
-    case Kind::kGlobal: return nlohmann::json("global:" + names_[cells_[r].low()].full);
+    case Kind::kGlobal: return nlohmann::json("global:" + globals_[cells_[r].low()].name);
     case Kind::kTuple:
     case Kind::kList: {
       nlohmann::json a = nlohmann::json::array();
@@ -686,7 +680,7 @@ std::optional<Result<DcpTensor>> TypedReader::tensor(const std::string& fqn, con
     return std::nullopt;
   }
   if (kind(dtype) != Kind::kGlobal) return std::nullopt;
-  const std::string& dtype_name = names_[cells_[dtype].low()].full;
+  const std::string& dtype_name = globals_[cells_[dtype].low()].name;
   if (dtype_name.rfind("torch.", 0) != 0) return std::nullopt;
   const std::optional<DType> dt = dtype_from_torch_name(dtype_name.substr(6));
   std::optional<std::vector<int64_t>> shape = dims(size);
