@@ -59,4 +59,8 @@ void use_huge_page_heap() {
   ::free(first);
 }
 
+void release_freed_heap() {
+  (void)::malloc_trim(0);
+}
+
 }  // namespace ckpt

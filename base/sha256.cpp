@@ -111,6 +111,15 @@ std::string digest_hex(const Sha256Digest& digest) {
   return to_hex(digest.data(), digest.size());
 }
 
+std::optional<Sha256Digest> digest_from_hex(const std::string& hex) {
+  if (!is_sha256_hex(hex)) return std::nullopt;
+  const auto nibble = [](char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
+  Sha256Digest out{};
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+  return out;
+}
+
 std::string sha256_hex(const void* data, size_t size) {
   Sha256 h;
   h.update(data, size);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,8 @@ std::string to_hex(const uint8_t* data, size_t size);
 // Whether `s` is a SHA-256 as this project writes it: 64 lowercase hex digits.
 bool is_sha256_hex(const std::string& s);
 std::string digest_hex(const Sha256Digest& digest);
+// The digest `hex` spells, when it is one as is_sha256_hex accepts.
+std::optional<Sha256Digest> digest_from_hex(const std::string& hex);
 std::string sha256_hex(const void* data, size_t size);
 std::string sha256_hex(const std::string& text);
 

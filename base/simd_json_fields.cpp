@@ -14,9 +14,27 @@ simdjson::padded_string_view simd_padded(const std::string& text, simdjson::padd
   return simdjson::padded_string_view(copy);
 }
 
+bool simd_plain_string(const char* raw, std::string_view* out) {
+  const char* end = raw;
+  for (;; ++end) {
+    const auto c = static_cast<unsigned char>(*end);
+    if (c == '"') break;
+    if (c == '\\' || c < 0x20) return false;
+  }
+  *out = std::string_view(raw, static_cast<size_t>(end - raw));
+  return true;
+}
+
 bool simd_string(simdjson::ondemand::value v, std::string* out) {
   std::string_view s;
-  if (v.get_string().get(s)) return false;
+  // Peeked first: a string that needs unescaping is then still there for get_string.
+  const std::string_view token = v.raw_json_token();
+  simdjson::ondemand::raw_json_string consumed;
+  if (!token.empty() && token[0] == '"' && simd_plain_string(token.data() + 1, &s)) {
+    if (v.get_raw_json_string().get(consumed)) return false;
+  } else if (v.get_string().get(s)) {
+    return false;
+  }
   out->assign(s.data(), s.size());
   return true;
 }

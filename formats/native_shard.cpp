@@ -221,7 +221,11 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
     return Status::truncated(where + " @16: header length " + std::to_string(header_len) +
                              " runs past the end of the " + std::to_string(source->size()) + "-byte file");
   }
-  std::string header(static_cast<size_t>(header_len), '\0');
+  std::string header;
+  // With simdjson's padding behind it the header is parsed where it lies: at 20,000 chunks a shard
+  // a padded copy was 5 MB more per shard being opened.
+  header.reserve(static_cast<size_t>(header_len) + kReadPaddingBytes);
+  header.resize(static_cast<size_t>(header_len));
   CKPT_RETURN_IF_ERROR(source->read_at(kNativePreambleBytes, header.data(), header.size()));
   const std::string header_sha = sha256_hex(header);
   const std::string expected_sha = to_hex(preamble + 24, 32);

@@ -135,6 +135,18 @@ TEST(Sha256KernelChoice, ShaExtensionsAreUsedExactlyWhenTheCpuHasThem) {
 // Ranges of different lengths (empty, under a block, many blocks) handed out two at a time each
 // get their own digest; a range past the end gets the read error naming the source, and the
 // ranges hashed beside it are unaffected.
+TEST(Sha256Hex, ADigestSpelledInHexReadsBackAndAnythingElseIsRefused) {
+  Sha256 hash;
+  hash.update("abc", 3);
+  const Sha256Digest digest = hash.finish();
+  const std::string hex = digest_hex(digest);
+  ASSERT_EQ(digest_from_hex(hex), std::optional<Sha256Digest>(digest));
+  std::string upper = hex;
+  upper[0] = 'B';  // "ba78..." spelled with a capital: not how this project writes digests
+  for (const std::string& other : {upper, hex.substr(1), hex + "0", std::string(64, 'g'), std::string()})
+    EXPECT_FALSE(digest_from_hex(other).has_value()) << other;
+}
+
 TEST(Sha256Ranges, EachRangeGetsItsOwnDigestOrError) {
   const std::vector<uint8_t> bytes = random_bytes(3 * kStreamBlockBytes + 123, 8);
   MemoryByteSource source(bytes, "shard.bin");

@@ -49,6 +49,22 @@ TEST(NativeHeaderFastParse, ReadsWhatTheWriterWritesAsTheReferenceDoes) {
   EXPECT_TRUE(fast->metadata["nested"]["big"].is_number_unsigned());
 }
 
+// Strings are read in place unless they hold an escape: a key or value spelled with one is
+// unescaped as before, and reads as the reference reads it.
+TEST(NativeHeaderFastParse, ReadsEscapedKeysAndValuesAsTheReferenceDoes) {
+  const std::string text =
+      testing::replaced_once(header_text(), "\"name\":\"model.w\"", "\"n\\u0061me\":\"model.\\u0077\\t\"");
+  ASSERT_NE(text, header_text());
+  const auto fast = parse_native_header_fast(text, 100);
+  ASSERT_TRUE(fast.has_value()) << text.substr(0, 300);
+  const nlohmann::json reference = nlohmann::json::parse(text);
+  ASSERT_EQ(fast->chunks.size(), reference["chunks"].size());
+  EXPECT_EQ(fast->chunks[0].name, "model.w\t");
+  for (size_t i = 0; i < fast->chunks.size(); ++i)
+    EXPECT_EQ(fast->chunks[i].to_json(), ChunkInfo::from_json(reference["chunks"][i], "header")->to_json())
+        << i;
+}
+
 TEST(NativeHeaderFastParse, LeavesEverythingElseToTheReferencePath) {
   const std::string text = header_text();
   auto replaced = [&](const std::string& from, const std::string& to) {

@@ -73,11 +73,11 @@ Result<uint64_t> header_digest_end(const ByteSource& source, std::string_view fo
 
 // Payloads that are plain byte ranges, in file order, none overlapping the next: one pass can
 // attribute every byte to at most one chunk.
-bool payloads_are_disjoint(const std::vector<ChunkInfo>& chunks, const std::vector<size_t>& order,
+bool payloads_are_disjoint(const std::vector<ScanChunk>& chunks, const std::vector<size_t>& order,
                            uint64_t file_bytes) {
   uint64_t end = 0;
   for (size_t i : order) {
-    const ChunkInfo& c = chunks[i];
+    const ScanChunk& c = chunks[i];
     if (c.data_offset < end || !range_within(c.data_offset, c.data_bytes, file_bytes)) return false;
     end = c.data_offset + c.data_bytes;
   }
@@ -91,7 +91,14 @@ uint64_t scan_unit_bytes(uint64_t total_bytes, size_t threads) {
   return std::clamp(per_unit, kMinScanUnitBytes, kScanUnitBytes);
 }
 
-std::vector<ScanUnit> plan_scan_units(const std::vector<ChunkInfo>& chunks, const std::vector<size_t>& order,
+std::vector<ScanChunk> scan_chunks(const std::vector<ChunkInfo>& chunks) {
+  std::vector<ScanChunk> out;
+  out.reserve(chunks.size());
+  for (const ChunkInfo& c : chunks) out.push_back({c.data_offset, c.data_bytes, c.dtype});
+  return out;
+}
+
+std::vector<ScanUnit> plan_scan_units(const std::vector<ScanChunk>& chunks, const std::vector<size_t>& order,
                                       uint64_t file_bytes, ShardDigest digest, uint64_t unit_bytes) {
   if (digest == ShardDigest::kWholeFile || unit_bytes == 0 || order.empty())
     return {ScanUnit{0, file_bytes, 0, order.size()}};
@@ -118,30 +125,30 @@ Result<ShardScanner> ShardScanner::plan(const std::string& path, const TensorFil
   s.path_ = path;
   s.file_ = &file;
   s.digest_ = digest;
-  s.chunk_list_ = file.shared_chunks();
+  s.chunks_ = scan_chunks(file.chunks());
   {
     CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
     s.scan_.file_bytes = source->size();
     if (digest == ShardDigest::kHeader) {
-      CKPT_ASSIGN_OR_RETURN(s.header_end_, header_digest_end(*source, file.format_name(), s.chunks()));
+      CKPT_ASSIGN_OR_RETURN(s.header_end_, header_digest_end(*source, file.format_name(), file.chunks()));
     }
   }
-  s.order_.resize(s.chunks().size());
+  s.order_.resize(s.chunks_.size());
   std::iota(s.order_.begin(), s.order_.end(), 0);
   std::stable_sort(s.order_.begin(), s.order_.end(),
-                   [&](size_t a, size_t b) { return s.chunks()[a].data_offset < s.chunks()[b].data_offset; });
+                   [&](size_t a, size_t b) { return s.chunks_[a].data_offset < s.chunks_[b].data_offset; });
   s.one_pass_ =
-      file.payload_source() != nullptr && payloads_are_disjoint(s.chunks(), s.order_, s.scan_.file_bytes);
+      file.payload_source() != nullptr && payloads_are_disjoint(s.chunks_, s.order_, s.scan_.file_bytes);
   if (!s.one_pass_ && digest == ShardDigest::kHeader) {
     return Status::corruption(path + ": payloads overlap; a header-scoped digest cannot cover them");
   }
   if (s.one_pass_) s.file_ = nullptr;  // never read through: the caller may close it
-  s.units_ = s.one_pass_ ? plan_scan_units(s.chunks(), s.order_, s.scan_.file_bytes, digest, unit_bytes)
-                         : std::vector<ScanUnit>{ScanUnit{0, s.scan_.file_bytes, 0, s.chunks().size()}};
+  s.units_ = s.one_pass_ ? plan_scan_units(s.chunks_, s.order_, s.scan_.file_bytes, digest, unit_bytes)
+                         : std::vector<ScanUnit>{ScanUnit{0, s.scan_.file_bytes, 0, s.chunks_.size()}};
   s.unit_status_.assign(s.units_.size(), Status::ok());
   s.unit_stray_.assign(s.units_.size(), -1);
-  s.scan_.chunk_sha256.resize(s.chunks().size());
-  s.scan_.chunk_nonfinite.resize(s.chunks().size());
+  s.scan_.chunk_sha256.resize(s.chunks_.size());
+  s.scan_.chunk_nonfinite.resize(s.chunks_.size());
   return s;
 }
 
@@ -173,7 +180,8 @@ nlohmann::json ShardScanner::unit_result(size_t unit) const {
   nlohmann::json chunks = nlohmann::json::array();
   for (size_t p = u.first; p < u.last; ++p) {
     const size_t i = order_[p];
-    chunks.push_back({scan_.chunk_sha256[i], scan_.chunk_nonfinite[i].nan, scan_.chunk_nonfinite[i].inf});
+    chunks.push_back(
+        {digest_hex(scan_.chunk_sha256[i]), scan_.chunk_nonfinite[i].nan, scan_.chunk_nonfinite[i].inf});
   }
   const Status& status = unit_status_[unit];
   return {{"code", static_cast<int>(status.code())},
@@ -195,7 +203,11 @@ Status ShardScanner::take_unit_result(size_t unit, const nlohmann::json& result)
     for (size_t p = u.first; p < u.last; ++p) {
       const nlohmann::json& c = chunks[p - u.first];
       const size_t i = order_[p];
-      scan_.chunk_sha256[i] = c.at(0).get<std::string>();
+      const std::optional<Sha256Digest> digest = digest_from_hex(c.at(0).get<std::string>());
+      if (!digest)
+        return Status::corruption(path_ + ": unit " + std::to_string(unit) +
+                                  " result has a malformed digest");
+      scan_.chunk_sha256[i] = *digest;
       scan_.chunk_nonfinite[i] = NonfiniteCount{c.at(1).get<uint64_t>(), c.at(2).get<uint64_t>()};
     }
     if (u.begin == 0) scan_.file_sha256 = result.at("digest").get<std::string>();
@@ -249,7 +261,7 @@ class ShardScanner::UnitStream {
 
   // Once the batch holding the last read block ran: the digests of the chunks that ended in it.
   void settle() {
-    for (auto& [index, hash] : ended_) s_.scan_.chunk_sha256[index] = hash->finish_hex();
+    for (auto& [index, hash] : ended_) s_.scan_.chunk_sha256[index] = hash->finish();
     ended_.clear();
   }
 
@@ -257,9 +269,11 @@ class ShardScanner::UnitStream {
   Status finish() {
     // Only zero-byte chunks at the very end can remain (payloads were checked to lie in the file).
     while (next_ < unit_.last) {
-      const ChunkInfo& c = s_.chunks()[s_.order_[next_]];
-      if (c.data_bytes != 0)
-        return Status::truncated(s_.path_ + ": payload of " + c.label() + " lies past the end of the file");
+      const ScanChunk& c = s_.chunks_[s_.order_[next_]];
+      if (c.data_bytes != 0) {
+        return Status::truncated(s_.path_ + ": the payload at @" + std::to_string(c.data_offset) +
+                                 " lies past the end of the file");
+      }
       end_chunk(s_.order_[next_]);
     }
     settle();
@@ -279,13 +293,13 @@ class ShardScanner::UnitStream {
  private:
   bool whole_file() const { return s_.digest_ == ShardDigest::kWholeFile; }
 
-  void start_chunk(const ChunkInfo& c) {
+  void start_chunk(const ScanChunk& c) {
     chunk_hash_ = std::make_unique<Sha256>();
     nonfinite_ = std::make_unique<NonfiniteCounter>(c.dtype);
   }
 
   void end_chunk(size_t index) {
-    if (!chunk_hash_) start_chunk(s_.chunks()[index]);
+    if (!chunk_hash_) start_chunk(s_.chunks_[index]);
     s_.scan_.chunk_nonfinite[index] = nonfinite_->count();
     ended_.emplace_back(index, std::move(chunk_hash_));  // its bytes may still be queued
     nonfinite_.reset();
@@ -303,9 +317,9 @@ class ShardScanner::UnitStream {
         at = hi;
         continue;
       }
-      if (next_ < unit_.last && s_.chunks()[s_.order_[next_]].data_offset <= at) {
+      if (next_ < unit_.last && s_.chunks_[s_.order_[next_]].data_offset <= at) {
         const size_t index = s_.order_[next_];
-        const ChunkInfo& c = s_.chunks()[index];
+        const ScanChunk& c = s_.chunks_[index];
         const uint64_t hi = std::min(c.data_offset + c.data_bytes, block_end);
         if (!chunk_hash_) start_chunk(c);
         if (hi > at) {
@@ -317,7 +331,7 @@ class ShardScanner::UnitStream {
         continue;
       }
       const uint64_t gap_end = next_ < unit_.last
-                                   ? std::min<uint64_t>(s_.chunks()[s_.order_[next_]].data_offset, block_end)
+                                   ? std::min<uint64_t>(s_.chunks_[s_.order_[next_]].data_offset, block_end)
                                    : block_end;
       int64_t& stray = s_.unit_stray_[index_];
       if (!whole_file() && stray < 0) {
@@ -349,18 +363,18 @@ Status ShardScanner::scan_in_two_passes(std::atomic<uint64_t>* bytes_done, size_
   CKPT_ASSIGN_OR_RETURN(scan_.file_sha256, sha256_hex_of_file(path_, &scan_.file_bytes));
   advance(bytes_done, scan_.file_bytes);
   std::vector<uint8_t> block;
-  for (size_t i = 0; i < chunks().size(); ++i) {
-    block.resize(static_cast<size_t>(std::min<uint64_t>(chunks()[i].data_bytes, block_bytes)));
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    block.resize(static_cast<size_t>(std::min<uint64_t>(chunks_[i].data_bytes, block_bytes)));
     Sha256 hash;
-    NonfiniteCounter nonfinite(chunks()[i].dtype);
-    for (uint64_t done = 0; done < chunks()[i].data_bytes;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunks()[i].data_bytes - done, block.size()));
+    NonfiniteCounter nonfinite(chunks_[i].dtype);
+    for (uint64_t done = 0; done < chunks_[i].data_bytes;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(chunks_[i].data_bytes - done, block.size()));
       CKPT_RETURN_IF_ERROR(file_->read_chunk(i, done, block.data(), n));
       hash.update(block.data(), n);
       nonfinite.feed(block.data(), n);
       done += n;
     }
-    scan_.chunk_sha256[i] = hash.finish_hex();
+    scan_.chunk_sha256[i] = hash.finish();
     scan_.chunk_nonfinite[i] = nonfinite.count();
   }
   return Status::ok();

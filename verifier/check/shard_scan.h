@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/byte_source.h"
+#include "base/sha256.h"
 #include "base/status.h"
 #include "formats/tensor_file.h"
 #include "verifier/tensors/nonfinite_count.h"
@@ -50,9 +51,19 @@ struct ShardScan {
   // or -1. Such a byte is covered by no hash, so the verifier must reject it.
   int64_t stray_byte_offset = -1;
   uint64_t file_bytes = 0;
-  std::vector<std::string> chunk_sha256;        // by index in file.chunks()
+  std::vector<Sha256Digest> chunk_sha256;       // by index in file.chunks()
   std::vector<NonfiniteCount> chunk_nonfinite;  // by index in file.chunks()
 };
+
+// What the scan needs of a chunk: where its payload lies and what it counts NaN/Inf as. A planned
+// shard keeps these (24 bytes a chunk) while it waits for its units, not the header's records
+// (~450 bytes a chunk with their strings): at 320k chunks those were ~140 MB of verify's peak.
+struct ScanChunk {
+  uint64_t data_offset = 0;
+  uint64_t data_bytes = 0;
+  DType dtype = DType::kF32;
+};
+std::vector<ScanChunk> scan_chunks(const std::vector<ChunkInfo>& chunks);
 
 // A byte range of a shard scanned by one worker: [begin, end) of the file, holding the payloads
 // of the chunks at positions [first, last) of the plan's offset order, whole.
@@ -66,7 +77,7 @@ struct ScanUnit {
 // Cuts [0, file_bytes) into units at payload starts, each at least `unit_bytes` long (but the
 // last), for a header-digest scan; `order` lists chunk indices by data_offset. A whole-file digest
 // or unit_bytes == 0 gives one unit. Pure: the work split, testable without files.
-std::vector<ScanUnit> plan_scan_units(const std::vector<ChunkInfo>& chunks, const std::vector<size_t>& order,
+std::vector<ScanUnit> plan_scan_units(const std::vector<ScanChunk>& chunks, const std::vector<size_t>& order,
                                       uint64_t file_bytes, ShardDigest digest, uint64_t unit_bytes);
 
 struct ScanTask;
@@ -75,9 +86,9 @@ struct ScanTask;
 // its own chunks' results), then finished once all units ran.
 class ShardScanner {
  public:
-  // Reads the header length (kHeader) and plans the units. The scanner keeps a copy of the chunk
-  // table, not the file: each unit opens its own descriptor, so thousands of planned shards do not
-  // hold thousands of open files.
+  // Reads the header length (kHeader) and plans the units. The scanner keeps the chunks' ScanChunk,
+  // not the file: each unit opens its own descriptor, so thousands of planned shards do not hold
+  // thousands of open files.
   static Result<ShardScanner> plan(const std::string& path, const TensorFile& file, ShardDigest digest,
                                    uint64_t unit_bytes = kScanUnitBytes);
 
@@ -88,6 +99,7 @@ class ShardScanner {
   uint64_t unit_size(size_t unit) const { return units_[unit].end - units_[unit].begin; }
   uint64_t unit_begin(size_t unit) const { return units_[unit].begin; }
   const std::string& path() const { return path_; }
+  const ScanChunk& chunk(size_t index) const { return chunks_[index]; }  // by index in file.chunks()
   // Scans one unit; distinct units may run concurrently. `bytes_done` (may be null) grows as bytes
   // are read, for progress.
   void scan_unit(size_t unit, std::atomic<uint64_t>* bytes_done, size_t block_bytes = kScanBlockBytes);
@@ -110,9 +122,8 @@ class ShardScanner {
 
   std::string path_;
   const TensorFile* file_ = nullptr;  // two-pass fallback only; the caller keeps it open until finish
-  std::shared_ptr<const std::vector<ChunkInfo>> chunk_list_;  // the file's, shared (no copy)
-  const std::vector<ChunkInfo>& chunks() const { return *chunk_list_; }
-  std::vector<size_t> order_;  // chunk indices by data_offset
+  std::vector<ScanChunk> chunks_;     // by index in file.chunks()
+  std::vector<size_t> order_;         // chunk indices by data_offset
   ShardDigest digest_ = ShardDigest::kWholeFile;
   bool one_pass_ = true;  // payloads are plain, non-overlapping byte ranges of the file
   uint64_t header_end_ = 0;

@@ -29,12 +29,14 @@ std::vector<std::string> close_tensor_names(const std::string& wanted,
 Result<InspectedTensor> inspect_tensor(const TensorSource& source, const SourceTensor& t, bool stats) {
   InspectedTensor report;
   report.tensor = &t;
+  report.read = &t;
   TensorStatsAccumulator accumulator(t.dtype);
   std::function<void(const uint8_t*, size_t)> sink;
   if (stats) sink = [&](const uint8_t* p, size_t n) { accumulator.feed(p, n); };
+  report.chunk_sha256.reserve(t.chunks.size());
   for (size_t i = 0; i < t.chunks.size(); ++i) {
-    CKPT_ASSIGN_OR_RETURN(ChunkCheck check, source.stream_chunk(t, i, sink));
-    report.chunks.push_back(std::move(check));
+    CKPT_ASSIGN_OR_RETURN(const Sha256Digest computed, source.hash_chunk(t, i, sink));
+    report.chunk_sha256.push_back(computed);
   }
   report.stats = accumulator.stats();
   return report;
@@ -51,7 +53,7 @@ std::string exact(long double v) {
 // One tensor's result as the task that read it sends it (inspect --distributed).
 nlohmann::json inspected_to_json(const InspectedTensor& t) {
   nlohmann::json chunks = nlohmann::json::array();
-  for (const ChunkCheck& c : t.chunks) chunks.push_back({c.label, c.file, c.stored, c.computed, c.offset});
+  for (const Sha256Digest& d : t.chunk_sha256) chunks.push_back(digest_hex(d));
   const TensorStats& s = t.stats;
   return {
       {"chunks", std::move(chunks)},
@@ -59,13 +61,20 @@ nlohmann::json inspected_to_json(const InspectedTensor& t) {
        {s.elements, s.finite, s.nan, s.inf, exact(s.min), exact(s.max), exact(s.sum), exact(s.sum_squares)}}};
 }
 
-Result<InspectedTensor> inspected_from_json(const nlohmann::json& j) {
+// `read`: the tensor the sending task read, whose chunks the digests are of.
+Result<InspectedTensor> inspected_from_json(const nlohmann::json& j, const SourceTensor& read) {
   InspectedTensor t;
+  t.read = &read;
   try {
     for (const auto& c : j.at("chunks")) {
-      t.chunks.push_back({c.at(0).get<std::string>(), c.at(1).get<std::string>(), c.at(2).get<std::string>(),
-                          c.at(3).get<std::string>(), c.at(4).get<uint64_t>()});
+      const std::optional<Sha256Digest> digest = digest_from_hex(c.get<std::string>());
+      if (!digest) return Status::corruption("a task's inspect result has a malformed chunk digest");
+      t.chunk_sha256.push_back(*digest);
     }
+    if (t.chunk_sha256.size() != read.chunks.size())
+      return Status::corruption("a task's inspect result has " + std::to_string(t.chunk_sha256.size()) +
+                                " chunk digests for " + read.name + ", which has " +
+                                std::to_string(read.chunks.size()));
     const auto& s = j.at("stats");
     t.stats.elements = s.at(0).get<uint64_t>();
     t.stats.finite = s.at(1).get<uint64_t>();
@@ -312,7 +321,7 @@ Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectO
             results[i] = status_from_code(code, r.at(1).get<std::string>());
             return Status::ok();
           }
-          CKPT_ASSIGN_OR_RETURN(InspectedTensor t, inspected_from_json(r.at(1)));
+          CKPT_ASSIGN_OR_RETURN(InspectedTensor t, inspected_from_json(r.at(1), *selected[i]));
           t.tensor = selected[i];
           results[i] = std::move(t);
           return Status::ok();
@@ -325,10 +334,12 @@ Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectO
   }
   for (auto& r : results) {
     if (!r.is_ok()) return r.status();
-    for (const auto& c : r->chunks) {
-      if (!c.ok())
-        out.issues.push_back({verify_code::kChunkSha256Mismatch, file_label(src, c.file), r->tensor->name,
-                              chunk_sha256_mismatch_message(c.offset, c.label, c.stored, c.computed)});
+    for (size_t c = 0; c < r->chunk_sha256.size(); ++c) {
+      if (src.chunk_matches(*r->read, c, r->chunk_sha256[c])) continue;
+      const ChunkCheck check = src.check_chunk(*r->read, c, r->chunk_sha256[c]);
+      out.issues.push_back(
+          {verify_code::kChunkSha256Mismatch, file_label(src, check.file), r->tensor->name,
+           chunk_sha256_mismatch_message(check.offset, check.label, check.stored, check.computed)});
     }
     out.tensors.push_back(std::move(*r));
   }
@@ -353,7 +364,8 @@ nlohmann::json inspect_report_to_json(const InspectReport& report, bool errors_o
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& r : report.tensors) {
     nlohmann::json chunks = nlohmann::json::array();
-    for (const auto& c : r.chunks) {
+    for (size_t i = 0; i < r.chunk_sha256.size(); ++i) {
+      const ChunkCheck c = report.chunk_check(r, i);
       chunks.push_back({{"label", c.label},
                         {"file", c.file},
                         {"sha256", c.computed},
@@ -367,7 +379,7 @@ nlohmann::json inspect_report_to_json(const InspectReport& report, bool errors_o
                         {"bytes", r.tensor->bytes},
                         {"chunks", chunks}};
     if (!r.tensor->alias_of.empty()) t["alias_of"] = r.tensor->alias_of;
-    if (r.chunks.size() == 1) t["sha256"] = r.chunks[0].computed;
+    if (r.chunk_sha256.size() == 1) t["sha256"] = digest_hex(r.chunk_sha256[0]);
     if (report.with_stats) t["stats"] = to_json(r.stats);
     tensors.push_back(std::move(t));
   }
@@ -397,10 +409,11 @@ std::string inspect_report_to_text(const InspectReport& report, bool errors_only
   out += globals_lines(source);
   for (const auto& r : report.tensors) {
     const SourceTensor& t = *r.tensor;
-    const std::string hash =
-        r.chunks.size() == 1 ? r.chunks[0].computed : std::to_string(r.chunks.size()) + " chunks";
+    const std::string hash = r.chunk_sha256.size() == 1 ? digest_hex(r.chunk_sha256[0])
+                                                        : std::to_string(r.chunk_sha256.size()) + " chunks";
     bool damaged = false;
-    for (const ChunkCheck& c : r.chunks) damaged = damaged || !c.ok();
+    for (size_t i = 0; i < r.chunk_sha256.size(); ++i)
+      damaged = damaged || !source.chunk_matches(*r.read, i, r.chunk_sha256[i]);
     char line[512];
     std::snprintf(line, sizeof(line), "%-44s %-10s %-5s %-14s %10llu  %s%s\n", t.name.c_str(),
                   t.component.c_str(), dtype_name(t.dtype), shape_to_string(t.shape).c_str(),

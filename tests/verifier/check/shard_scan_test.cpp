@@ -40,7 +40,7 @@ TEST_P(ShardScanTest, OnePassAgreesWithSeparateHashes) {
   EXPECT_EQ(done.load(), size);
   uint64_t nans = 0;
   for (size_t i = 0; i < (*file)->chunks().size(); ++i) {
-    EXPECT_EQ(scan->chunk_sha256[i], (*file)->chunks()[i].sha256) << (*file)->chunks()[i].label();
+    EXPECT_EQ(digest_hex(scan->chunk_sha256[i]), (*file)->chunks()[i].sha256) << (*file)->chunks()[i].label();
     nans += scan->chunk_nonfinite[i].nan;
   }
   EXPECT_EQ(nans, 1u);
@@ -91,7 +91,7 @@ TEST(ShardScan, PlanCutsAtPayloadStartsAndTilesTheFile) {
   const std::vector<ChunkInfo> chunks = {payload_at(1000, 100), payload_at(100, 500), payload_at(600, 0),
                                          payload_at(640, 300), payload_at(1100, 4000)};
   const std::vector<size_t> order = {1, 2, 3, 0, 4};
-  const auto units = plan_scan_units(chunks, order, 5200, ShardDigest::kHeader, 600);
+  const auto units = plan_scan_units(scan_chunks(chunks), order, 5200, ShardDigest::kHeader, 600);
   ASSERT_EQ(units.size(), 2u);
   EXPECT_EQ(units[0].begin, 0u);
   EXPECT_EQ(units[0].end, 600u);  // 600 bytes reached where the zero-byte chunk starts
@@ -102,7 +102,7 @@ TEST(ShardScan, PlanCutsAtPayloadStartsAndTilesTheFile) {
   EXPECT_EQ(units[1].first, 1u);
   EXPECT_EQ(units[1].last, 5u);
 
-  const auto each = plan_scan_units(chunks, order, 5200, ShardDigest::kHeader, 1);
+  const auto each = plan_scan_units(scan_chunks(chunks), order, 5200, ShardDigest::kHeader, 1);
   ASSERT_EQ(each.size(), 5u);
   for (size_t u = 0; u < each.size(); ++u) {
     EXPECT_EQ(each[u].first, u);
@@ -114,7 +114,7 @@ TEST(ShardScan, PlanCutsAtPayloadStartsAndTilesTheFile) {
   EXPECT_EQ(each.back().end, 5200u);
 
   // A whole-file digest is one sequential hash: never split.
-  const auto whole = plan_scan_units(chunks, order, 5200, ShardDigest::kWholeFile, 1);
+  const auto whole = plan_scan_units(scan_chunks(chunks), order, 5200, ShardDigest::kWholeFile, 1);
   ASSERT_EQ(whole.size(), 1u);
   EXPECT_EQ(whole[0].end, 5200u);
   EXPECT_EQ(whole[0].last, 5u);
