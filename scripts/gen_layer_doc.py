@@ -31,9 +31,9 @@ DESCRIPTIONS = {
     "fixtures": "the built-in workload (LibTorch): model, AdamW, schedule, loss scaler, data, configs",
     "verifier/process": "the one child-process spawner, the launcher (local and Slurm steps), the drill's event protocol",
     "verifier/plan": "reservation planning from drill measurements, the hardware catalog",
-    "verifier/tensors": "forensics: any checkpoint as named tensors, statistics, NaN counts, comparison",
+    "verifier/tensors": "forensics: any checkpoint as named tensors, statistics, NaN counts, comparison, and the shard scan (one pass over a file: every chunk's SHA-256 and NaN/Inf counts) that verify and inspect share",
     "verifier/pins": "pins, drift, container fingerprint",
-    "verifier/check": "verify: shard scans, coverage, resumability, signatures, the report",
+    "verifier/check": "verify: shard checks against the manifest, coverage, resumability, signatures, the report",
     "verifier/drill": "the restore drill in phases (plan, launcher, checkpoint checks, comparison, faults, live snapshot), from scratch and live; its report, HTML, JUnit and history",
     "verifier/pilot": "`ckptcheck pilot`: the precision x activation-checkpointing matrix and the scaling "
                       "study, each variant a fresh measured run, and its report and HTML",

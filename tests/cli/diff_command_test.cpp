@@ -105,6 +105,32 @@ TEST_F(DiffCommandTest, SafetensorsFileAgainstHdf5FileAcrossChunkings) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// diff knows two tensors equal by their chunks' digests without reading them twice; a chunk whose
+// bytes contradict its recorded hash is corruption all the same, even when both sides were damaged
+// alike and their digests agree.
+TEST_F(DiffCommandTest, AChunkDamagedAlikeOnBothSidesIsStillCorruption) {
+  const auto state = full_training_state();
+  const std::string a = save_training_state(root_a_.path(), state);
+  const std::string b = save_training_state(root_b_.path(), state);
+  const std::string tensor = "optimizer.model.blocks.0.w.exp_avg";
+  const ManifestChunk chunk = fixture_chunk(a, tensor, 0);
+  ASSERT_EQ(diff(a, b).exit_code, 0) << "two saves of one state are identical";
+  const auto flip = [&](const std::string& dir) {
+    const std::string shard = dir + "/" + read_fixture_manifest(dir).shards[chunk.shard].path;
+    auto bytes = read_file_bytes(shard);
+    bytes[chunk.data_offset] ^= 1;
+    write_file_bytes(shard, bytes);
+  };
+  flip(b);
+  const CommandResult one = diff(a, b, "");
+  EXPECT_EQ(one.exit_code, 1) << one.output;  // a failed check, as a damaged chunk always was
+  EXPECT_NE(one.output.find("sha256 mismatch for " + tensor), std::string::npos) << one.output;
+  flip(a);
+  const CommandResult both = diff(a, b, "");
+  EXPECT_EQ(both.exit_code, 1) << both.output;
+  EXPECT_NE(both.output.find("sha256 mismatch for " + tensor), std::string::npos) << both.output;
+}
+
 TEST_F(DiffCommandTest, UnreadableSideExitsTwo) {
   const std::string a = save_training_state(root_a_.path(), full_training_state());
   EXPECT_EQ(diff(a, root_b_ / "nope").exit_code, 2);

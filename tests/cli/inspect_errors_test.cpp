@@ -83,6 +83,29 @@ TEST_F(InspectErrorsTest, VerifyAndInspectWordAndCodeTheDamageAlike) {
   EXPECT_EQ(i["errors"].size(), 1u) << inspect.output;  // the strings stay, one per issue
 }
 
+// Without --stats, inspect hashes whole shard files with verify's scan; with it, each tensor's
+// chunks are read one by one. Both must report every chunk alike, the damaged one included.
+TEST_F(InspectErrorsTest, ScannedFilesAndChunkByChunkReadsReportTheSameChunks) {
+  const CommandResult scanned = run_ckptcheck("inspect --json '" + dir_ + "'");
+  const CommandResult each = run_ckptcheck("inspect --stats --json '" + dir_ + "'");
+  ASSERT_EQ(scanned.exit_code, 1) << scanned.output;
+  ASSERT_EQ(each.exit_code, 1) << each.output;
+  const auto a = nlohmann::json::parse(scanned.output);
+  const auto b = nlohmann::json::parse(each.output);
+  ASSERT_EQ(a["tensors"].size(), b["tensors"].size());
+  size_t chunks = 0, damaged = 0;
+  for (size_t t = 0; t < a["tensors"].size(); ++t) {
+    EXPECT_EQ(a["tensors"][t]["chunks"], b["tensors"][t]["chunks"]) << a["tensors"][t]["name"];
+    for (const auto& c : a["tensors"][t]["chunks"]) {
+      ++chunks;
+      damaged += c["ok"] == false;
+    }
+  }
+  EXPECT_GT(chunks, a["tensors"].size()) << "the fixture should split some tensors into chunks";
+  EXPECT_EQ(damaged, 1u);
+  EXPECT_EQ(a["issues"], b["issues"]);
+}
+
 TEST_F(InspectErrorsTest, ErrorsFlagShowsOnlyTheVerdictAndTheErrors) {
   const CommandResult r = run_ckptcheck("inspect --errors '" + dir_ + "'");
   EXPECT_EQ(r.exit_code, 1) << r.output;

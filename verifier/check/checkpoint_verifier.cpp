@@ -34,10 +34,10 @@
 #include "verifier/check/foreign_verifier.h"
 #include "verifier/check/resumability.h"
 #include "verifier/check/seal.h"
-#include "verifier/check/shard_scan.h"
 #include "verifier/check/signature.h"
 #include "verifier/check/what_to_pass.h"
 #include "verifier/pins/drift.h"
+#include "verifier/tensors/shard_scan.h"
 
 namespace ckpt {
 

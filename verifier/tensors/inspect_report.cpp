@@ -26,7 +26,8 @@ std::vector<std::string> close_tensor_names(const std::string& wanted,
   return close_names(wanted, names);
 }
 
-Result<InspectedTensor> inspect_tensor(const TensorSource& source, const SourceTensor& t, bool stats) {
+Result<InspectedTensor> inspect_tensor(const TensorSource& source, const SourceTensor& t, bool stats,
+                                       const ScannedChunkDigests& scanned) {
   InspectedTensor report;
   report.tensor = &t;
   report.read = &t;
@@ -35,6 +36,11 @@ Result<InspectedTensor> inspect_tensor(const TensorSource& source, const SourceT
   if (stats) sink = [&](const uint8_t* p, size_t n) { accumulator.feed(p, n); };
   report.chunk_sha256.reserve(t.chunks.size());
   for (size_t i = 0; i < t.chunks.size(); ++i) {
+    const SourceChunk& sc = t.chunks[i];
+    if (!stats && scanned[sc.file]) {
+      report.chunk_sha256.push_back((*scanned[sc.file])[sc.index]);
+      continue;
+    }
     CKPT_ASSIGN_OR_RETURN(const Sha256Digest computed, source.hash_chunk(t, i, sink));
     report.chunk_sha256.push_back(computed);
   }
@@ -303,8 +309,17 @@ Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectO
   for (size_t i = 0; i < selected.size(); ++i) {
     if (!reads_target(i) && owners[i] == (world ? world->rank() : 0)) mine.push_back(i);
   }
-  run_parallel(mine.size(), resolve_jobs(options.jobs, mine.size()),
-               [&](size_t k) { results[mine[k]] = inspect_tensor(src, *selected[mine[k]], options.stats); });
+  // Without statistics no tensor needs its bytes, only its chunks' digests: on one task, whole
+  // files are scanned for them first. Statistics, or a distributed inspect (split by tensor), read
+  // each tensor's chunks as before.
+  {
+    const ScannedChunkDigests scanned = options.stats || world || !options.tensor.empty()
+                                            ? ScannedChunkDigests(src.files().size())
+                                            : src.scan_chunk_digests(options.jobs);
+    run_parallel(mine.size(), resolve_jobs(options.jobs, mine.size()), [&](size_t k) {
+      results[mine[k]] = inspect_tensor(src, *selected[mine[k]], options.stats, scanned);
+    });
+  }  // the scanned digests are the tensors' now
   if (world) {
     CKPT_RETURN_IF_ERROR(exchange_unit_results(
         *world, "inspect: tensors", sizes, owners,

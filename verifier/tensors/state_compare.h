@@ -107,6 +107,10 @@ struct TensorDiff {
 };
 
 TensorDiff compare_tensor(const TensorView& reference, const TensorView& resumed, const Tolerance& tolerance);
+// What compare_tensor gives for two bit-identical tensors of `elements` elements of `dtype`: what a
+// diff that knows two tensors equal by their chunks' digests reports without reading them.
+TensorDiff identical_tensor_diff(const std::string& name, const std::string& component, DType dtype,
+                                 int64_t elements);
 // "dtype F32 vs BF16", "shape [2, 3] vs [3, 2]" (the reference's first), or "" when both tensors
 // have one dtype and shape.
 std::string layout_mismatch(const TensorView& reference, const TensorView& resumed);

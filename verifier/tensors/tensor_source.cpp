@@ -9,6 +9,7 @@
 #include "base/huge_pages.h"
 #include "base/parallel_jobs.h"
 #include "base/sha256.h"
+#include "base/sha256_batch.h"
 #include "base/text.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/safetensors_file.h"
@@ -18,6 +19,7 @@
 #include "shards/file_chunk_index.h"
 #include "shards/manifest_text.h"
 #include "verifier/tensors/integrity_codes.h"
+#include "verifier/tensors/shard_scan.h"
 
 namespace ckpt {
 
@@ -240,6 +242,54 @@ Result<ChunkCheck> TensorSource::stream_chunk(const SourceTensor& tensor, size_t
                                               const std::function<void(const uint8_t*, size_t)>& sink) const {
   CKPT_ASSIGN_OR_RETURN(const Sha256Digest computed, hash_chunk(tensor, chunk, sink));
   return check_chunk(tensor, chunk, computed);
+}
+
+ScannedChunkDigests TensorSource::scan_chunk_digests(size_t jobs) const {
+  const auto& files = files_;
+  ScannedChunkDigests out(files.size());
+  std::vector<std::optional<ShardScanner>> scanners(files.size());
+  const auto scannable = [](const TensorFile& file) {
+    const std::string format = file.format_name();
+    return (format == "native" || format == "safetensors" || format == "hdf5") && file.payload_source();
+  };
+  uint64_t total = 0;
+  for (const auto& file : files) {
+    if (scannable(*file)) total += file->payload_source()->size();
+  }
+  const uint64_t unit_bytes = scan_unit_bytes(total, resolve_jobs(jobs, SIZE_MAX));
+  struct Unit {
+    ShardScanner* scanner;
+    size_t unit;
+  };
+  std::vector<Unit> units;
+  std::vector<uint64_t> sizes;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!scannable(*files[i])) continue;
+    auto planned = ShardScanner::plan(files[i]->path(), *files[i], ShardDigest::kHeader, unit_bytes);
+    if (!planned.is_ok() || planned->needs_file()) continue;  // read chunk by chunk instead
+    scanners[i].emplace(std::move(*planned));
+    for (size_t u = 0; u < scanners[i]->unit_count(); ++u) {
+      units.push_back({&*scanners[i], u});
+      sizes.push_back(scanners[i]->unit_size(u));
+    }
+  }
+  run_hashing_workers(sizes, jobs,
+                      [&](const NextQueuedJob& next) {
+                        scan_units_two_at_a_time(
+                            [&]() -> std::optional<ScanTask> {
+                              const std::optional<QueuedJob> job = next();
+                              if (!job) return std::nullopt;
+                              return ScanTask{units[job->index].scanner, units[job->index].unit, job->alone};
+                            },
+                            nullptr);
+                      },
+                      {});
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!scanners[i]) continue;
+    Result<ShardScan> scan = scanners[i]->finish();
+    if (scan.is_ok()) out[i] = std::move(scan->chunk_sha256);
+  }
+  return out;
 }
 
 Result<LoadedTensor> TensorSource::read_tensor(const SourceTensor& tensor) const {

@@ -56,6 +56,10 @@ struct ChunkCheck {
   std::string mismatch_message() const;
 };
 
+// Per file of a source (TensorSource::files()): the SHA-256 of each of its chunks, by chunk index,
+// or nullopt where the file was not scanned.
+using ScannedChunkDigests = std::vector<std::optional<std::vector<Sha256Digest>>>;
+
 class TensorSource {
  public:
   static Result<TensorSource> open(const std::string& path);
@@ -80,6 +84,14 @@ class TensorSource {
   // The chunk's report record for `computed`: its label, file, the first recorded hash it
   // contradicts (or the one it matches) and its payload's offset.
   ChunkCheck check_chunk(const SourceTensor& tensor, size_t chunk, const Sha256Digest& computed) const;
+  // Every chunk's digest, file by file, for the files whose payloads verify's scan reads
+  // (shard_scan.h): native, safetensors and HDF5 files whose payloads are plain ranges. Each is read
+  // front to back in blocks and its chunks hashed two streams at a time on `jobs` threads (0 = one
+  // per core), instead of a pread and a hasher per chunk: at 320k chunks of ~1 KB that per-chunk
+  // cost was most of inspect's reading. A file whose scan cannot be planned or fails stays nullopt:
+  // hash_chunk reads its chunks then, and names any error as it always did. Payload bytes only: what
+  // they are checked against is chunk_matches' business.
+  ScannedChunkDigests scan_chunk_digests(size_t jobs = 0) const;
   // hash_chunk, then check_chunk. A hash mismatch is reported in the ChunkCheck.
   Result<ChunkCheck> stream_chunk(const SourceTensor& tensor, size_t chunk,
                                   const std::function<void(const uint8_t*, size_t)>& sink) const;

@@ -1,4 +1,4 @@
-#include "verifier/check/shard_scan.h"
+#include "verifier/tensors/shard_scan.h"
 
 #include <algorithm>
 #include <cstring>
