@@ -32,6 +32,12 @@ class InspectErrorsTest : public ::testing::Test {
     write_file_bytes(dir_ + "/" + shard_, bytes);
     got_ = sha256_hex(bytes.data() + chunk_.data_offset, chunk_.data_bytes);
   }
+  // What `command --json` prints about the damaged checkpoint, having exited 1 (a check failed).
+  nlohmann::json failed_json(const std::string& command) const {
+    const CommandResult r = run_ckptcheck(command + " --json '" + dir_ + "'");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    return nlohmann::json::parse(r.output);
+  }
   // The one line naming the damaged chunk, without the "[code] shard tensor: " before it.
   std::string expected_message() const {
     return "@" + std::to_string(chunk_.data_offset) + ": sha256 mismatch for " + kDamagedTensor + "[";
@@ -67,31 +73,23 @@ TEST_F(InspectErrorsTest, ErrorsComeFirstAndTheDamagedRowIsMarked) {
 }
 
 TEST_F(InspectErrorsTest, VerifyAndInspectWordAndCodeTheDamageAlike) {
-  const CommandResult inspect = run_ckptcheck("inspect --json '" + dir_ + "'");
-  const CommandResult verify = run_ckptcheck("verify --json '" + dir_ + "'");
-  ASSERT_EQ(inspect.exit_code, 1) << inspect.output;
-  ASSERT_EQ(verify.exit_code, 1) << verify.output;
-  const auto i = nlohmann::json::parse(inspect.output);
-  const auto v = nlohmann::json::parse(verify.output);
-  ASSERT_EQ(i["issues"].size(), 1u) << inspect.output;
-  ASSERT_EQ(v["errors"].size(), 1u) << verify.output;
+  const auto i = failed_json("inspect");
+  const auto v = failed_json("verify");
+  ASSERT_EQ(i["issues"].size(), 1u) << i.dump();
+  ASSERT_EQ(v["errors"].size(), 1u) << v.dump();
   EXPECT_EQ(i["issues"][0]["code"], v["errors"][0]["code"]);
   EXPECT_EQ(i["issues"][0]["code"], "chunk_sha256_mismatch");
   EXPECT_EQ(i["issues"][0]["file"], v["errors"][0]["shard"]);
   EXPECT_EQ(i["issues"][0]["tensor"], v["errors"][0]["tensor"]);
   EXPECT_EQ(i["issues"][0]["message"], v["errors"][0]["message"]);
-  EXPECT_EQ(i["errors"].size(), 1u) << inspect.output;  // the strings stay, one per issue
+  EXPECT_EQ(i["errors"].size(), 1u) << i.dump();  // the strings stay, one per issue
 }
 
 // Without --stats, inspect hashes whole shard files with verify's scan; with it, each tensor's
 // chunks are read one by one. Both must report every chunk alike, the damaged one included.
 TEST_F(InspectErrorsTest, ScannedFilesAndChunkByChunkReadsReportTheSameChunks) {
-  const CommandResult scanned = run_ckptcheck("inspect --json '" + dir_ + "'");
-  const CommandResult each = run_ckptcheck("inspect --stats --json '" + dir_ + "'");
-  ASSERT_EQ(scanned.exit_code, 1) << scanned.output;
-  ASSERT_EQ(each.exit_code, 1) << each.output;
-  const auto a = nlohmann::json::parse(scanned.output);
-  const auto b = nlohmann::json::parse(each.output);
+  const auto a = failed_json("inspect");
+  const auto b = failed_json("inspect --stats");
   ASSERT_EQ(a["tensors"].size(), b["tensors"].size());
   size_t chunks = 0, damaged = 0;
   for (size_t t = 0; t < a["tensors"].size(); ++t) {

@@ -6,7 +6,6 @@
 #include <unordered_map>
 
 #include "base/file_io.h"
-#include "base/huge_pages.h"
 #include "base/parallel_jobs.h"
 #include "base/sha256.h"
 #include "base/sha256_batch.h"
@@ -150,7 +149,6 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
   }
   CKPT_ASSIGN_OR_RETURN(s.path_, resolve_checkpoint_path(path));
   CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(s.path_));
-  release_freed_heap();  // the manifest's text and its parse, before the headers' threads allocate
   s.kind_ = "checkpoint";
   s.metadata_ = manifest_metadata(manifest);
   // Every shard's header parsed and indexed on every core: 16 headers of 20,000 chunks each are
