@@ -18,7 +18,6 @@
 #include "base/json_fields.h"
 #include "base/parallel_jobs.h"
 #include "base/seconds_since.h"
-#include "base/sha256_batch.h"
 #include "distributed/share_exchange.h"
 #include "distributed/share_split.h"
 #include "distributed/step_gather.h"
@@ -289,13 +288,6 @@ void report_nonfinite(const Manifest& manifest, const std::map<size_t, Nonfinite
   }
 }
 
-// One unit of one shard's scan, as a job of the verify pool.
-struct ScanJob {
-  ShardScanner* scanner;
-  size_t unit;
-  uint64_t bytes;
-};
-
 // The threads that plan the units: this process's, or (distributed) every task's together, so each
 // task's share still holds ~kScanUnitsPerWorker units per thread and the split balances.
 Result<size_t> planning_threads(const VerifyOptions& options) {
@@ -312,7 +304,7 @@ Result<size_t> planning_threads(const VerifyOptions& options) {
 struct ScanPlan {
   std::vector<std::vector<ChunkRef>> refs;  // by shard; ShardCheck keeps a reference
   std::vector<std::unique_ptr<ShardCheck>> checks;
-  std::vector<ScanJob> jobs;
+  std::vector<ScanTask> jobs;  // every unit of every planned shard
   uint64_t total = 0;
 };
 
@@ -337,8 +329,7 @@ void plan_scan(const std::string& dir, const Manifest& manifest, bool quick, siz
   });
   for (size_t i = 0; i < count; ++i) {
     if (ShardScanner* scanner = plan.checks[i]->scanner()) {
-      for (size_t u = 0; u < scanner->unit_count(); ++u)
-        plan.jobs.push_back({scanner, u, scanner->unit_size(u)});
+      for (size_t u = 0; u < scanner->unit_count(); ++u) plan.jobs.push_back({scanner, u});
     }
   }
 }
@@ -349,25 +340,23 @@ Status check_shards(const std::string& dir, const Manifest& manifest, const Veri
   CKPT_ASSIGN_OR_RETURN(const size_t threads, planning_threads(options));
   ScanPlan plan;
   plan_scan(dir, manifest, options.quick, threads, options.jobs, plan);
-  const std::vector<ScanJob>& jobs = plan.jobs;
+  const std::vector<ScanTask>& jobs = plan.jobs;
   const uint64_t total = plan.total;
   auto& checks = plan.checks;
   // Distributed: this task scans only its share of the jobs (the same split on every task).
   std::vector<uint64_t> all_sizes;
-  for (const ScanJob& job : jobs) all_sizes.push_back(job.bytes);
+  for (const ScanTask& job : jobs) all_sizes.push_back(job.scanner->unit_size(job.unit));
   ByteCollective* world =
       options.distributed && options.distributed->world_size() > 1 ? options.distributed : nullptr;
   const std::vector<int> owners =
       world ? split_by_size(all_sizes, world->world_size()) : std::vector<int>(jobs.size(), 0);
   const int me = world ? world->rank() : 0;
-  std::vector<size_t> mine;
-  std::vector<uint64_t> sizes;
+  std::vector<ScanTask> mine;
   uint64_t share = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     if (owners[j] != me) continue;
-    mine.push_back(j);
-    sizes.push_back(jobs[j].bytes);
-    share += jobs[j].bytes;
+    mine.push_back(jobs[j]);
+    share += all_sizes[j];
   }
   std::atomic<uint64_t> hashed{0};
   std::function<void()> report_progress;
@@ -376,19 +365,7 @@ Status check_shards(const std::string& dir, const Manifest& manifest, const Veri
   if (options.on_share) options.on_share(mine.size(), share);
   // Each worker scans two units at once (their blocks hash side by side), largest first, and
   // takes the next whenever one ends.
-  run_hashing_workers(
-      sizes, options.jobs,
-      [&](const NextQueuedJob& next) {
-        scan_units_two_at_a_time(
-            [&]() -> std::optional<ScanTask> {
-              const std::optional<QueuedJob> job = next();
-              if (!job) return std::nullopt;
-              const ScanJob& scan = jobs[mine[job->index]];
-              return ScanTask{scan.scanner, scan.unit, job->alone};
-            },
-            &hashed);
-      },
-      report_progress);
+  scan_units_in_parallel(mine, options.jobs, &hashed, report_progress);
   if (world) {
     CKPT_RETURN_IF_ERROR(exchange_unit_results(
         *world, "verify: scan", all_sizes, owners,
@@ -540,13 +517,13 @@ Result<std::vector<ShareUnit>> plan_verify_shares(const std::string& checkpoint_
   const size_t threads = std::max<size_t>(1, tasks) * resolve_jobs(threads_per_task, SIZE_MAX);
   plan_scan(strip_trailing_slashes(checkpoint_dir), manifest, false, threads, threads_per_task, plan);
   std::vector<uint64_t> sizes;
-  for (const ScanJob& job : plan.jobs) sizes.push_back(job.bytes);
+  for (const ScanTask& job : plan.jobs) sizes.push_back(job.scanner->unit_size(job.unit));
   const std::vector<int> owners = split_by_size(sizes, static_cast<int>(std::max<size_t>(1, tasks)));
   std::vector<ShareUnit> out;
   for (size_t j = 0; j < plan.jobs.size(); ++j) {
-    const ScanJob& job = plan.jobs[j];
+    const ScanTask& job = plan.jobs[j];
     out.push_back({job.scanner->path(), job.scanner->unit_begin(job.unit),
-                   job.scanner->unit_begin(job.unit) + job.bytes, owners[j]});
+                   job.scanner->unit_begin(job.unit) + sizes[j], owners[j]});
   }
   for (auto& check : plan.checks) (void)check->finish();
   return out;

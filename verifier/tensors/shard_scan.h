@@ -147,6 +147,13 @@ struct ScanTask {
 void scan_units_two_at_a_time(const std::function<std::optional<ScanTask>()>& next,
                               std::atomic<uint64_t>* bytes_done, size_t block_bytes = kScanBlockBytes);
 
+// Scans `tasks` (units of planned scanners) on `threads` workers (0: one per core): each worker
+// scans two units at a time (scan_units_two_at_a_time), the largest first, each marked alone where
+// run_hashing_workers says so. `bytes_done` (may be null) and `report` (may be empty) as there, for
+// progress. How verify scans its share and inspect and diff hash whole files.
+void scan_units_in_parallel(const std::vector<ScanTask>& tasks, size_t threads,
+                            std::atomic<uint64_t>* bytes_done, const std::function<void()>& report);
+
 // Scans `path`, whose chunks `file` describes, unit after unit on the calling thread. Payloads
 // stored as plain non-overlapping byte ranges (native, safetensors, ...) take the single pass;
 // others fall back to a file pass plus a read_chunk pass per chunk. `bytes_done` (may be null) is

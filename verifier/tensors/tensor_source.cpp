@@ -8,7 +8,6 @@
 #include "base/file_io.h"
 #include "base/parallel_jobs.h"
 #include "base/sha256.h"
-#include "base/sha256_batch.h"
 #include "base/text.h"
 #include "formats/dcp_checkpoint.h"
 #include "formats/safetensors_file.h"
@@ -255,33 +254,15 @@ ScannedChunkDigests TensorSource::scan_chunk_digests(size_t jobs) const {
     if (scannable(*file)) total += file->payload_source()->size();
   }
   const uint64_t unit_bytes = scan_unit_bytes(total, resolve_jobs(jobs, SIZE_MAX));
-  struct Unit {
-    ShardScanner* scanner;
-    size_t unit;
-  };
-  std::vector<Unit> units;
-  std::vector<uint64_t> sizes;
+  std::vector<ScanTask> units;
   for (size_t i = 0; i < files.size(); ++i) {
     if (!scannable(*files[i])) continue;
     auto planned = ShardScanner::plan(files[i]->path(), *files[i], ShardDigest::kHeader, unit_bytes);
     if (!planned.is_ok() || planned->needs_file()) continue;  // read chunk by chunk instead
     scanners[i].emplace(std::move(*planned));
-    for (size_t u = 0; u < scanners[i]->unit_count(); ++u) {
-      units.push_back({&*scanners[i], u});
-      sizes.push_back(scanners[i]->unit_size(u));
-    }
+    for (size_t u = 0; u < scanners[i]->unit_count(); ++u) units.push_back({&*scanners[i], u});
   }
-  run_hashing_workers(sizes, jobs,
-                      [&](const NextQueuedJob& next) {
-                        scan_units_two_at_a_time(
-                            [&]() -> std::optional<ScanTask> {
-                              const std::optional<QueuedJob> job = next();
-                              if (!job) return std::nullopt;
-                              return ScanTask{units[job->index].scanner, units[job->index].unit, job->alone};
-                            },
-                            nullptr);
-                      },
-                      {});
+  scan_units_in_parallel(units, jobs, nullptr, {});
   for (size_t i = 0; i < files.size(); ++i) {
     if (!scanners[i]) continue;
     Result<ShardScan> scan = scanners[i]->finish();
