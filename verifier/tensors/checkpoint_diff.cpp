@@ -1,7 +1,6 @@
 #include "verifier/tensors/checkpoint_diff.h"
 
 #include <cstring>
-#include <optional>
 #include <set>
 #include <vector>
 
@@ -85,10 +84,11 @@ Result<CheckpointDiff> diff_checkpoints(const std::string& path_a, const std::st
                                         const Tolerance& tolerance) {
   // Both sides are opened at once: most of an open is one thread parsing a manifest (84 MB at 320k
   // chunks), so two side by side take little longer than one. A's failure is still the one named.
-  std::vector<std::optional<Result<TensorSource>>> opened(2);
-  run_parallel(2, 2, [&](size_t i) { opened[i] = TensorSource::open(i == 0 ? path_a : path_b); });
-  CKPT_ASSIGN_OR_RETURN(TensorSource a, std::move(*opened[0]));
-  CKPT_ASSIGN_OR_RETURN(TensorSource b, std::move(*opened[1]));
+  CKPT_ASSIGN_OR_RETURN(std::vector<TensorSource> sides, collect_parallel<TensorSource>(2, [&](size_t i) {
+                          return TensorSource::open(i == 0 ? path_a : path_b);
+                        }));
+  const TensorSource& a = sides[0];
+  const TensorSource& b = sides[1];
   CheckpointDiff out;
   out.a = a.path();
   out.b = b.path();

@@ -86,6 +86,10 @@ bool payloads_are_disjoint(const std::vector<ScanChunk>& chunks, const std::vect
 
 }  // namespace
 
+bool has_header_digest(std::string_view format) {
+  return format == "native" || format == "safetensors" || format == "hdf5";
+}
+
 uint64_t scan_unit_bytes(uint64_t total_bytes, size_t threads) {
   const uint64_t per_unit = total_bytes / (kScanUnitsPerWorker * std::max<uint64_t>(1, threads));
   return std::clamp(per_unit, kMinScanUnitBytes, kScanUnitBytes);

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/byte_source.h"
@@ -42,6 +43,9 @@ uint64_t scan_unit_bytes(uint64_t total_bytes, size_t threads);
 
 // What the shard's manifest digest covers (ManifestShard::sha256_of).
 enum class ShardDigest { kWholeFile, kHeader };
+// Whether a shard of `format` has a digest of its header alone (kHeader): native, safetensors and
+// HDF5, whose headers header_digest_end can delimit.
+bool has_header_digest(std::string_view format);
 
 struct ShardScan {
   // The shard's digest in the requested scope: the whole file, or the format's header (native:

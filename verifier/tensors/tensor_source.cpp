@@ -246,8 +246,7 @@ ScannedChunkDigests TensorSource::scan_chunk_digests(size_t jobs) const {
   ScannedChunkDigests out(files.size());
   std::vector<std::optional<ShardScanner>> scanners(files.size());
   const auto scannable = [](const TensorFile& file) {
-    const std::string format = file.format_name();
-    return (format == "native" || format == "safetensors" || format == "hdf5") && file.payload_source();
+    return has_header_digest(file.format_name()) && file.payload_source();
   };
   uint64_t total = 0;
   for (const auto& file : files) {
