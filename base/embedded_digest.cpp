@@ -1,5 +1,6 @@
 #include "base/embedded_digest.h"
 
+#include <cstring>
 #include <memory>
 
 #include "base/json_fields.h"
@@ -19,6 +20,55 @@ std::string sha256_of_compact_dump(const nlohmann::json& j) {
   serializer.dump(j, /*pretty_print=*/false, /*ensure_ascii=*/false, /*indent_step=*/0);
   out->flush();
   return hash.finish_hex();
+}
+
+bool is_json_space(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+// Bytes between tokens, outside strings, where a run of plain value characters (digits, ':',
+// literals) ends.
+bool ends_plain_run(char c) {
+  return is_json_space(c) || c == '"' || c == ',' || c == '{' || c == '}' || c == '[' || c == ']';
+}
+
+// What is kept of the text, gathered into blocks for the hasher: one update per 64 KiB, not one
+// per token.
+class HashBuffer {
+ public:
+  explicit HashBuffer(Sha256& hash) : hash_(hash) {}
+  void put(const char* data, size_t size) {
+    if (size_ + size > sizeof(buffer_)) flush();
+    if (size > sizeof(buffer_)) {
+      hash_.update(data, size);
+      return;
+    }
+    std::memcpy(buffer_ + size_, data, size);
+    size_ += size;
+  }
+  void flush() {
+    hash_.update(buffer_, size_);
+    size_ = 0;
+  }
+
+ private:
+  Sha256& hash_;
+  char buffer_[64 * 1024];
+  size_t size_ = 0;
+};
+
+// One past the closing quote of the string that opens at text[start], or npos when it never closes.
+size_t string_end(std::string_view text, size_t start) {
+  size_t at = start + 1;
+  for (;;) {
+    const void* quote = std::memchr(text.data() + at, '"', text.size() - at);
+    if (!quote) return std::string_view::npos;
+    const size_t q = static_cast<size_t>(static_cast<const char*>(quote) - text.data());
+    size_t backslashes = 0;
+    while (q - backslashes > start + 1 && text[q - backslashes - 1] == '\\') ++backslashes;
+    if (backslashes % 2 == 0) return q + 1;
+    at = q + 1;
+  }
 }
 
 }  // namespace
@@ -45,6 +95,101 @@ EmbeddedDigest take_embedded_digest(nlohmann::json& j, const char* field) {
   j.erase(it);
   d.computed = sha256_of_compact_dump(j);
   return d;
+}
+
+std::optional<std::string> sha256_without_whitespace(std::string_view text, const char* field) {
+  const std::string_view left_out = field;
+  const size_t n = text.size();
+  auto hash = std::make_unique<Sha256>();
+  auto out = std::make_unique<HashBuffer>(*hash);  // 64 KiB: not on the stack of a worker thread
+  size_t i = 0;
+  auto skip_space = [&] {
+    while (i < n && is_json_space(text[i])) ++i;
+  };
+  int depth = 0;
+  bool root_closed = false;
+  bool key_next = false;  // in the root object, the next string is a member's key
+  // The root's commas are written when the next key is known: the one before the member left out
+  // goes with it, and when that member is the first, the comma after it goes instead.
+  bool comma_pending = false;
+  bool drop_next_comma = false;
+  while (i < n) {
+    const char c = text[i];
+    if (is_json_space(c)) {
+      ++i;
+      continue;
+    }
+    if (root_closed) return std::nullopt;  // text after the root object
+    if (depth == 0 && c != '{') return std::nullopt;
+    switch (c) {
+      case '"': {
+        size_t end = string_end(text, i);
+        if (end == std::string_view::npos) return std::nullopt;
+        if (depth == 1 && key_next) {
+          key_next = false;
+          if (text.substr(i + 1, end - i - 2) == left_out) {
+            i = end;
+            skip_space();
+            if (i >= n || text[i] != ':') return std::nullopt;
+            ++i;
+            skip_space();
+            if (i >= n || text[i] != '"') return std::nullopt;
+            end = string_end(text, i);
+            if (end == std::string_view::npos) return std::nullopt;
+            i = end;
+            if (comma_pending) {
+              comma_pending = false;
+            } else {
+              drop_next_comma = true;
+            }
+            continue;
+          }
+          if (comma_pending) out->put(",", 1);
+          comma_pending = false;
+        }
+        out->put(text.data() + i, end - i);
+        i = end;
+        break;
+      }
+      case ',':
+        if (depth == 1) {
+          if (comma_pending || key_next) return std::nullopt;
+          if (drop_next_comma) {
+            drop_next_comma = false;
+          } else {
+            comma_pending = true;
+          }
+          key_next = true;
+        } else {
+          out->put(",", 1);
+        }
+        ++i;
+        break;
+      case '{':
+      case '[':
+        if (++depth == 1) key_next = true;
+        out->put(&text[i], 1);
+        ++i;
+        break;
+      case '}':
+      case ']':
+        if (depth == 1 && comma_pending) return std::nullopt;  // a comma before the close
+        if (depth == 1) drop_next_comma = false;               // the member left out was the only one
+        if (--depth == 0) root_closed = true;
+        out->put(&text[i], 1);
+        ++i;
+        break;
+      default: {
+        size_t end = i + 1;
+        while (end < n && !ends_plain_run(text[end])) ++end;
+        out->put(text.data() + i, end - i);
+        i = end;
+      }
+    }
+  }
+  if (!root_closed) return std::nullopt;
+  out->flush();
+  return hash->finish_hex();
 }
 
 }  // namespace ckpt

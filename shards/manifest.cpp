@@ -174,7 +174,7 @@ Result<ManifestDigest> manifest_digest(const std::string& text, const std::strin
   return read_embedded_digest(text, kManifestDigestField, where);
 }
 
-Result<Manifest> read_manifest_file(const std::string& checkpoint_dir) {
+Result<Manifest> read_manifest_file(const std::string& checkpoint_dir, ManifestDigest* digest_out) {
   const std::string path = checkpoint_dir + "/" + kManifestFileName;
   CKPT_ASSIGN_OR_RETURN(std::string text, read_small_file(path, kMaxManifestBytes));
   ManifestDigest digest;
@@ -183,6 +183,7 @@ Result<Manifest> read_manifest_file(const std::string& checkpoint_dir) {
     return Status::corruption(path + ": " + kManifestDigestField + " mismatch: recorded " + digest.recorded +
                               ", content hashes to " + digest.computed + " (edited after commit)");
   }
+  if (digest_out) *digest_out = std::move(digest);
   return manifest;
 }
 

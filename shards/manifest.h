@@ -81,7 +81,8 @@ Result<Manifest> parse_manifest(const std::string& text, const std::string& wher
 Result<Manifest> parse_manifest(const std::string& text, const std::string& where, ManifestDigest* digest);
 // read + parse + digest: a manifest whose recorded digest differs from its content is refused
 // (kCorruption), so nothing resumes from an edited one. One without a digest is accepted.
-Result<Manifest> read_manifest_file(const std::string& checkpoint_dir);
+// `digest`, when given, receives what the manifest's digest said (computed: its content's).
+Result<Manifest> read_manifest_file(const std::string& checkpoint_dir, ManifestDigest* digest = nullptr);
 
 // A path a manifest may name: relative, no "..", no empty or "." segments, no backslashes or NULs.
 bool is_safe_relative_path(const std::string& path);

@@ -139,6 +139,32 @@ TEST(ManifestFastParse, ReadsWhatTheWriterWritesAsTheReferenceDoes) {
   EXPECT_TRUE(fast->config["nested"]["n"].is_number_integer());
 }
 
+// The digest read off the text decides only where it equals the recorded one. A manifest spelled
+// otherwise (members in another order, another indent) is still judged by its content, as before.
+TEST(ManifestFastParse, JudgesAManifestSpelledOtherwiseByItsContent) {
+  const std::string text = manifest_to_json_text(awkward_manifest());
+  const nlohmann::ordered_json sorted = nlohmann::ordered_json::parse(text);
+  nlohmann::ordered_json reordered;  // "world_size" and "version" first: both follow "shards"
+  reordered["world_size"] = sorted["world_size"];
+  reordered["version"] = sorted["version"];
+  for (const auto& [key, value] : sorted.items()) reordered[key] = value;
+  for (const std::string& other : {reordered.dump(1), sorted.dump(4), sorted.dump()}) {
+    ManifestDigest digest;
+    const std::optional<Manifest> fast = parse_manifest_fast(other, &digest);
+    ASSERT_TRUE(fast.has_value()) << other.substr(0, 200);
+    EXPECT_TRUE(digest.matches()) << digest.recorded << " vs " << digest.computed;
+    EXPECT_EQ(digest.computed, manifest_digest(other, "manifest.json")->computed);
+    EXPECT_EQ(manifest_to_json_text(*fast), text);
+  }
+  // And one of those, edited, is still an edit.
+  std::string edited = reordered.dump(1);
+  edited.replace(edited.find("fsdp"), 4, "ddp_");
+  ManifestDigest digest;
+  EXPECT_FALSE(parse_manifest_fast(edited, &digest).has_value());
+  ASSERT_TRUE(parse_manifest(edited, "manifest.json", &digest).is_ok());
+  EXPECT_FALSE(digest.matches());
+}
+
 // Whatever is not exactly that layout goes to the nlohmann path, whose errors and digest are the
 // reference: a field the writer does not write, one written twice, another spelling, a float where
 // an integer belongs, an edit after commit.

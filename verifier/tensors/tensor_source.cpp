@@ -33,7 +33,9 @@ nlohmann::json as_parsed(int64_t v) {
 // The manifest's own JSON (step, config, pins, extra, shards), less the tensor table, which the
 // source lists tensor by tensor instead: what parsing manifest_to_json_text(m) and erasing
 // "tensors" gives, built without writing and parsing the tensor table (36 MB at 320,000 chunks).
-nlohmann::json manifest_metadata(const Manifest& m) {
+// `content_sha256` is what reading the manifest computed, so it is not computed twice (empty where
+// the reference parse of a manifest without a digest computed none).
+nlohmann::json manifest_metadata(const Manifest& m, const std::string& content_sha256) {
   nlohmann::json shards = nlohmann::json::array();
   for (const auto& s : m.shards) {
     shards.push_back({{"path", s.path},
@@ -53,7 +55,7 @@ nlohmann::json manifest_metadata(const Manifest& m) {
           {"pins", m.pins},
           {"extra", m.extra},
           {"shards", shards},
-          {kManifestDigestField, manifest_content_sha256(m)}};
+          {kManifestDigestField, content_sha256.empty() ? manifest_content_sha256(m) : content_sha256}};
 }
 
 }  // namespace
@@ -147,9 +149,10 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
     return s;
   }
   CKPT_ASSIGN_OR_RETURN(s.path_, resolve_checkpoint_path(path));
-  CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(s.path_));
+  ManifestDigest digest;
+  CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(s.path_, &digest));
   s.kind_ = "checkpoint";
-  s.metadata_ = manifest_metadata(manifest);
+  s.metadata_ = manifest_metadata(manifest, digest.computed);
   // Every shard's header parsed and indexed on every core: 16 headers of 20,000 chunks each are
   // most of opening a 320k-chunk checkpoint (issue 44). The index refers to the chunks inside the
   // file object, which stays where it is when the pointer moves.
