@@ -38,15 +38,20 @@ void JsonTextWriter::string(const char* s) {
   string(s, std::strlen(s));
 }
 
-void JsonTextWriter::string(const char* s, size_t n) {
-  // Plain ASCII as is; anything else (quotes, backslashes, control characters, UTF-8, which
-  // nlohmann checks) goes through its own serializer, so the bytes and the errors are its own.
+bool is_plain_json_string(const char* s, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const auto b = static_cast<unsigned char>(s[i]);
-    if (b < 0x20 || b >= 0x80 || b == '"' || b == '\\') {
-      json_.dump(nlohmann::json(std::string(s, n)), false, false, 0);
-      return;
-    }
+    if (b < 0x20 || b >= 0x80 || b == '"' || b == '\\') return false;
+  }
+  return true;
+}
+
+void JsonTextWriter::string(const char* s, size_t n) {
+  // Plain ASCII as is; anything else goes through nlohmann's own serializer, so the bytes and the
+  // errors are its own.
+  if (!is_plain_json_string(s, n)) {
+    json_.dump(nlohmann::json(std::string(s, n)), false, false, 0);
+    return;
   }
   sink_->write_character('"');
   sink_->write_characters(s, n);

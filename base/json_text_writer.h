@@ -14,6 +14,10 @@
 
 namespace ckpt {
 
+// Whether dump() writes `s` as it is between quotes: plain printable ASCII, no quote or backslash.
+// Anything else (escapes, UTF-8, which nlohmann checks) is nlohmann's to write.
+bool is_plain_json_string(const char* s, size_t n);
+
 // Where the text goes: a string (nlohmann's own adapter) or SHA-256 (base/sha256_output.h).
 using TextSink = nlohmann::detail::output_adapter_protocol<char>;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/simd_json_fields.h"
+#include "formats/native_shard_format.h"
 
 namespace ckpt {
 
@@ -26,15 +27,12 @@ bool parse_chunk(value e, ChunkInfo* c) {
     if (key == "sha256") return simd_string(v, &c->sha256) ? 8 : kFieldRefused;
     return kFieldRefused;
   });
-  if (!fields || c->name.empty() || c->name.size() > kMaxChunkNameBytes || c->sha256.size() != 64)
-    return false;
+  if (!fields) return false;
   const auto parsed = dtype_from_name(dtype);
   if (!parsed) return false;
   c->dtype = *parsed;
-  if (!chunk_lies_inside(c->global_shape, c->offsets, c->shape)) return false;
-  if (!checked_numel(c->global_shape)) return false;
-  const auto nbytes = checked_nbytes(c->shape, c->dtype);
-  return nbytes && *nbytes == c->data_bytes;
+  return chunk_entry_is_consistent(c->name, c->dtype, c->global_shape, c->offsets, c->shape, c->data_bytes,
+                                   c->sha256);
 }
 
 }  // namespace
@@ -67,8 +65,7 @@ std::optional<NativeHeaderFields> parse_native_header_fast(const std::string& he
     return kFieldRefused;
   });
   const char* after = nullptr;  // the root object fully read: nothing may follow it
-  if (!fields || format != "ckptcheck.native-shard" || !doc.current_location().get(after))
-    return std::nullopt;
+  if (!fields || format != kNativeHeaderFormat || !doc.current_location().get(after)) return std::nullopt;
   return out;
 }
 

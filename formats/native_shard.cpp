@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstring>
 
 #include "base/byte_coding.h"
@@ -17,6 +18,68 @@ namespace ckpt {
 
 namespace {
 
+NativeChunkFields fields_of(const ChunkInfo& c) {
+  return {c.name,   c.component,   c.dtype,      &c.global_shape, &c.offsets,
+          &c.shape, c.data_offset, c.data_bytes, c.sha256};
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  if (!is_plain_json_string(s.data(), s.size())) {
+    out += nlohmann::json(std::string(s)).dump();  // throws on invalid UTF-8, as the writer always has
+    return;
+  }
+  out += '"';
+  out.append(s);
+  out += '"';
+}
+
+template <typename Int>
+void append_number(std::string& out, Int v) {
+  char buf[24];
+  const auto end = std::to_chars(buf, buf + sizeof(buf), v).ptr;
+  out.append(buf, static_cast<size_t>(end - buf));
+}
+
+void append_dims(std::string& out, const std::vector<int64_t>& d) {
+  out += '[';
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i) out += ',';
+    append_number(out, d[i]);
+  }
+  out += ']';
+}
+
+// One entry of the header's chunk list as nlohmann's compact dump() writes ChunkInfo::to_json()
+// (keys sorted), appended to `out`: the one layout the writer writes and the comparison reads.
+void append_chunk_entry(std::string& out, const NativeChunkFields& c, bool first) {
+  out += first ? "{\"component\":" : ",{\"component\":";
+  append_json_string(out, c.component);
+  out += ",\"data_bytes\":";
+  append_number(out, c.data_bytes);
+  out += ",\"data_offset\":";
+  append_number(out, c.data_offset);
+  out += ",\"dtype\":";
+  append_json_string(out, dtype_name(c.dtype));
+  out += ",\"global_shape\":";
+  append_dims(out, *c.global_shape);
+  out += ",\"name\":";
+  append_json_string(out, c.name);
+  out += ",\"offsets\":";
+  append_dims(out, *c.offsets);
+  out += ",\"sha256\":";
+  append_json_string(out, c.sha256);
+  out += ",\"shape\":";
+  append_dims(out, *c.shape);
+  out += '}';
+}
+
+// The header around its entries: before them, and after them up to the metadata object.
+constexpr std::string_view kHeaderHead = "{\"chunks\":[";
+const std::string& header_up_to_metadata() {
+  static const std::string text = std::string("],\"format\":\"") + kNativeHeaderFormat + "\",\"metadata\":";
+  return text;
+}
+
 // Serialises the header for payloads laid out from `payload_start`, filling data_offset.
 // The header text, compact with sorted keys (what nlohmann's dump() of the same object gives),
 // written field by field: building the object first took most of a save of 20,000 chunks a shard,
@@ -24,47 +87,18 @@ namespace {
 std::string layout_header(std::vector<ChunkInfo>& chunks, const nlohmann::json& metadata,
                           uint64_t payload_start) {
   uint64_t offset = payload_start;
-  std::string text;
-  auto sink = std::make_shared<nlohmann::detail::output_string_adapter<char>>(text);
-  JsonTextWriter w(sink, -1);
-  w.open('{');
-  w.key("chunks", true);
-  w.open('[');
+  std::string text(kHeaderHead);
   for (size_t i = 0; i < chunks.size(); ++i) {
     ChunkInfo& c = chunks[i];
     const uint64_t alignment =
         c.data_bytes >= kPageAlignedPayloadMinBytes ? kPagePayloadAlignment : kPayloadAlignment;
     c.data_offset = align_up(offset, alignment);
     offset = c.data_offset + c.data_bytes;
-    // ChunkInfo::to_json()'s fields, in sorted order.
-    w.element(i == 0);
-    w.open('{');
-    w.key("component", true);
-    w.string(c.component);
-    w.key("data_bytes");
-    w.number(c.data_bytes);
-    w.key("data_offset");
-    w.number(c.data_offset);
-    w.key("dtype");
-    w.string(dtype_name(c.dtype));
-    w.key("global_shape");
-    w.dims(c.global_shape);
-    w.key("name");
-    w.string(c.name);
-    w.key("offsets");
-    w.dims(c.offsets);
-    w.key("sha256");
-    w.string(c.sha256);
-    w.key("shape");
-    w.dims(c.shape);
-    w.close('}');
+    append_chunk_entry(text, fields_of(c), i == 0);
   }
-  w.close(']');
-  w.key("format");
-  w.string("ckptcheck.native-shard");
-  w.key("metadata");
-  w.value(metadata);
-  w.close('}');
+  text += header_up_to_metadata();
+  text += metadata.dump();
+  text += '}';
   return text;
 }
 
@@ -158,39 +192,128 @@ Result<WrittenFile> write_native_shard(const std::string& path, const std::vecto
 
 namespace {
 
-Status check_payload_layout(std::vector<ChunkInfo>& chunks, uint64_t payload_start, uint64_t file_size,
-                            const std::string& where) {
-  std::vector<const ChunkInfo*> by_offset;
-  for (const auto& c : chunks) by_offset.push_back(&c);
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const ChunkInfo* a, const ChunkInfo* b) { return a->data_offset < b->data_offset; });
+// A payload's place in the file, and which chunk it is.
+struct PayloadPlace {
+  uint64_t data_offset = 0;
+  uint64_t data_bytes = 0;
+  size_t chunk = 0;
+};
+
+enum class LayoutFault { kNone, kUnaligned, kOverlaps, kOverflows, kPastEnd, kBytesAfter };
+
+struct LayoutCheck {
+  LayoutFault fault = LayoutFault::kNone;
+  size_t chunk = 0;  // the payload at fault (kUnaligned, kOverlaps, kOverflows)
+  uint64_t end = 0;  // where the payloads before it (or all of them) end
+};
+
+// The first thing wrong with where the payloads lie, in offset order: each aligned, after the
+// header and the payload before it, without overflow, the last inside the file and followed by
+// nothing but padding.
+LayoutCheck find_layout_fault(std::vector<PayloadPlace> places, uint64_t payload_start, uint64_t file_size) {
+  std::sort(places.begin(), places.end(),
+            [](const PayloadPlace& a, const PayloadPlace& b) { return a.data_offset < b.data_offset; });
   uint64_t end = payload_start;
-  for (const ChunkInfo* c : by_offset) {
-    if (c->data_offset % kPayloadAlignment != 0) {
-      return Status::corruption(where + " @" + std::to_string(c->data_offset) + ": payload of " + c->label() +
-                                " is not " + std::to_string(kPayloadAlignment) + "-byte aligned");
-    }
-    if (c->data_offset < end) {
-      return Status::corruption(where + " @" + std::to_string(c->data_offset) + ": payload of " + c->label() +
-                                " overlaps the header or a previous payload (which ends at " +
-                                std::to_string(end) + ")");
-    }
-    if (c->data_bytes > UINT64_MAX - c->data_offset) {
-      return Status::corruption(where + ": payload range of " + c->label() + " overflows");
-    }
-    end = c->data_offset + c->data_bytes;
+  for (const PayloadPlace& p : places) {
+    if (p.data_offset % kPayloadAlignment != 0) return {LayoutFault::kUnaligned, p.chunk, end};
+    if (p.data_offset < end) return {LayoutFault::kOverlaps, p.chunk, end};
+    if (p.data_bytes > UINT64_MAX - p.data_offset) return {LayoutFault::kOverflows, p.chunk, end};
+    end = p.data_offset + p.data_bytes;
   }
-  if (end > file_size) {
-    return Status::truncated(where + ": file has " + std::to_string(file_size) +
-                             " bytes but its header places payloads up to byte " + std::to_string(end) +
-                             " (torn write?)");
-  }
-  if (align_up(end, kPayloadAlignment) < file_size) {
-    return Status::corruption(where + ": " + std::to_string(file_size - end) +
-                              " unexpected bytes after the last payload (at " + std::to_string(end) + ")");
+  if (end > file_size) return {LayoutFault::kPastEnd, 0, end};
+  if (align_up(end, kPayloadAlignment) < file_size) return {LayoutFault::kBytesAfter, 0, end};
+  return {LayoutFault::kNone, 0, end};
+}
+
+Status check_payload_layout(const std::vector<ChunkInfo>& chunks, uint64_t payload_start, uint64_t file_size,
+                            const std::string& where) {
+  std::vector<PayloadPlace> places;
+  places.reserve(chunks.size());
+  for (size_t i = 0; i < chunks.size(); ++i)
+    places.push_back({chunks[i].data_offset, chunks[i].data_bytes, i});
+  const LayoutCheck check = find_layout_fault(std::move(places), payload_start, file_size);
+  // The chunk at fault, for the faults that have one.
+  auto chunk_at = [&]() -> const ChunkInfo& { return chunks[check.chunk]; };
+  switch (check.fault) {
+    case LayoutFault::kNone: return Status::ok();
+    case LayoutFault::kUnaligned:
+      return Status::corruption(where + " @" + std::to_string(chunk_at().data_offset) + ": payload of " +
+                                chunk_at().label() + " is not " + std::to_string(kPayloadAlignment) +
+                                "-byte aligned");
+    case LayoutFault::kOverlaps:
+      return Status::corruption(
+          where + " @" + std::to_string(chunk_at().data_offset) + ": payload of " + chunk_at().label() +
+          " overlaps the header or a previous payload (which ends at " + std::to_string(check.end) + ")");
+    case LayoutFault::kOverflows:
+      return Status::corruption(where + ": payload range of " + chunk_at().label() + " overflows");
+    case LayoutFault::kPastEnd:
+      return Status::truncated(where + ": file has " + std::to_string(file_size) +
+                               " bytes but its header places payloads up to byte " +
+                               std::to_string(check.end) + " (torn write?)");
+    case LayoutFault::kBytesAfter:
+      return Status::corruption(where + ": " + std::to_string(file_size - check.end) +
+                                " unexpected bytes after the last payload (at " + std::to_string(check.end) +
+                                ")");
   }
   return Status::ok();
 }
+
+// A native header read front to back in blocks, each hashed as it is read, and compared with the
+// text a caller lays out: one block in memory whatever the header's length (a whole 5 MB header
+// a shard was a fresh mapping, a page fault every 4 KiB).
+class HeaderStream {
+ public:
+  HeaderStream(const ByteSource& source, uint64_t length) : source_(source), left_(length) {
+    block_.resize(kStreamBlockBytes);
+  }
+  // Whether the header continues with `text`; consumes it.
+  bool next_is(std::string_view text) {
+    while (!text.empty()) {
+      if (at_ == filled_ && !refill()) return false;
+      const size_t n = std::min(text.size(), filled_ - at_);
+      if (std::memcmp(block_.data() + at_, text.data(), n) != 0) return false;
+      at_ += n;
+      text.remove_prefix(n);
+    }
+    return true;
+  }
+  // The rest of the header; nullopt where it cannot be read.
+  std::optional<std::string> rest() {
+    std::string out(block_.data() + at_, filled_ - at_);
+    at_ = filled_;
+    while (left_ > 0) {
+      if (!refill()) return std::nullopt;
+      out.append(block_.data(), filled_);
+      at_ = filled_;
+    }
+    return out;
+  }
+  // Once the whole header was read: its SHA-256.
+  Sha256Digest digest() { return hash_.finish(); }
+
+ private:
+  bool refill() {
+    if (left_ == 0) return false;
+    filled_ = static_cast<size_t>(std::min<uint64_t>(left_, block_.size()));
+    if (!source_.read_at(offset_, block_.data(), filled_).is_ok()) {
+      left_ = 0;
+      return false;
+    }
+    hash_.update(block_.data(), filled_);
+    offset_ += filled_;
+    left_ -= filled_;
+    at_ = 0;
+    return true;
+  }
+
+  const ByteSource& source_;
+  uint64_t offset_ = kNativePreambleBytes;
+  uint64_t left_;  // header bytes not yet read
+  std::vector<char> block_;
+  size_t filled_ = 0;
+  size_t at_ = 0;
+  Sha256 hash_;
+};
 
 }  // namespace
 
@@ -247,8 +370,7 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
   }
   CKPT_ASSIGN_OR_RETURN(auto json, parse_json(header, where + " header"));
   CKPT_ASSIGN_OR_RETURN(std::string format, json_string(json, "format", where + " header"));
-  if (format != "ckptcheck.native-shard")
-    return Status::corruption(where + ": header format is '" + format + "'");
+  if (format != kNativeHeaderFormat) return Status::corruption(where + ": header format is '" + format + "'");
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* list, json_array(json, "chunks", where + " header"));
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* metadata, json_object(json, "metadata", where + " header"));
   if (list->size() > kMaxChunksPerShard) return Status::corruption(where + ": too many chunks");
@@ -275,6 +397,54 @@ Result<std::string> native_shard_header_digest(const ByteSource& source) {
                               " out of bounds");
   }
   return sha256_hex_of_range(source, 0, kNativePreambleBytes + header_len);
+}
+
+std::optional<nlohmann::json> native_header_metadata_if_laid_out(
+    const ByteSource& source, size_t count, const std::function<NativeChunkFields(size_t)>& chunk) {
+  // open_native_shard's checks of the preamble; any failure is its to name.
+  uint8_t preamble[kNativePreambleBytes];
+  if (count > kMaxChunksPerShard || source.size() < kNativePreambleBytes ||
+      !source.read_at(0, preamble, sizeof(preamble)).is_ok() ||
+      !looks_like_native_shard(preamble, sizeof(preamble)) ||
+      decode_le32(preamble + 8) != kNativeShardVersion || decode_le32(preamble + 12) != 0)
+    return std::nullopt;
+  const uint64_t header_len = decode_le64(preamble + 16);
+  if (header_len == 0 || header_len > kMaxHeaderBytes || header_len > source.size() - kNativePreambleBytes)
+    return std::nullopt;
+  HeaderStream header(source, header_len);
+  if (!header.next_is(kHeaderHead)) return std::nullopt;
+  std::vector<PayloadPlace> places;
+  places.reserve(count);
+  std::string entry;
+  try {
+    for (size_t i = 0; i < count; ++i) {
+      const NativeChunkFields c = chunk(i);
+      if (!chunk_entry_is_consistent(c.name, c.dtype, *c.global_shape, *c.offsets, *c.shape, c.data_bytes,
+                                     c.sha256))
+        return std::nullopt;
+      entry.clear();
+      append_chunk_entry(entry, c, i == 0);
+      if (!header.next_is(entry)) return std::nullopt;
+      places.push_back({c.data_offset, c.data_bytes, i});
+    }
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;  // a name that is not UTF-8: the reader says what it makes of the header
+  }
+  if (!header.next_is(header_up_to_metadata())) return std::nullopt;
+  // What is left: the metadata object, the root's '}', then the writer's padding of spaces.
+  std::optional<std::string> rest = header.rest();
+  if (!rest) return std::nullopt;
+  const Sha256Digest digest = header.digest();
+  if (std::memcmp(digest.data(), preamble + 24, digest.size()) != 0) return std::nullopt;
+  const size_t end = rest->find_last_not_of(' ');
+  if (end == std::string::npos || (*rest)[end] != '}') return std::nullopt;
+  rest->resize(end);
+  auto metadata = parse_json(*rest, source.name() + " header metadata");
+  if (!metadata.is_ok() || !metadata->is_object()) return std::nullopt;
+  if (find_layout_fault(std::move(places), kNativePreambleBytes + header_len, source.size()).fault !=
+      LayoutFault::kNone)
+    return std::nullopt;
+  return std::move(*metadata);
 }
 
 Result<std::unique_ptr<NativeShardFile>> open_native_shard_file(const std::string& path) {

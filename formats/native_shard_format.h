@@ -22,6 +22,7 @@ constexpr uint32_t kNativeShardVersion = 1;
 constexpr uint64_t kNativePreambleBytes = 56;
 constexpr uint64_t kMaxHeaderBytes = 16ull << 20;  // 16 MiB: ~100k chunks, far above any real shard
 constexpr uint64_t kMaxChunksPerShard = 1u << 20;
+constexpr const char* kNativeHeaderFormat = "ckptcheck.native-shard";  // the header's "format"
 constexpr uint64_t kPayloadAlignment = 64;  // cache line; lets readers mmap/DMA payloads directly
 // A writer's choice within the format (readers require only kPayloadAlignment): payloads of at
 // least kPageAlignedPayloadMinBytes start on a 4 KiB page, so a loader can map the row blocks of a

@@ -66,6 +66,15 @@ Result<ChunkInfo> chunk_from_json(const nlohmann::json& j, const std::string& wh
 
 }  // namespace
 
+bool chunk_entry_is_consistent(std::string_view name, DType dtype, const std::vector<int64_t>& global_shape,
+                               const std::vector<int64_t>& offsets, const std::vector<int64_t>& shape,
+                               uint64_t data_bytes, std::string_view sha256) {
+  if (name.empty() || name.size() > kMaxChunkNameBytes || sha256.size() != 64) return false;
+  if (!chunk_lies_inside(global_shape, offsets, shape) || !checked_numel(global_shape)) return false;
+  const auto nbytes = checked_nbytes(shape, dtype);
+  return nbytes && *nbytes == data_bytes;
+}
+
 Result<ChunkInfo> ChunkInfo::from_json(const nlohmann::json& j, const std::string& where) {
   Result<ChunkInfo> c = chunk_from_json(j, where, /*named=*/false);
   if (c.is_ok()) return c;

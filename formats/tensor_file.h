@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/byte_source.h"
@@ -53,6 +54,14 @@ bool chunk_lies_inside(const std::vector<int64_t>& global_shape, const std::vect
 
 // Longest tensor name a chunk entry may carry.
 constexpr size_t kMaxChunkNameBytes = 4096;
+
+// What a header's chunk entry must hold, past its types (ChunkInfo::from_json's checks, which say
+// which one failed): a name of 1 to kMaxChunkNameBytes bytes, a 64-character sha256, the chunk
+// inside a global shape whose element count does not overflow, and data_bytes equal to shape x
+// dtype size. For the readers that take or refuse an entry without saying why.
+bool chunk_entry_is_consistent(std::string_view name, DType dtype, const std::vector<int64_t>& global_shape,
+                               const std::vector<int64_t>& offsets, const std::vector<int64_t>& shape,
+                               uint64_t data_bytes, std::string_view sha256);
 
 // What every read_chunk checks first: `index` names one of `chunks` and [offset, offset + length)
 // lies inside its payload. kInvalidArgument naming `path` and the chunk otherwise.

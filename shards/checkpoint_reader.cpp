@@ -68,11 +68,14 @@ namespace {
 // verify's resume-scalar check parsed every header a second time, a third of `verify --quick`).
 // Null when the shard is not such a shard or its bytes do not match: the format's reader then
 // opens it and names what is wrong.
+// `matched`: the caller has compared a native header with the manifest byte for byte (kForLoadHeaderMatched).
 Result<std::unique_ptr<TensorFile>> open_by_matching_header(const std::string& path, const Manifest& manifest,
-                                                            size_t index, const TensorSelect& select) {
+                                                            size_t index, const TensorSelect& select,
+                                                            bool matched) {
   const ManifestShard& shard = manifest.shards[index];
   const bool hdf5 = shard.format == "hdf5";
-  if ((!hdf5 && shard.format != "native") || shard.sha256_of != "header")
+  matched = matched && shard.format == "native";
+  if (!matched && ((!hdf5 && shard.format != "native") || shard.sha256_of != "header"))
     return std::unique_ptr<TensorFile>();
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
   if (source->size() != shard.bytes) return std::unique_ptr<TensorFile>();
@@ -101,9 +104,11 @@ Result<std::unique_ptr<TensorFile>> open_by_matching_header(const std::string& p
       chunks.push_back(std::move(c));
     }
   }
-  auto digest = hdf5 ? sha256_hex_of_range(*source, 0, hdf5_metadata_prefix_end(chunks, source->size()))
-                     : native_shard_header_digest(*source);
-  if (!digest.is_ok() || *digest != shard.sha256) return std::unique_ptr<TensorFile>();
+  if (!matched) {
+    auto digest = hdf5 ? sha256_hex_of_range(*source, 0, hdf5_metadata_prefix_end(chunks, source->size()))
+                       : native_shard_header_digest(*source);
+    if (!digest.is_ok() || *digest != shard.sha256) return std::unique_ptr<TensorFile>();
+  }
   return std::unique_ptr<TensorFile>(new MappedTensorFile(hdf5 ? "hdf5" : "native", std::move(source),
                                                           std::move(chunks), nlohmann::json::object()));
 }
@@ -117,9 +122,10 @@ Result<std::unique_ptr<TensorFile>> open_manifest_shard(const std::string& check
   const ShardFormat* format = find_shard_format(shard.format);
   if (!format) return Status::not_supported(shard.path + ": unknown shard format '" + shard.format + "'");
   CKPT_ASSIGN_OR_RETURN(std::string path, resolve_shard_path(checkpoint_dir, shard.path));
-  if (opening == ShardOpening::kForLoad) {
+  if (opening != ShardOpening::kParseFile) {
     CKPT_ASSIGN_OR_RETURN(std::unique_ptr<TensorFile> file,
-                          open_by_matching_header(path, manifest, index, select));
+                          open_by_matching_header(path, manifest, index, select,
+                                                  opening == ShardOpening::kForLoadHeaderMatched));
     if (file) return file;
   }
   return format->open(path);

@@ -23,6 +23,9 @@ enum class ShardOpening {
   // the manifest's chunk table instead of a second parse of that metadata (the two are the same
   // layout; checkpoint_reader.cpp says why). Its metadata() is then empty.
   kForLoad,
+  // kForLoad for a native shard whose header the caller has already shown to be byte for byte the
+  // manifest's layout of its chunks (verify, formats/native_shard.h): not hashed a second time.
+  kForLoadHeaderMatched,
 };
 
 // Which tensors a caller reads (all when empty).
@@ -56,6 +59,9 @@ struct LoadOptions {
   // caller whose memory must not count mapped page-cache folios (verify's resume-scalar check).
   bool map_files = true;
   size_t jobs = 0;  // threads hashing and assembling chunks; 0: one per core
+  // By shard index: opened with kForLoadHeaderMatched (verify's resume-scalar check, after its shard
+  // checks compared those headers). Empty: every shard as kForLoad.
+  std::vector<bool> headers_matched;
 };
 
 // Loads and reassembles tensors into buffers they own (a copy of map_checkpoint_tensors' views,

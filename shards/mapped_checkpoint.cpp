@@ -120,8 +120,11 @@ class CheckpointMapper {
   Result<const TensorFile*> shard(size_t index) {
     auto& file = files_[index];
     if (!file) {
+      const bool matched = index < options_.headers_matched.size() && options_.headers_matched[index];
       CKPT_ASSIGN_OR_RETURN(
-          file, open_manifest_shard(dir_, manifest_, index, ShardOpening::kForLoad, options_.select));
+          file, open_manifest_shard(dir_, manifest_, index,
+                                    matched ? ShardOpening::kForLoadHeaderMatched : ShardOpening::kForLoad,
+                                    options_.select));
     }
     return file.get();
   }

@@ -68,9 +68,9 @@ TEST(Sha256WithoutWhitespace, OtherSpellingsHashToSomethingElse) {
     return out.replace(at, from.size(), to);
   };
   for (const std::string& other : {
-           replaced("\"m\": 1", "\"m\": 1.0"),            // a number spelled otherwise
-           replaced("caf\xc3\xa9", "caf\\u00e9"),         // an escape where the dump writes the byte
-           replaced("\"a b\"", "\"a  b\""),               // whitespace inside a string is content
+           replaced("\"m\": 1", "\"m\": 1.0"),     // a number spelled otherwise
+           replaced("caf\xc3\xa9", "caf\\u00e9"),  // an escape where the dump writes the byte
+           replaced("\"a b\"", "\"a  b\""),        // whitespace inside a string is content
            replaced("\"empty\": {}", "\"empty\": {},\n \"extra\": 0"),  // a member added
        }) {
     const auto digest = sha256_without_whitespace(other, kField);

@@ -118,6 +118,51 @@ TEST_F(NativeShardTest, HeaderTextIsWhatNlohmannDumpsOfTheSameObject) {
   EXPECT_EQ((*file)->chunks().back().name, odd.name);
 }
 
+// The comparison verify makes instead of parsing a header (native_header_metadata_if_laid_out):
+// the writer's own chunks, in its order, give the header's metadata; any difference from what the
+// header holds, or anything open_native_shard would refuse, gives nothing.
+TEST_F(NativeShardTest, AHeaderIsTheLayoutOfExactlyTheChunksItWasWrittenFrom) {
+  auto laid_out = [](const std::vector<uint8_t>& bytes, std::vector<ChunkInfo> chunks) {
+    const MemoryByteSource source(bytes, "shard.cks");
+    return native_header_metadata_if_laid_out(source, chunks.size(), [&](size_t i) {
+      const ChunkInfo& c = chunks[i];
+      return NativeChunkFields{c.name,   c.component,   c.dtype,      &c.global_shape, &c.offsets,
+                               &c.shape, c.data_offset, c.data_bytes, c.sha256};
+    });
+  };
+  const std::vector<ChunkInfo>& written = written_.chunks;
+  const auto metadata = laid_out(bytes_, written);
+  ASSERT_TRUE(metadata.has_value());
+  EXPECT_EQ(*metadata, nlohmann::json({{"step", 7}}));
+
+  std::vector<std::vector<ChunkInfo>> others;
+  auto changed = [&](const std::function<void(std::vector<ChunkInfo>&)>& edit) {
+    std::vector<ChunkInfo> c = written;
+    edit(c);
+    others.push_back(c);
+  };
+  changed([](auto& c) { c[1].sha256[10] = c[1].sha256[10] == 'a' ? 'b' : 'a'; });
+  changed([](auto& c) { c[0].name = "model.v"; });
+  changed([](auto& c) { c[2].component = "other"; });
+  changed([](auto& c) { std::swap(c[0], c[1]); });  // another order
+  changed([](auto& c) { c.pop_back(); });           // a chunk the fields do not list
+  changed([](auto& c) { c.push_back(c.back()); });  // one the header does not hold
+  changed([](auto& c) { c[0].data_offset += 64; });
+  changed([](auto& c) { c[0].shape[0] = 9; });  // an entry open_native_shard refuses (outside its tensor)
+  for (const auto& other : others) EXPECT_FALSE(laid_out(bytes_, other).has_value());
+
+  std::vector<uint8_t> damaged = bytes_;
+  damaged[kNativePreambleBytes + 20] ^= 1;  // the header no longer hashes as its preamble says
+  EXPECT_FALSE(laid_out(damaged, written).has_value());
+  std::vector<uint8_t> torn(bytes_.begin(), bytes_.end() - 1);  // the last payload cut short
+  EXPECT_FALSE(open_bytes(torn).is_ok());
+  EXPECT_FALSE(laid_out(torn, written).has_value());
+  std::vector<uint8_t> longer = bytes_;
+  longer.resize(bytes_.size() + 128, 0);  // bytes after the last payload
+  EXPECT_FALSE(open_bytes(longer).is_ok());
+  EXPECT_FALSE(laid_out(longer, written).has_value());
+}
+
 TEST_F(NativeShardTest, NeverOverwritesAnExistingFile) {
   auto again = write_native_shard(path_, {}, {});
   EXPECT_EQ(again.status().code(), StatusCode::kIoError);

@@ -125,25 +125,40 @@ std::vector<ScanUnit> plan_scan_units(const std::vector<ScanChunk>& chunks, cons
 
 Result<ShardScanner> ShardScanner::plan(const std::string& path, const TensorFile& file, ShardDigest digest,
                                         uint64_t unit_bytes) {
+  return plan_chunks(path, file.format_name(), scan_chunks(file.chunks()), &file, digest, unit_bytes);
+}
+
+Result<ShardScanner> ShardScanner::plan(const std::string& path, std::string_view format,
+                                        std::vector<ScanChunk> chunks, ShardDigest digest,
+                                        uint64_t unit_bytes) {
+  return plan_chunks(path, format, std::move(chunks), nullptr, digest, unit_bytes);
+}
+
+Result<ShardScanner> ShardScanner::plan_chunks(const std::string& path, std::string_view format,
+                                               std::vector<ScanChunk> chunks, const TensorFile* file,
+                                               ShardDigest digest, uint64_t unit_bytes) {
   ShardScanner s;
   s.path_ = path;
-  s.file_ = &file;
+  s.file_ = file;
   s.digest_ = digest;
-  s.chunks_ = scan_chunks(file.chunks());
+  s.chunks_ = std::move(chunks);
   {
     CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
     s.scan_.file_bytes = source->size();
     if (digest == ShardDigest::kHeader) {
-      CKPT_ASSIGN_OR_RETURN(s.header_end_, header_digest_end(*source, file.format_name(), file.chunks()));
+      static const std::vector<ChunkInfo> kNoChunks;  // only HDF5's end needs them, and it has a file
+      CKPT_ASSIGN_OR_RETURN(s.header_end_,
+                            header_digest_end(*source, format, file ? file->chunks() : kNoChunks));
     }
   }
   s.order_.resize(s.chunks_.size());
   std::iota(s.order_.begin(), s.order_.end(), 0);
   std::stable_sort(s.order_.begin(), s.order_.end(),
                    [&](size_t a, size_t b) { return s.chunks_[a].data_offset < s.chunks_[b].data_offset; });
-  s.one_pass_ =
-      file.payload_source() != nullptr && payloads_are_disjoint(s.chunks_, s.order_, s.scan_.file_bytes);
-  if (!s.one_pass_ && digest == ShardDigest::kHeader) {
+  // Without a file, the caller vouches that the payloads are plain ranges of it.
+  s.one_pass_ = (!file || file->payload_source() != nullptr) &&
+                payloads_are_disjoint(s.chunks_, s.order_, s.scan_.file_bytes);
+  if (!s.one_pass_ && (digest == ShardDigest::kHeader || !file)) {
     return Status::corruption(path + ": payloads overlap; a header-scoped digest cannot cover them");
   }
   if (s.one_pass_) s.file_ = nullptr;  // never read through: the caller may close it

@@ -95,6 +95,13 @@ class ShardScanner {
   // thousands of open files.
   static Result<ShardScanner> plan(const std::string& path, const TensorFile& file, ShardDigest digest,
                                    uint64_t unit_bytes = kScanUnitBytes);
+  // The same from the chunks' payload ranges, for a caller that holds them without the file's
+  // records (verify, once a native header was shown to be the manifest's: scan_chunks of the file
+  // would be these): they must be plain, disjoint byte ranges of the file, read in one pass.
+  // `format` is one whose header end its preamble gives (native, safetensors) for a kHeader scan.
+  static Result<ShardScanner> plan(const std::string& path, std::string_view format,
+                                   std::vector<ScanChunk> chunks, ShardDigest digest,
+                                   uint64_t unit_bytes = kScanUnitBytes);
 
   size_t unit_count() const { return units_.size(); }
   // Whether the scan reads through the TensorFile (payloads that are not plain disjoint ranges):
@@ -122,6 +129,9 @@ class ShardScanner {
                                        std::atomic<uint64_t>* bytes_done, size_t block_bytes);
 
   ShardScanner() = default;
+  static Result<ShardScanner> plan_chunks(const std::string& path, std::string_view format,
+                                          std::vector<ScanChunk> chunks, const TensorFile* file,
+                                          ShardDigest digest, uint64_t unit_bytes);
   Status scan_in_two_passes(std::atomic<uint64_t>* bytes_done, size_t block_bytes);
 
   std::string path_;
