@@ -344,6 +344,9 @@ class ShardScanner::UnitStream {
         if (hi > at) {
           batch.add(*chunk_hash_, data + (at - pos), static_cast<size_t>(hi - at));
           nonfinite_->feed(data + (at - pos), static_cast<size_t>(hi - at));
+          if (index < s_.into_.size() && s_.into_[index])
+            std::memcpy(s_.into_[index] + (at - c.data_offset), data + (at - pos),
+                        static_cast<size_t>(hi - at));
         }
         if (hi == c.data_offset + c.data_bytes) end_chunk(index);
         at = hi;

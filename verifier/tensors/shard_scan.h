@@ -103,6 +103,11 @@ class ShardScanner {
                                    std::vector<ScanChunk> chunks, ShardDigest digest,
                                    uint64_t unit_bytes = kScanUnitBytes);
 
+  // Each chunk's payload is also copied to into[i] (i: its index in the planned chunks; null or
+  // past the end: not copied) as it streams past, so a reader fills its tensors in the same pass
+  // that hashes them. Each destination must hold the chunk's data_bytes until every unit ran.
+  void copy_payloads_to(std::vector<uint8_t*> into) { into_ = std::move(into); }
+
   size_t unit_count() const { return units_.size(); }
   // Whether the scan reads through the TensorFile (payloads that are not plain disjoint ranges):
   // then the file passed to plan() must stay open until finish().
@@ -138,6 +143,7 @@ class ShardScanner {
   const TensorFile* file_ = nullptr;  // two-pass fallback only; the caller keeps it open until finish
   std::vector<ScanChunk> chunks_;     // by index in file.chunks()
   std::vector<size_t> order_;         // chunk indices by data_offset
+  std::vector<uint8_t*> into_;        // copy_payloads_to
   ShardDigest digest_ = ShardDigest::kWholeFile;
   bool one_pass_ = true;  // payloads are plain, non-overlapping byte ranges of the file
   uint64_t header_end_ = 0;

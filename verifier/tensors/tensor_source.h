@@ -104,6 +104,12 @@ class TensorSource {
   Result<std::vector<LoadedTensor>> read_tensors() const;
 
  private:
+  // scan_chunk_digests, each chunk's payload also copied to into[file][chunk] where that is set.
+  ScannedChunkDigests scan_files(size_t jobs, std::vector<std::vector<uint8_t*>> into) const;
+  // read_tensor in two steps: the tensor's buffer, once its chunks add up to it, then its chunks
+  // read (and checked) into it.
+  Result<LoadedTensor> allocate_tensor(const SourceTensor& tensor) const;
+  Status fill_tensor(const SourceTensor& tensor, LoadedTensor& out) const;
   Status add_file_chunks(size_t file_index);
   Status finish_tensor_list();
 

@@ -134,6 +134,58 @@ TEST(TensorSource, FlippedPayloadByteNamesChunkAndBothHashes) {
   EXPECT_NE(m.find(damaged), std::string::npos) << m;
 }
 
+// read_tensors reads the files it can front to back, copying each chunk that is one run of its
+// tensor into place as it hashes it, and everything else chunk by chunk: the tensors must be what
+// read_tensor gives one by one, and a damaged chunk the same error.
+TEST(TensorSource, ReadingEveryTensorAtOnceGivesWhatReadingEachGives) {
+  TempDir root;
+  const auto state = full_training_state();
+  const std::string dir = save_training_state(root.path(), state);
+  auto source = TensorSource::open(dir);
+  ASSERT_TRUE(source.is_ok()) << source.status().to_string();
+  auto all = source->read_tensors();
+  ASSERT_TRUE(all.is_ok()) << all.status().to_string();
+  ASSERT_EQ(all->size(), source->tensors().size());
+  for (size_t i = 0; i < all->size(); ++i) {
+    const LoadedTensor& got = (*all)[i];
+    auto one = source->read_tensor(source->tensors()[i]);
+    ASSERT_TRUE(one.is_ok()) << one.status().to_string();
+    EXPECT_EQ(got.name, one->name);
+    EXPECT_EQ(got.shape, one->shape) << got.name;
+    EXPECT_EQ(got.bytes, one->bytes) << got.name;
+  }
+  expect_same_state(*source, state);
+
+  // Column blocks are not runs of their tensor: scattered, in one file with a row block.
+  TempDir files;
+  const uint8_t grid[8] = {1, 2, 3, 4, 5, 6, 7, 8};  // [2, 4] U8: columns 0-1 and 2-3
+  const uint8_t left[4] = {1, 2, 5, 6}, right[4] = {3, 4, 7, 8};
+  std::vector<ChunkPayload> chunks = {
+      {{"model.grid", "model", DType::kU8, {2, 4}, {0, 2}, {2, 2}, 0, 4, ""}, right},
+      {{"model.grid", "model", DType::kU8, {2, 4}, {0, 0}, {2, 2}, 0, 4, ""}, left},
+      {{"model.rows", "model", DType::kU8, {2, 4}, {1, 0}, {1, 4}, 0, 4, ""}, grid + 4},
+      {{"model.rows", "model", DType::kU8, {2, 4}, {0, 0}, {1, 4}, 0, 4, ""}, grid}};
+  ASSERT_TRUE(write_safetensors_file(files / "g.safetensors", chunks, {}).is_ok());
+  auto mixed = TensorSource::open(files / "g.safetensors");
+  ASSERT_TRUE(mixed.is_ok()) << mixed.status().to_string();
+  auto read = mixed->read_tensors();
+  ASSERT_TRUE(read.is_ok()) << read.status().to_string();
+  ASSERT_EQ(read->size(), 2u);
+  for (const LoadedTensor& t : *read) EXPECT_EQ(t.bytes, std::vector<uint8_t>(grid, grid + 8)) << t.name;
+
+  const ManifestChunk chunk = fixture_chunk(dir, "model.blocks.0.w", 1);
+  const std::string shard = fixture_shard_path(dir, chunk.shard);
+  auto bytes = read_file_bytes(shard);
+  bytes[chunk.data_offset + 5] ^= 0x40;
+  write_file_bytes(shard, bytes);
+  auto damaged = TensorSource::open(dir);
+  ASSERT_TRUE(damaged.is_ok()) << damaged.status().to_string();
+  auto whole = damaged->read_tensors();
+  ASSERT_FALSE(whole.is_ok());
+  EXPECT_EQ(whole.status().message(),
+            damaged->read_tensor(*damaged->find("model.blocks.0.w")).status().message());
+}
+
 TEST(TensorSource, MissingPathIsNotDamage) {
   TempDir root;
   auto source = TensorSource::open(root / "nope");
