@@ -4,6 +4,7 @@
 #include <future>
 #include <set>
 #include <string_view>
+#include <system_error>
 
 #include "base/embedded_digest.h"
 #include "base/simd_json_fields.h"
@@ -91,9 +92,13 @@ std::optional<Manifest> parse_manifest_fast(const std::string& text, ManifestDig
   constexpr size_t kConcurrentDigestBytes = size_t{1} << 20;
   std::future<std::optional<std::string>> text_digest;
   if (digest) {
-    text_digest =
-        std::async(text.size() >= kConcurrentDigestBytes ? std::launch::async : std::launch::deferred,
-                   [&text] { return sha256_without_whitespace(text, kManifestDigestField); });
+    auto read_off = [&text] { return sha256_without_whitespace(text, kManifestDigestField); };
+    try {
+      text_digest = std::async(
+          text.size() >= kConcurrentDigestBytes ? std::launch::async : std::launch::deferred, read_off);
+    } catch (const std::system_error&) {  // no thread to be had: on this one, after the parse
+      text_digest = std::async(std::launch::deferred, read_off);
+    }
   }
   simdjson::padded_string copy;
   simdjson::ondemand::parser parser;
