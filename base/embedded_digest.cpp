@@ -32,31 +32,6 @@ bool ends_plain_run(char c) {
   return is_json_space(c) || c == '"' || c == ',' || c == '{' || c == '}' || c == '[' || c == ']';
 }
 
-// What is kept of the text, gathered into blocks for the hasher: one update per 64 KiB, not one
-// per token.
-class HashBuffer {
- public:
-  explicit HashBuffer(Sha256& hash) : hash_(hash) {}
-  void put(const char* data, size_t size) {
-    if (size_ + size > sizeof(buffer_)) flush();
-    if (size > sizeof(buffer_)) {
-      hash_.update(data, size);
-      return;
-    }
-    std::memcpy(buffer_ + size_, data, size);
-    size_ += size;
-  }
-  void flush() {
-    hash_.update(buffer_, size_);
-    size_ = 0;
-  }
-
- private:
-  Sha256& hash_;
-  char buffer_[64 * 1024];
-  size_t size_ = 0;
-};
-
 // One past the closing quote of the string that opens at text[start], or npos when it never closes.
 size_t string_end(std::string_view text, size_t start) {
   size_t at = start + 1;
@@ -100,8 +75,10 @@ EmbeddedDigest take_embedded_digest(nlohmann::json& j, const char* field) {
 std::optional<std::string> sha256_without_whitespace(std::string_view text, const char* field) {
   const std::string_view left_out = field;
   const size_t n = text.size();
-  auto hash = std::make_unique<Sha256>();
-  auto out = std::make_unique<HashBuffer>(*hash);  // 64 KiB: not on the stack of a worker thread
+  Sha256 hash;
+  // What is kept of the text goes to the hasher in 64 KiB blocks (on the heap: this may run on a
+  // worker thread's stack).
+  auto out = std::make_unique<Sha256Output>(hash);
   size_t i = 0;
   auto skip_space = [&] {
     while (i < n && is_json_space(text[i])) ++i;
@@ -144,10 +121,10 @@ std::optional<std::string> sha256_without_whitespace(std::string_view text, cons
             }
             continue;
           }
-          if (comma_pending) out->put(",", 1);
+          if (comma_pending) out->write_characters(",", 1);
           comma_pending = false;
         }
-        out->put(text.data() + i, end - i);
+        out->write_characters(text.data() + i, end - i);
         i = end;
         break;
       }
@@ -161,14 +138,14 @@ std::optional<std::string> sha256_without_whitespace(std::string_view text, cons
           }
           key_next = true;
         } else {
-          out->put(",", 1);
+          out->write_characters(",", 1);
         }
         ++i;
         break;
       case '{':
       case '[':
         if (++depth == 1) key_next = true;
-        out->put(&text[i], 1);
+        out->write_characters(&text[i], 1);
         ++i;
         break;
       case '}':
@@ -176,20 +153,20 @@ std::optional<std::string> sha256_without_whitespace(std::string_view text, cons
         if (depth == 1 && comma_pending) return std::nullopt;  // a comma before the close
         if (depth == 1) drop_next_comma = false;               // the member left out was the only one
         if (--depth == 0) root_closed = true;
-        out->put(&text[i], 1);
+        out->write_characters(&text[i], 1);
         ++i;
         break;
       default: {
         size_t end = i + 1;
         while (end < n && !ends_plain_run(text[end])) ++end;
-        out->put(text.data() + i, end - i);
+        out->write_characters(text.data() + i, end - i);
         i = end;
       }
     }
   }
   if (!root_closed) return std::nullopt;
   out->flush();
-  return hash->finish_hex();
+  return hash.finish_hex();
 }
 
 }  // namespace ckpt
