@@ -146,4 +146,28 @@ void run_hashing_workers(const std::vector<uint64_t>& sizes, size_t threads, con
       workers, workers, [&](size_t) { work(next_job); }, report);
 }
 
+// run_hashing_workers over a list of tasks that each carry an `alone` flag: every worker runs
+// run_two(next), where next() hands out a copy of the next task (largest first, by size_of(task))
+// with `alone` set as run_hashing_workers says, nullopt when none is left. How seal and verify hash
+// ranges (sha256_ranges_on_workers) and scan shard units (scan_units_in_parallel).
+template <typename Task, typename SizeOf, typename RunTwo>
+void run_tasks_on_hashing_workers(const std::vector<Task>& tasks, size_t threads, const SizeOf& size_of,
+                                  const RunTwo& run_two, const std::function<void()>& report) {
+  std::vector<uint64_t> sizes;
+  sizes.reserve(tasks.size());
+  for (const Task& task : tasks) sizes.push_back(size_of(task));
+  run_hashing_workers(
+      sizes, threads,
+      [&](const NextQueuedJob& next) {
+        run_two([&]() -> std::optional<Task> {
+          const std::optional<QueuedJob> job = next();
+          if (!job) return std::nullopt;
+          Task task = tasks[job->index];
+          task.alone = job->alone;
+          return task;
+        });
+      },
+      report);
+}
+
 }  // namespace ckpt

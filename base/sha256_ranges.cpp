@@ -63,20 +63,10 @@ void sha256_ranges_two_at_a_time(const std::function<std::optional<RangeToHash>(
 
 void sha256_ranges_on_workers(const std::vector<RangeToHash>& ranges, size_t threads,
                               std::atomic<uint64_t>* hashed, const std::function<void()>& report) {
-  std::vector<uint64_t> sizes;
-  for (const RangeToHash& range : ranges) sizes.push_back(range.length);
-  run_hashing_workers(
-      sizes, threads,
-      [&](const NextQueuedJob& next) {
-        sha256_ranges_two_at_a_time(
-            [&]() -> std::optional<RangeToHash> {
-              const std::optional<QueuedJob> job = next();
-              if (!job) return std::nullopt;
-              RangeToHash range = ranges[job->index];
-              range.alone = job->alone;
-              return range;
-            },
-            hashed);
+  run_tasks_on_hashing_workers(
+      ranges, threads, [](const RangeToHash& range) { return range.length; },
+      [&](const std::function<std::optional<RangeToHash>()>& next) {
+        sha256_ranges_two_at_a_time(next, hashed);
       },
       report);
 }

@@ -423,19 +423,10 @@ void scan_units_two_at_a_time(const std::function<std::optional<ScanTask>()>& ne
 
 void scan_units_in_parallel(const std::vector<ScanTask>& tasks, size_t threads,
                             std::atomic<uint64_t>* bytes_done, const std::function<void()>& report) {
-  std::vector<uint64_t> sizes;
-  sizes.reserve(tasks.size());
-  for (const ScanTask& task : tasks) sizes.push_back(task.scanner->unit_size(task.unit));
-  run_hashing_workers(
-      sizes, threads,
-      [&](const NextQueuedJob& next) {
-        scan_units_two_at_a_time(
-            [&]() -> std::optional<ScanTask> {
-              const std::optional<QueuedJob> job = next();
-              if (!job) return std::nullopt;
-              return ScanTask{tasks[job->index].scanner, tasks[job->index].unit, job->alone};
-            },
-            bytes_done);
+  run_tasks_on_hashing_workers(
+      tasks, threads, [](const ScanTask& task) { return task.scanner->unit_size(task.unit); },
+      [&](const std::function<std::optional<ScanTask>()>& next) {
+        scan_units_two_at_a_time(next, bytes_done);
       },
       report);
 }
