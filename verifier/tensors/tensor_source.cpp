@@ -248,17 +248,20 @@ Result<ChunkCheck> TensorSource::stream_chunk(const SourceTensor& tensor, size_t
 
 namespace {
 
-// Where a chunk lands in its row-major tensor when it is one run of bytes there (every dim after
-// its first whole: a dim-0 split, a whole tensor, a scalar): the byte offset of that run.
-std::optional<uint64_t> contiguous_offset(const std::vector<int64_t>& global_shape, const ChunkInfo& c,
-                                          size_t element_size) {
-  if (c.offsets.size() != global_shape.size() || c.shape.size() != global_shape.size()) return std::nullopt;
-  uint64_t row = element_size;
+// Where chunk `c` of `t` lands in `bytes`, the tensor's row-major buffer, when it is one run of
+// bytes there (every dim after its first whole: a dim-0 split, a whole tensor, a scalar) that lies
+// inside the buffer; null for any other chunk, which is read whole and scattered.
+uint8_t* run_destination(const SourceTensor& t, const ChunkInfo& c, std::vector<uint8_t>& bytes) {
+  const std::vector<int64_t>& global_shape = t.shape;
+  if (c.offsets.size() != global_shape.size() || c.shape.size() != global_shape.size()) return nullptr;
+  uint64_t row = dtype_size(t.dtype);
   for (size_t d = 1; d < global_shape.size(); ++d) {
-    if (c.offsets[d] != 0 || c.shape[d] != global_shape[d]) return std::nullopt;
+    if (c.offsets[d] != 0 || c.shape[d] != global_shape[d]) return nullptr;
     row *= static_cast<uint64_t>(global_shape[d]);
   }
-  return global_shape.empty() ? 0 : static_cast<uint64_t>(c.offsets[0]) * row;
+  const uint64_t at = global_shape.empty() ? 0 : static_cast<uint64_t>(c.offsets[0]) * row;
+  if (c.data_bytes > bytes.size() || at > bytes.size() - c.data_bytes) return nullptr;
+  return bytes.data() + at;
 }
 
 }  // namespace
@@ -318,10 +321,8 @@ Status TensorSource::fill_tensor(const SourceTensor& tensor, LoadedTensor& out) 
     const ChunkInfo& info = files_[tensor.chunks[i].file]->chunks()[tensor.chunks[i].index];
     // A chunk that is one run of the tensor's bytes is read straight into place; any other is read
     // whole, then scattered.
-    const std::optional<uint64_t> at = contiguous_offset(tensor.shape, info, element_size);
-    const bool direct =
-        at && info.data_bytes <= out.bytes.size() && *at <= out.bytes.size() - info.data_bytes;
-    uint8_t* into = direct ? out.bytes.data() + *at : nullptr;
+    uint8_t* const into = run_destination(tensor, info, out.bytes);
+    const bool direct = into != nullptr;
     uint64_t written = 0;
     chunk_bytes.clear();
     if (!direct) chunk_bytes.reserve(static_cast<size_t>(info.data_bytes));
@@ -360,14 +361,9 @@ Result<std::vector<LoadedTensor>> TensorSource::read_tensors() const {
   // its tensor copied into place as it is hashed: a pread and a hasher per ~1 KB chunk were most of
   // reading a 320k-chunk state (issue 44). A tensor with any chunk not so read, or not matching its
   // recorded hashes, is read chunk by chunk after, which names what is wrong as it always has.
-  // Where chunk c of tensor i goes, when it is one run of the tensor's bytes.
-  auto destination = [&](size_t i, size_t c) -> uint8_t* {
-    const SourceTensor& t = tensors_[i];
-    std::vector<uint8_t>& bytes = made[i]->bytes;
-    const ChunkInfo& info = files_[t.chunks[c].file]->chunks()[t.chunks[c].index];
-    const std::optional<uint64_t> at = contiguous_offset(t.shape, info, dtype_size(t.dtype));
-    const bool fits = at && info.data_bytes <= bytes.size() && *at <= bytes.size() - info.data_bytes;
-    return fits ? bytes.data() + *at : nullptr;
+  auto destination = [&](size_t i, size_t c) {
+    const SourceChunk& sc = tensors_[i].chunks[c];
+    return run_destination(tensors_[i], files_[sc.file]->chunks()[sc.index], made[i]->bytes);
   };
   std::vector<std::vector<uint8_t*>> into(files_.size());
   for (size_t f = 0; f < files_.size(); ++f) into[f].assign(files_[f]->chunks().size(), nullptr);
