@@ -258,6 +258,37 @@ Status check_payload_layout(const std::vector<ChunkInfo>& chunks, uint64_t paylo
   return Status::ok();
 }
 
+// Reads and checks the preamble (magic, version, flags, a header length in bounds and inside the
+// file): the header's length, or what is wrong, named at its offset.
+Result<uint64_t> read_preamble(const ByteSource& source, uint8_t (&preamble)[kNativePreambleBytes]) {
+  const std::string& where = source.name();
+  if (source.size() < kNativePreambleBytes) {
+    return Status::truncated(where + ": " + std::to_string(source.size()) + " bytes is shorter than the " +
+                             std::to_string(kNativePreambleBytes) + "-byte preamble");
+  }
+  CKPT_RETURN_IF_ERROR(source.read_at(0, preamble, kNativePreambleBytes));
+  if (!looks_like_native_shard(preamble, kNativePreambleBytes)) {
+    return Status::corruption(where + " @0: bad magic " + to_hex(preamble, 8) + ", expected " +
+                              to_hex(reinterpret_cast<const uint8_t*>(kNativeShardMagic), 8));
+  }
+  const uint32_t version = decode_le32(preamble + 8);
+  if (version != kNativeShardVersion) {
+    return Status::not_supported(where + " @8: format version " + std::to_string(version) +
+                                 ", this build reads " + std::to_string(kNativeShardVersion));
+  }
+  if (decode_le32(preamble + 12) != 0) return Status::not_supported(where + " @12: unknown flags set");
+  const uint64_t header_len = decode_le64(preamble + 16);
+  if (header_len == 0 || header_len > kMaxHeaderBytes) {
+    return Status::corruption(where + " @16: header length " + std::to_string(header_len) + " outside (0, " +
+                              std::to_string(kMaxHeaderBytes) + "]");
+  }
+  if (header_len > source.size() - kNativePreambleBytes) {
+    return Status::truncated(where + " @16: header length " + std::to_string(header_len) +
+                             " runs past the end of the " + std::to_string(source.size()) + "-byte file");
+  }
+  return header_len;
+}
+
 // A native header read front to back in blocks, each hashed as it is read, and compared with the
 // text a caller lays out: one block in memory whatever the header's length (a whole 5 MB header
 // a shard was a fresh mapping, a page fault every 4 KiB).
@@ -319,31 +350,8 @@ class HeaderStream {
 
 Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source) {
   const std::string where = source->name();
-  if (source->size() < kNativePreambleBytes) {
-    return Status::truncated(where + ": " + std::to_string(source->size()) + " bytes is shorter than the " +
-                             std::to_string(kNativePreambleBytes) + "-byte preamble");
-  }
   uint8_t preamble[kNativePreambleBytes];
-  CKPT_RETURN_IF_ERROR(source->read_at(0, preamble, sizeof(preamble)));
-  if (!looks_like_native_shard(preamble, sizeof(preamble))) {
-    return Status::corruption(where + " @0: bad magic " + to_hex(preamble, 8) + ", expected " +
-                              to_hex(reinterpret_cast<const uint8_t*>(kNativeShardMagic), 8));
-  }
-  const uint32_t version = decode_le32(preamble + 8);
-  if (version != kNativeShardVersion) {
-    return Status::not_supported(where + " @8: format version " + std::to_string(version) +
-                                 ", this build reads " + std::to_string(kNativeShardVersion));
-  }
-  if (decode_le32(preamble + 12) != 0) return Status::not_supported(where + " @12: unknown flags set");
-  const uint64_t header_len = decode_le64(preamble + 16);
-  if (header_len == 0 || header_len > kMaxHeaderBytes) {
-    return Status::corruption(where + " @16: header length " + std::to_string(header_len) + " outside (0, " +
-                              std::to_string(kMaxHeaderBytes) + "]");
-  }
-  if (header_len > source->size() - kNativePreambleBytes) {
-    return Status::truncated(where + " @16: header length " + std::to_string(header_len) +
-                             " runs past the end of the " + std::to_string(source->size()) + "-byte file");
-  }
+  CKPT_ASSIGN_OR_RETURN(const uint64_t header_len, read_preamble(*source, preamble));
   std::string header;
   // With simdjson's padding behind it the header is parsed where it lies: at 20,000 chunks a shard
   // a padded copy was 5 MB more per shard being opened.
@@ -362,9 +370,9 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
   // errors) for any other (formats/native_header_fast_parse.h).
   if (std::optional<NativeHeaderFields> fast = parse_native_header_fast(header, kMaxChunksPerShard)) {
     file->metadata_ = std::move(fast->metadata);
-    *file->chunks_ = std::move(fast->chunks);
+    file->chunks_ = std::move(fast->chunks);
     CKPT_RETURN_IF_ERROR(
-        check_payload_layout(*file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
+        check_payload_layout(file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
     file->source_ = std::move(source);
     return file;
   }
@@ -376,14 +384,14 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
   if (list->size() > kMaxChunksPerShard) return Status::corruption(where + ": too many chunks");
 
   file->metadata_ = *metadata;
-  file->chunks_->reserve(list->size());
+  file->chunks_.reserve(list->size());
   for (size_t i = 0; i < list->size(); ++i) {
     CKPT_ASSIGN_OR_RETURN(
         ChunkInfo c, ChunkInfo::from_json((*list)[i], [&] { return where + " chunk " + std::to_string(i); }));
-    file->chunks_->push_back(std::move(c));
+    file->chunks_.push_back(std::move(c));
   }
   CKPT_RETURN_IF_ERROR(
-      check_payload_layout(*file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
+      check_payload_layout(file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
   file->source_ = std::move(source);
   return file;
 }
@@ -403,15 +411,10 @@ std::optional<nlohmann::json> native_header_metadata_if_laid_out(
     const ByteSource& source, size_t count, const std::function<NativeChunkFields(size_t)>& chunk) {
   // open_native_shard's checks of the preamble; any failure is its to name.
   uint8_t preamble[kNativePreambleBytes];
-  if (count > kMaxChunksPerShard || source.size() < kNativePreambleBytes ||
-      !source.read_at(0, preamble, sizeof(preamble)).is_ok() ||
-      !looks_like_native_shard(preamble, sizeof(preamble)) ||
-      decode_le32(preamble + 8) != kNativeShardVersion || decode_le32(preamble + 12) != 0)
-    return std::nullopt;
-  const uint64_t header_len = decode_le64(preamble + 16);
-  if (header_len == 0 || header_len > kMaxHeaderBytes || header_len > source.size() - kNativePreambleBytes)
-    return std::nullopt;
-  HeaderStream header(source, header_len);
+  if (count > kMaxChunksPerShard) return std::nullopt;
+  const Result<uint64_t> header_len = read_preamble(source, preamble);
+  if (!header_len.is_ok()) return std::nullopt;
+  HeaderStream header(source, *header_len);
   if (!header.next_is(kHeaderHead)) return std::nullopt;
   std::vector<PayloadPlace> places;
   places.reserve(count);
@@ -441,7 +444,7 @@ std::optional<nlohmann::json> native_header_metadata_if_laid_out(
   rest->resize(end);
   auto metadata = parse_json(*rest, source.name() + " header metadata");
   if (!metadata.is_ok() || !metadata->is_object()) return std::nullopt;
-  if (find_layout_fault(std::move(places), kNativePreambleBytes + header_len, source.size()).fault !=
+  if (find_layout_fault(std::move(places), kNativePreambleBytes + *header_len, source.size()).fault !=
       LayoutFault::kNone)
     return std::nullopt;
   return std::move(*metadata);
@@ -453,9 +456,9 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard_file(const std::strin
 }
 
 Status NativeShardFile::read_chunk(size_t index, uint64_t offset, void* out, size_t length) const {
-  if (index >= chunks_->size())
+  if (index >= chunks_.size())
     return Status::invalid_argument(path() + ": no chunk " + std::to_string(index));
-  const ChunkInfo& c = (*chunks_)[index];
+  const ChunkInfo& c = chunks_[index];
   if (!range_within(offset, length, c.data_bytes)) {
     return Status::invalid_argument(path() + ": read past the end of " + c.label());
   }

@@ -22,8 +22,7 @@ class NativeShardFile final : public TensorFile {
  public:
   const std::string& path() const override { return source_->name(); }
   const char* format_name() const override { return "native"; }
-  const std::vector<ChunkInfo>& chunks() const override { return *chunks_; }
-  std::shared_ptr<const std::vector<ChunkInfo>> shared_chunks() const override { return chunks_; }
+  const std::vector<ChunkInfo>& chunks() const override { return chunks_; }
   const nlohmann::json& metadata() const override { return metadata_; }
   Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const override;
   const ByteSource* payload_source() const override { return source_.get(); }
@@ -32,7 +31,7 @@ class NativeShardFile final : public TensorFile {
  private:
   friend Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source);
   std::unique_ptr<ByteSource> source_;
-  std::shared_ptr<std::vector<ChunkInfo>> chunks_ = std::make_shared<std::vector<ChunkInfo>>();
+  std::vector<ChunkInfo> chunks_;
   nlohmann::json metadata_;
   uint64_t header_bytes_ = 0;
 };

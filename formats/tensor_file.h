@@ -74,12 +74,6 @@ class TensorFile {
   virtual const std::string& path() const = 0;
   virtual const char* format_name() const = 0;  // "native" | "safetensors" | "hdf5" | "pytorch"
   virtual const std::vector<ChunkInfo>& chunks() const = 0;
-  // The same list, for a caller that keeps it after the file is closed (verify's scan of a shard
-  // holds no descriptor while it waits). A copy unless the format shares its own (native does: a
-  // header of 20,000 chunks a shard, copied twice, was a quarter of `verify` at 320k, issue 44).
-  virtual std::shared_ptr<const std::vector<ChunkInfo>> shared_chunks() const {
-    return std::make_shared<const std::vector<ChunkInfo>>(chunks());
-  }
   // Format-level metadata: step, shard index and count, pins, whatever the file carries.
   virtual const nlohmann::json& metadata() const = 0;
   // Reads `length` bytes starting `offset` bytes into chunk `index`'s payload.
