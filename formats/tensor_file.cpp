@@ -88,7 +88,8 @@ Result<ChunkInfo> ChunkInfo::from_json(const nlohmann::json& j, const std::funct
   return chunk_from_json(j, where(), /*named=*/true);
 }
 
-std::string ChunkInfo::label() const {
+std::string chunk_label(const std::string& name, const std::vector<int64_t>& global_shape,
+                        const std::vector<int64_t>& offsets, const std::vector<int64_t>& shape) {
   bool whole = offsets.size() == global_shape.size() && shape == global_shape;
   for (int64_t o : offsets) whole = whole && o == 0;
   if (whole) return name;
@@ -99,6 +100,10 @@ std::string ChunkInfo::label() const {
     s += std::to_string(begin) + ":" + std::to_string(begin + shape[d]);
   }
   return s + "]";
+}
+
+std::string ChunkInfo::label() const {
+  return chunk_label(name, global_shape, offsets, shape);
 }
 
 }  // namespace ckpt

@@ -46,6 +46,11 @@ struct ChunkInfo {
   static Result<ChunkInfo> from_json(const nlohmann::json& j, const std::function<std::string()>& where);
 };
 
+// "model.w[0:128, 0:64]", or the bare name for a chunk that is its whole tensor: ChunkInfo::label
+// of a chunk held as separate fields.
+std::string chunk_label(const std::string& name, const std::vector<int64_t>& global_shape,
+                        const std::vector<int64_t>& offsets, const std::vector<int64_t>& shape);
+
 // Whether a chunk at `offsets` of `shape` lies inside a tensor of `global_shape`: the same rank, and
 // in every dim 0 <= offsets, 0 <= shape, offsets + shape <= global (without overflow). What every
 // reader of a chunk table checks before it copies a chunk into its tensor.

@@ -30,6 +30,7 @@
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
 #include "shards/file_chunk_index.h"
+#include "shards/laid_out_native_shard.h"
 #include "shards/manifest.h"
 #include "verifier/check/checkpoint_kind.h"
 #include "verifier/check/chunk_coverage.h"
@@ -172,10 +173,7 @@ class ShardCheck {
     auto source = FileByteSource::open(path);
     if (!source.is_ok()) return false;
     const auto metadata = native_header_metadata_if_laid_out(**source, order.size(), [&](size_t k) {
-      const ManifestTensor& t = manifest_.tensors[refs_[order[k]].tensor];
-      const ManifestChunk& mc = chunk_of(order[k]);
-      return NativeChunkFields{t.name,    t.component,    t.dtype,       &t.shape, &mc.offsets,
-                               &mc.shape, mc.data_offset, mc.data_bytes, mc.sha256};
+      return native_chunk_fields(manifest_.tensors[refs_[order[k]].tensor], chunk_of(order[k]));
     });
     if (!metadata) return false;
     header_matched_ = true;

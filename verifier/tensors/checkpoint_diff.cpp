@@ -44,8 +44,8 @@ bool identical_by_digests(const DiffSide& a, const SourceTensor& ta, const DiffS
     const SourceChunk& ca = ta.chunks[i];
     const SourceChunk& cb = tb.chunks[i];
     if (!a.digests[ca.file] || !b.digests[cb.file]) return false;
-    const ChunkInfo& ia = a.source.files()[ca.file]->chunks()[ca.index];
-    const ChunkInfo& ib = b.source.files()[cb.file]->chunks()[cb.index];
+    const ChunkPlace ia = a.source.place(ca);
+    const ChunkPlace ib = b.source.place(cb);
     if (ia.offsets != ib.offsets || ia.shape != ib.shape) return false;
     const Sha256Digest& digest = (*a.digests[ca.file])[ca.index];
     if (digest != (*b.digests[cb.file])[cb.index]) return false;

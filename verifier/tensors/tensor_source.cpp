@@ -17,6 +17,7 @@
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
 #include "shards/file_chunk_index.h"
+#include "shards/laid_out_native_shard.h"
 #include "shards/manifest_text.h"
 #include "verifier/tensors/integrity_codes.h"
 #include "verifier/tensors/shard_scan.h"
@@ -155,26 +156,36 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
   CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(s.path_, &digest));
   s.kind_ = "checkpoint";
   s.metadata_ = manifest_metadata(manifest, digest.computed);
-  // Every shard's header parsed and indexed on every core: 16 headers of 20,000 chunks each are
-  // most of opening a 320k-chunk checkpoint (issue 44). The index refers to the chunks inside the
-  // file object, which stays where it is when the pointer moves.
+  // Every shard opened on every core. A native shard whose header is the writer's layout of its
+  // manifest chunks is opened from their records (shards/laid_out_native_shard.h): 16 headers of
+  // 20,000 chunks each, parsed into a ChunkInfo a chunk, were a third of opening a 320k-chunk
+  // checkpoint and 140 MB (issue 44). Any other shard's header is parsed and indexed. The index
+  // refers to the chunks inside the file object, which stays where it is when the pointer moves.
   struct OpenedShard {
     std::unique_ptr<TensorFile> file;
-    FileChunkIndex by_key;
+    std::optional<std::vector<size_t>> index_of;  // laid out: each placed chunk's index in the file
+    std::optional<FileChunkIndex> by_key;         // parsed
   };
+  const std::vector<std::vector<ManifestChunkRef>> placed = manifest_chunks_by_shard(manifest);
   CKPT_ASSIGN_OR_RETURN(
       std::vector<OpenedShard> opened,
       collect_parallel<OpenedShard>(manifest.shards.size(), [&](size_t i) -> Result<OpenedShard> {
+        std::optional<LaidOutShard> laid_out =
+            open_laid_out_native_shard(s.path_, manifest.shards[i], placed[i]);
+        if (laid_out)
+          return OpenedShard{std::move(laid_out->file), std::move(laid_out->index_of), std::nullopt};
         CKPT_ASSIGN_OR_RETURN(std::unique_ptr<TensorFile> file, open_manifest_shard(s.path_, manifest, i));
-        FileChunkIndex by_key(file->chunks());
-        return OpenedShard{std::move(file), std::move(by_key)};
+        std::optional<FileChunkIndex> by_key(std::in_place, file->chunks());
+        return OpenedShard{std::move(file), std::nullopt, std::move(by_key)};
       }));
-  std::vector<FileChunkIndex> by_key;
-  by_key.reserve(opened.size());
-  for (OpenedShard& shard : opened) {
-    s.files_.push_back(std::move(shard.file));
-    by_key.push_back(std::move(shard.by_key));
+  for (size_t i = 0; i < opened.size(); ++i) {
+    s.files_.push_back(std::move(opened[i].file));
+    s.described_.emplace_back();
+    if (!opened[i].index_of) continue;
+    auto& records = s.described_.back().emplace(placed[i].size());
+    for (size_t k = 0; k < placed[i].size(); ++k) records[(*opened[i].index_of)[k]] = placed[i][k];
   }
+  std::vector<size_t> placed_seen(opened.size(), 0);  // per shard: its chunks met so far, in manifest order
   s.tensors_.reserve(manifest.tensors.size());
   for (const ManifestTensor& t : manifest.tensors) {
     auto nbytes = checked_nbytes(t.shape, t.dtype);
@@ -182,11 +193,17 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
       return Status::corruption(s.path_ + ": " + t.name + ": shape " + shape_to_string(t.shape) +
                                 " overflows");
     SourceTensor st{t.name, t.component, t.dtype, t.shape, *nbytes, {}, ""};
+    st.chunks.reserve(t.chunks.size());
     for (const ManifestChunk& mc : t.chunks) {
+      const size_t seen = placed_seen[mc.shard]++;
+      if (opened[mc.shard].index_of) {  // the header is the records' layout: this record's chunk
+        st.chunks.push_back({mc.shard, (*opened[mc.shard].index_of)[seen], &mc.sha256});
+        continue;
+      }
       const TensorFile& file = *s.files_[mc.shard];
       size_t found = 0;
       const std::optional<size_t> index =
-          by_key[mc.shard].find(t.name, mc, &found) ? std::optional<size_t>(found) : std::nullopt;
+          opened[mc.shard].by_key->find(t.name, mc, &found) ? std::optional<size_t>(found) : std::nullopt;
       if (!index) {
         return Status::corruption(manifest.shards[mc.shard].path + ": has no chunk of " + t.name +
                                   " at offsets " + shape_to_string(mc.offsets));
@@ -217,10 +234,28 @@ Result<Sha256Digest> TensorSource::hash_chunk(const SourceTensor& tensor, size_t
   return hash.finish();
 }
 
+const std::vector<ManifestChunkRef>* TensorSource::described(size_t file) const {
+  return file < described_.size() && described_[file] ? &*described_[file] : nullptr;
+}
+
+size_t TensorSource::chunk_count(size_t file) const {
+  const std::vector<ManifestChunkRef>* records = described(file);
+  return records ? records->size() : files_[file]->chunks().size();
+}
+
+ChunkPlace TensorSource::place(const SourceChunk& sc) const {
+  if (const std::vector<ManifestChunkRef>* records = described(sc.file)) {
+    const ManifestChunk& c = *(*records)[sc.index].chunk;
+    return {c.offsets, c.shape, c.data_offset, c.data_bytes, c.sha256};
+  }
+  const ChunkInfo& c = files_[sc.file]->chunks()[sc.index];
+  return {c.offsets, c.shape, c.data_offset, c.data_bytes, c.sha256};
+}
+
 bool TensorSource::chunk_matches(const SourceTensor& tensor, size_t chunk,
                                  const Sha256Digest& computed) const {
   const SourceChunk& sc = tensor.chunks[chunk];
-  const std::string& header = files_[sc.file]->chunks()[sc.index].sha256;
+  const std::string& header = place(sc).header_sha256;
   const std::string* manifest = sc.manifest_sha256;
   if (header.empty() && (!manifest || manifest->empty())) return true;
   const std::string hex = digest_hex(computed);
@@ -230,13 +265,14 @@ bool TensorSource::chunk_matches(const SourceTensor& tensor, size_t chunk,
 ChunkCheck TensorSource::check_chunk(const SourceTensor& tensor, size_t chunk,
                                      const Sha256Digest& computed) const {
   const SourceChunk& sc = tensor.chunks[chunk];
-  const TensorFile& file = *files_[sc.file];
-  const ChunkInfo& info = file.chunks()[sc.index];
-  ChunkCheck check{info.label(), file.path(), sc.manifest_sha256 ? *sc.manifest_sha256 : std::string(),
-                   digest_hex(computed), info.data_offset};
+  const ChunkPlace info = place(sc);
+  ChunkCheck check{chunk_label(tensor.name, tensor.shape, info.offsets, info.shape), files_[sc.file]->path(),
+                   sc.manifest_sha256 ? *sc.manifest_sha256 : std::string(), digest_hex(computed),
+                   info.data_offset};
   // Both records must hold: the manifest's and the file's own header's.
-  if (check.ok() && !info.sha256.empty() && info.sha256 != check.computed) check.stored = info.sha256;
-  if (check.stored.empty()) check.stored = info.sha256;
+  const std::string& header = info.header_sha256;
+  if (check.ok() && !header.empty() && header != check.computed) check.stored = header;
+  if (check.stored.empty()) check.stored = header;
   return check;
 }
 
@@ -251,7 +287,7 @@ namespace {
 // Where chunk `c` of `t` lands in `bytes`, the tensor's row-major buffer, when it is one run of
 // bytes there (every dim after its first whole: a dim-0 split, a whole tensor, a scalar) that lies
 // inside the buffer; null for any other chunk, which is read whole and scattered.
-uint8_t* run_destination(const SourceTensor& t, const ChunkInfo& c, std::vector<uint8_t>& bytes) {
+uint8_t* run_destination(const SourceTensor& t, const ChunkPlace& c, std::vector<uint8_t>& bytes) {
   const std::vector<int64_t>& global_shape = t.shape;
   if (c.offsets.size() != global_shape.size() || c.shape.size() != global_shape.size()) return nullptr;
   uint64_t row = dtype_size(t.dtype);
@@ -285,7 +321,17 @@ ScannedChunkDigests TensorSource::scan_files(size_t jobs, std::vector<std::vecto
   std::vector<ScanTask> units;
   for (size_t i = 0; i < files.size(); ++i) {
     if (!scannable(*files[i])) continue;
-    auto planned = ShardScanner::plan(files[i]->path(), *files[i], ShardDigest::kHeader, unit_bytes);
+    // A file opened from the manifest's records is planned from them, without its chunk table.
+    auto planned = [&]() -> Result<ShardScanner> {
+      const std::vector<ManifestChunkRef>* records = described(i);
+      if (!records) return ShardScanner::plan(files[i]->path(), *files[i], ShardDigest::kHeader, unit_bytes);
+      std::vector<ScanChunk> chunks;
+      chunks.reserve(records->size());
+      for (const ManifestChunkRef& r : *records)
+        chunks.push_back({r.chunk->data_offset, r.chunk->data_bytes, r.tensor->dtype});
+      return ShardScanner::plan(files[i]->path(), files[i]->format_name(), std::move(chunks),
+                                ShardDigest::kHeader, unit_bytes);
+    }();
     if (!planned.is_ok() || planned->needs_file()) continue;  // read chunk by chunk instead
     scanners[i].emplace(std::move(*planned));
     if (i < into.size()) scanners[i]->copy_payloads_to(std::move(into[i]));
@@ -303,7 +349,7 @@ ScannedChunkDigests TensorSource::scan_files(size_t jobs, std::vector<std::vecto
 Result<LoadedTensor> TensorSource::allocate_tensor(const SourceTensor& tensor) const {
   // Bound the allocation by what the chunks claim before trusting the global shape.
   uint64_t covered = 0;
-  for (const SourceChunk& sc : tensor.chunks) covered += files_[sc.file]->chunks()[sc.index].data_bytes;
+  for (const SourceChunk& sc : tensor.chunks) covered += place(sc).data_bytes;
   if (covered != tensor.bytes) {
     return Status::corruption(path_ + ": " + tensor.name + ": chunks hold " + std::to_string(covered) +
                               " bytes, the tensor " + shape_to_string(tensor.shape) + " needs " +
@@ -318,7 +364,7 @@ Status TensorSource::fill_tensor(const SourceTensor& tensor, LoadedTensor& out) 
   std::vector<uint8_t> chunk_bytes;
   const size_t element_size = dtype_size(tensor.dtype);
   for (size_t i = 0; i < tensor.chunks.size(); ++i) {
-    const ChunkInfo& info = files_[tensor.chunks[i].file]->chunks()[tensor.chunks[i].index];
+    const ChunkPlace info = place(tensor.chunks[i]);
     // A chunk that is one run of the tensor's bytes is read straight into place; any other is read
     // whole, then scattered.
     uint8_t* const into = run_destination(tensor, info, out.bytes);
@@ -363,10 +409,10 @@ Result<std::vector<LoadedTensor>> TensorSource::read_tensors() const {
   // recorded hashes, is read chunk by chunk after, which names what is wrong as it always has.
   auto destination = [&](size_t i, size_t c) {
     const SourceChunk& sc = tensors_[i].chunks[c];
-    return run_destination(tensors_[i], files_[sc.file]->chunks()[sc.index], made[i]->bytes);
+    return run_destination(tensors_[i], place(sc), made[i]->bytes);
   };
   std::vector<std::vector<uint8_t*>> into(files_.size());
-  for (size_t f = 0; f < files_.size(); ++f) into[f].assign(files_[f]->chunks().size(), nullptr);
+  for (size_t f = 0; f < files_.size(); ++f) into[f].assign(chunk_count(f), nullptr);
   for (size_t i = 0; i < tensors_.size(); ++i) {
     if (!made[i].is_ok()) continue;
     for (size_t c = 0; c < tensors_[i].chunks.size(); ++c)

@@ -19,6 +19,7 @@
 
 #include "base/sha256.h"
 #include "formats/tensor_file.h"
+#include "shards/laid_out_native_shard.h"
 #include "shards/manifest.h"
 #include "shards/tensor_view.h"
 
@@ -42,6 +43,17 @@ struct SourceTensor {
   uint64_t bytes = 0;  // of the whole global tensor
   std::vector<SourceChunk> chunks;
   std::string alias_of;  // another name of the same tensor object (formats/tensor_file.h ChunkInfo)
+};
+
+// Where one chunk lies in its tensor and in its file, and the hash its file's header records for it
+// ("" if the format stores none): the fields of its ChunkInfo, or of its manifest record where the
+// file was opened from the manifest (shards/laid_out_native_shard.h). Refers into the source.
+struct ChunkPlace {
+  const std::vector<int64_t>& offsets;
+  const std::vector<int64_t>& shape;
+  uint64_t data_offset;
+  uint64_t data_bytes;
+  const std::string& header_sha256;
 };
 
 // The outcome of streaming one chunk: its recomputed hash and the first recorded hash it contradicts.
@@ -73,6 +85,7 @@ class TensorSource {
   const std::vector<SourceTensor>& tensors() const { return tensors_; }  // sorted by name
   const std::vector<std::unique_ptr<TensorFile>>& files() const { return files_; }
   const SourceTensor* find(const std::string& name) const;
+  ChunkPlace place(const SourceChunk& chunk) const;
 
   // Streams chunk `chunk` of `tensor` through SHA-256 with a bounded buffer, handing each piece to
   // `sink` (may be empty): the digest of what was read. Read errors are returned.
@@ -111,6 +124,9 @@ class TensorSource {
   Result<LoadedTensor> allocate_tensor(const SourceTensor& tensor) const;
   Status fill_tensor(const SourceTensor& tensor, LoadedTensor& out) const;
   Status add_file_chunks(size_t file_index);
+  // described_[file] when set, else null.
+  const std::vector<ManifestChunkRef>* described(size_t file) const;
+  size_t chunk_count(size_t file) const;
   Status finish_tensor_list();
 
   std::string path_;
@@ -118,6 +134,10 @@ class TensorSource {
   std::optional<Manifest> manifest_;
   nlohmann::json metadata_ = nlohmann::json::object();
   std::vector<std::unique_ptr<TensorFile>> files_;
+  // Per file: the manifest record of each of its chunks, where the file was opened from them (its
+  // header is their layout, shards/laid_out_native_shard.h), so that reading never builds its
+  // chunk table; nullopt where its header was parsed.
+  std::vector<std::optional<std::vector<ManifestChunkRef>>> described_;
   std::vector<SourceTensor> tensors_;
   // Name -> index in tensors_ while files are added (first-seen order), so that a source of many
   // files (a DCP directory of one file per chunk) finds each name without rebuilding an index per

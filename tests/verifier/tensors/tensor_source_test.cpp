@@ -4,6 +4,7 @@
 
 #include "base/file_io.h"
 #include "base/sha256.h"
+#include "formats/native_shard.h"
 #include "formats/safetensors_file.h"
 #include "tests/support/training_state_fixture.h"
 
@@ -184,6 +185,47 @@ TEST(TensorSource, ReadingEveryTensorAtOnceGivesWhatReadingEachGives) {
   ASSERT_FALSE(whole.is_ok());
   EXPECT_EQ(whole.status().message(),
             damaged->read_tensor(*damaged->find("model.blocks.0.w")).status().message());
+}
+
+// Each chunk's place, whether its shard was opened from the manifest's records (its header is
+// their layout) or by parsing its header (it is not: one record edited), is where the header puts it.
+TEST(TensorSource, EveryChunkIsWhereItsShardHeaderPutsIt) {
+  TempDir root;
+  const std::string dir = save_training_state(root.path(), full_training_state());
+  const ManifestChunk chunk = fixture_chunk(dir, "model.blocks.0.w", 1);
+  for (const bool edited : {false, true}) {
+    const std::string recorded = std::string(64, 'e');
+    if (edited) {
+      edit_manifest(dir, [&](Manifest& m) {
+        for (auto& t : m.tensors) {
+          if (t.name == "model.blocks.0.w") t.chunks[1].sha256 = recorded;
+        }
+      });
+    }
+    auto source = TensorSource::open(dir);
+    ASSERT_TRUE(source.is_ok()) << source.status().to_string();
+    for (const SourceTensor& t : source->tensors()) {
+      for (const SourceChunk& sc : t.chunks) {
+        auto header = open_native_shard_file(source->files()[sc.file]->path());
+        ASSERT_TRUE(header.is_ok()) << header.status().to_string();
+        const ChunkInfo& want = (*header)->chunks()[sc.index];
+        const ChunkPlace got = source->place(sc);
+        EXPECT_EQ(want.name, t.name);
+        EXPECT_EQ(got.offsets, want.offsets) << want.label();
+        EXPECT_EQ(got.shape, want.shape) << want.label();
+        EXPECT_EQ(got.data_offset, want.data_offset) << want.label();
+        EXPECT_EQ(got.data_bytes, want.data_bytes) << want.label();
+        EXPECT_EQ(got.header_sha256, want.sha256) << want.label();
+      }
+    }
+    const SourceTensor& t = *source->find("model.blocks.0.w");
+    auto check = source->stream_chunk(t, 1, {});
+    ASSERT_TRUE(check.is_ok()) << check.status().to_string();
+    EXPECT_EQ(check->computed, chunk.sha256);
+    EXPECT_EQ(check->ok(), !edited);
+    EXPECT_EQ(check->stored, edited ? recorded : chunk.sha256);
+    EXPECT_EQ(source->read_tensor(t).is_ok(), !edited);
+  }
 }
 
 TEST(TensorSource, MissingPathIsNotDamage) {

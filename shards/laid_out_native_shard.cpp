@@ -1,0 +1,125 @@
+#include "shards/laid_out_native_shard.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "base/byte_source.h"
+#include "shards/checkpoint_reader.h"
+
+namespace ckpt {
+
+namespace {
+
+// The file's chunk table is built from the records the first time something asks for it (a
+// message, a caller that does not know the manifest); payload reads need only each chunk's range.
+class LaidOutNativeShard final : public TensorFile {
+ public:
+  LaidOutNativeShard(std::unique_ptr<ByteSource> source, std::vector<ManifestChunkRef> chunks,
+                     nlohmann::json metadata)
+      : source_(std::move(source)), records_(std::move(chunks)), metadata_(std::move(metadata)) {}
+
+  const std::string& path() const override { return source_->name(); }
+  const char* format_name() const override { return "native"; }
+  const std::vector<ChunkInfo>& chunks() const override {
+    std::call_once(built_, [this] {
+      chunks_.reserve(records_.size());
+      for (const ManifestChunkRef& r : records_) {
+        chunks_.push_back({r.tensor->name, r.tensor->component, r.tensor->dtype, r.tensor->shape,
+                           r.chunk->offsets, r.chunk->shape, r.chunk->data_offset, r.chunk->data_bytes,
+                           r.chunk->sha256});
+      }
+    });
+    return chunks_;
+  }
+  const nlohmann::json& metadata() const override { return metadata_; }
+  Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const override {
+    if (index >= records_.size())
+      return Status::invalid_argument(path() + ": no chunk " + std::to_string(index));
+    const ManifestChunk& c = *records_[index].chunk;
+    if (!range_within(offset, length, c.data_bytes))
+      return Status::invalid_argument(path() + ": read past the end of " +
+                                      chunk_label(records_[index].tensor->name, records_[index].tensor->shape,
+                                                  c.offsets, c.shape));
+    return source_->read_at(c.data_offset + offset, out, length);
+  }
+  const ByteSource* payload_source() const override { return source_.get(); }
+
+ private:
+  std::unique_ptr<ByteSource> source_;
+  const std::vector<ManifestChunkRef> records_;
+  nlohmann::json metadata_;
+  mutable std::once_flag built_;
+  mutable std::vector<ChunkInfo> chunks_;
+};
+
+bool same_place(const ManifestChunk& a, const ManifestChunk& b) {
+  return a.offsets == b.offsets && a.shape == b.shape;
+}
+
+// Whether two chunks of one tensor in `chunks` share offsets and shape. A tensor's chunks in one
+// shard sit side by side (manifest order), and are usually one.
+bool has_twin(const std::vector<ManifestChunkRef>& chunks) {
+  for (size_t begin = 0; begin < chunks.size();) {
+    size_t end = begin + 1;
+    while (end < chunks.size() && chunks[end].tensor == chunks[begin].tensor) ++end;
+    if (end - begin > 1) {
+      std::vector<const ManifestChunk*> run;
+      for (size_t i = begin; i < end; ++i) run.push_back(chunks[i].chunk);
+      std::sort(run.begin(), run.end(), [](const ManifestChunk* a, const ManifestChunk* b) {
+        return a->offsets != b->offsets ? a->offsets < b->offsets : a->shape < b->shape;
+      });
+      for (size_t i = 1; i < run.size(); ++i) {
+        if (same_place(*run[i - 1], *run[i])) return true;
+      }
+    }
+    begin = end;
+  }
+  return false;
+}
+
+}  // namespace
+
+NativeChunkFields native_chunk_fields(const ManifestTensor& tensor, const ManifestChunk& chunk) {
+  return {tensor.name,       tensor.component, tensor.dtype,      &tensor.shape, &chunk.offsets,
+          &chunk.shape,      chunk.data_offset, chunk.data_bytes, chunk.sha256};
+}
+
+std::vector<std::vector<ManifestChunkRef>> manifest_chunks_by_shard(const Manifest& manifest) {
+  std::vector<std::vector<ManifestChunkRef>> out(manifest.shards.size());
+  for (const ManifestTensor& t : manifest.tensors) {
+    for (const ManifestChunk& c : t.chunks) {
+      if (c.shard < out.size()) out[c.shard].push_back({&t, &c});
+    }
+  }
+  return out;
+}
+
+std::optional<LaidOutShard> open_laid_out_native_shard(const std::string& checkpoint_dir, const ManifestShard& shard,
+                                                       const std::vector<ManifestChunkRef>& chunks) {
+  if (shard.format != "native" || has_twin(chunks)) return std::nullopt;
+  auto path = resolve_shard_path(checkpoint_dir, shard.path);
+  if (!path.is_ok()) return std::nullopt;
+  auto source = FileByteSource::open(*path);
+  if (!source.is_ok()) return std::nullopt;
+  // The writer's header order is payload order; it places a shard's chunks in manifest order, so
+  // they are usually in it already.
+  std::vector<size_t> order(chunks.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  auto by_offset = [&](size_t a, size_t b) { return chunks[a].chunk->data_offset < chunks[b].chunk->data_offset; };
+  if (!std::is_sorted(order.begin(), order.end(), by_offset))
+    std::stable_sort(order.begin(), order.end(), by_offset);
+  std::vector<ManifestChunkRef> in_header_order(chunks.size());
+  for (size_t k = 0; k < order.size(); ++k) in_header_order[k] = chunks[order[k]];
+  auto metadata = native_header_metadata_if_laid_out(**source, chunks.size(), [&](size_t k) {
+    return native_chunk_fields(*in_header_order[k].tensor, *in_header_order[k].chunk);
+  });
+  if (!metadata) return std::nullopt;
+  LaidOutShard out;
+  out.index_of.resize(order.size());
+  for (size_t k = 0; k < order.size(); ++k) out.index_of[order[k]] = k;
+  out.file = std::make_unique<LaidOutNativeShard>(std::move(*source), std::move(in_header_order),
+                                                  std::move(*metadata));
+  return out;
+}
+
+}  // namespace ckpt

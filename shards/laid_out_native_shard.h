@@ -1,0 +1,52 @@
+// A native shard opened from the manifest's records of its chunks instead of a parse of its header,
+// once the header was shown to be byte for byte what the writer lays out for exactly those chunks
+// (formats/native_shard.h, native_header_metadata_if_laid_out). Parsing a header builds a ChunkInfo
+// per chunk (~450 bytes, five allocations): at 320,000 chunks that was a third of `inspect`, `diff`
+// and the drill's reading, and 140 MB (issue 44). Readers that know about the manifest
+// (verifier/tensors/tensor_source.h) take each chunk's fields from its record; chunks() is built
+// from the same records only when something asks for it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "formats/native_shard.h"
+#include "formats/tensor_file.h"
+#include "shards/manifest.h"
+
+namespace ckpt {
+
+// One manifest chunk, by its records. Moving the Manifest keeps them where they are.
+struct ManifestChunkRef {
+  const ManifestTensor* tensor = nullptr;
+  const ManifestChunk* chunk = nullptr;
+};
+
+struct LaidOutShard {
+  std::unique_ptr<TensorFile> file;
+  // For each chunk as open_laid_out_native_shard was given them, its index in file->chunks()
+  // (header order, which is payload order).
+  std::vector<size_t> index_of;
+};
+
+// The native header entry the writer lays out for manifest chunk `chunk` of `tensor`.
+NativeChunkFields native_chunk_fields(const ManifestTensor& tensor, const ManifestChunk& chunk);
+
+// The manifest's chunks by the shard they are placed in, each shard's in manifest order.
+std::vector<std::vector<ManifestChunkRef>> manifest_chunks_by_shard(const Manifest& manifest);
+
+// `shard` of the checkpoint in `checkpoint_dir`, when it is a native shard whose header is the
+// writer's layout of `chunks` (the manifest chunks placed in it, manifest_chunks_by_shard) and the
+// chunks of each tensor there differ in offsets or shape: opening its header would then give the
+// same chunks, in the same order, with the same metadata, and a lookup of a manifest chunk among
+// them would find its own (not an earlier twin). nullopt for any other shard (another format or
+// writer, a damaged, missing, unsafe or torn file): the format's reader opens it then, and names
+// what is wrong. The manifest's tensor records must outlive the file.
+std::optional<LaidOutShard> open_laid_out_native_shard(const std::string& checkpoint_dir, const ManifestShard& shard,
+                                                       const std::vector<ManifestChunkRef>& chunks);
+
+}  // namespace ckpt
