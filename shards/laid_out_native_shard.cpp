@@ -37,9 +37,9 @@ class LaidOutNativeShard final : public TensorFile {
       return Status::invalid_argument(path() + ": no chunk " + std::to_string(index));
     const ManifestChunk& c = *records_[index].chunk;
     if (!range_within(offset, length, c.data_bytes))
-      return Status::invalid_argument(path() + ": read past the end of " +
-                                      chunk_label(records_[index].tensor->name, records_[index].tensor->shape,
-                                                  c.offsets, c.shape));
+      return Status::invalid_argument(
+          path() + ": read past the end of " +
+          chunk_label(records_[index].tensor->name, records_[index].tensor->shape, c.offsets, c.shape));
     return source_->read_at(c.data_offset + offset, out, length);
   }
   const ByteSource* payload_source() const override { return source_.get(); }
@@ -80,8 +80,8 @@ bool has_twin(const std::vector<ManifestChunkRef>& chunks) {
 }  // namespace
 
 NativeChunkFields native_chunk_fields(const ManifestTensor& tensor, const ManifestChunk& chunk) {
-  return {tensor.name,       tensor.component, tensor.dtype,      &tensor.shape, &chunk.offsets,
-          &chunk.shape,      chunk.data_offset, chunk.data_bytes, chunk.sha256};
+  return {tensor.name,  tensor.component,  tensor.dtype,     &tensor.shape, &chunk.offsets,
+          &chunk.shape, chunk.data_offset, chunk.data_bytes, chunk.sha256};
 }
 
 std::vector<std::vector<ManifestChunkRef>> manifest_chunks_by_shard(const Manifest& manifest) {
@@ -94,7 +94,8 @@ std::vector<std::vector<ManifestChunkRef>> manifest_chunks_by_shard(const Manife
   return out;
 }
 
-std::optional<LaidOutShard> open_laid_out_native_shard(const std::string& checkpoint_dir, const ManifestShard& shard,
+std::optional<LaidOutShard> open_laid_out_native_shard(const std::string& checkpoint_dir,
+                                                       const ManifestShard& shard,
                                                        const std::vector<ManifestChunkRef>& chunks) {
   if (shard.format != "native" || has_twin(chunks)) return std::nullopt;
   auto path = resolve_shard_path(checkpoint_dir, shard.path);
@@ -105,7 +106,9 @@ std::optional<LaidOutShard> open_laid_out_native_shard(const std::string& checkp
   // they are usually in it already.
   std::vector<size_t> order(chunks.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  auto by_offset = [&](size_t a, size_t b) { return chunks[a].chunk->data_offset < chunks[b].chunk->data_offset; };
+  auto by_offset = [&](size_t a, size_t b) {
+    return chunks[a].chunk->data_offset < chunks[b].chunk->data_offset;
+  };
   if (!std::is_sorted(order.begin(), order.end(), by_offset))
     std::stable_sort(order.begin(), order.end(), by_offset);
   std::vector<ManifestChunkRef> in_header_order(chunks.size());

@@ -46,7 +46,8 @@ std::vector<std::vector<ManifestChunkRef>> manifest_chunks_by_shard(const Manife
 // them would find its own (not an earlier twin). nullopt for any other shard (another format or
 // writer, a damaged, missing, unsafe or torn file): the format's reader opens it then, and names
 // what is wrong. The manifest's tensor records must outlive the file.
-std::optional<LaidOutShard> open_laid_out_native_shard(const std::string& checkpoint_dir, const ManifestShard& shard,
+std::optional<LaidOutShard> open_laid_out_native_shard(const std::string& checkpoint_dir,
+                                                       const ManifestShard& shard,
                                                        const std::vector<ManifestChunkRef>& chunks);
 
 }  // namespace ckpt

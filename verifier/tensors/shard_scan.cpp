@@ -104,10 +104,13 @@ std::vector<ScanChunk> scan_chunks(const std::vector<ChunkInfo>& chunks) {
 
 std::vector<ScanUnit> plan_scan_units(const std::vector<ScanChunk>& chunks, const std::vector<size_t>& order,
                                       uint64_t file_bytes, ShardDigest digest, uint64_t unit_bytes) {
+  // Without a shard digest nothing before the first payload is read.
+  const uint64_t begin =
+      digest == ShardDigest::kNone && !order.empty() ? std::min(chunks[order[0]].data_offset, file_bytes) : 0;
   if (digest == ShardDigest::kWholeFile || unit_bytes == 0 || order.empty())
-    return {ScanUnit{0, file_bytes, 0, order.size()}};
+    return {ScanUnit{begin, file_bytes, 0, order.size()}};
   std::vector<ScanUnit> units;
-  ScanUnit current{0, 0, 0, 0};
+  ScanUnit current{begin, 0, 0, 0};
   for (size_t p = 0; p < order.size(); ++p) {
     const uint64_t start = chunks[order[p]].data_offset;
     if (p > current.first && start - current.begin >= unit_bytes) {
@@ -158,7 +161,7 @@ Result<ShardScanner> ShardScanner::plan_chunks(const std::string& path, std::str
   // Without a file, the caller vouches that the payloads are plain ranges of it.
   s.one_pass_ = (!file || file->payload_source() != nullptr) &&
                 payloads_are_disjoint(s.chunks_, s.order_, s.scan_.file_bytes);
-  if (!s.one_pass_ && (digest == ShardDigest::kHeader || !file)) {
+  if (!s.one_pass_ && (digest != ShardDigest::kWholeFile || !file)) {
     return Status::corruption(path + ": payloads overlap; a header-scoped digest cannot cover them");
   }
   if (s.one_pass_) s.file_ = nullptr;  // never read through: the caller may close it
@@ -298,7 +301,7 @@ class ShardScanner::UnitStream {
     settle();
     if (whole_file()) {
       s_.scan_.file_sha256 = file_hash_.finish_hex();
-    } else if (unit_.begin == 0) {
+    } else if (s_.digest_ == ShardDigest::kHeader && unit_.begin == 0) {
       if (unit_.end < s_.header_end_)
         return Status::truncated(s_.path_ + ": header runs past the first unit");
       s_.scan_.file_sha256 = header_hash_.finish_hex();

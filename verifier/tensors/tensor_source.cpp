@@ -324,13 +324,13 @@ ScannedChunkDigests TensorSource::scan_files(size_t jobs, std::vector<std::vecto
     // A file opened from the manifest's records is planned from them, without its chunk table.
     auto planned = [&]() -> Result<ShardScanner> {
       const std::vector<ManifestChunkRef>* records = described(i);
-      if (!records) return ShardScanner::plan(files[i]->path(), *files[i], ShardDigest::kHeader, unit_bytes);
+      if (!records) return ShardScanner::plan(files[i]->path(), *files[i], ShardDigest::kNone, unit_bytes);
       std::vector<ScanChunk> chunks;
       chunks.reserve(records->size());
       for (const ManifestChunkRef& r : *records)
         chunks.push_back({r.chunk->data_offset, r.chunk->data_bytes, r.tensor->dtype});
       return ShardScanner::plan(files[i]->path(), files[i]->format_name(), std::move(chunks),
-                                ShardDigest::kHeader, unit_bytes);
+                                ShardDigest::kNone, unit_bytes);
     }();
     if (!planned.is_ok() || planned->needs_file()) continue;  // read chunk by chunk instead
     scanners[i].emplace(std::move(*planned));

@@ -11,6 +11,7 @@
 
 #include "base/sha256.h"
 #include "formats/native_shard.h"
+#include "formats/native_shard_format.h"
 #include "tests/support/training_state_fixture.h"
 
 namespace ckpt {
@@ -119,6 +120,56 @@ TEST(ShardScan, PlanCutsAtPayloadStartsAndTilesTheFile) {
   EXPECT_EQ(whole[0].end, 5200u);
   EXPECT_EQ(whole[0].last, 5u);
   EXPECT_EQ(plan_scan_units({}, {}, 77, ShardDigest::kHeader, 1).size(), 1u);
+
+  // Without a shard digest the first unit starts at the first payload: the header is not read.
+  const auto payloads = plan_scan_units(scan_chunks(chunks), order, 5200, ShardDigest::kNone, 600);
+  ASSERT_EQ(payloads.size(), 2u);
+  EXPECT_EQ(payloads[0].begin, 100u);
+  EXPECT_EQ(payloads[0].end, 1000u);  // 600 bytes in from 100: the chunk at 1000
+  EXPECT_EQ(payloads[0].last, 3u);
+  EXPECT_EQ(payloads[1].begin, 1000u);
+  EXPECT_EQ(payloads[1].end, 5200u);
+  EXPECT_EQ(plan_scan_units(scan_chunks(chunks), order, 5200, ShardDigest::kNone, 0)[0].begin, 100u);
+}
+
+// A scan without a shard digest gives the chunks' digests a header-digest scan gives, and no shard
+// digest; a damaged header byte, which it never reads, changes nothing, and a damaged payload byte
+// changes that chunk's digest.
+TEST(ShardScan, PayloadsOnlyScanReadsNoHeaderByte) {
+  TempDir root;
+  const std::string dir = save_training_state(root.path(), full_training_state());
+  const std::string path = fixture_shard_path(dir, 0);
+  auto file = open_native_shard_file(path);
+  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
+  auto scan = [&](ShardDigest digest) {
+    auto scanner = ShardScanner::plan(path, **file, digest, /*unit_bytes=*/1);
+    EXPECT_TRUE(scanner.is_ok()) << scanner.status().to_string();
+    std::vector<ScanTask> tasks;
+    for (size_t u = 0; u < scanner->unit_count(); ++u) tasks.push_back({&*scanner, u});
+    scan_units_in_parallel(tasks, 2, nullptr, {});
+    auto done = scanner->finish();
+    EXPECT_TRUE(done.is_ok()) << done.status().to_string();
+    return *done;
+  };
+  const ShardScan header = scan(ShardDigest::kHeader);
+  const ShardScan payloads = scan(ShardDigest::kNone);
+  EXPECT_FALSE(header.file_sha256.empty());
+  EXPECT_TRUE(payloads.file_sha256.empty());
+  EXPECT_EQ(payloads.chunk_sha256, header.chunk_sha256);
+
+  auto bytes = read_file_bytes(path);
+  bytes[kNativePreambleBytes + 3] ^= 0x20;
+  write_file_bytes(path, bytes);
+  EXPECT_EQ(scan(ShardDigest::kNone).chunk_sha256, header.chunk_sha256);
+  EXPECT_NE(scan(ShardDigest::kHeader).file_sha256, header.file_sha256);
+
+  const ChunkInfo& first = (*file)->chunks()[0];
+  bytes[first.data_offset] ^= 0x20;
+  write_file_bytes(path, bytes);
+  const ShardScan damaged = scan(ShardDigest::kNone);
+  EXPECT_NE(damaged.chunk_sha256[0], header.chunk_sha256[0]);
+  for (size_t i = 1; i < header.chunk_sha256.size(); ++i)
+    EXPECT_EQ(damaged.chunk_sha256[i], header.chunk_sha256[i]);
 }
 
 TEST(ShardScan, UnitLengthAimsAtManyUnitsPerWorkerWithinBounds) {
