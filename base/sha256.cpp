@@ -111,6 +111,15 @@ std::string digest_hex(const Sha256Digest& digest) {
   return to_hex(digest.data(), digest.size());
 }
 
+bool digest_is_hex(const Sha256Digest& digest, std::string_view hex) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  if (hex.size() != 2 * digest.size()) return false;
+  for (size_t i = 0; i < digest.size(); ++i) {
+    if (hex[2 * i] != kDigits[digest[i] >> 4] || hex[2 * i + 1] != kDigits[digest[i] & 0xf]) return false;
+  }
+  return true;
+}
+
 std::optional<Sha256Digest> digest_from_hex(const std::string& hex) {
   if (!is_sha256_hex(hex)) return std::nullopt;
   const auto nibble = [](char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };

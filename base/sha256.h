@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -72,6 +73,9 @@ std::string to_hex(const uint8_t* data, size_t size);
 // Whether `s` is a SHA-256 as this project writes it: 64 lowercase hex digits.
 bool is_sha256_hex(const std::string& s);
 std::string digest_hex(const Sha256Digest& digest);
+// Whether `hex` is digest_hex(digest), without building it: checks of 320,000 chunks against
+// their recorded hashes built and freed a string each (issue 44).
+bool digest_is_hex(const Sha256Digest& digest, std::string_view hex);
 // The digest `hex` spells, when it is one as is_sha256_hex accepts.
 std::optional<Sha256Digest> digest_from_hex(const std::string& hex);
 std::string sha256_hex(const void* data, size_t size);

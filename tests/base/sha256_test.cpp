@@ -145,6 +145,16 @@ TEST(Sha256Hex, ADigestSpelledInHexReadsBackAndAnythingElseIsRefused) {
   upper[0] = 'B';  // "ba78..." spelled with a capital: not how this project writes digests
   for (const std::string& other : {upper, hex.substr(1), hex + "0", std::string(64, 'g'), std::string()})
     EXPECT_FALSE(digest_from_hex(other).has_value()) << other;
+
+  // digest_is_hex: exactly digest_hex's spelling, checked without building it.
+  EXPECT_TRUE(digest_is_hex(digest, hex));
+  for (const std::string& other : {upper, hex.substr(1), hex + "0", std::string(64, 'g'), std::string()})
+    EXPECT_FALSE(digest_is_hex(digest, other)) << other;
+  for (size_t i = 0; i < hex.size(); ++i) {  // every digit, changed
+    std::string one = hex;
+    one[i] = one[i] == '0' ? '1' : '0';
+    EXPECT_FALSE(digest_is_hex(digest, one)) << i;
+  }
 }
 
 TEST(Sha256Ranges, EachRangeGetsItsOwnDigestOrError) {

@@ -258,8 +258,8 @@ bool TensorSource::chunk_matches(const SourceTensor& tensor, size_t chunk,
   const std::string& header = place(sc).header_sha256;
   const std::string* manifest = sc.manifest_sha256;
   if (header.empty() && (!manifest || manifest->empty())) return true;
-  const std::string hex = digest_hex(computed);
-  return (header.empty() || header == hex) && (!manifest || manifest->empty() || *manifest == hex);
+  return (header.empty() || digest_is_hex(computed, header)) &&
+         (!manifest || manifest->empty() || digest_is_hex(computed, *manifest));
 }
 
 ChunkCheck TensorSource::check_chunk(const SourceTensor& tensor, size_t chunk,
