@@ -1,9 +1,10 @@
-// `ckptcheck diff A B [--rtol R] [--atol A] [--json]`: parses the flags and calls diff_checkpoints
+// `ckptcheck diff A B [--rtol R] [--atol A] [--json]`: parses the flags and does what diff_checkpoints does
 // (verifier/tensors/checkpoint_diff.h). Exit 0: identical within tolerance; 1: a tensor differs or
 // exists on one side only (or a side's bytes are damaged); 2: bad flags or an unreadable source.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "base/release_at_exit.h"
 #include "verifier/cli/commands.h"
 #include "verifier/tensors/checkpoint_diff.h"
 
@@ -25,11 +26,18 @@ class DiffCommand : public Command {
   }
 
   int run() override {
-    auto diff = diff_checkpoints(path_a_, path_b_, tolerance_);
+    // diff_checkpoints, with the sides kept past the output: the exit releases them.
+    auto a = TensorSource::open(path_a_);
+    if (!a.is_ok()) return report_failure("diff", a.status());
+    auto b = TensorSource::open(path_b_);
+    if (!b.is_ok()) return report_failure("diff", b.status());
+    auto diff = diff_sources(*a, *b, tolerance_);
     if (!diff.is_ok()) return report_failure("diff", diff.status());
     const std::string out =
         json_ ? checkpoint_diff_to_json(*diff).dump() + "\n" : checkpoint_diff_to_text(*diff);
     std::fwrite(out.data(), 1, out.size(), stdout);
+    release_at_exit(std::move(*a));
+    release_at_exit(std::move(*b));
     return diff->identical ? kExitOk : kExitCheckFailed;
   }
 

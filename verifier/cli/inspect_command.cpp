@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "base/release_at_exit.h"
 #include "distributed/mpi_world.h"
 #include "verifier/check/what_to_pass.h"
 #include "verifier/cli/commands.h"
@@ -57,7 +58,9 @@ class InspectCommand : public Command {
     const std::string out = json_ ? inspect_report_to_json(*report, errors_only_).dump() + "\n"
                                   : inspect_report_to_text(*report, errors_only_);
     std::fwrite(out.data(), 1, out.size(), stdout);
-    return report->ok() ? kExitOk : kExitCheckFailed;
+    const int code = report->ok() ? kExitOk : kExitCheckFailed;
+    release_at_exit(std::move(*report));  // the source's records: the exit releases them at once
+    return code;
   }
 
  private:

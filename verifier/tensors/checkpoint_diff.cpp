@@ -88,6 +88,11 @@ Result<CheckpointDiff> diff_checkpoints(const std::string& path_a, const std::st
   // 0.61-0.67 s (issue 44).
   CKPT_ASSIGN_OR_RETURN(const TensorSource a, TensorSource::open(path_a));
   CKPT_ASSIGN_OR_RETURN(const TensorSource b, TensorSource::open(path_b));
+  return diff_sources(a, b, tolerance);
+}
+
+Result<CheckpointDiff> diff_sources(const TensorSource& a, const TensorSource& b,
+                                    const Tolerance& tolerance) {
   CheckpointDiff out;
   out.a = a.path();
   out.b = b.path();

@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "verifier/tensors/state_compare.h"
+#include "verifier/tensors/tensor_source.h"
 
 namespace ckpt {
 
@@ -35,6 +36,8 @@ struct CheckpointDiff {
 // kIoError and friends when a side cannot be opened or read; a difference is a result.
 Result<CheckpointDiff> diff_checkpoints(const std::string& a, const std::string& b,
                                         const Tolerance& tolerance);
+// The same of two sources already open (TensorSource::open of A, then of B).
+Result<CheckpointDiff> diff_sources(const TensorSource& a, const TensorSource& b, const Tolerance& tolerance);
 
 nlohmann::json checkpoint_diff_to_json(const CheckpointDiff& diff);
 // "SAME a vs b" / "DIFF a vs b", a line per component, a line per differing tensor.
