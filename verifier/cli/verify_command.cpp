@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "base/exit_on_termination.h"
 #include "base/progress.h"
 #include "distributed/mpi_world.h"
 #include "distributed/step_gather.h"
@@ -178,7 +179,7 @@ class VerifyCommand : public Command {
       return kExitUsage;
     }
     if (world.rank() == 0) print(json, report_to_text(*report));
-    std::fflush(stdout);
+    exit_with_on_termination(exit_code_of(*report));
     return exit_code_of(*report);
   }
 
