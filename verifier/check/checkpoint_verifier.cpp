@@ -280,8 +280,7 @@ class ShardCheck {
       if (computed != mc.sha256) {
         // Named as the manifest places it: the header's chunk has the same name and offsets, and
         // its shape, where it differs, is reported as a header mismatch already.
-        const std::string label =
-            ChunkInfo{t.name, t.component, t.dtype, t.shape, mc.offsets, mc.shape, 0, 0, ""}.label();
+        const std::string label = chunk_label(t.name, t.shape, mc.offsets, mc.shape);
         error(verify_code::kChunkSha256Mismatch, t.name,
               chunk_sha256_mismatch_message(scanner_->chunk(matched_[r]).data_offset, label, mc.sha256,
                                             computed));
