@@ -43,6 +43,7 @@ class LaidOutNativeShard final : public TensorFile {
     return source_->read_at(c.data_offset + offset, out, length);
   }
   const ByteSource* payload_source() const override { return source_.get(); }
+  const std::vector<ManifestChunkRef>& records() const { return records_; }
 
  private:
   std::unique_ptr<ByteSource> source_;
@@ -120,8 +121,10 @@ std::optional<LaidOutShard> open_laid_out_native_shard(const std::string& checkp
   LaidOutShard out;
   out.index_of.resize(order.size());
   for (size_t k = 0; k < order.size(); ++k) out.index_of[order[k]] = k;
-  out.file = std::make_unique<LaidOutNativeShard>(std::move(*source), std::move(in_header_order),
-                                                  std::move(*metadata));
+  auto file = std::make_unique<LaidOutNativeShard>(std::move(*source), std::move(in_header_order),
+                                                   std::move(*metadata));
+  out.records = &file->records();
+  out.file = std::move(file);
   return out;
 }
 

@@ -31,6 +31,8 @@ struct LaidOutShard {
   // For each chunk as open_laid_out_native_shard was given them, its index in file->chunks()
   // (header order, which is payload order).
   std::vector<size_t> index_of;
+  // The record of each of file->chunks(), by index: held by the file, valid while it lives.
+  const std::vector<ManifestChunkRef>* records = nullptr;
 };
 
 // The native header entry the writer lays out for manifest chunk `chunk` of `tensor`.

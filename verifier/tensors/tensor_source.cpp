@@ -164,7 +164,8 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
   struct OpenedShard {
     std::unique_ptr<TensorFile> file;
     std::optional<std::vector<size_t>> index_of;  // laid out: each placed chunk's index in the file
-    std::optional<FileChunkIndex> by_key;         // parsed
+    const std::vector<ManifestChunkRef>* records = nullptr;  // laid out: the file's chunks' records
+    std::optional<FileChunkIndex> by_key;                    // parsed
   };
   const std::vector<std::vector<ManifestChunkRef>> placed = manifest_chunks_by_shard(manifest);
   CKPT_ASSIGN_OR_RETURN(
@@ -173,17 +174,15 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
         std::optional<LaidOutShard> laid_out =
             open_laid_out_native_shard(s.path_, manifest.shards[i], placed[i]);
         if (laid_out)
-          return OpenedShard{std::move(laid_out->file), std::move(laid_out->index_of), std::nullopt};
+          return OpenedShard{std::move(laid_out->file), std::move(laid_out->index_of), laid_out->records,
+                             std::nullopt};
         CKPT_ASSIGN_OR_RETURN(std::unique_ptr<TensorFile> file, open_manifest_shard(s.path_, manifest, i));
         std::optional<FileChunkIndex> by_key(std::in_place, file->chunks());
-        return OpenedShard{std::move(file), std::nullopt, std::move(by_key)};
+        return OpenedShard{std::move(file), std::nullopt, nullptr, std::move(by_key)};
       }));
-  for (size_t i = 0; i < opened.size(); ++i) {
-    s.files_.push_back(std::move(opened[i].file));
-    s.described_.emplace_back();
-    if (!opened[i].index_of) continue;
-    auto& records = s.described_.back().emplace(placed[i].size());
-    for (size_t k = 0; k < placed[i].size(); ++k) records[(*opened[i].index_of)[k]] = placed[i][k];
+  for (OpenedShard& shard : opened) {
+    s.files_.push_back(std::move(shard.file));
+    s.described_.push_back(shard.records);
   }
   std::vector<size_t> placed_seen(opened.size(), 0);  // per shard: its chunks met so far, in manifest order
   s.tensors_.reserve(manifest.tensors.size());
@@ -235,7 +234,7 @@ Result<Sha256Digest> TensorSource::hash_chunk(const SourceTensor& tensor, size_t
 }
 
 const std::vector<ManifestChunkRef>* TensorSource::described(size_t file) const {
-  return file < described_.size() && described_[file] ? &*described_[file] : nullptr;
+  return file < described_.size() ? described_[file] : nullptr;
 }
 
 size_t TensorSource::chunk_count(size_t file) const {

@@ -124,7 +124,7 @@ class TensorSource {
   Result<LoadedTensor> allocate_tensor(const SourceTensor& tensor) const;
   Status fill_tensor(const SourceTensor& tensor, LoadedTensor& out) const;
   Status add_file_chunks(size_t file_index);
-  // described_[file] when set, else null.
+  // described_[file] where there is one, else null.
   const std::vector<ManifestChunkRef>* described(size_t file) const;
   size_t chunk_count(size_t file) const;
   Status finish_tensor_list();
@@ -134,10 +134,10 @@ class TensorSource {
   std::optional<Manifest> manifest_;
   nlohmann::json metadata_ = nlohmann::json::object();
   std::vector<std::unique_ptr<TensorFile>> files_;
-  // Per file: the manifest record of each of its chunks, where the file was opened from them (its
-  // header is their layout, shards/laid_out_native_shard.h), so that reading never builds its
-  // chunk table; nullopt where its header was parsed.
-  std::vector<std::optional<std::vector<ManifestChunkRef>>> described_;
+  // Per file: the manifest record of each of its chunks (held by the file), where the file was
+  // opened from them (its header is their layout, shards/laid_out_native_shard.h), so that reading
+  // never builds its chunk table; null where its header was parsed.
+  std::vector<const std::vector<ManifestChunkRef>*> described_;
   std::vector<SourceTensor> tensors_;
   // Name -> index in tensors_ while files are added (first-seen order), so that a source of many
   // files (a DCP directory of one file per chunk) finds each name without rebuilding an index per
