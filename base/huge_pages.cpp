@@ -40,15 +40,24 @@ bool address_space_is_limited() {
 
 void use_huge_page_heap() {
   if (address_space_is_limited()) return;
-  constexpr int kHeapStep = INT_MAX - (2 << 20) + 1;  // ~2 GiB, whole huge pages
-  constexpr int kTopPad = 128 << 10;                  // glibc's default growth pad
-  constexpr int kMmapThreshold = 128 << 10;           // glibc's default, fixed once the pad is set
+  constexpr size_t kHugePage = size_t{2} << 20;
+  constexpr int kHeapStep = INT_MAX - static_cast<int>(kHugePage) + 1;  // ~2 GiB, whole huge pages
+  constexpr int kTopPad = 128 << 10;                                    // glibc's default growth pad
+  constexpr int kMmapThreshold = 128 << 10;  // glibc's default, fixed once the pad is set
+  // One block larger than all the heap's free memory together, taken from the heap (not its own
+  // mapping), makes malloc grow the heap now, by the block and the step; that fresh span is what
+  // gets the advice. Later growth is glibc's own, a pad at a time, in 4 KiB pages. Larger than the
+  // free top alone was not enough: a process whose heap had a hole larger than its top (the unit
+  // tests' fork of itself) got the block in the hole, and no span was advised.
+  const size_t block = ::mallinfo2().fordblks + (size_t{1} << 20);
+  // The block is taken from the heap only below glibc's largest mmap threshold (32 MiB, twice the
+  // block): a heap with more free memory than that is left as glibc has it.
+  if (block > kHugePage * 8) return;
+  // Freed, the block joins the step at the top; together they must stay under the trim threshold,
+  // or that free gives the whole step back (as it did when the block was 8 MB).
+  const int step = kHeapStep - static_cast<int>((block + kHugePage - 1) / kHugePage * kHugePage);
   (void)::mallopt(M_TRIM_THRESHOLD, INT_MAX);
-  // One block larger than the heap's free top, taken from the heap (not its own mapping), makes
-  // malloc grow the heap now, by the block and the step; that fresh span is what gets the advice.
-  // Later growth is glibc's own, a pad at a time, in 4 KiB pages.
-  const size_t block = ::mallinfo2().keepcost + (size_t{1} << 20);
-  (void)::mallopt(M_TOP_PAD, kHeapStep);
+  (void)::mallopt(M_TOP_PAD, step);
   (void)::mallopt(M_MMAP_THRESHOLD, static_cast<int>(2 * block));  // above the block with its header
   void* first = ::malloc(block);
   (void)::mallopt(M_MMAP_THRESHOLD, kMmapThreshold);

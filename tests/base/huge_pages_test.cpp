@@ -58,6 +58,30 @@ TEST(HugePageHeap, AdvisesTheMainHeapAndKeepsItUsable) {
                                        "record came back changed";
 }
 
+// Called in a process whose heap is already in use: several MB freed below a small free top (a
+// hole the block would have fitted in), as in the unit tests' own fork. The block must still grow
+// the heap, and freeing it must not give the step back (block and step over the trim threshold).
+TEST(HugePageHeap, AdvisesAHeapWithAHoleLargerThanItsTop) {
+  if (::access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0)
+    GTEST_SKIP() << "this kernel has no transparent huge pages: nothing to advise";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::vector<char*> hole;
+    for (int i = 0; i < 60000; ++i) hole.push_back(new char[100]);  // ~7 MB
+    char* const above = new char[100];                              // keeps the hole off the top
+    for (char* p : hole) delete[] p;
+    use_huge_page_heap();
+    const bool advised = heap_has_huge_page_advice();
+    delete[] above;
+    ::_exit(advised ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "no [heap] mapping is advised (no 'hg' in its VmFlags)";
+}
+
 TEST(HugePageHeap, LeavesAProcessWithAnAddressSpaceLimitAsItWas) {
   // Under `ulimit -v` a reserved step of address space would count against the limit and make a
   // later allocation fail: the heap is left alone, and a process may still use what it is allowed.
