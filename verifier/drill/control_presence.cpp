@@ -73,7 +73,7 @@ void keep_common(StateSnapshot* a, StateSnapshot* b) {
 
 std::map<std::string, ComponentDiff> compare_layout(const StateSnapshot& control,
                                                     const StateSnapshot& resumed) {
-  std::map<std::string, const LoadedTensor*> got;
+  std::map<std::string, const SnapshotTensor*> got;
   for (const auto& t : resumed.tensors) got[t.name] = &t;
   std::map<std::string, ComponentDiff> out;
   for (const auto& want : control.tensors) {
@@ -82,18 +82,24 @@ std::map<std::string, ComponentDiff> compare_layout(const StateSnapshot& control
       out[want.component].add(missing(want.name, want.component));
       continue;
     }
-    const LoadedTensor& have = *it->second;
+    const SnapshotTensor& have = *it->second;
     TensorDiff d;
     d.name = want.name;
     d.component = want.component;
-    d.mismatch = layout_mismatch(want.view(), have.view());
+    d.mismatch = layout_mismatch(want.layout(), have.layout());
     if (!d.mismatch.empty()) {
       d.mismatch += " (the control run's, then the resumed run's)";
       d.comparable = false;
     } else {
       const size_t size = dtype_size(want.dtype);
-      d.elements = size > 0 ? static_cast<int64_t>(want.bytes.size() / size) : 0;
-      d.differing_elements = have.bytes == want.bytes ? 0 : 1;  // not compared value by value
+      d.elements = size > 0 ? static_cast<int64_t>(want.bytes_size / size) : 0;
+      // Not compared value by value: equal bytes or not.
+      const Result<bool> same = same_bytes(want, have);
+      if (!same.is_ok()) {
+        d.mismatch = "cannot be read again: " + same.status().message();
+        d.comparable = false;
+      }
+      d.differing_elements = same.is_ok() && *same ? 0 : 1;
     }
     out[want.component].add(d);
   }

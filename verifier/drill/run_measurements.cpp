@@ -151,7 +151,7 @@ TimelineFigures timeline_figures(const RunTimeline& t) {
 
 std::map<std::string, uint64_t> component_bytes(const StateSnapshot& snapshot) {
   std::map<std::string, uint64_t> bytes;
-  for (const auto& t : snapshot.tensors) bytes[t.component] += t.bytes.size();
+  for (const auto& t : snapshot.tensors) bytes[t.component] += t.bytes_size;
   return bytes;
 }
 

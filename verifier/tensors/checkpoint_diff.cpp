@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/parallel_jobs.h"
+#include "verifier/tensors/digest_identity.h"
 #include "verifier/tensors/tensor_source.h"
 
 namespace ckpt {
@@ -26,36 +27,7 @@ std::vector<int64_t> first_differing_index(const LoadedTensor& a, const LoadedTe
   return {};
 }
 
-// One side of a diff: the opened source and its scanned chunk digests.
-struct DiffSide {
-  const TensorSource& source;
-  const ScannedChunkDigests& digests;
-};
-
-// Whether `ta` and `tb` are bit-identical by their chunks' digests alone: every chunk of both was
-// scanned, lies where its counterpart lies, matches every hash recorded for it (read_tensor's
-// check), and has its counterpart's SHA-256, so their bytes are equal; and the chunks hold the
-// whole tensor (read_tensor's other check). Otherwise both are read and compared.
-bool identical_by_digests(const DiffSide& a, const SourceTensor& ta, const DiffSide& b,
-                          const SourceTensor& tb) {
-  if (ta.dtype != tb.dtype || ta.shape != tb.shape || ta.chunks.size() != tb.chunks.size()) return false;
-  uint64_t covered = 0;
-  for (size_t i = 0; i < ta.chunks.size(); ++i) {
-    const SourceChunk& ca = ta.chunks[i];
-    const SourceChunk& cb = tb.chunks[i];
-    if (!a.digests[ca.file] || !b.digests[cb.file]) return false;
-    const ChunkPlace ia = a.source.place(ca);
-    const ChunkPlace ib = b.source.place(cb);
-    if (ia.offsets != ib.offsets || ia.shape != ib.shape) return false;
-    const Sha256Digest& digest = (*a.digests[ca.file])[ca.index];
-    if (digest != (*b.digests[cb.file])[cb.index]) return false;
-    if (!a.source.chunk_matches(ta, i, digest) || !b.source.chunk_matches(tb, i, digest)) return false;
-    covered += ia.data_bytes;
-  }
-  return covered == ta.bytes;
-}
-
-Result<DiffedTensor> compare_one(const DiffSide& a, const DiffSide& b, const std::string& name,
+Result<DiffedTensor> compare_one(const DigestedSource& a, const DigestedSource& b, const std::string& name,
                                  const Tolerance& tolerance) {
   const SourceTensor* ta = a.source.find(name);
   const SourceTensor* tb = b.source.find(name);
@@ -107,7 +79,7 @@ Result<CheckpointDiff> diff_sources(const TensorSource& a, const TensorSource& b
   // pread and compared them (issue 44).
   const ScannedChunkDigests digests_a = a.scan_chunk_digests();
   const ScannedChunkDigests digests_b = b.scan_chunk_digests();
-  const DiffSide side_a{a, digests_a}, side_b{b, digests_b};
+  const DigestedSource side_a{a, digests_a}, side_b{b, digests_b};
   // Tensors are compared on every core (each reads both sides' chunks with pread): 26,682 tensors
   // one after another were most of a diff at 320k chunks (issue 44). Rows keep name order.
   CKPT_ASSIGN_OR_RETURN(std::vector<DiffedTensor> rows,

@@ -7,6 +7,10 @@
 // committed checkpoint; a file's top-level key inside a single file ("optimizer.state.0.exp_avg"
 // -> "optimizer"); the file's stem inside a directory ("optimizer.pt" -> "optimizer"), with its
 // subdirectory when it is in one ("rank1/state.pt" -> "rank1/state"; links are not followed).
+//
+// A committed checkpoint's tensors are checked whole when the snapshot is taken (every chunk hashed
+// against its records) but not held: the comparison reads again only the tensors whose digests
+// differ from the other side's (snapshot_tensor.h). Any other file's tensors are held.
 #pragma once
 
 #include <map>
@@ -15,7 +19,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "shards/tensor_view.h"
+#include "verifier/tensors/snapshot_tensor.h"
 #include "verifier/tensors/state_compare.h"
 
 namespace ckpt {
@@ -27,7 +31,7 @@ struct SnapshotValue {
 
 struct StateSnapshot {
   std::string path;
-  std::vector<LoadedTensor> tensors;
+  std::vector<SnapshotTensor> tensors;
   std::map<std::string, SnapshotValue> values;
   // Files of a directory that no reader understood, "name: why": reported, never skipped silently.
   std::vector<std::string> unreadable;
@@ -36,8 +40,9 @@ struct StateSnapshot {
 // Reads every tensor and non-tensor leaf; refuses more than `max_bytes` of tensor data in total.
 Result<StateSnapshot> read_state_snapshot(const std::string& path, uint64_t max_bytes = 8ull << 30);
 
-// compare_states over the tensors, plus every non-tensor leaf: numbers within the tolerance,
-// anything else equal as JSON. A leaf or tensor on one side only fails its component.
+// compare_states' rule over the tensors (compare_snapshot_tensors, by name), plus every non-tensor leaf:
+// numbers within the tolerance, anything else equal as JSON. A leaf or tensor on one side only fails its
+// component.
 std::map<std::string, ComponentDiff> compare_snapshots(const StateSnapshot& reference,
                                                        const StateSnapshot& resumed,
                                                        const Tolerance& tolerance);

@@ -345,15 +345,18 @@ ScannedChunkDigests TensorSource::scan_files(size_t jobs, std::vector<std::vecto
   return out;
 }
 
-Result<LoadedTensor> TensorSource::allocate_tensor(const SourceTensor& tensor) const {
-  // Bound the allocation by what the chunks claim before trusting the global shape.
+Status TensorSource::check_coverage(const SourceTensor& tensor) const {
   uint64_t covered = 0;
   for (const SourceChunk& sc : tensor.chunks) covered += place(sc).data_bytes;
-  if (covered != tensor.bytes) {
-    return Status::corruption(path_ + ": " + tensor.name + ": chunks hold " + std::to_string(covered) +
-                              " bytes, the tensor " + shape_to_string(tensor.shape) + " needs " +
-                              std::to_string(tensor.bytes));
-  }
+  if (covered == tensor.bytes) return Status::ok();
+  return Status::corruption(path_ + ": " + tensor.name + ": chunks hold " + std::to_string(covered) +
+                            " bytes, the tensor " + shape_to_string(tensor.shape) + " needs " +
+                            std::to_string(tensor.bytes));
+}
+
+Result<LoadedTensor> TensorSource::allocate_tensor(const SourceTensor& tensor) const {
+  // Bound the allocation by what the chunks claim before trusting the global shape.
+  CKPT_RETURN_IF_ERROR(check_coverage(tensor));
   LoadedTensor out{tensor.name, tensor.component, tensor.dtype, tensor.shape, {}};
   out.bytes.assign(static_cast<size_t>(tensor.bytes), 0);
   return out;
@@ -440,6 +443,43 @@ Result<std::vector<LoadedTensor>> TensorSource::read_tensors() const {
     out.push_back(std::move(*made[i]));
   }
   return out;
+}
+
+Result<ScannedChunkDigests> TensorSource::check_tensors() const {
+  ScannedChunkDigests digests = scan_files(0, {});
+  std::vector<bool> scanned(files_.size());
+  for (size_t f = 0; f < files_.size(); ++f) scanned[f] = digests[f].has_value();
+  // A chunk the scan did not read, or read otherwise than recorded, is read again on its own, as
+  // read_tensor reads it, which names a read error or the hash it contradicts. Its digest is kept
+  // by the tensor and set once all are done: the workers only read what the scan wrote.
+  std::vector<std::vector<std::pair<size_t, Sha256Digest>>> read_again(tensors_.size());
+  std::vector<Status> checked(tensors_.size(), Status::ok());
+  run_parallel(tensors_.size(), resolve_jobs(0, tensors_.size()), [&](size_t i) {
+    const SourceTensor& t = tensors_[i];
+    checked[i] = check_coverage(t);
+    for (size_t c = 0; c < t.chunks.size() && checked[i].is_ok(); ++c) {
+      const SourceChunk& sc = t.chunks[c];
+      if (scanned[sc.file] && chunk_matches(t, c, (*digests[sc.file])[sc.index])) continue;
+      Result<Sha256Digest> computed = hash_chunk(t, c, {});
+      if (!computed.is_ok()) {
+        checked[i] = computed.status();
+      } else if (!chunk_matches(t, c, *computed)) {
+        checked[i] = Status::corruption(check_chunk(t, c, *computed).mismatch_message());
+      } else {
+        read_again[i].emplace_back(c, *computed);
+      }
+    }
+  });
+  for (const Status& status : checked) CKPT_RETURN_IF_ERROR(status);  // the first in tensors() order
+  for (size_t f = 0; f < files_.size(); ++f)
+    if (!digests[f]) digests[f].emplace(chunk_count(f));
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    for (const auto& [c, digest] : read_again[i]) {
+      const SourceChunk& sc = tensors_[i].chunks[c];
+      (*digests[sc.file])[sc.index] = digest;
+    }
+  }
+  return digests;
 }
 
 }  // namespace ckpt

@@ -115,6 +115,12 @@ class TensorSource {
   // Every tensor, in tensors() order, read on every core: a state of 20,000 tensors is 20,000
   // independent reads (issue 44). The first failure in that order is the one returned.
   Result<std::vector<LoadedTensor>> read_tensors() const;
+  // What read_tensors checks, without keeping a byte: every tensor's chunks cover it, and every
+  // chunk's bytes are what each hash recorded for it says, with read_tensors' first failure when one
+  // is not. Then every chunk's digest, for every file (hashed chunk by chunk where the scan does not
+  // read the file), each known to match its records: what a drill compares two states by instead of
+  // holding both (verifier/tensors/snapshot_tensor.h).
+  Result<ScannedChunkDigests> check_tensors() const;
 
  private:
   // scan_chunk_digests, each chunk's payload also copied to into[file][chunk] where that is set.
@@ -122,6 +128,8 @@ class TensorSource {
   // read_tensor in two steps: the tensor's buffer, once its chunks add up to it, then its chunks
   // read (and checked) into it.
   Result<LoadedTensor> allocate_tensor(const SourceTensor& tensor) const;
+  // kCorruption unless the chunks of `tensor` hold as many bytes as the tensor needs.
+  Status check_coverage(const SourceTensor& tensor) const;
   Status fill_tensor(const SourceTensor& tensor, LoadedTensor& out) const;
   Status add_file_chunks(size_t file_index);
   // described_[file] where there is one, else null.

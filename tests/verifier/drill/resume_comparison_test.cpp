@@ -125,8 +125,9 @@ TEST(FinalStateRules, StateNewAtTheResumedWorldSizeIsHeldWithTheControlsLayout) 
   // A tensor: its dtype and shape are the control's, its bytes may differ.
   StateSnapshot control_tensor = golden, resumed_tensor = golden;
   control_tensor.tensors = {testing::patterned_tensor("rank_1.rng", "rank_1", DType::kU8, {16})};
-  resumed_tensor.tensors = {testing::patterned_tensor("rank_1.rng", "rank_1", DType::kU8, {16})};
-  resumed_tensor.tensors[0].bytes[3] ^= 1;
+  LoadedTensor flipped = testing::patterned_tensor("rank_1.rng", "rank_1", DType::kU8, {16});
+  flipped.bytes[3] ^= 1;
+  resumed_tensor.tensors = {flipped};
   EXPECT_TRUE(final_state(judge(golden, resumed_tensor, &control_tensor)).passed);
   resumed_tensor.tensors = {testing::patterned_tensor("rank_1.rng", "rank_1", DType::kF32, {4})};
   const Judged retyped = judge(golden, resumed_tensor, &control_tensor);

@@ -131,9 +131,9 @@ TEST(RunMeasurements, NothingLoggedGivesNullsNotZeros) {
 
 TEST(RunMeasurements, ComponentBytesAndBytesOnDisk) {
   StateSnapshot s;
-  s.tensors.push_back({"model.w", "model", DType::kF32, {4}, std::vector<uint8_t>(16)});
-  s.tensors.push_back({"model.b", "model", DType::kF32, {1}, std::vector<uint8_t>(4)});
-  s.tensors.push_back({"optimizer.m", "optimizer", DType::kF32, {2}, std::vector<uint8_t>(8)});
+  s.tensors.push_back(LoadedTensor{"model.w", "model", DType::kF32, {4}, std::vector<uint8_t>(16)});
+  s.tensors.push_back(LoadedTensor{"model.b", "model", DType::kF32, {1}, std::vector<uint8_t>(4)});
+  s.tensors.push_back(LoadedTensor{"optimizer.m", "optimizer", DType::kF32, {2}, std::vector<uint8_t>(8)});
   const auto bytes = component_bytes(s);
   EXPECT_EQ(bytes.at("model"), 20u);
   EXPECT_EQ(bytes.at("optimizer"), 8u);

@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "tests/support/test_support.h"
+#include "tests/support/training_state_fixture.h"
+#include "verifier/tensors/tensor_source.h"
 
 namespace ckpt {
 namespace {
@@ -42,6 +45,138 @@ TEST(StateSnapshot, ValuesOfOneShapeCompareNumberByNumber) {
   const ComponentDiff shape = compare_snapshots(reference, resumed, Tolerance{0, 5}).at("rank_0");
   EXPECT_FALSE(shape.passed);
   EXPECT_EQ(shape.incomparable, 1);
+}
+
+// A committed checkpoint's tensors are checked but not held by its snapshot, and compared by their
+// chunks' digests where those decide (snapshot_tensor.h). Whatever decides, the comparison must be
+// what comparing both states read whole gives: compare_states over read_tensors.
+class CommittedSnapshotTest : public ::testing::Test {
+ protected:
+  std::string save(const std::vector<LoadedTensor>& state, size_t shards = 3,
+                   const std::string& format = "native") {
+    return testing::save_training_state(root_.path() + "/" + std::to_string(saved_++), state,
+                                        testing::kFixtureStep, shards, format);
+  }
+  static std::vector<LoadedTensor> read_whole(const std::string& dir) {
+    auto source = TensorSource::open(dir);
+    EXPECT_TRUE(source.is_ok()) << source.status().to_string();
+    auto tensors = source->read_tensors();
+    EXPECT_TRUE(tensors.is_ok()) << tensors.status().to_string();
+    return tensors.is_ok() ? *tensors : std::vector<LoadedTensor>{};
+  }
+  static void set_f32(std::vector<LoadedTensor>& state, const std::string& name, size_t element, float v) {
+    LoadedTensor* t = testing::find_state_tensor(state, name);
+    ASSERT_NE(t, nullptr) << name;
+    std::memcpy(t->bytes.data() + element * 4, &v, 4);
+  }
+  static float f32_at(std::vector<LoadedTensor>& state, const std::string& name, size_t element) {
+    float v = 0;
+    std::memcpy(&v, testing::find_state_tensor(state, name)->bytes.data() + element * 4, 4);
+    return v;
+  }
+
+  testing::TempDir root_;
+  int saved_ = 0;
+};
+
+TEST_F(CommittedSnapshotTest, ComparesAsBothStatesReadWholeWhateverDecides) {
+  const std::vector<LoadedTensor> state = testing::full_training_state();
+  const Tolerance tolerance{1e-3, 1e-6};
+  struct Case {
+    std::string what;
+    std::function<void(std::vector<LoadedTensor>&)> change;
+    size_t shards;
+  };
+  const std::vector<Case> cases = {
+      {"the same state, sharded alike (the digests decide)", [](auto&) {}, 3},
+      {"the same state in one shard (chunked otherwise: read again)", [](auto&) {}, 1},
+      {"a weight nudged within the tolerance",
+       [](auto& s) { set_f32(s, "model.blocks.0.w", 300, f32_at(s, "model.blocks.0.w", 300) * (1 + 1e-5f)); },
+       3},
+      {"a moment beyond it", [](auto& s) { set_f32(s, "optimizer.model.blocks.0.w.exp_avg", 5, 7.0f); }, 3},
+      {"a byte of the RNG state",
+       [](auto& s) { testing::find_state_tensor(s, "rng.cpu_state")->bytes[77] ^= 0x10; }, 3},
+      {"a tensor of another dtype",
+       [](auto& s) {
+         *testing::find_state_tensor(s, "scheduler.last_step") =
+             testing::f64_scalar("scheduler.last_step", 20);
+       },
+       3},
+      {"a tensor dropped", [](auto& s) { testing::drop_state_tensor(s, "scaler.growth_tracker"); }, 3},
+  };
+  // Every shard format the writer has: the scan reads some files front to back, others chunk by chunk.
+  for (const std::string format : {"native", "safetensors", "hdf5"}) {
+    SCOPED_TRACE(format);
+    const std::string reference = save(state, 3, format);
+    auto ref = read_state_snapshot(reference);
+    ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+    for (const auto& t : ref->tensors)
+      EXPECT_FALSE(t.held()) << t.name << ": a committed checkpoint's bytes stay in it";
+    const std::vector<LoadedTensor> ref_whole = read_whole(reference);
+    for (const Case& c : cases) {
+      std::vector<LoadedTensor> changed = state;
+      c.change(changed);
+      const std::string resumed = save(changed, c.shards, format);
+      auto got = read_state_snapshot(resumed);
+      ASSERT_TRUE(got.is_ok()) << c.what << ": " << got.status().to_string();
+      const auto by_snapshots = compare_snapshots(*ref, *got, tolerance);
+      const auto read_whole_too = compare_states(ref_whole, read_whole(resumed), tolerance);
+      ASSERT_EQ(by_snapshots.size(), read_whole_too.size()) << c.what;
+      for (const auto& [component, want] : read_whole_too) {
+        ASSERT_EQ(by_snapshots.count(component), 1u) << c.what << ": " << component;
+        EXPECT_EQ(to_json(by_snapshots.at(component)), to_json(want)) << c.what << ": " << component;
+      }
+      bool all_passed = true;
+      for (const auto& [component, d] : by_snapshots) all_passed = all_passed && d.passed && d.bit_identical;
+      EXPECT_EQ(all_passed, c.what.rfind("the same state", 0) == 0) << c.what;
+    }
+  }
+}
+
+TEST_F(CommittedSnapshotTest, ADamagedChunkFailsTheSnapshotAsReadingItWould) {
+  const std::string dir = save(testing::full_training_state());
+  const ManifestChunk chunk = testing::fixture_chunk(dir, "optimizer.model.blocks.0.w.exp_avg", 1);
+  const std::string shard = testing::fixture_shard_path(dir, chunk.shard);
+  std::vector<uint8_t> bytes = testing::read_file_bytes(shard);
+  bytes.at(chunk.data_offset + 3) ^= 0x01;
+  testing::write_file_bytes(shard, bytes);
+  auto source = TensorSource::open(dir);
+  ASSERT_TRUE(source.is_ok()) << source.status().to_string();
+  const auto read = source->read_tensors();
+  ASSERT_FALSE(read.is_ok());
+  const auto snapshot = read_state_snapshot(dir);
+  ASSERT_FALSE(snapshot.is_ok()) << "a chunk that contradicts its hash must fail the snapshot";
+  EXPECT_EQ(snapshot.status().to_string(), read.status().to_string());
+  EXPECT_NE(snapshot.status().message().find("sha256 mismatch"), std::string::npos)
+      << snapshot.status().message();
+}
+
+TEST_F(CommittedSnapshotTest, ATensorThatCannotBeReadAgainIsAMismatchNeverOtherBytes) {
+  std::vector<LoadedTensor> state = testing::full_training_state();
+  const std::string reference = save(state);
+  set_f32(state, "model.blocks.0.w", 3, 9.0f);
+  const std::string resumed = save(state);
+  auto ref = read_state_snapshot(reference);
+  auto got = read_state_snapshot(resumed);
+  ASSERT_TRUE(ref.is_ok() && got.is_ok());
+  // The differing tensor must be read again to be compared; its bytes change after the snapshot.
+  for (size_t i = 0;
+       i < testing::read_fixture_manifest(resumed).find_tensor("model.blocks.0.w")->chunks.size(); ++i) {
+    const ManifestChunk chunk = testing::fixture_chunk(resumed, "model.blocks.0.w", i);
+    const std::string shard = testing::fixture_shard_path(resumed, chunk.shard);
+    std::vector<uint8_t> bytes = testing::read_file_bytes(shard);
+    bytes.at(chunk.data_offset) ^= 0x40;
+    testing::write_file_bytes(shard, bytes);
+  }
+  const auto components = compare_snapshots(*ref, *got, Tolerance{});
+  const ComponentDiff& model = components.at("model");
+  EXPECT_FALSE(model.passed);
+  EXPECT_EQ(model.first_diverging_tensor, "model.blocks.0.w");
+  EXPECT_EQ(model.first_mismatch.rfind("cannot be read again: ", 0), 0u) << model.first_mismatch;
+  EXPECT_NE(model.first_mismatch.find("sha256 mismatch"), std::string::npos) << model.first_mismatch;
+  EXPECT_EQ(model.incomparable, 1);
+  // The tensors whose digests agreed were decided when the snapshot was taken.
+  EXPECT_TRUE(components.at("optimizer").passed);
 }
 
 }  // namespace

@@ -187,6 +187,43 @@ TEST(TensorSource, ReadingEveryTensorAtOnceGivesWhatReadingEachGives) {
             damaged->read_tensor(*damaged->find("model.blocks.0.w")).status().message());
 }
 
+// check_tensors checks what read_tensors checks and keeps each chunk's digest, whether the scan read
+// its file (a committed checkpoint) or each chunk was read on its own (a torch.save file).
+TEST(TensorSource, CheckingEveryTensorGivesEachChunksDigestAndReadingsFirstFailure) {
+  TempDir root;
+  const std::string dir = save_training_state(root.path(), full_training_state());
+  const std::string torch_file = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/adamw_state.pt";
+  for (const std::string& path : {dir, torch_file}) {
+    SCOPED_TRACE(path);
+    auto source = TensorSource::open(path);
+    ASSERT_TRUE(source.is_ok()) << source.status().to_string();
+    auto digests = source->check_tensors();
+    ASSERT_TRUE(digests.is_ok()) << digests.status().to_string();
+    ASSERT_EQ(digests->size(), source->files().size());
+    size_t chunks = 0;
+    for (const SourceTensor& t : source->tensors()) {
+      for (size_t c = 0; c < t.chunks.size(); ++c, ++chunks) {
+        const SourceChunk& sc = t.chunks[c];
+        ASSERT_TRUE((*digests)[sc.file].has_value()) << t.name;
+        auto hashed = source->hash_chunk(t, c, {});
+        ASSERT_TRUE(hashed.is_ok()) << hashed.status().to_string();
+        EXPECT_EQ((*(*digests)[sc.file])[sc.index], *hashed) << t.name << " chunk " << c;
+      }
+    }
+    EXPECT_GT(chunks, 3u);
+  }
+  const ManifestChunk chunk = fixture_chunk(dir, "optimizer.model.blocks.0.w.exp_avg_sq", 2);
+  const std::string shard = fixture_shard_path(dir, chunk.shard);
+  auto bytes = read_file_bytes(shard);
+  bytes[chunk.data_offset + 1] ^= 0x08;
+  write_file_bytes(shard, bytes);
+  auto damaged = TensorSource::open(dir);
+  ASSERT_TRUE(damaged.is_ok()) << damaged.status().to_string();
+  auto checked = damaged->check_tensors();
+  ASSERT_FALSE(checked.is_ok());
+  EXPECT_EQ(checked.status().to_string(), damaged->read_tensors().status().to_string());
+}
+
 // Each chunk's place, whether its shard was opened from the manifest's records (its header is
 // their layout) or by parsing its header (it is not: one record edited), is where the header puts it.
 TEST(TensorSource, EveryChunkIsWhereItsShardHeaderPutsIt) {
