@@ -85,6 +85,27 @@ NativeChunkFields native_chunk_fields(const ManifestTensor& tensor, const Manife
           &chunk.shape, chunk.data_offset, chunk.data_bytes, chunk.sha256};
 }
 
+std::optional<NativeHeaderLayout> native_header_layout(const ByteSource& source, size_t count,
+                                                       const std::function<ManifestChunkRef(size_t)>& chunk) {
+  // The writer's header order is payload order; it places a shard's chunks in manifest order, so
+  // they are usually in it already.
+  std::vector<uint64_t> payload_at(count);
+  for (size_t k = 0; k < count; ++k) payload_at[k] = chunk(k).chunk->data_offset;
+  NativeHeaderLayout out;
+  out.order.resize(count);
+  for (size_t k = 0; k < count; ++k) out.order[k] = k;
+  auto by_offset = [&](size_t a, size_t b) { return payload_at[a] < payload_at[b]; };
+  if (!std::is_sorted(out.order.begin(), out.order.end(), by_offset))
+    std::stable_sort(out.order.begin(), out.order.end(), by_offset);
+  auto metadata = native_header_metadata_if_laid_out(source, count, [&](size_t k) {
+    const ManifestChunkRef r = chunk(out.order[k]);
+    return native_chunk_fields(*r.tensor, *r.chunk);
+  });
+  if (!metadata) return std::nullopt;
+  out.metadata = std::move(*metadata);
+  return out;
+}
+
 std::vector<std::vector<ManifestChunkRef>> manifest_chunks_by_shard(const Manifest& manifest) {
   std::vector<std::vector<ManifestChunkRef>> out(manifest.shards.size());
   for (const ManifestTensor& t : manifest.tensors) {
@@ -103,26 +124,15 @@ std::optional<LaidOutShard> open_laid_out_native_shard(const std::string& checkp
   if (!path.is_ok()) return std::nullopt;
   auto source = FileByteSource::open(*path);
   if (!source.is_ok()) return std::nullopt;
-  // The writer's header order is payload order; it places a shard's chunks in manifest order, so
-  // they are usually in it already.
-  std::vector<size_t> order(chunks.size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  auto by_offset = [&](size_t a, size_t b) {
-    return chunks[a].chunk->data_offset < chunks[b].chunk->data_offset;
-  };
-  if (!std::is_sorted(order.begin(), order.end(), by_offset))
-    std::stable_sort(order.begin(), order.end(), by_offset);
+  auto layout = native_header_layout(**source, chunks.size(), [&](size_t k) { return chunks[k]; });
+  if (!layout) return std::nullopt;
   std::vector<ManifestChunkRef> in_header_order(chunks.size());
-  for (size_t k = 0; k < order.size(); ++k) in_header_order[k] = chunks[order[k]];
-  auto metadata = native_header_metadata_if_laid_out(**source, chunks.size(), [&](size_t k) {
-    return native_chunk_fields(*in_header_order[k].tensor, *in_header_order[k].chunk);
-  });
-  if (!metadata) return std::nullopt;
+  for (size_t k = 0; k < chunks.size(); ++k) in_header_order[k] = chunks[layout->order[k]];
   LaidOutShard out;
-  out.index_of.resize(order.size());
-  for (size_t k = 0; k < order.size(); ++k) out.index_of[order[k]] = k;
+  out.index_of.resize(chunks.size());
+  for (size_t k = 0; k < chunks.size(); ++k) out.index_of[layout->order[k]] = k;
   auto file = std::make_unique<LaidOutNativeShard>(std::move(*source), std::move(in_header_order),
-                                                   std::move(*metadata));
+                                                   std::move(layout->metadata));
   out.records = &file->records();
   out.file = std::move(file);
   return out;

@@ -8,11 +8,13 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/byte_source.h"
 #include "base/status.h"
 #include "formats/native_shard.h"
 #include "formats/tensor_file.h"
@@ -37,6 +39,19 @@ struct LaidOutShard {
 
 // The native header entry the writer lays out for manifest chunk `chunk` of `tensor`.
 NativeChunkFields native_chunk_fields(const ManifestTensor& tensor, const ManifestChunk& chunk);
+
+// A native shard's header found to be, byte for byte, the writer's layout of some manifest chunks.
+struct NativeHeaderLayout {
+  std::vector<size_t> order;  // by header position (payload order): the index of its chunk
+  nlohmann::json metadata;    // the header's
+};
+
+// The layout of `count` chunks, chunk(k) each, when the header of `source` (a native shard) is what
+// the writer lays out for them; nullopt for any other header (formats/native_shard.h,
+// native_header_metadata_if_laid_out). What verify's shard check and open_laid_out_native_shard
+// both decide by.
+std::optional<NativeHeaderLayout> native_header_layout(const ByteSource& source, size_t count,
+                                                       const std::function<ManifestChunkRef(size_t)>& chunk);
 
 // The manifest's chunks by the shard they are placed in, each shard's in manifest order.
 std::vector<std::vector<ManifestChunkRef>> manifest_chunks_by_shard(const Manifest& manifest);

@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <optional>
 #include <set>
 
@@ -164,18 +163,13 @@ class ShardCheck {
     for (size_t r = 0; r < refs_.size(); ++r) {
       if (chunk_of(r).data_bytes == 0) return false;
     }
-    std::vector<size_t> order(refs_.size());  // refs by payload offset: the writer's header order
-    std::iota(order.begin(), order.end(), 0);
-    auto by_offset = [&](size_t a, size_t b) { return chunk_of(a).data_offset < chunk_of(b).data_offset; };
-    // The writer places a shard's chunks in manifest order: usually sorted already.
-    if (!std::is_sorted(order.begin(), order.end(), by_offset))
-      std::stable_sort(order.begin(), order.end(), by_offset);
     auto source = FileByteSource::open(path);
     if (!source.is_ok()) return false;
-    const auto metadata = native_header_metadata_if_laid_out(**source, order.size(), [&](size_t k) {
-      return native_chunk_fields(manifest_.tensors[refs_[order[k]].tensor], chunk_of(order[k]));
+    const auto layout = native_header_layout(**source, refs_.size(), [&](size_t r) {
+      return ManifestChunkRef{&manifest_.tensors[refs_[r].tensor], &chunk_of(r)};
     });
-    if (!metadata) return false;
+    if (!layout) return false;
+    const std::vector<size_t>& order = layout->order;
     header_matched_ = true;
     matched_.assign(refs_.size(), SIZE_MAX);
     std::vector<ScanChunk> chunks(order.size());
