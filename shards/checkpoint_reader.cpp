@@ -13,6 +13,7 @@
 #include "formats/mapped_tensor_file.h"
 #include "formats/native_shard.h"
 #include "formats/shard_formats.h"
+#include "shards/laid_out_native_shard.h"
 #include "shards/mapped_checkpoint.h"
 
 namespace ckpt {
@@ -91,17 +92,7 @@ Result<std::unique_ptr<TensorFile>> open_by_matching_header(const std::string& p
       if (!chunk_lies_inside(t.shape, mc.offsets, mc.shape) || !nbytes || *nbytes != mc.data_bytes ||
           !range_within(mc.data_offset, mc.data_bytes, source->size()))
         return std::unique_ptr<TensorFile>();
-      ChunkInfo c;
-      c.name = t.name;
-      c.component = t.component;
-      c.dtype = t.dtype;
-      c.global_shape = t.shape;
-      c.offsets = mc.offsets;
-      c.shape = mc.shape;
-      c.data_offset = mc.data_offset;
-      c.data_bytes = mc.data_bytes;
-      c.sha256 = mc.sha256;
-      chunks.push_back(std::move(c));
+      chunks.push_back(chunk_info_of(t, mc));
     }
   }
   if (!matched) {

@@ -23,11 +23,7 @@ class LaidOutNativeShard final : public TensorFile {
   const std::vector<ChunkInfo>& chunks() const override {
     std::call_once(built_, [this] {
       chunks_.reserve(records_.size());
-      for (const ManifestChunkRef& r : records_) {
-        chunks_.push_back({r.tensor->name, r.tensor->component, r.tensor->dtype, r.tensor->shape,
-                           r.chunk->offsets, r.chunk->shape, r.chunk->data_offset, r.chunk->data_bytes,
-                           r.chunk->sha256});
-      }
+      for (const ManifestChunkRef& r : records_) chunks_.push_back(chunk_info_of(*r.tensor, *r.chunk));
     });
     return chunks_;
   }
@@ -79,6 +75,11 @@ bool has_twin(const std::vector<ManifestChunkRef>& chunks) {
 }
 
 }  // namespace
+
+ChunkInfo chunk_info_of(const ManifestTensor& tensor, const ManifestChunk& chunk) {
+  return {tensor.name, tensor.component,  tensor.dtype,     tensor.shape, chunk.offsets,
+          chunk.shape, chunk.data_offset, chunk.data_bytes, chunk.sha256};
+}
 
 NativeChunkFields native_chunk_fields(const ManifestTensor& tensor, const ManifestChunk& chunk) {
   return {tensor.name,  tensor.component,  tensor.dtype,     &tensor.shape, &chunk.offsets,

@@ -37,6 +37,9 @@ struct LaidOutShard {
   const std::vector<ManifestChunkRef>* records = nullptr;
 };
 
+// The ChunkInfo a reader of its shard gives for manifest chunk `chunk` of `tensor`, from the records.
+ChunkInfo chunk_info_of(const ManifestTensor& tensor, const ManifestChunk& chunk);
+
 // The native header entry the writer lays out for manifest chunk `chunk` of `tensor`.
 NativeChunkFields native_chunk_fields(const ManifestTensor& tensor, const ManifestChunk& chunk);
 
