@@ -18,6 +18,7 @@
 #include <cstring>
 #include <optional>
 
+#include "base/open_file_limit.h"
 #include "verifier/cli/commands.h"
 #include "verifier/process/launch.h"
 #include "verifier/process/program_path.h"
@@ -141,6 +142,7 @@ class LaunchCommand : public Command {
     for (std::string& a : o_.argv) argv.push_back(a.data());
     argv.push_back(nullptr);
     std::fflush(nullptr);
+    restore_open_file_limit();  // the rank runs under the limits this task was given
     ::execv(argv[0], argv.data());
     std::fprintf(stderr, "ckptcheck launch: %s: exec: %s\n", o_.argv[0].c_str(), std::strerror(errno));
     return kExitUsage;

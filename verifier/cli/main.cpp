@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/huge_pages.h"
+#include "base/open_file_limit.h"
 #include "base/sha256_blocks.h"
 #include "verifier/cli/command_line_hints.h"
 #include "verifier/cli/commands.h"
@@ -43,6 +44,8 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "train") == 0) return exec_training_binary(argc, argv);
   // Not in ckptcheck-train: a training process's memory is what the pilot measures, as it is.
   ckpt::use_huge_page_heap();
+  // A drill holds every checkpoint it compares open until it has compared them.
+  (void)ckpt::raise_open_file_limit();
 #endif
   // The SHA-256 kernel is on the trust path (signatures cover digests it computed): a value of
   // CKPTCHECK_SHA256 we do not understand is refused before anything is hashed.

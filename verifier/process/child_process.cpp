@@ -17,6 +17,7 @@
 #include <iterator>
 #include <thread>
 
+#include "base/open_file_limit.h"
 #include "verifier/process/drill_hooks.h"
 
 namespace ckpt {
@@ -141,6 +142,7 @@ Result<ChildProcess> ChildProcess::spawn(const SpawnOptions& o) {
     if (::getppid() != parent) ::_exit(127);  // the parent died between vfork and prctl
     if (out >= 0) ::dup2(out, STDOUT_FILENO);
     if (err_log >= 0) ::dup2(err_log, STDERR_FILENO);
+    restore_open_file_limit();  // the program runs under the limits this process was given
     if (o.search_path)
       ::execvpe(args[0], args.data(), envp.data());
     else
