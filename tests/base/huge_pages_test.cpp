@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -10,6 +9,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "tests/support/test_support.h"
 
 namespace ckpt {
 namespace {
@@ -30,32 +31,28 @@ bool heap_has_huge_page_advice() {
   return false;
 }
 
+// Each in a child (testing::exit_code_in_child): the advice and malloc's settings are the whole
+// process's.
 TEST(HugePageHeap, AdvisesTheMainHeapAndKeepsItUsable) {
   if (::access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0)
     GTEST_SKIP() << "this kernel has no transparent huge pages: nothing to advise";
-  // In a child: the advice and malloc's settings are the whole process's.
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    use_huge_page_heap();
-    // Millions of small records, as a metadata pass makes them, then all freed and made again.
-    std::vector<std::string*> records;
-    for (int round = 0; round < 2; ++round) {
-      for (int i = 0; i < 200000; ++i)
-        records.push_back(new std::string(40, static_cast<char>('a' + i % 26)));
-      for (std::string* r : records) {
-        if (r->size() != 40) ::_exit(3);
-        delete r;
-      }
-      records.clear();
-    }
-    ::_exit(heap_has_huge_page_advice() ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: no [heap] mapping is advised (no 'hg' in its VmFlags); 3: a "
-                                       "record came back changed";
+  EXPECT_EQ(testing::exit_code_in_child([] {
+              use_huge_page_heap();
+              // Millions of small records, as a metadata pass makes them, then all freed and made again.
+              std::vector<std::string*> records;
+              for (int round = 0; round < 2; ++round) {
+                for (int i = 0; i < 200000; ++i)
+                  records.push_back(new std::string(40, static_cast<char>('a' + i % 26)));
+                for (std::string* r : records) {
+                  if (r->size() != 40) return 3;
+                  delete r;
+                }
+                records.clear();
+              }
+              return heap_has_huge_page_advice() ? 0 : 1;
+            }),
+            0)
+      << "1: no [heap] mapping is advised (no 'hg' in its VmFlags); 3: a record came back changed";
 }
 
 // Called in a process whose heap is already in use: several MB freed below a small free top (a
@@ -64,43 +61,36 @@ TEST(HugePageHeap, AdvisesTheMainHeapAndKeepsItUsable) {
 TEST(HugePageHeap, AdvisesAHeapWithAHoleLargerThanItsTop) {
   if (::access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0)
     GTEST_SKIP() << "this kernel has no transparent huge pages: nothing to advise";
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    std::vector<char*> hole;
-    for (int i = 0; i < 60000; ++i) hole.push_back(new char[100]);  // ~7 MB
-    char* const above = new char[100];                              // keeps the hole off the top
-    for (char* p : hole) delete[] p;
-    use_huge_page_heap();
-    const bool advised = heap_has_huge_page_advice();
-    delete[] above;
-    ::_exit(advised ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "no [heap] mapping is advised (no 'hg' in its VmFlags)";
+  EXPECT_EQ(testing::exit_code_in_child([] {
+              std::vector<char*> hole;
+              for (int i = 0; i < 60000; ++i) hole.push_back(new char[100]);  // ~7 MB
+              char* const above = new char[100];                              // keeps the hole off the top
+              for (char* p : hole) delete[] p;
+              use_huge_page_heap();
+              const bool advised = heap_has_huge_page_advice();
+              delete[] above;
+              return advised ? 0 : 1;
+            }),
+            0)
+      << "no [heap] mapping is advised (no 'hg' in its VmFlags)";
 }
 
 TEST(HugePageHeap, LeavesAProcessWithAnAddressSpaceLimitAsItWas) {
   // Under `ulimit -v` a reserved step of address space would count against the limit and make a
   // later allocation fail: the heap is left alone, and a process may still use what it is allowed.
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    struct rlimit limit {};
-    limit.rlim_cur = limit.rlim_max = size_t{1} << 30;
-    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(4);
-    use_huge_page_heap();
-    std::vector<std::string*> records;
-    for (int i = 0; i < 1000000; ++i) records.push_back(new std::string(100, 'x'));  // ~150 MB
-    for (std::string* r : records) delete r;
-    ::_exit(heap_has_huge_page_advice() ? 1 : 0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status)) << "the child died by a signal (std::bad_alloc aborts it)";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the heap was advised under the limit; 4: setrlimit failed";
+  EXPECT_EQ(testing::exit_code_in_child([] {
+              struct rlimit limit {};
+              limit.rlim_cur = limit.rlim_max = size_t{1} << 30;
+              if (::setrlimit(RLIMIT_AS, &limit) != 0) return 4;
+              use_huge_page_heap();
+              std::vector<std::string*> records;
+              for (int i = 0; i < 1000000; ++i) records.push_back(new std::string(100, 'x'));  // ~150 MB
+              for (std::string* r : records) delete r;
+              return heap_has_huge_page_advice() ? 1 : 0;
+            }),
+            0)
+      << "1: the heap was advised under the limit; 4: setrlimit failed; -1: the child died by a signal "
+         "(std::bad_alloc aborts it)";
 }
 
 }  // namespace

@@ -111,6 +111,22 @@ std::string replaced_once(const std::string& text, const std::string& from, cons
   return at == std::string::npos ? t : t.replace(at, from.size(), to);
 }
 
+int exit_code_in_child(const std::function<int()>& body) {
+  std::fflush(nullptr);  // nothing buffered is written twice
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ADD_FAILURE() << "fork failed";
+    return -1;
+  }
+  if (child == 0) ::_exit(body());
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child) {
+    ADD_FAILURE() << "waitpid failed";
+    return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});

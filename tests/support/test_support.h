@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
@@ -48,6 +49,11 @@ struct CommandResult {
 CommandResult run_command(const std::string& command_line);
 // Runs build/ckptcheck with the given arguments (already shell-quoted where needed).
 CommandResult run_ckptcheck(const std::string& args);
+
+// Runs `body` in a forked child and returns the child's exit code (its return value), or -1 when
+// it did not exit (a signal ended it). For what is the whole process's (rlimits, malloc's
+// settings): the test process itself stays as it was. The child ends with _exit.
+int exit_code_in_child(const std::function<int()>& body);
 
 std::vector<uint8_t> read_file_bytes(const std::string& path);
 // n bytes that differ from one position to the next and with `seed`, for writers under test.

@@ -3,8 +3,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 
@@ -44,31 +42,27 @@ TEST(ChildProcess, AnEventThatNeverComesIsNotFoundWhenTheChildExits) {
 }
 
 // ckptcheck raises its own open-file limit (base/open_file_limit.h); the program a drill starts
-// runs under the limit ckptcheck was given. In a forked test process: the limit is the process's.
+// runs under the limit ckptcheck was given. In a child (testing::exit_code_in_child): the limit is
+// the whole process's.
 TEST(ChildProcess, AProgramRunsUnderTheOpenFileLimitCkptcheckWasGiven) {
   struct rlimit limit {};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &limit), 0);
   if (limit.rlim_max <= 100)
     GTEST_SKIP() << "a hard limit of " << limit.rlim_max << " leaves nothing to raise";
   testing::TempDir tmp;
-  const pid_t tester = ::fork();
-  ASSERT_GE(tester, 0);
-  if (tester == 0) {
-    struct rlimit given = limit;
-    given.rlim_cur = 100;
-    if (::setrlimit(RLIMIT_NOFILE, &given) != 0) ::_exit(2);
-    if (raise_open_file_limit() != static_cast<uint64_t>(limit.rlim_max)) ::_exit(3);
-    auto child = shell(tmp, "ulimit -n", true);
-    if (!child.is_ok()) ::_exit(4);
-    const ChildExit e = child->wait(10);
-    ::_exit(e.exited && e.exit_code == 0 && child->captured_stdout() == "100\n" ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(tester, &status, 0), tester);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the program saw another limit than 100 ("
-                                    << testing::read_text_file(tmp / "out.log")
-                                    << "); 3: not raised; 2, 4: the test could not set its limit or start sh";
+  EXPECT_EQ(testing::exit_code_in_child([&] {
+              struct rlimit given = limit;
+              given.rlim_cur = 100;
+              if (::setrlimit(RLIMIT_NOFILE, &given) != 0) return 2;
+              if (raise_open_file_limit() != static_cast<uint64_t>(limit.rlim_max)) return 3;
+              auto child = shell(tmp, "ulimit -n", true);
+              if (!child.is_ok()) return 4;
+              const ChildExit e = child->wait(10);
+              return e.exited && e.exit_code == 0 && child->captured_stdout() == "100\n" ? 0 : 1;
+            }),
+            0)
+      << "1: the program saw another limit than 100 (" << testing::read_text_file(tmp / "out.log")
+      << "); 3: not raised; 2, 4: the test could not set its limit or start sh";
 }
 
 TEST(ChildProcess, WaitPastTheDeadlineKillsAndReportsATimeout) {
