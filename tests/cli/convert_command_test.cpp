@@ -132,12 +132,7 @@ TEST_F(ConvertCommandTest, PytorchFileBecomesACheckpoint) {
 
 // Flips one payload byte of a chunk, then re-seals the shard hashes so only the chunk hash can tell.
 void flip_payload_byte(const std::string& dir, const std::string& tensor) {
-  const ManifestChunk chunk = fixture_chunk(dir, tensor, 0);
-  const std::string shard = fixture_shard_path(dir, chunk.shard);
-  auto bytes = read_file_bytes(shard);
-  ASSERT_LT(chunk.data_offset + 3, bytes.size());
-  bytes[chunk.data_offset + 3] ^= 0x10;
-  write_file_bytes(shard, bytes);
+  ASSERT_FALSE(flip_chunk_payload_byte(dir, tensor, 0, 3, 0x10).empty());
   refresh_shard_hashes(dir);
 }
 

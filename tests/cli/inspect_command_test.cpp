@@ -204,11 +204,8 @@ TEST_F(InspectCommandTest, FlippedPayloadByteExitsOneWithChunkAndHashes) {
   TempDir root;
   const std::string dir = save_training_state(root.path(), full_training_state());
   const ManifestChunk chunk = fixture_chunk(dir, "optimizer.model.blocks.0.w.exp_avg", 0);
-  const std::string shard = fixture_shard_path(dir, chunk.shard);
-  auto bytes = read_file_bytes(shard);
-  bytes[chunk.data_offset] ^= 1;
-  write_file_bytes(shard, bytes);
-  const std::string damaged = sha256_hex(bytes.data() + chunk.data_offset, chunk.data_bytes);
+  const auto payload = flip_chunk_payload_byte(dir, "optimizer.model.blocks.0.w.exp_avg", 0, 0, 1);
+  const std::string damaged = sha256_hex(payload.data(), payload.size());
   const CommandResult r = run_ckptcheck("inspect '" + dir + "'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_EQ(r.output.rfind("FAIL ", 0), 0u) << r.output;

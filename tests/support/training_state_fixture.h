@@ -172,4 +172,21 @@ inline std::string fixture_shard_path(const std::string& dir, size_t shard) {
   return dir + "/" + read_fixture_manifest(dir).shards[shard].path;
 }
 
+// The damage a fault test makes: XORs `mask` into byte `at` of the payload of chunk `index` of
+// `tensor` in the checkpoint `dir`, in its shard file. Returns the damaged payload.
+inline std::vector<uint8_t> flip_chunk_payload_byte(const std::string& dir, const std::string& tensor,
+                                                    size_t index, uint64_t at, uint8_t mask) {
+  const ManifestChunk chunk = fixture_chunk(dir, tensor, index);
+  const std::string shard = fixture_shard_path(dir, chunk.shard);
+  std::vector<uint8_t> bytes = read_file_bytes(shard);
+  EXPECT_LT(at, chunk.data_bytes) << tensor;
+  EXPECT_LE(chunk.data_offset + chunk.data_bytes, bytes.size()) << shard;
+  if (at >= chunk.data_bytes || chunk.data_offset + chunk.data_bytes > bytes.size()) return {};
+  bytes[chunk.data_offset + at] ^= mask;
+  write_file_bytes(shard, bytes);
+  return std::vector<uint8_t>(
+      bytes.begin() + static_cast<std::ptrdiff_t>(chunk.data_offset),
+      bytes.begin() + static_cast<std::ptrdiff_t>(chunk.data_offset + chunk.data_bytes));
+}
+
 }  // namespace ckpt::testing

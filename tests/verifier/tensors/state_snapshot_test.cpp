@@ -135,11 +135,8 @@ TEST_F(CommittedSnapshotTest, ComparesAsBothStatesReadWholeWhateverDecides) {
 
 TEST_F(CommittedSnapshotTest, ADamagedChunkFailsTheSnapshotAsReadingItWould) {
   const std::string dir = save(testing::full_training_state());
-  const ManifestChunk chunk = testing::fixture_chunk(dir, "optimizer.model.blocks.0.w.exp_avg", 1);
-  const std::string shard = testing::fixture_shard_path(dir, chunk.shard);
-  std::vector<uint8_t> bytes = testing::read_file_bytes(shard);
-  bytes.at(chunk.data_offset + 3) ^= 0x01;
-  testing::write_file_bytes(shard, bytes);
+  ASSERT_FALSE(
+      testing::flip_chunk_payload_byte(dir, "optimizer.model.blocks.0.w.exp_avg", 1, 3, 0x01).empty());
   auto source = TensorSource::open(dir);
   ASSERT_TRUE(source.is_ok()) << source.status().to_string();
   const auto read = source->read_tensors();
@@ -160,14 +157,10 @@ TEST_F(CommittedSnapshotTest, ATensorThatCannotBeReadAgainIsAMismatchNeverOtherB
   auto got = read_state_snapshot(resumed);
   ASSERT_TRUE(ref.is_ok() && got.is_ok());
   // The differing tensor must be read again to be compared; its bytes change after the snapshot.
-  for (size_t i = 0;
-       i < testing::read_fixture_manifest(resumed).find_tensor("model.blocks.0.w")->chunks.size(); ++i) {
-    const ManifestChunk chunk = testing::fixture_chunk(resumed, "model.blocks.0.w", i);
-    const std::string shard = testing::fixture_shard_path(resumed, chunk.shard);
-    std::vector<uint8_t> bytes = testing::read_file_bytes(shard);
-    bytes.at(chunk.data_offset) ^= 0x40;
-    testing::write_file_bytes(shard, bytes);
-  }
+  const size_t chunks =
+      testing::read_fixture_manifest(resumed).find_tensor("model.blocks.0.w")->chunks.size();
+  for (size_t i = 0; i < chunks; ++i)
+    ASSERT_FALSE(testing::flip_chunk_payload_byte(resumed, "model.blocks.0.w", i, 0, 0x40).empty());
   const auto components = compare_snapshots(*ref, *got, Tolerance{});
   const ComponentDiff& model = components.at("model");
   EXPECT_FALSE(model.passed);

@@ -110,11 +110,8 @@ TEST(TensorSource, FlippedPayloadByteNamesChunkAndBothHashes) {
   TempDir root;
   const std::string dir = save_training_state(root.path(), full_training_state());
   const ManifestChunk chunk = fixture_chunk(dir, "model.blocks.0.w", 1);
-  const std::string shard = fixture_shard_path(dir, chunk.shard);
-  auto bytes = read_file_bytes(shard);
-  bytes[chunk.data_offset + 5] ^= 0x40;
-  write_file_bytes(shard, bytes);
-  const std::string damaged = sha256_hex(bytes.data() + chunk.data_offset, chunk.data_bytes);
+  const auto payload = flip_chunk_payload_byte(dir, "model.blocks.0.w", 1, 5, 0x40);
+  const std::string damaged = sha256_hex(payload.data(), payload.size());
 
   auto source = TensorSource::open(dir);
   ASSERT_TRUE(source.is_ok()) << source.status().to_string();
@@ -174,11 +171,7 @@ TEST(TensorSource, ReadingEveryTensorAtOnceGivesWhatReadingEachGives) {
   ASSERT_EQ(read->size(), 2u);
   for (const LoadedTensor& t : *read) EXPECT_EQ(t.bytes, std::vector<uint8_t>(grid, grid + 8)) << t.name;
 
-  const ManifestChunk chunk = fixture_chunk(dir, "model.blocks.0.w", 1);
-  const std::string shard = fixture_shard_path(dir, chunk.shard);
-  auto bytes = read_file_bytes(shard);
-  bytes[chunk.data_offset + 5] ^= 0x40;
-  write_file_bytes(shard, bytes);
+  ASSERT_FALSE(flip_chunk_payload_byte(dir, "model.blocks.0.w", 1, 5, 0x40).empty());
   auto damaged = TensorSource::open(dir);
   ASSERT_TRUE(damaged.is_ok()) << damaged.status().to_string();
   auto whole = damaged->read_tensors();
@@ -212,11 +205,7 @@ TEST(TensorSource, CheckingEveryTensorGivesEachChunksDigestAndReadingsFirstFailu
     }
     EXPECT_GT(chunks, 3u);
   }
-  const ManifestChunk chunk = fixture_chunk(dir, "optimizer.model.blocks.0.w.exp_avg_sq", 2);
-  const std::string shard = fixture_shard_path(dir, chunk.shard);
-  auto bytes = read_file_bytes(shard);
-  bytes[chunk.data_offset + 1] ^= 0x08;
-  write_file_bytes(shard, bytes);
+  ASSERT_FALSE(flip_chunk_payload_byte(dir, "optimizer.model.blocks.0.w.exp_avg_sq", 2, 1, 0x08).empty());
   auto damaged = TensorSource::open(dir);
   ASSERT_TRUE(damaged.is_ok()) << damaged.status().to_string();
   auto checked = damaged->check_tensors();
