@@ -447,8 +447,6 @@ Result<std::vector<LoadedTensor>> TensorSource::read_tensors() const {
 
 Result<ScannedChunkDigests> TensorSource::check_tensors() const {
   ScannedChunkDigests digests = scan_files(0, {});
-  std::vector<bool> scanned(files_.size());
-  for (size_t f = 0; f < files_.size(); ++f) scanned[f] = digests[f].has_value();
   // A chunk the scan did not read, or read otherwise than recorded, is read again on its own, as
   // read_tensor reads it, which names a read error or the hash it contradicts. Its digest is kept
   // by the tensor and set once all are done: the workers only read what the scan wrote.
@@ -459,7 +457,7 @@ Result<ScannedChunkDigests> TensorSource::check_tensors() const {
     checked[i] = check_coverage(t);
     for (size_t c = 0; c < t.chunks.size() && checked[i].is_ok(); ++c) {
       const SourceChunk& sc = t.chunks[c];
-      if (scanned[sc.file] && chunk_matches(t, c, (*digests[sc.file])[sc.index])) continue;
+      if (digests[sc.file] && chunk_matches(t, c, (*digests[sc.file])[sc.index])) continue;
       Result<Sha256Digest> computed = hash_chunk(t, c, {});
       if (!computed.is_ok()) {
         checked[i] = computed.status();
