@@ -54,15 +54,15 @@ class InspectCommand : public Command {
     }
     if (!report.is_ok())
       return report_failure("inspect", with_what_to_pass(path_, "inspect", report.status()));
+    const int code = report->ok() ? kExitOk : kExitCheckFailed;
     // Every task built the same report from the gathered results; rank 0 prints it.
     if (world && world->rank() != 0) {
-      exit_with_on_termination(report->ok() ? kExitOk : kExitCheckFailed);
-      return report->ok() ? kExitOk : kExitCheckFailed;
+      exit_with_on_termination(code);
+      return code;
     }
     const std::string out = json_ ? inspect_report_to_json(*report, errors_only_).dump() + "\n"
                                   : inspect_report_to_text(*report, errors_only_);
     std::fwrite(out.data(), 1, out.size(), stdout);
-    const int code = report->ok() ? kExitOk : kExitCheckFailed;
     if (world) exit_with_on_termination(code);
     release_at_exit(std::move(*report));  // the source's records: the exit releases them at once
     return code;
