@@ -96,7 +96,7 @@ std::map<std::string, ComponentDiff> compare_layout(const StateSnapshot& control
       // Not compared value by value: equal bytes or not.
       const Result<bool> same = same_bytes(want, have);
       if (!same.is_ok()) {
-        d.mismatch = "cannot be read again: " + same.status().message();
+        d.mismatch = cannot_be_read_again(same.status());
         d.comparable = false;
       }
       d.differing_elements = same.is_ok() && *same ? 0 : 1;

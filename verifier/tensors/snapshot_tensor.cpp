@@ -33,6 +33,10 @@ bool SnapshotTensor::identical_by_digests(const SnapshotTensor& other) const {
   return ckpt::identical_by_digests(a, *in_source_, b, *other.in_source_);
 }
 
+std::string cannot_be_read_again(const Status& why) {
+  return "cannot be read again: " + why.message();
+}
+
 Result<bool> same_bytes(const SnapshotTensor& a, const SnapshotTensor& b) {
   if (a.identical_by_digests(b)) return true;
   if (a.bytes_size != b.bytes_size) return false;
@@ -52,7 +56,7 @@ TensorDiff compare_snapshot_tensors(const SnapshotTensor& reference, const Snaps
     TensorDiff d;
     d.name = reference.name;
     d.component = reference.component;
-    d.mismatch = "cannot be read again: " + why.message();
+    d.mismatch = cannot_be_read_again(why);
     d.comparable = false;
     return d;
   };

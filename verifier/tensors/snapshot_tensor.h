@@ -58,6 +58,9 @@ class SnapshotTensor {
   const SourceTensor* in_source_ = nullptr;
 };
 
+// How a comparison names a tensor whose bytes it could not read again: "cannot be read again: <why>".
+std::string cannot_be_read_again(const Status& why);
+
 // Whether `a` and `b` hold the same bytes: by their digests where those say so, else read and
 // compared. An error when a side cannot be read again.
 Result<bool> same_bytes(const SnapshotTensor& a, const SnapshotTensor& b);
