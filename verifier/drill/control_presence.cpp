@@ -37,15 +37,6 @@ StateSnapshot filtered(const StateSnapshot& s, const Keep& keep_tensor, const Ke
   return out;
 }
 
-TensorDiff missing(const std::string& name, const std::string& component) {
-  TensorDiff d;
-  d.name = name;
-  d.component = component;
-  d.mismatch = "missing in the resumed run";
-  d.comparable = false;
-  return d;
-}
-
 }  // namespace
 
 ControlPresence split_by_control(const StateSnapshot& golden, const StateSnapshot& control,
@@ -79,7 +70,7 @@ std::map<std::string, ComponentDiff> compare_layout(const StateSnapshot& control
   for (const auto& want : control.tensors) {
     auto it = got.find(want.name);
     if (it == got.end()) {
-      out[want.component].add(missing(want.name, want.component));
+      out[want.component].add(one_side_only(want.name, want.component, /*in_reference=*/true));
       continue;
     }
     const SnapshotTensor& have = *it->second;
@@ -106,7 +97,7 @@ std::map<std::string, ComponentDiff> compare_layout(const StateSnapshot& control
   for (const auto& [name, want] : control.values) {
     auto it = resumed.values.find(name);
     if (it == resumed.values.end()) {
-      out[want.component].add(missing(name, want.component));
+      out[want.component].add(one_side_only(name, want.component, /*in_reference=*/true));
       continue;
     }
     TensorDiff d;

@@ -1,8 +1,8 @@
 // `diff`: two tensor sources (checkpoints, roots, tensor files of any format, HF indexes) compared
 // tensor by tensor by name, whatever their formats and shardings, with the drill's rule
-// (state_compare.h compare_tensor, folded per component by ComponentDiff::add as compare_states
-// does). Tensors are read one pair at a time, so memory is bounded by the largest tensor. The engine
-// behind the `diff` command and api/ckptcheck.h diff().
+// (state_compare.h compare_tensor, folded per component by ComponentDiff::add as compare_snapshots
+// does, state_snapshot.h). Tensors are read one pair at a time, so memory is bounded by the largest tensor.
+// The engine behind the `diff` command and api/ckptcheck.h diff().
 #pragma once
 
 #include <map>

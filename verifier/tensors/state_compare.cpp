@@ -317,37 +317,13 @@ TensorDiff compare_tensor(const TensorView& reference, const TensorView& resumed
   return d;
 }
 
-std::map<std::string, ComponentDiff> compare_states(const std::vector<LoadedTensor>& reference,
-                                                    const std::vector<LoadedTensor>& resumed,
-                                                    const Tolerance& tolerance) {
-  std::map<std::string, const LoadedTensor*> ref_by_name, got_by_name;
-  for (const auto& t : reference) ref_by_name[t.name] = &t;
-  for (const auto& t : resumed) got_by_name[t.name] = &t;
-  std::set<std::string> names;
-  for (const auto& [n, t] : ref_by_name) names.insert(n);
-  for (const auto& [n, t] : got_by_name) names.insert(n);
-
-  std::map<std::string, ComponentDiff> components;
-  for (const auto& name : names) {
-    const auto r = ref_by_name.find(name);
-    const auto g = got_by_name.find(name);
-    TensorDiff d;
-    if (r == ref_by_name.end()) {
-      d.name = name;
-      d.component = g->second->component;
-      d.mismatch = "only in the resumed run";
-      d.comparable = false;
-    } else if (g == got_by_name.end()) {
-      d.name = name;
-      d.component = r->second->component;
-      d.mismatch = "missing in the resumed run";
-      d.comparable = false;
-    } else {
-      d = compare_tensor(r->second->view(), g->second->view(), tolerance);
-    }
-    components[d.component].add(d);
-  }
-  return components;
+TensorDiff one_side_only(const std::string& name, const std::string& component, bool in_reference) {
+  TensorDiff d;
+  d.name = name;
+  d.component = component;
+  d.mismatch = in_reference ? "missing in the resumed run" : "only in the resumed run";
+  d.comparable = false;
+  return d;
 }
 
 void ComponentDiff::add(const TensorDiff& d) {

@@ -142,11 +142,10 @@ struct ComponentDiff {
   void add(const TensorDiff& d);
 };
 
-// Groups both tensor sets by component (the reference's component name wins) and compares them
-// tensor by tensor. A tensor present on one side only fails its component.
-std::map<std::string, ComponentDiff> compare_states(const std::vector<LoadedTensor>& reference,
-                                                    const std::vector<LoadedTensor>& resumed,
-                                                    const Tolerance& tolerance);
+// A tensor or value on one side only, not comparable: it fails its component. The reference's alone
+// is "missing in the resumed run", the resumed run's alone "only in the resumed run". (Two states
+// are compared tensor by tensor by compare_snapshots, verifier/tensors/state_snapshot.h.)
+TensorDiff one_side_only(const std::string& name, const std::string& component, bool in_reference);
 
 // Flat row-major index -> multi-dimensional index.
 std::vector<int64_t> unravel_index(int64_t flat, const std::vector<int64_t>& shape);

@@ -97,15 +97,15 @@ nlohmann::json numbers_and_skeleton(const nlohmann::json& j, std::vector<double>
 
 TensorDiff compare_value(const std::string& name, const SnapshotValue* reference,
                          const SnapshotValue* resumed, const Tolerance& tolerance) {
-  TensorDiff d;
-  d.name = name;
-  d.component = reference ? reference->component : resumed->component;
-  d.elements = 1;
   if (!reference || !resumed) {
-    d.mismatch = reference ? "missing in the resumed run" : "only in the resumed run";
-    d.comparable = false;
+    TensorDiff d = one_side_only(name, (reference ? reference : resumed)->component, reference != nullptr);
+    d.elements = 1;
     return d;
   }
+  TensorDiff d;
+  d.name = name;
+  d.component = reference->component;
+  d.elements = 1;
   const nlohmann::json& a = reference->value;
   const nlohmann::json& b = resumed->value;
   std::vector<double> want, got;
@@ -211,9 +211,9 @@ Result<StateSnapshot> read_state_snapshot(const std::string& path, uint64_t max_
 std::map<std::string, ComponentDiff> compare_snapshots(const StateSnapshot& reference,
                                                        const StateSnapshot& resumed,
                                                        const Tolerance& tolerance) {
-  // compare_states' rule, by name: a tensor on one side only fails its component. The two sides
-  // are joined as sorted lists: maps of 20,000 names took most of a comparison whose tensors are
-  // known identical by their digests (issue 44).
+  // By name: a tensor on one side only fails its component. The two sides are joined as sorted
+  // lists: maps of 20,000 names took most of a comparison whose tensors are known identical by
+  // their digests (issue 44).
   const std::vector<const SnapshotTensor*> ref = by_name(reference.tensors), got = by_name(resumed.tensors);
   std::vector<std::pair<const SnapshotTensor*, const SnapshotTensor*>> pairs;
   pairs.reserve(std::max(ref.size(), got.size()));
@@ -227,15 +227,8 @@ std::map<std::string, ComponentDiff> compare_snapshots(const StateSnapshot& refe
   std::vector<TensorDiff> diffs(pairs.size());
   run_parallel(pairs.size(), resolve_jobs(0, pairs.size()), [&](size_t i) {
     const auto [r, g] = pairs[i];
-    TensorDiff& d = diffs[i];
-    if (r && g) {
-      d = compare_snapshot_tensors(*r, *g, tolerance);
-      return;
-    }
-    d.name = (r ? r : g)->name;
-    d.component = (r ? r : g)->component;
-    d.mismatch = r ? "missing in the resumed run" : "only in the resumed run";
-    d.comparable = false;
+    diffs[i] = r && g ? compare_snapshot_tensors(*r, *g, tolerance)
+                      : one_side_only((r ? r : g)->name, (r ? r : g)->component, r != nullptr);
   });
   std::map<std::string, ComponentDiff> components;
   for (const TensorDiff& d : diffs) components[d.component].add(d);

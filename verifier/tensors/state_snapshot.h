@@ -40,9 +40,10 @@ struct StateSnapshot {
 // Reads every tensor and non-tensor leaf; refuses more than `max_bytes` of tensor data in total.
 Result<StateSnapshot> read_state_snapshot(const std::string& path, uint64_t max_bytes = 8ull << 30);
 
-// compare_states' rule over the tensors (compare_snapshot_tensors, by name), plus every non-tensor leaf:
-// numbers within the tolerance, anything else equal as JSON. A leaf or tensor on one side only fails its
-// component.
+// The drill's comparison of two states: tensor by tensor by name (compare_snapshot_tensors), folded
+// per component (the reference's component name wins), plus every non-tensor leaf: numbers within
+// the tolerance, anything else equal as JSON. A leaf or tensor on one side only fails its component
+// (one_side_only).
 std::map<std::string, ComponentDiff> compare_snapshots(const StateSnapshot& reference,
                                                        const StateSnapshot& resumed,
                                                        const Tolerance& tolerance);
