@@ -115,20 +115,30 @@ void StreamingFileWriter::retire_current_buffer() {
 }
 
 Status StreamingFileWriter::append(const void* data, size_t size, Sha256* hash) {
-  if (finished_) return Status::invalid_argument(path_ + ": append after finish");
-  constexpr size_t kHashPiece = 256 << 10;  // copied, then hashed while still in L2
   const auto* p = static_cast<const uint8_t*>(data);
+  return append_filled(
+      size,
+      [&p](uint8_t* out, size_t n) {
+        if (p) {
+          std::memcpy(out, p, n);
+          p += n;
+        } else {
+          std::memset(out, 0, n);
+        }
+        return Status::ok();
+      },
+      hash);
+}
+
+Status StreamingFileWriter::append_filled(size_t size, const Filler& fill, Sha256* hash) {
+  if (finished_) return Status::invalid_argument(path_ + ": append after finish");
+  constexpr size_t kHashPiece = 256 << 10;  // filled, then hashed while still in L2
   while (size > 0) {
     if (!current_.data) CKPT_RETURN_IF_ERROR(take_free_buffer());
     size_t n = std::min(size, options_.buffer_bytes - current_.used);
     if (hash) n = std::min(n, kHashPiece);
     uint8_t* out = current_.data.get() + current_.used;
-    if (p) {
-      std::memcpy(out, p, n);
-      p += n;
-    } else {
-      std::memset(out, 0, n);
-    }
+    CKPT_RETURN_IF_ERROR(fill(out, n));
     if (hash) hash->update(out, n);
     current_.used += n;
     appended_ += n;

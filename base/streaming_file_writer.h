@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,6 +52,12 @@ class StreamingFileWriter {
   // With `hash`, the bytes are also fed to it, from the buffer right after the copy: hashing from
   // cache instead of from DRAM costs a third less CPU on the bench machine (bench/README.md).
   Status append(const void* data, size_t size, Sha256* hash = nullptr);
+  // Appends `size` bytes that `fill` writes straight into the writer's buffers, a piece at a time
+  // (fill(out, n) must write all n bytes at out): a payload read from another file goes from the
+  // read into the buffer the disk is written from, with no copy of its own. A failed fill is
+  // returned as it is, and the file is left torn (never finished).
+  using Filler = std::function<Status(uint8_t* out, size_t n)>;
+  Status append_filled(size_t size, const Filler& fill, Sha256* hash = nullptr);
   Status append_zeros(size_t count);
   // Overwrites bytes already appended inside the held prefix.
   Status patch_prefix(uint64_t offset, const void* data, size_t size);

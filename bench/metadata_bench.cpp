@@ -307,6 +307,58 @@ std::vector<BenchRow> dcp_rows(const BenchSettings& s, const char* label, int64_
   return rows;
 }
 
+// convert's memory must not grow with the state it copies: a torch.save state of few large tensors
+// (each parameter [1024, 1024] F32 with its two moments) and one 8x larger, each converted to 16
+// native shards. Before the conversion streamed (verifier/tensors/source_conversion.h), the state
+// was held whole: the growth was the state's growth.
+BenchRow convert_memory_row(const BenchSettings& s) {
+  const int64_t small_params = s.quick ? 1 : 4, large_params = 8 * small_params, side = s.quick ? 256 : 1024;
+  const uint64_t small_bytes = static_cast<uint64_t>(3 * small_params * side * side * 4);
+  const std::string name = "convert peak RSS growth, " + format_mib(static_cast<double>(small_bytes)) +
+                           " -> " + format_mib(static_cast<double>(8 * small_bytes)) + " torch.save state";
+  const std::string goal = "< 32 MiB";
+  const std::string dir = s.work_dir + "/convert-memory";
+  (void)remove_tree(dir);
+  auto measure = [&](const char* label, int64_t params) -> Result<int64_t> {
+    const std::string source = dir + "/" + label + ".pt", root = dir + "/" + label;
+    CKPT_RETURN_IF_ERROR(run_ok({"mkdir", "-p", dir}));
+    CKPT_RETURN_IF_ERROR(run_ok({s.python, metadata_script(s), "torch-save", source, std::to_string(params),
+                                 std::to_string(side), std::to_string(side)}));
+    CKPT_RETURN_IF_ERROR(read_files_once({source}));
+    CKPT_ASSIGN_OR_RETURN(ChildRun run, run_child({s.ckptcheck_bin, "convert", source, root, "--format",
+                                                   "native", "--shards", std::to_string(kShards)},
+                                                  false, 600, /*own_rss=*/true));
+    (void)remove_tree(source);
+    (void)remove_tree(root);
+    if (run.exit_code != 0)
+      return Status::io_error("convert " + source + ": exit code " + std::to_string(run.exit_code) + ": " +
+                              run.log_tail);
+    return run.max_rss_bytes;
+  };
+  std::fprintf(stderr, "  %s...\n", name.c_str());
+  auto small_rss = measure("small", small_params);
+  auto large_rss = small_rss ? measure("large", large_params) : small_rss;
+  (void)remove_tree(dir);
+  if (!small_rss || !large_rss)
+    return unavailable_row(name, goal, "error",
+                           (small_rss ? large_rss.status() : small_rss.status()).message());
+  const double growth = static_cast<double>(*large_rss - *small_rss);
+  BenchRow row;
+  row.name = name;
+  row.ours = (growth >= 0 ? "+" : "") + format_mib(growth) + " (peak " +
+             format_mib(static_cast<double>(*large_rss)) + ")";
+  row.baseline = "peak " + format_mib(static_cast<double>(*small_rss)) +
+                 " on the small one; the state grew " + format_mib(static_cast<double>(7 * small_bytes));
+  row.goal = goal;
+  row.met = growth < 32.0 * kMiB ? "yes" : "NO";
+  row.numbers = {{"small_state_bytes", small_bytes},
+                 {"large_state_bytes", 8 * small_bytes},
+                 {"small_max_rss_bytes", *small_rss},
+                 {"large_max_rss_bytes", *large_rss},
+                 {"growth_bytes", growth}};
+  return row;
+}
+
 }  // namespace
 
 std::vector<BenchRow> run_metadata_bench(const BenchSettings& s, const HashingLimit& limit) {
@@ -323,6 +375,7 @@ std::vector<BenchRow> run_metadata_bench(const BenchSettings& s, const HashingLi
   rows.insert(rows.end(), first.rows.begin(), first.rows.end());
   NativeResult second = native_rows(s, large, limit, first.seconds, small.label);
   rows.insert(rows.end(), second.rows.begin(), second.rows.end());
+  rows.push_back(convert_memory_row(s));
   for (auto& r : dcp_rows(s, s.quick ? "2k" : "256k", s.quick ? 128 : 16000)) rows.push_back(std::move(r));
   for (auto& r : dcp_rows(s, s.quick ? "8k" : "1M", s.quick ? 512 : 62500)) rows.push_back(std::move(r));
   return rows;

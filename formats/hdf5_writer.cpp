@@ -142,8 +142,10 @@ Status create_dataset(hid_t file, const ChunkPayload& c, const std::string& sha2
 }
 
 // Allocates a non-empty dataset's payload space by writing its first element (libhdf5 allocates
-// contiguous storage on the first write; the element's bytes are the payload's own, and the
-// streamed payload replaces them anyway). Returns the payload's offset.
+// contiguous storage on the first write; the element's bytes are the payload's own, or zeros for a
+// payload read later from its reader: the streamed payload replaces them anyway, and they lie past
+// the metadata prefix that is all the stream phase keeps of the scratch file). Returns the
+// payload's offset.
 Result<uint64_t> allocate_payload(hid_t file, const ChunkPayload& c, const std::string& path) {
   const std::string ds_name = dataset_path(c.info);
   Handle ds(H5Dopen2(file, ds_name.c_str(), H5P_DEFAULT), H5Dclose);
@@ -161,7 +163,10 @@ Result<uint64_t> allocate_payload(hid_t file, const ChunkPayload& c, const std::
   const hid_t memory = c.info.shape.empty() ? H5S_ALL : memory_space.get();
   const hid_t on_file = c.info.shape.empty() ? H5S_ALL : file_space.get();
   // Memory type == file type: little-endian bytes go in unconverted.
-  if (H5Dwrite(ds.get(), type.get(), memory, on_file, H5P_DEFAULT, c.data) < 0)
+  static const uint8_t kZeroElement[64] = {};
+  static_assert(sizeof(kZeroElement) >= 16, "one element of the widest dtype");
+  const void* first_element = c.data ? static_cast<const void*>(c.data) : kZeroElement;
+  if (H5Dwrite(ds.get(), type.get(), memory, on_file, H5P_DEFAULT, first_element) < 0)
     return library_failure(path, "allocation of " + ds_name);
   const haddr_t addr = H5Dget_offset(ds.get());
   if (addr == HADDR_UNDEF) return library_failure(path, "offset of dataset " + ds_name);
@@ -323,7 +328,7 @@ Result<WrittenFile> stream_file(const std::string& path, const std::vector<Chunk
     if (!s.is_ok()) break;
     s = file->append_zeros(static_cast<size_t>(layout.payload_offset[i] - file->bytes_appended()));
     Sha256 hash;
-    if (s.is_ok()) s = file->append(chunks[i].data, static_cast<size_t>(chunks[i].info.data_bytes), &hash);
+    if (s.is_ok()) s = append_payload(*file, chunks[i], chunks[i].info.data_bytes, &hash);
     sha256[i] = hash.finish_hex();
   }
   if (s.is_ok()) s = file->append_zeros(static_cast<size_t>(layout.file_bytes - file->bytes_appended()));

@@ -161,7 +161,7 @@ Result<WrittenFile> write_native_shard(const std::string& path, const std::vecto
     CKPT_RETURN_IF_ERROR(
         file->append_zeros(static_cast<size_t>(chunks[i].data_offset - file->bytes_appended())));
     Sha256 sha;
-    CKPT_RETURN_IF_ERROR(file->append(payloads[i].data, static_cast<size_t>(chunks[i].data_bytes), &sha));
+    CKPT_RETURN_IF_ERROR(append_payload(*file, payloads[i], chunks[i].data_bytes, &sha));
     chunks[i].sha256 = sha.finish_hex();
   }
 

@@ -320,7 +320,7 @@ Result<WrittenFile> write_safetensors_file(const std::string& path, const std::v
   for (size_t i : order) {
     out.chunks[i].data_offset = file->bytes_appended();
     Sha256 sha;
-    CKPT_RETURN_IF_ERROR(file->append(chunks[i].data, static_cast<size_t>(chunks[i].info.data_bytes), &sha));
+    CKPT_RETURN_IF_ERROR(append_payload(*file, chunks[i], chunks[i].info.data_bytes, &sha));
     out.chunks[i].sha256 = sha.finish_hex();
   }
   const std::string final_text = safetensors_header(out.chunks, order, metadata);

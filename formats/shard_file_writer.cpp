@@ -34,11 +34,27 @@ Status check_chunk_payloads(const std::vector<ChunkPayload>& chunks) {
   for (const auto& c : chunks) {
     Status s = check_chunk_geometry(c.info, "write");
     if (!s.is_ok()) return Status::invalid_argument(s.message());
-    if (c.data == nullptr && c.info.data_bytes != 0) {
+    if (c.data == nullptr && c.reader == nullptr && c.info.data_bytes != 0) {
       return Status::invalid_argument("write: chunk " + c.info.name + ": null payload");
     }
   }
   return Status::ok();
+}
+
+Status append_payload(StreamingFileWriter& file, const ChunkPayload& chunk, uint64_t bytes, Sha256* hash) {
+  const auto size = static_cast<size_t>(bytes);
+  if (chunk.data || size == 0) return file.append(chunk.data, size, hash);
+  if (!chunk.reader)
+    return Status::invalid_argument(file.path() + ": chunk " + chunk.info.name + ": null payload");
+  uint64_t at = chunk.reader_byte_begin;
+  return file.append_filled(
+      size,
+      [&](uint8_t* out, size_t n) {
+        const Status read = chunk.reader->read(chunk.reader_tensor, at, out, n);
+        at += n;
+        return read;
+      },
+      hash);
 }
 
 }  // namespace ckpt

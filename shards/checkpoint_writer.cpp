@@ -73,11 +73,19 @@ RankShards plan_rank_shards(const std::vector<TensorView>& replicated,
   RankShards mine;
   mine.total = per_rank * static_cast<size_t>(world);
   mine.first_index = per_rank * static_cast<size_t>(rank);
-  const ShardingPlan plan = plan_shards(replicated, mine.total, options.split_min_bytes);
+  ShardingPlan plan = plan_shards(replicated, mine.total, options.split_min_bytes);
   for (size_t i = 0; i < per_rank; ++i) {
     std::vector<ChunkPayload> payloads;
-    for (const PlannedChunk& p : plan.shards[mine.first_index + i])
-      payloads.push_back({p.info, replicated[p.tensor].data + p.byte_begin});
+    std::vector<PlannedChunk>& planned = plan.shards[mine.first_index + i];
+    payloads.reserve(planned.size());
+    for (PlannedChunk& p : planned) {
+      const TensorView& t = replicated[p.tensor];
+      if (t.data)
+        payloads.push_back({std::move(p.info), t.data + p.byte_begin});
+      else
+        payloads.push_back({std::move(p.info), nullptr, options.payload_reader, p.tensor, p.byte_begin});
+    }
+    std::vector<PlannedChunk>().swap(planned);
     mine.payloads.push_back(std::move(payloads));
   }
   for (const RankTensor& t : rank_tensors) {
@@ -151,9 +159,10 @@ std::string report_of(const Result<std::vector<WrittenFile>>& written, const Ran
 }
 
 // Rank 0: every rank's report into the manifest, its own files (`own`, reported without their
-// chunks) as it wrote them. Tensors keep rank 0's state order (in a world of one: the caller's
-// order); what only other ranks hold follows in report order.
-Result<Manifest> merge_reports(const std::vector<std::string>& reports, const std::vector<WrittenFile>& own,
+// chunks) as it wrote them; each of their chunk lists is let go once in the manifest, so that the
+// save's peak (the manifest and its text) does not also hold them (issue 44). Tensors keep rank 0's state
+// order (in a world of one: the caller's order); what only other ranks hold follows in report order.
+Result<Manifest> merge_reports(const std::vector<std::string>& reports, std::vector<WrittenFile>& own,
                                const RankShards& own_shards, const CheckpointMetadata& metadata,
                                const ShardFormat& format, const std::vector<TensorView>& replicated,
                                const std::vector<RankTensor>& rank_tensors, size_t per_rank,
@@ -198,6 +207,7 @@ Result<Manifest> merge_reports(const std::vector<std::string>& reports, const st
         shard.sha256 = own[i].sha256;
         shard.sha256_of = own[i].sha256_of;
         CKPT_RETURN_IF_ERROR(add_file(std::move(shard), index, own[i].chunks, where));
+        std::vector<ChunkInfo>().swap(own[i].chunks);
       }
       continue;
     }
@@ -255,6 +265,8 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
       ready = Status::invalid_argument("tensor " + t.name + ": " + std::to_string(t.bytes) +
                                        " bytes do not match shape " + shape_to_string(t.shape));
     }
+    if (ready.is_ok() && !t.data && t.bytes != 0 && !options.payload_reader)
+      ready = Status::invalid_argument("tensor " + t.name + ": no bytes and no payload reader");
   }
   std::optional<CheckpointTransaction> tx;
   if (rank == 0 && ready.is_ok()) {
@@ -275,9 +287,12 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
   const std::string temp_dir = announced[0].substr(3);
 
   // 2. This rank's files.
-  const RankShards mine = plan_rank_shards(replicated, rank_tensors, options, rank, world);
-  const Result<std::vector<WrittenFile>> written =
+  RankShards mine = plan_rank_shards(replicated, rank_tensors, options, rank, world);
+  Result<std::vector<WrittenFile>> written =
       write_rank_shards(*format, temp_dir, mine, metadata, rank, options);
+  // Every chunk's record was copied into its payload, and each file's list holds them now: the
+  // payloads go before the manifest is built.
+  std::vector<std::vector<ChunkPayload>>().swap(mine.payloads);
 
   // 3. Every rank's report.
   const std::vector<std::string> reports =
@@ -294,7 +309,10 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
                                   std::max<size_t>(1, options.num_shards), &total);
       if (!merged.is_ok()) {
         committed = merged.status();
-      } else {
+      } else if (options.before_commit) {
+        committed = options.before_commit();
+      }
+      if (committed.is_ok()) {
         manifest = std::move(*merged);
         const std::string text = manifest_to_json_text(manifest);
         // Never commit a checkpoint the readers would refuse to open.

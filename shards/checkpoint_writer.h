@@ -21,6 +21,7 @@
 
 #include "base/status.h"
 #include "distributed/byte_collective.h"
+#include "formats/shard_file_writer.h"
 #include "shards/manifest.h"
 #include "shards/sharding_plan.h"
 #include "shards/tensor_view.h"
@@ -36,6 +37,12 @@ struct CheckpointWriteOptions {
   // manifest exists (index counts this rank's files from 0). The drill uses it to kill a writer
   // mid-save.
   std::function<void(size_t shard_index, const std::string& path)> on_shard_written;
+  // Where the bytes of replicated tensors whose view has no data are read from, by their index in
+  // the replicated list, as each writer reaches them (convert: a state is copied, never held).
+  const PayloadReader* payload_reader = nullptr;
+  // Called on rank 0 once every rank's files are written, before the manifest is: a failure
+  // abandons the checkpoint instead of committing it (convert: the source changed while copied).
+  std::function<Status()> before_commit;
 };
 
 struct CheckpointMetadata {

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <numeric>
 
+#include "base/sha256.h"
 #include "tests/support/test_support.h"
 
 namespace ckpt {
@@ -48,6 +51,41 @@ TEST_P(StreamingFileWriterTest, WritesExactlyTheAppendedBytesWithThePatchedPrefi
   }
   ASSERT_TRUE((*writer)->finish().is_ok());
   EXPECT_EQ(read_file_bytes(path), expected);  // no O_DIRECT padding is left behind
+}
+
+// A payload filled in place (read from another file) is written and hashed as if appended, in
+// pieces no larger than a buffer, and a fill that fails is the append's failure.
+TEST_P(StreamingFileWriterTest, BytesFilledInPlaceAreWrittenAndHashedAsAppended) {
+  TempDir dir;
+  const auto bytes = byte_pattern(30000, 5);
+  auto writer = StreamingFileWriter::create_exclusive(dir / "filled", small_buffers(GetParam(), 0));
+  ASSERT_TRUE(writer.is_ok()) << writer.status().to_string();
+  size_t at = 0, largest_piece = 0;
+  Sha256 hash;
+  const Status filled = (*writer)->append_filled(
+      bytes.size(),
+      [&](uint8_t* out, size_t n) {
+        std::memcpy(out, bytes.data() + at, n);
+        at += n;
+        largest_piece = std::max(largest_piece, n);
+        return Status::ok();
+      },
+      &hash);
+  ASSERT_TRUE(filled.is_ok()) << filled.to_string();
+  EXPECT_EQ(at, bytes.size());
+  EXPECT_LE(largest_piece, 8192u);
+  ASSERT_TRUE((*writer)->finish().is_ok());
+  EXPECT_EQ(read_file_bytes(dir / "filled"), bytes);
+  EXPECT_EQ(hash.finish_hex(), sha256_hex(bytes.data(), bytes.size()));
+
+  auto failing = StreamingFileWriter::create_exclusive(dir / "failing", small_buffers(GetParam(), 0));
+  ASSERT_TRUE(failing.is_ok());
+  size_t calls = 0;
+  const Status failed = (*failing)->append_filled(bytes.size(), [&](uint8_t*, size_t) {
+    return ++calls == 2 ? Status::io_error("source: cannot read") : Status::ok();
+  });
+  EXPECT_EQ(failed.to_string(), Status::io_error("source: cannot read").to_string());
+  EXPECT_EQ(calls, 2u);
 }
 
 TEST_P(StreamingFileWriterTest, HeldPrefixMayBeLargerThanTheFile) {

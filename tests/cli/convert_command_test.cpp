@@ -121,6 +121,17 @@ TEST_F(ConvertCommandTest, BadFormatOrSourceExitsTwo) {
             2);  // --format required
 }
 
+// SRC is checked whole before its chunks are copied: damage exits 1 naming the chunk, and DST is
+// never begun.
+TEST_F(ConvertCommandTest, ADamagedSourceExitsOneAndBeginsNothing) {
+  const std::string src = save_training_state(work_ / "src", full_training_state());
+  ASSERT_FALSE(flip_chunk_payload_byte(src, "model.blocks.0.w", 1, 2, 0x20).empty());
+  const CommandResult r = run_ckptcheck("convert '" + src + "' '" + (work_ / "dst") + "' --format native");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("sha256 mismatch for model.blocks.0.w"), std::string::npos) << r.output;
+  EXPECT_NE(::access((work_ / "dst").c_str(), F_OK), 0) << "DST was created";
+}
+
 TEST_F(ConvertCommandTest, PytorchFileBecomesACheckpoint) {
   const std::string pt = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/model_state.pt";
   const std::string dir = convert(pt, work_ / "dst", "safetensors", 2);

@@ -2,6 +2,8 @@
 // checkpoint under the root DST, through write_checkpoint, so the commit protocol (temp dir,
 // fsync, manifest last, rename, `latest`) applies. Lossless: tensor bytes are copied as read, and
 // when SRC is a checkpoint its step, world size, strategy, config, pins and extra are carried over.
+// SRC is checked whole first, then copied chunk by chunk (verifier/tensors/source_conversion.h):
+// memory does not grow with the state.
 // Exit 0: committed; 1: SRC's bytes are damaged; 2: bad flags, unreadable SRC, or DST already holds
 // a checkpoint of that step (a committed checkpoint is never rewritten).
 #include <CLI/CLI.hpp>
@@ -10,7 +12,7 @@
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_writer.h"
 #include "verifier/cli/commands.h"
-#include "verifier/tensors/tensor_source.h"
+#include "verifier/tensors/source_conversion.h"
 
 namespace ckpt {
 namespace {
@@ -53,23 +55,21 @@ class ConvertCommand : public Command {
     }
     auto source = TensorSource::open(src_);
     if (!source.is_ok()) return fail(source.status());
-    auto loaded = source->read_tensors();
-    if (!loaded.is_ok()) return fail(loaded.status());
-    const std::vector<LoadedTensor>& tensors = *loaded;
-    std::vector<TensorView> views;
-    for (const auto& t : tensors) views.push_back(t.view());
+    auto checked = SourceConversion::check(*source);
+    if (!checked.is_ok()) return fail(checked.status());
     CheckpointWriteOptions options;
     options.num_shards = shards_;
     options.format = format_;
-    auto committed = write_checkpoint(dst_, views, metadata_of(*source, step_), options);
+    auto committed = checked->write(dst_, metadata_of(*source, step_), options);
     if (!committed.is_ok()) {
-      // Anything the writer refuses (an existing step, a full disk) is about DST, not SRC's bytes.
+      // Anything the writer refuses (an existing step, a full disk) is about DST, not SRC's bytes;
+      // so is a SRC file changed since its check (its bytes were good when checked).
       std::fprintf(stderr, "ckptcheck convert: %s\n", committed.status().to_string().c_str());
       return kExitUsage;
     }
     std::printf("committed %s: %zu tensors, %llu bytes, %zu %s shards, step %lld\n", committed->dir.c_str(),
-                views.size(), static_cast<unsigned long long>(committed->bytes), shards_, format_.c_str(),
-                static_cast<long long>(committed->manifest.step));
+                checked->views().size(), static_cast<unsigned long long>(committed->bytes), shards_,
+                format_.c_str(), static_cast<long long>(committed->manifest.step));
     return kExitOk;
   }
 

@@ -283,20 +283,27 @@ Result<ChunkCheck> TensorSource::stream_chunk(const SourceTensor& tensor, size_t
 
 namespace {
 
-// Where chunk `c` of `t` lands in `bytes`, the tensor's row-major buffer, when it is one run of
-// bytes there (every dim after its first whole: a dim-0 split, a whole tensor, a scalar) that lies
-// inside the buffer; null for any other chunk, which is read whole and scattered.
-uint8_t* run_destination(const SourceTensor& t, const ChunkPlace& c, std::vector<uint8_t>& bytes) {
+// Where chunk `c` of `t` starts in the tensor's row-major bytes when it is one run of bytes there
+// (every dim after its first whole: a dim-0 split, a whole tensor, a scalar) that lies inside the
+// tensor's `t.bytes`; nullopt for any other chunk, which is read whole and scattered.
+std::optional<uint64_t> run_start(const SourceTensor& t, const ChunkPlace& c) {
   const std::vector<int64_t>& global_shape = t.shape;
-  if (c.offsets.size() != global_shape.size() || c.shape.size() != global_shape.size()) return nullptr;
+  if (c.offsets.size() != global_shape.size() || c.shape.size() != global_shape.size()) return std::nullopt;
   uint64_t row = dtype_size(t.dtype);
   for (size_t d = 1; d < global_shape.size(); ++d) {
-    if (c.offsets[d] != 0 || c.shape[d] != global_shape[d]) return nullptr;
+    if (c.offsets[d] != 0 || c.shape[d] != global_shape[d]) return std::nullopt;
     row *= static_cast<uint64_t>(global_shape[d]);
   }
   const uint64_t at = global_shape.empty() ? 0 : static_cast<uint64_t>(c.offsets[0]) * row;
-  if (c.data_bytes > bytes.size() || at > bytes.size() - c.data_bytes) return nullptr;
-  return bytes.data() + at;
+  if (c.data_bytes > t.bytes || at > t.bytes - c.data_bytes) return std::nullopt;
+  return at;
+}
+
+// Where chunk `c` of `t` lands in `bytes`, the tensor's buffer (t.bytes long), when it is one run
+// of it; null for any other chunk.
+uint8_t* run_destination(const SourceTensor& t, const ChunkPlace& c, std::vector<uint8_t>& bytes) {
+  const std::optional<uint64_t> at = run_start(t, c);
+  return at && bytes.size() == t.bytes ? bytes.data() + *at : nullptr;
 }
 
 }  // namespace
@@ -388,6 +395,44 @@ Status TensorSource::fill_tensor(const SourceTensor& tensor, LoadedTensor& out) 
     if (!direct)
       scatter_chunk(tensor.shape, element_size, info.offsets, info.shape, chunk_bytes.data(),
                     out.bytes.data());
+  }
+  return Status::ok();
+}
+
+bool TensorSource::reads_in_runs(const SourceTensor& tensor) const {
+  std::vector<std::pair<uint64_t, uint64_t>> runs;  // [start, end) in the tensor's bytes
+  runs.reserve(tensor.chunks.size());
+  for (const SourceChunk& sc : tensor.chunks) {
+    const ChunkPlace c = place(sc);
+    const std::optional<uint64_t> at = run_start(tensor, c);
+    if (!at) return false;
+    runs.emplace_back(*at, *at + c.data_bytes);
+  }
+  std::sort(runs.begin(), runs.end());
+  uint64_t end = 0;
+  for (const auto& [begin, stop] : runs) {
+    if (begin != end) return false;  // a gap, or two chunks holding the same bytes
+    end = stop;
+  }
+  return end == tensor.bytes;
+}
+
+Status TensorSource::read_tensor_bytes(const SourceTensor& tensor, uint64_t byte_begin, uint8_t* out,
+                                       size_t length) const {
+  if (byte_begin > tensor.bytes || length > tensor.bytes - byte_begin)
+    return Status::invalid_argument(path_ + ": " + tensor.name + ": bytes [" + std::to_string(byte_begin) +
+                                    ", +" + std::to_string(length) + ") outside its " +
+                                    std::to_string(tensor.bytes));
+  if (!reads_in_runs(tensor))
+    return Status::invalid_argument(path_ + ": " + tensor.name + ": its chunks are not runs of its bytes");
+  const uint64_t end = byte_begin + length;
+  for (const SourceChunk& sc : tensor.chunks) {
+    const ChunkPlace c = place(sc);
+    const uint64_t start = *run_start(tensor, c), stop = start + c.data_bytes;
+    const uint64_t from = std::max(start, byte_begin), to = std::min(stop, end);
+    if (from >= to) continue;
+    CKPT_RETURN_IF_ERROR(files_[sc.file]->read_chunk(sc.index, from - start, out + (from - byte_begin),
+                                                     static_cast<size_t>(to - from)));
   }
   return Status::ok();
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "base/file_io.h"
 #include "base/sha256.h"
 #include "formats/native_shard.h"
@@ -178,6 +180,71 @@ TEST(TensorSource, ReadingEveryTensorAtOnceGivesWhatReadingEachGives) {
   ASSERT_FALSE(whole.is_ok());
   EXPECT_EQ(whole.status().message(),
             damaged->read_tensor(*damaged->find("model.blocks.0.w")).status().message());
+}
+
+// A tensor whose chunks are runs of its bytes gives any range of them from its chunks, as
+// read_tensor gives them whole, whatever order its chunks lie in; one split in columns does not.
+TEST(TensorSource, AnyRangeOfATensorInRunsIsReadFromItsChunks) {
+  TempDir root;
+  const std::string dir = save_training_state(root.path(), full_training_state());
+  auto source = TensorSource::open(dir);
+  ASSERT_TRUE(source.is_ok()) << source.status().to_string();
+  size_t split = 0;
+  for (const SourceTensor& t : source->tensors()) {
+    ASSERT_TRUE(source->reads_in_runs(t)) << t.name;
+    auto whole = source->read_tensor(t);
+    ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+    if (t.chunks.size() > 1) ++split;
+    // Every range starting and ending at a multiple of a third of the tensor, or one byte in.
+    std::vector<uint64_t> cuts = {0, 1, t.bytes / 3, t.bytes / 2, t.bytes - (t.bytes > 0 ? 1 : 0), t.bytes};
+    for (uint64_t begin : cuts) {
+      for (uint64_t end : cuts) {
+        if (begin >= end) continue;
+        std::vector<uint8_t> got(static_cast<size_t>(end - begin), 0xEE);
+        const Status read = source->read_tensor_bytes(t, begin, got.data(), got.size());
+        ASSERT_TRUE(read.is_ok()) << t.name << ": " << read.to_string();
+        EXPECT_TRUE(
+            std::equal(got.begin(), got.end(), whole->bytes.begin() + static_cast<std::ptrdiff_t>(begin)))
+            << t.name << " [" << begin << ", " << end << ")";
+      }
+    }
+  }
+  EXPECT_GT(split, 0u);  // model.blocks.0.w: 2 KiB split at 1 KiB
+  const SourceTensor& w = *source->find("model.blocks.0.w");
+  uint8_t byte = 0;
+  EXPECT_EQ(source->read_tensor_bytes(w, w.bytes, &byte, 1).code(), StatusCode::kInvalidArgument);
+
+  TempDir files;
+  const uint8_t grid[8] = {1, 2, 3, 4, 5, 6, 7, 8};  // [2, 4] U8: columns 0-1 and 2-3; rows 1 then 0
+  const uint8_t left[4] = {1, 2, 5, 6}, right[4] = {3, 4, 7, 8};
+  ASSERT_TRUE(write_safetensors_file(
+                  files / "g.safetensors",
+                  {{{"model.grid", "model", DType::kU8, {2, 4}, {0, 2}, {2, 2}, 0, 4, ""}, right},
+                   {{"model.grid", "model", DType::kU8, {2, 4}, {0, 0}, {2, 2}, 0, 4, ""}, left},
+                   {{"model.rows", "model", DType::kU8, {2, 4}, {1, 0}, {1, 4}, 0, 4, ""}, grid + 4},
+                   {{"model.rows", "model", DType::kU8, {2, 4}, {0, 0}, {1, 4}, 0, 4, ""}, grid}},
+                  {})
+                  .is_ok());
+  auto mixed = TensorSource::open(files / "g.safetensors");
+  ASSERT_TRUE(mixed.is_ok()) << mixed.status().to_string();
+  EXPECT_FALSE(mixed->reads_in_runs(*mixed->find("model.grid")));
+  ASSERT_TRUE(mixed->reads_in_runs(*mixed->find("model.rows")));
+  uint8_t middle[4] = {};
+  ASSERT_TRUE(mixed->read_tensor_bytes(*mixed->find("model.rows"), 2, middle, 4).is_ok());
+  EXPECT_EQ(std::vector<uint8_t>(middle, middle + 4), (std::vector<uint8_t>{3, 4, 5, 6}));
+  EXPECT_EQ(mixed->read_tensor_bytes(*mixed->find("model.grid"), 0, middle, 4).code(),
+            StatusCode::kInvalidArgument);
+
+  // Rows that do not tile the tensor (a row missing) are not runs of it either.
+  ASSERT_TRUE(write_safetensors_file(
+                  files / "gap.safetensors",
+                  {{{"model.rows", "model", DType::kU8, {3, 4}, {0, 0}, {1, 4}, 0, 4, ""}, grid},
+                   {{"model.rows", "model", DType::kU8, {3, 4}, {2, 0}, {1, 4}, 0, 4, ""}, grid + 4}},
+                  {})
+                  .is_ok());
+  auto gap = TensorSource::open(files / "gap.safetensors");
+  ASSERT_TRUE(gap.is_ok()) << gap.status().to_string();
+  EXPECT_FALSE(gap->reads_in_runs(gap->tensors()[0]));
 }
 
 // check_tensors checks what read_tensors checks and keeps each chunk's digest, whether the scan read

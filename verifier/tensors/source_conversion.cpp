@@ -1,0 +1,60 @@
+#include "verifier/tensors/source_conversion.h"
+
+#include <cstring>
+
+namespace ckpt {
+
+Result<SourceConversion> SourceConversion::check(const TensorSource& source) {
+  SourceConversion conversion(source);
+  // Stamped before the check, so that any write after it shows at the commit.
+  std::vector<bool> stamped(source.files().size(), false);
+  for (size_t f = 0; f < source.files().size(); ++f) {
+    const std::string& path = source.files()[f]->path();
+    Result<FileStamp> stamp = stamp_file(path);
+    stamped[f] = stamp.is_ok() && stamp->regular;
+    if (stamped[f]) conversion.stamps_.emplace_back(path, *stamp);
+  }
+  CKPT_RETURN_IF_ERROR(source.check_tensors().status());
+  for (size_t i = 0; i < source.tensors().size(); ++i) {
+    const SourceTensor& t = source.tensors()[i];
+    bool streamed = source.reads_in_runs(t);
+    for (const SourceChunk& c : t.chunks) streamed = streamed && stamped[c.file];
+    if (streamed) {
+      conversion.views_.push_back({t.name, t.component, t.dtype, t.shape, nullptr, t.bytes});
+      continue;
+    }
+    CKPT_ASSIGN_OR_RETURN(LoadedTensor whole, source.read_tensor(t));
+    conversion.held_.push_back(std::move(whole));
+    conversion.views_.push_back(conversion.held_.back().view());
+  }
+  return conversion;
+}
+
+Status SourceConversion::read(size_t tensor, uint64_t byte_begin, uint8_t* out, size_t length) const {
+  const TensorView& view = views_[tensor];
+  if (view.data) {  // the writer reads held tensors from memory itself; kept correct all the same
+    std::memcpy(out, view.data + byte_begin, length);
+    return Status::ok();
+  }
+  return source_->read_tensor_bytes(source_->tensors()[tensor], byte_begin, out, length);
+}
+
+Status SourceConversion::unchanged() const {
+  for (const auto& [path, stamp] : stamps_) {
+    Result<FileStamp> now = stamp_file(path);
+    if (!now.is_ok()) return now.status().with_context("source file gone while it was copied");
+    if (*now != stamp)
+      return Status::io_error(path + ": changed while it was copied (written, replaced or resized since its "
+                                     "chunks were checked); nothing was committed");
+  }
+  return Status::ok();
+}
+
+Result<CommittedCheckpoint> SourceConversion::write(const std::string& root, const CheckpointMetadata& metadata,
+                                                    CheckpointWriteOptions options) const {
+  options.payload_reader = this;
+  options.before_commit = [this] { return unchanged(); };
+  return write_checkpoint(root, views_, metadata, options);
+}
+
+}  // namespace ckpt

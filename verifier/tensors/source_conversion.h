@@ -1,0 +1,55 @@
+// A tensor source rewritten as a new committed checkpoint (`ckptcheck convert`), with memory that
+// stays flat as the state grows: every chunk of the source is checked first
+// (TensorSource::check_tensors: coverage and every hash its files or manifest record, with the
+// first failure), and then each shard writer reads its chunks' bytes from the source as it writes
+// them, into its own buffers. Before, the whole state was read into memory and handed over as
+// views: a 400 MB state took 1 GB, and a state larger than the machine's memory could not be
+// converted at all.
+//
+// A tensor whose chunks are not runs of its bytes (a box of a column split, as DCP and FSDP write)
+// or that lies in a file without a stamp (below) is read whole, checked, and held until written.
+//
+// Checking and copying are two reads, so the source's files are stamped (base/file_stamp.h) before
+// the check and compared once every shard is written, before the manifest: a file written,
+// replaced or resized in between fails the conversion and nothing is committed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/file_stamp.h"
+#include "base/status.h"
+#include "shards/checkpoint_writer.h"
+#include "shards/tensor_view.h"
+#include "verifier/tensors/tensor_source.h"
+
+namespace ckpt {
+
+class SourceConversion final : public PayloadReader {
+ public:
+  // Stamps the source's files, checks every chunk, and reads whole the tensors that are held.
+  // Fails with the source's first damage (kCorruption) or read error.
+  static Result<SourceConversion> check(const TensorSource& source);
+
+  // Writes and commits the checkpoint; the source must outlive this call. Failures are the
+  // writer's (about `root`), or kIoError naming a source file that changed since check().
+  Result<CommittedCheckpoint> write(const std::string& root, const CheckpointMetadata& metadata,
+                                    CheckpointWriteOptions options) const;
+
+  // The tensors in the source's order: held ones with their bytes, streamed ones without.
+  const std::vector<TensorView>& views() const { return views_; }
+  size_t held_tensor_count() const { return held_.size(); }
+
+  Status read(size_t tensor, uint64_t byte_begin, uint8_t* out, size_t length) const override;
+
+ private:
+  explicit SourceConversion(const TensorSource& source) : source_(&source) {}
+  Status unchanged() const;
+
+  const TensorSource* source_;
+  std::vector<std::pair<std::string, FileStamp>> stamps_;  // by file of the source
+  std::vector<LoadedTensor> held_;
+  std::vector<TensorView> views_;
+};
+
+}  // namespace ckpt
