@@ -22,9 +22,14 @@ bool FileStamp::operator==(const FileStamp& other) const {
 
 Result<FileStamp> stamp_file(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return Status::io_error(path + ": cannot stat: " + std::strerror(errno));
-  return FileStamp{st.st_dev, st.st_ino, static_cast<uint64_t>(st.st_size), nanoseconds(st.st_mtim),
-                   nanoseconds(st.st_ctim), S_ISREG(st.st_mode)};
+  if (::stat(path.c_str(), &st) != 0)
+    return Status::io_error(path + ": cannot stat: " + std::strerror(errno));
+  return FileStamp{st.st_dev,
+                   st.st_ino,
+                   static_cast<uint64_t>(st.st_size),
+                   nanoseconds(st.st_mtim),
+                   nanoseconds(st.st_ctim),
+                   S_ISREG(st.st_mode)};
 }
 
 }  // namespace ckpt

@@ -17,7 +17,7 @@ Result<SourceConversion> SourceConversion::check(const TensorSource& source) {
   CKPT_RETURN_IF_ERROR(source.check_tensors().status());
   for (size_t i = 0; i < source.tensors().size(); ++i) {
     const SourceTensor& t = source.tensors()[i];
-    bool streamed = source.reads_in_runs(t);
+    bool streamed = source.reads_in_place(t);
     for (const SourceChunk& c : t.chunks) streamed = streamed && stamped[c.file];
     if (streamed) {
       conversion.views_.push_back({t.name, t.component, t.dtype, t.shape, nullptr, t.bytes});
@@ -44,13 +44,15 @@ Status SourceConversion::unchanged() const {
     Result<FileStamp> now = stamp_file(path);
     if (!now.is_ok()) return now.status().with_context("source file gone while it was copied");
     if (*now != stamp)
-      return Status::io_error(path + ": changed while it was copied (written, replaced or resized since its "
-                                     "chunks were checked); nothing was committed");
+      return Status::io_error(path +
+                              ": changed while it was copied (written, replaced or resized since its "
+                              "chunks were checked); nothing was committed");
   }
   return Status::ok();
 }
 
-Result<CommittedCheckpoint> SourceConversion::write(const std::string& root, const CheckpointMetadata& metadata,
+Result<CommittedCheckpoint> SourceConversion::write(const std::string& root,
+                                                    const CheckpointMetadata& metadata,
                                                     CheckpointWriteOptions options) const {
   options.payload_reader = this;
   options.before_commit = [this] { return unchanged(); };

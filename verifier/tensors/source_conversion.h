@@ -6,8 +6,10 @@
 // views: a 400 MB state took 1 GB, and a state larger than the machine's memory could not be
 // converted at all.
 //
-// A tensor whose chunks are not runs of its bytes (a box of a column split, as DCP and FSDP write)
-// or that lies in a file without a stamp (below) is read whole, checked, and held until written.
+// A chunk that is a run of its tensor's bytes (a dim-0 split, a whole tensor) is read with one read
+// per piece a writer asks for; a box of a column split (as DCP and FSDP write) with one per row of
+// its last dim. A tensor with a chunk outside it, or in a file that cannot be stamped as a regular
+// file (below), is read whole, checked, and held until written.
 //
 // Checking and copying are two reads, so the source's files are stamped (base/file_stamp.h) before
 // the check and compared once every shard is written, before the manifest: a file written,

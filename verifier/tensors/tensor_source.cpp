@@ -299,6 +299,70 @@ std::optional<uint64_t> run_start(const SourceTensor& t, const ChunkPlace& c) {
   return at;
 }
 
+// Whether chunk `c` is a box inside `t` (its rank, offsets and shape inside the tensor's shape) whose
+// bytes are the box's: where it can be read from in place.
+bool box_lies_inside(const SourceTensor& t, const ChunkPlace& c) {
+  const size_t rank = t.shape.size();
+  if (c.offsets.size() != rank || c.shape.size() != rank) return false;
+  uint64_t elements = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t off = c.offsets[d], len = c.shape[d], global = t.shape[d];
+    if (off < 0 || len < 0 || off > global || len > global - off) return false;
+    elements *= static_cast<uint64_t>(len);  // bounded by the tensor's own element count
+  }
+  return elements * dtype_size(t.dtype) == c.data_bytes;
+}
+
+// Calls visit(tensor_offset, chunk_offset, bytes) for each run of box `c`'s bytes (its last dim,
+// contiguous in the chunk and in the tensor) that meets [begin, end) of the tensor's row-major
+// bytes, clipped to it; rows of dim 0 outside the range are skipped without a visit. For a box
+// that box_lies_inside.
+template <typename Visit>
+Status visit_box_runs(const SourceTensor& t, const ChunkPlace& c, uint64_t begin, uint64_t end,
+                      Visit&& visit) {
+  const size_t rank = t.shape.size(), element = dtype_size(t.dtype);
+  if (c.data_bytes == 0) return Status::ok();  // an empty box
+  auto clipped = [&](uint64_t at, uint64_t in_chunk, uint64_t bytes) -> Status {
+    const uint64_t from = std::max(at, begin), to = std::min(at + bytes, end);
+    return from < to ? visit(from, in_chunk + (from - at), to - from) : Status::ok();
+  };
+  if (rank == 0) return clipped(0, 0, c.data_bytes);
+  std::vector<uint64_t> stride(rank, element), chunk_stride(rank, element);  // bytes per step of each dim
+  for (size_t d = rank - 1; d > 0; --d) {
+    stride[d - 1] = stride[d] * static_cast<uint64_t>(t.shape[d]);
+    chunk_stride[d - 1] = chunk_stride[d] * static_cast<uint64_t>(c.shape[d]);
+  }
+  const uint64_t run = static_cast<uint64_t>(c.shape[rank - 1]) * element;
+  if (rank == 1) return clipped(static_cast<uint64_t>(c.offsets[0]) * element, 0, run);
+  if (run == 0 || stride[0] == 0) return Status::ok();
+  // The box's dim-0 indices whose tensor rows meet [begin, end).
+  const int64_t first_row = static_cast<int64_t>(begin / stride[0]);
+  const int64_t last_row = static_cast<int64_t>((end + stride[0] - 1) / stride[0]);  // exclusive
+  const int64_t i0_begin = std::max<int64_t>(0, first_row - c.offsets[0]);
+  const int64_t i0_end = std::min<int64_t>(c.shape[0], last_row - c.offsets[0]);
+  std::vector<int64_t> index(rank, 0);  // inside the box; the last dim is the run
+  for (int64_t i0 = i0_begin; i0 < i0_end; ++i0) {
+    std::fill(index.begin(), index.end(), 0);
+    index[0] = i0;
+    for (;;) {  // every index of dims 1 .. rank-2 (none for a matrix)
+      uint64_t at = 0, in_chunk = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        at += static_cast<uint64_t>(c.offsets[d] + index[d]) * stride[d];
+        in_chunk += static_cast<uint64_t>(index[d]) * chunk_stride[d];
+      }
+      CKPT_RETURN_IF_ERROR(clipped(at, in_chunk, run));
+      size_t d = rank - 2;
+      while (d >= 1) {
+        if (++index[d] < c.shape[d]) break;
+        index[d] = 0;
+        --d;
+      }
+      if (d == 0) break;
+    }
+  }
+  return Status::ok();
+}
+
 // Where chunk `c` of `t` lands in `bytes`, the tensor's buffer (t.bytes long), when it is one run
 // of it; null for any other chunk.
 uint8_t* run_destination(const SourceTensor& t, const ChunkPlace& c, std::vector<uint8_t>& bytes) {
@@ -399,22 +463,10 @@ Status TensorSource::fill_tensor(const SourceTensor& tensor, LoadedTensor& out) 
   return Status::ok();
 }
 
-bool TensorSource::reads_in_runs(const SourceTensor& tensor) const {
-  std::vector<std::pair<uint64_t, uint64_t>> runs;  // [start, end) in the tensor's bytes
-  runs.reserve(tensor.chunks.size());
-  for (const SourceChunk& sc : tensor.chunks) {
-    const ChunkPlace c = place(sc);
-    const std::optional<uint64_t> at = run_start(tensor, c);
-    if (!at) return false;
-    runs.emplace_back(*at, *at + c.data_bytes);
-  }
-  std::sort(runs.begin(), runs.end());
-  uint64_t end = 0;
-  for (const auto& [begin, stop] : runs) {
-    if (begin != end) return false;  // a gap, or two chunks holding the same bytes
-    end = stop;
-  }
-  return end == tensor.bytes;
+bool TensorSource::reads_in_place(const SourceTensor& tensor) const {
+  for (const SourceChunk& sc : tensor.chunks)
+    if (!box_lies_inside(tensor, place(sc))) return false;
+  return true;
 }
 
 Status TensorSource::read_tensor_bytes(const SourceTensor& tensor, uint64_t byte_begin, uint8_t* out,
@@ -423,16 +475,24 @@ Status TensorSource::read_tensor_bytes(const SourceTensor& tensor, uint64_t byte
     return Status::invalid_argument(path_ + ": " + tensor.name + ": bytes [" + std::to_string(byte_begin) +
                                     ", +" + std::to_string(length) + ") outside its " +
                                     std::to_string(tensor.bytes));
-  if (!reads_in_runs(tensor))
-    return Status::invalid_argument(path_ + ": " + tensor.name + ": its chunks are not runs of its bytes");
+  if (!reads_in_place(tensor))
+    return Status::invalid_argument(path_ + ": " + tensor.name + ": a chunk lies outside the tensor");
+  // As read_tensor assembles it: zeros where no chunk lies, chunks in order, a later one over an
+  // earlier one where they overlap.
+  std::memset(out, 0, length);
   const uint64_t end = byte_begin + length;
   for (const SourceChunk& sc : tensor.chunks) {
     const ChunkPlace c = place(sc);
-    const uint64_t start = *run_start(tensor, c), stop = start + c.data_bytes;
-    const uint64_t from = std::max(start, byte_begin), to = std::min(stop, end);
-    if (from >= to) continue;
-    CKPT_RETURN_IF_ERROR(files_[sc.file]->read_chunk(sc.index, from - start, out + (from - byte_begin),
-                                                     static_cast<size_t>(to - from)));
+    auto read = [&](uint64_t at, uint64_t in_chunk, uint64_t bytes) {
+      return files_[sc.file]->read_chunk(sc.index, in_chunk, out + (at - byte_begin),
+                                         static_cast<size_t>(bytes));
+    };
+    if (const std::optional<uint64_t> start = run_start(tensor, c)) {  // one run: one read
+      const uint64_t from = std::max(*start, byte_begin), to = std::min(*start + c.data_bytes, end);
+      if (from < to) CKPT_RETURN_IF_ERROR(read(from, from - *start, to - from));
+      continue;
+    }
+    CKPT_RETURN_IF_ERROR(visit_box_runs(tensor, c, byte_begin, end, read));
   }
   return Status::ok();
 }

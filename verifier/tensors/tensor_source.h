@@ -112,12 +112,15 @@ class TensorSource {
   // Reads and assembles a whole global tensor. A chunk whose bytes contradict a recorded hash, or
   // chunks that do not cover the tensor, are kCorruption naming the file and chunk.
   Result<LoadedTensor> read_tensor(const SourceTensor& tensor) const;
-  // Whether the tensor's chunks are runs of its row-major bytes (dim-0 splits, a whole tensor) that
-  // tile them exactly, so that any range of its bytes can be read from them in place.
-  bool reads_in_runs(const SourceTensor& tensor) const;
-  // `length` bytes of the tensor's row-major bytes from `byte_begin`, read from the chunks that hold
-  // them, for a tensor that reads_in_runs. No hash is checked: a range is part of a chunk, and
-  // check_tensors is what checks whole chunks (convert checks, then copies ranges).
+  // Whether every chunk of the tensor is a box inside it holding the box's bytes, so that any range
+  // of the tensor's bytes can be read from the chunks in place.
+  bool reads_in_place(const SourceTensor& tensor) const;
+  // `length` bytes of the tensor's row-major bytes from `byte_begin`, as read_tensor assembles them
+  // (zeros where no chunk lies; a later chunk over an earlier one), read from the chunks that hold
+  // them, for a tensor that reads_in_place: one read per chunk that is a run of the tensor (a dim-0
+  // split, a whole tensor), one per row of its last dim for a box (a column split). No hash is
+  // checked: a range is part of a chunk, and check_tensors is what checks whole chunks (convert
+  // checks, then copies ranges).
   Status read_tensor_bytes(const SourceTensor& tensor, uint64_t byte_begin, uint8_t* out,
                            size_t length) const;
   // Every tensor, in tensors() order, read on every core: a state of 20,000 tensors is 20,000
