@@ -103,7 +103,7 @@ RankShards plan_rank_shards(const std::vector<TensorView>& replicated,
 
 // Writes this rank's files in parallel. The first failure is returned after every thread ended.
 Result<std::vector<WrittenFile>> write_rank_shards(const ShardFormat& format, const std::string& temp_dir,
-                                                   const RankShards& mine, const CheckpointMetadata& metadata,
+                                                   RankShards& mine, const CheckpointMetadata& metadata,
                                                    int rank, const CheckpointWriteOptions& options) {
   const size_t count = mine.payloads.size();
   std::vector<Result<WrittenFile>> results(count, Status::io_error("not written"));
@@ -122,6 +122,9 @@ Result<std::vector<WrittenFile>> write_rank_shards(const ShardFormat& format, co
     for (size_t k = 0; k < running.size(); ++k) {
       const size_t i = first + k;
       results[i] = running[k].get();
+      // The file's list holds every chunk's record now: its payloads' copies go at once, so that
+      // the heap the next files' lists are made in has them back (issue 44).
+      std::vector<ChunkPayload>().swap(mine.payloads[i]);
       if (results[i].is_ok() && options.on_shard_written) options.on_shard_written(i, results[i]->path);
     }
   }
@@ -290,9 +293,6 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
   RankShards mine = plan_rank_shards(replicated, rank_tensors, options, rank, world);
   Result<std::vector<WrittenFile>> written =
       write_rank_shards(*format, temp_dir, mine, metadata, rank, options);
-  // Every chunk's record was copied into its payload, and each file's list holds them now: the
-  // payloads go before the manifest is built.
-  std::vector<std::vector<ChunkPayload>>().swap(mine.payloads);
 
   // 3. Every rank's report.
   const std::vector<std::string> reports =
