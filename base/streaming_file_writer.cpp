@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 namespace ckpt {
 
@@ -20,7 +23,52 @@ Status errno_status(const std::string& path, const std::string& what) {
   return Status::io_error(path + ": " + what + ": " + std::strerror(errno));
 }
 
+// The buffers kept while a WriteBufferReuse is alive, by size.
+struct KeptBuffers {
+  std::mutex mu;
+  size_t scopes = 0;
+  std::vector<std::pair<size_t, uint8_t*>> free;
+};
+
+KeptBuffers& kept() {
+  static KeptBuffers* buffers = new KeptBuffers;  // never destroyed: writers may outlive statics
+  return *buffers;
+}
+
+// More than two writers' worth on a machine of a few cores is never asked for again at once.
+constexpr size_t kMaxKeptBuffers = 32;
+
 }  // namespace
+
+WriteBufferReuse::WriteBufferReuse() {
+  std::lock_guard<std::mutex> lock(kept().mu);
+  ++kept().scopes;
+}
+
+WriteBufferReuse::~WriteBufferReuse() {
+  std::vector<std::pair<size_t, uint8_t*>> freed;
+  {
+    std::lock_guard<std::mutex> lock(kept().mu);
+    if (--kept().scopes == 0) freed.swap(kept().free);
+  }
+  for (const auto& [bytes, memory] : freed) std::free(memory);
+}
+
+size_t WriteBufferReuse::kept_buffers() {
+  std::lock_guard<std::mutex> lock(kept().mu);
+  return kept().free.size();
+}
+
+void StreamingFileWriter::BufferRelease::operator()(uint8_t* memory) const {
+  {
+    std::lock_guard<std::mutex> lock(kept().mu);
+    if (kept().scopes > 0 && kept().free.size() < kMaxKeptBuffers) {
+      kept().free.emplace_back(bytes, memory);
+      return;
+    }
+  }
+  std::free(memory);
+}
 
 Result<std::unique_ptr<StreamingFileWriter>> StreamingFileWriter::create_exclusive(const std::string& path,
                                                                                    const Options& options) {
@@ -62,13 +110,23 @@ bool StreamingFileWriter::used_direct_io() const {
 }
 
 Result<StreamingFileWriter::Buffer> StreamingFileWriter::allocate_buffer() const {
-  void* memory = nullptr;
-  if (::posix_memalign(&memory, kDirectIoAlignment, options_.buffer_bytes) != 0) {
-    return Status::io_error(path_ + ": cannot allocate a " + std::to_string(options_.buffer_bytes) +
-                            "-byte write buffer");
-  }
+  const size_t bytes = options_.buffer_bytes;
   Buffer buffer;
-  buffer.data = std::unique_ptr<uint8_t, void (*)(void*)>(static_cast<uint8_t*>(memory), std::free);
+  {
+    std::lock_guard<std::mutex> lock(kept().mu);
+    auto& kept_free = kept().free;
+    const auto it =
+        std::find_if(kept_free.begin(), kept_free.end(), [&](const auto& b) { return b.first == bytes; });
+    if (it != kept_free.end()) {
+      buffer.data = std::unique_ptr<uint8_t, BufferRelease>(it->second, BufferRelease{bytes});
+      kept_free.erase(it);
+      return buffer;
+    }
+  }
+  void* memory = nullptr;
+  if (::posix_memalign(&memory, kDirectIoAlignment, bytes) != 0)
+    return Status::io_error(path_ + ": cannot allocate a " + std::to_string(bytes) + "-byte write buffer");
+  buffer.data = std::unique_ptr<uint8_t, BufferRelease>(static_cast<uint8_t*>(memory), BufferRelease{bytes});
   return buffer;
 }
 

@@ -9,6 +9,7 @@
 
 #include "base/json_fields.h"
 #include "base/parallel_jobs.h"
+#include "base/streaming_file_writer.h"
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_dir.h"
 
@@ -106,6 +107,7 @@ Result<std::vector<WrittenFile>> write_rank_shards(const ShardFormat& format, co
                                                    RankShards& mine, const CheckpointMetadata& metadata,
                                                    int rank, const CheckpointWriteOptions& options) {
   const size_t count = mine.payloads.size();
+  const WriteBufferReuse reuse;  // each file's writer takes the buffers the last one let go of
   std::vector<Result<WrittenFile>> results(count, Status::io_error("not written"));
   const size_t jobs = resolve_jobs(options.jobs, count);
   for (size_t first = 0; first < count; first += jobs) {

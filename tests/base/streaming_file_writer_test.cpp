@@ -88,6 +88,36 @@ TEST_P(StreamingFileWriterTest, BytesFilledInPlaceAreWrittenAndHashedAsAppended)
   EXPECT_EQ(calls, 2u);
 }
 
+// While a WriteBufferReuse lives, each writer takes the buffers the last one let go of (so the kept
+// ones do not grow file after file), and every file is still exactly its own bytes, O_DIRECT
+// padding trimmed; when it ends, nothing is kept.
+TEST_P(StreamingFileWriterTest, AWriterReusesTheBuffersTheLastOneLetGoOfWhileASaveLasts) {
+  TempDir dir;
+  ASSERT_EQ(WriteBufferReuse::kept_buffers(), 0u);
+  {
+    const WriteBufferReuse reuse;
+    size_t kept_after_first = 0;
+    for (uint8_t file = 1; file <= 3; ++file) {
+      SCOPED_TRACE("file " + std::to_string(file));
+      const std::string path = dir / ("reused-" + std::to_string(file));
+      auto writer = StreamingFileWriter::create_exclusive(path, small_buffers(GetParam(), 100));
+      ASSERT_TRUE(writer.is_ok()) << writer.status().to_string();
+      std::vector<uint8_t> expected = byte_pattern(30000 - 1000 * file, file);  // shorter each time
+      ASSERT_TRUE((*writer)->append(expected.data(), expected.size()).is_ok());
+      const std::vector<uint8_t> header(100, file);
+      ASSERT_TRUE((*writer)->patch_prefix(0, header.data(), header.size()).is_ok());
+      std::copy(header.begin(), header.end(), expected.begin());
+      ASSERT_TRUE((*writer)->finish().is_ok());
+      writer->reset();
+      EXPECT_EQ(read_file_bytes(path), expected);
+      if (file == 1) kept_after_first = WriteBufferReuse::kept_buffers();
+      EXPECT_GT(WriteBufferReuse::kept_buffers(), 0u);
+      EXPECT_EQ(WriteBufferReuse::kept_buffers(), kept_after_first);
+    }
+  }
+  EXPECT_EQ(WriteBufferReuse::kept_buffers(), 0u);
+}
+
 TEST_P(StreamingFileWriterTest, HeldPrefixMayBeLargerThanTheFile) {
   TempDir dir;
   const std::string path = dir / "small";
