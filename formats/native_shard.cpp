@@ -80,14 +80,16 @@ const std::string& header_up_to_metadata() {
   return text;
 }
 
-// Serialises the header for payloads laid out from `payload_start`, filling data_offset.
-// The header text, compact with sorted keys (what nlohmann's dump() of the same object gives),
-// written field by field: building the object first took most of a save of 20,000 chunks a shard,
-// and a save lays the header out two or three times (issue 44).
-std::string layout_header(std::vector<ChunkInfo>& chunks, const nlohmann::json& metadata,
-                          uint64_t payload_start) {
+// Serialises the header for payloads laid out from `payload_start` into `text`, filling
+// data_offset. The header text, compact with sorted keys (what nlohmann's dump() of the same object
+// gives), written field by field: building the object first took most of a save of 20,000 chunks a
+// shard, and a save lays the header out two or three times (issue 44). `text` is rewritten in
+// place: each layout is as long as the last or nearly, so after the first its bytes are not
+// allocated again (a 5 MB header grown by doubling each time was most of a save's page faults).
+void layout_header(std::vector<ChunkInfo>& chunks, const nlohmann::json& metadata, uint64_t payload_start,
+                   std::string& text) {
   uint64_t offset = payload_start;
-  std::string text(kHeaderHead);
+  text.assign(kHeaderHead);
   for (size_t i = 0; i < chunks.size(); ++i) {
     ChunkInfo& c = chunks[i];
     const uint64_t alignment =
@@ -99,7 +101,6 @@ std::string layout_header(std::vector<ChunkInfo>& chunks, const nlohmann::json& 
   text += header_up_to_metadata();
   text += metadata.dump();
   text += '}';
-  return text;
 }
 
 std::array<uint8_t, kNativePreambleBytes> make_preamble(const std::string& header) {
@@ -142,8 +143,11 @@ Result<WrittenFile> write_native_shard(const std::string& path, const std::vecto
   // reserved space until the serialised header fits (converges in one or two rounds).
   uint64_t payload_start = align_up(kNativePreambleBytes + 256, kPayloadAlignment);
   std::string header;
+  size_t estimate = 4096;  // the header's length, about: one allocation, not a string grown by doubling
+  for (const ChunkInfo& c : chunks) estimate += c.name.size() + 256;
+  header.reserve(estimate);
   for (;;) {
-    header = layout_header(chunks, metadata, payload_start);
+    layout_header(chunks, metadata, payload_start, header);
     const uint64_t needed = align_up(kNativePreambleBytes + header.size(), kPayloadAlignment);
     if (needed <= payload_start) break;
     payload_start = needed;
@@ -166,7 +170,7 @@ Result<WrittenFile> write_native_shard(const std::string& path, const std::vecto
   }
 
   const uint64_t placeholder_length = header.size();
-  header = layout_header(chunks, metadata, payload_start);
+  layout_header(chunks, metadata, payload_start, header);
   if (header.size() != placeholder_length) {
     return Status::invalid_argument(path + ": header length changed from " +
                                     std::to_string(placeholder_length) + " to " +
