@@ -133,6 +133,31 @@ TEST_F(ConvertCommandTest, ADamagedSourceExitsOneAndBeginsNothing) {
   EXPECT_NE(::access((work_ / "dst").c_str(), F_OK), 0) << "DST was created";
 }
 
+// On a terminal, convert shows its phase and the bytes it has copied, the line cleared before it
+// ends; piped, it writes no progress at all.
+TEST_F(ConvertCommandTest, TerminalShowsTheBytesCopiedPipedStaysQuiet) {
+  const auto state = full_training_state();
+  const std::string src = save_training_state(work_ / "src", state);
+  size_t state_bytes = 0;
+  for (const LoadedTensor& t : state) state_bytes += t.bytes.size();
+  const std::string line = std::string(CKPTCHECK_BIN) + " convert '" + src + "' '";
+  // script(1) gives convert a terminal on stderr; CKPTCHECK_NO_PROGRESS is left unset in both runs.
+  const CommandResult tty = testing::run_command("env -u CKPTCHECK_NO_PROGRESS script -qec \"" + line +
+                                                 (work_ / "tty") + "' --format native\" /dev/null");
+  ASSERT_EQ(tty.exit_code, 0) << tty.output;
+  EXPECT_NE(tty.output.find("[convert: checking every chunk of SRC]"), std::string::npos) << tty.output;
+  // Every byte of the state, copied from SRC (none held), then the line cleared before the result.
+  const std::string all = std::to_string(state_bytes) + "/" + std::to_string(state_bytes);
+  const size_t done = tty.output.find("[convert: bytes copied] " + all);
+  ASSERT_NE(done, std::string::npos) << tty.output;
+  EXPECT_LT(tty.output.find("\r\033[K", done), tty.output.find("committed ")) << tty.output;
+  const CommandResult piped = testing::run_command("env -u CKPTCHECK_NO_PROGRESS " + line +
+                                                   (work_ / "piped") + "' --format native 2>&1 | cat");
+  ASSERT_EQ(piped.exit_code, 0) << piped.output;
+  EXPECT_EQ(piped.output.find("\r\033[K"), std::string::npos) << piped.output;
+  EXPECT_EQ(piped.output.find("[convert: "), std::string::npos) << piped.output;
+}
+
 TEST_F(ConvertCommandTest, PytorchFileBecomesACheckpoint) {
   const std::string pt = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/model_state.pt";
   const std::string dir = convert(pt, work_ / "dst", "safetensors", 2);

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "base/progress.h"
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_writer.h"
 #include "verifier/cli/commands.h"
@@ -53,14 +54,27 @@ class ConvertCommand : public Command {
       for (const auto& n : shard_format_names()) known += (known.empty() ? "" : ", ") + n;
       return fail(Status::invalid_argument("unknown --format '" + format_ + "' (known: " + known + ")"));
     }
+    Progress progress;  // on a terminal only; cleared before any message
+    auto failed = [&progress](const Status& status) {
+      progress.finish();
+      return fail(status);
+    };
+    progress.message("convert: opening SRC");
     auto source = TensorSource::open(src_);
-    if (!source.is_ok()) return fail(source.status());
+    if (!source.is_ok()) return failed(source.status());
+    progress.message("convert: checking every chunk of SRC");
     auto checked = SourceConversion::check(*source);
-    if (!checked.is_ok()) return fail(checked.status());
+    if (!checked.is_ok()) return failed(checked.status());
+    if (progress.enabled()) {
+      checked->on_progress([&progress](uint64_t done, uint64_t total) {
+        progress.update("convert: bytes copied", static_cast<long long>(done), static_cast<long long>(total));
+      });
+    }
     CheckpointWriteOptions options;
     options.num_shards = shards_;
     options.format = format_;
     auto committed = checked->write(dst_, metadata_of(*source, step_), options);
+    progress.finish();
     if (!committed.is_ok()) {
       // Anything the writer refuses (an existing step, a full disk) is about DST, not SRC's bytes;
       // so is a SRC file changed since its check (its bytes were good when checked).

@@ -1,5 +1,6 @@
 #include "verifier/tensors/source_conversion.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ckpt {
@@ -21,6 +22,7 @@ Result<SourceConversion> SourceConversion::check(const TensorSource& source) {
     for (const SourceChunk& c : t.chunks) streamed = streamed && stamped[c.file];
     if (streamed) {
       conversion.views_.push_back({t.name, t.component, t.dtype, t.shape, nullptr, t.bytes});
+      conversion.streamed_bytes_ += t.bytes;
       continue;
     }
     CKPT_ASSIGN_OR_RETURN(LoadedTensor whole, source.read_tensor(t));
@@ -36,7 +38,21 @@ Status SourceConversion::read(size_t tensor, uint64_t byte_begin, uint8_t* out, 
     std::memcpy(out, view.data + byte_begin, length);
     return Status::ok();
   }
-  return source_->read_tensor_bytes(source_->tensors()[tensor], byte_begin, out, length);
+  CKPT_RETURN_IF_ERROR(source_->read_tensor_bytes(source_->tensors()[tensor], byte_begin, out, length));
+  if (report_progress_) {
+    std::lock_guard<std::mutex> lock(copied_->mu);
+    copied_->bytes += length;
+    const uint64_t step = std::max<uint64_t>(1, streamed_bytes_ / 200);
+    if (copied_->bytes - copied_->reported >= step || copied_->bytes == streamed_bytes_) {
+      copied_->reported = copied_->bytes;
+      report_progress_(copied_->bytes, streamed_bytes_);
+    }
+  }
+  return Status::ok();
+}
+
+void SourceConversion::on_progress(std::function<void(uint64_t done, uint64_t total)> report) {
+  report_progress_ = std::move(report);
 }
 
 Status SourceConversion::unchanged() const {

@@ -16,6 +16,9 @@
 // replaced or resized in between fails the conversion and nothing is committed.
 #pragma once
 
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,6 +47,10 @@ class SourceConversion final : public PayloadReader {
 
   Status read(size_t tensor, uint64_t byte_begin, uint8_t* out, size_t length) const override;
 
+  // Bytes copied from the source so far, of those write() copies (the tensors not held): called
+  // from the writers' threads, one at a time, each 1/200 of the total and at the end.
+  void on_progress(std::function<void(uint64_t done, uint64_t total)> report);
+
  private:
   explicit SourceConversion(const TensorSource& source) : source_(&source) {}
   Status unchanged() const;
@@ -52,6 +59,15 @@ class SourceConversion final : public PayloadReader {
   std::vector<std::pair<std::string, FileStamp>> stamps_;  // by file of the source
   std::vector<LoadedTensor> held_;
   std::vector<TensorView> views_;
+  std::function<void(uint64_t, uint64_t)> report_progress_;
+  uint64_t streamed_bytes_ = 0;
+  // Shared with the writers' threads; a unique_ptr so that the conversion stays movable.
+  struct Copied {
+    std::mutex mu;
+    uint64_t bytes = 0;
+    uint64_t reported = 0;
+  };
+  std::unique_ptr<Copied> copied_ = std::make_unique<Copied>();
 };
 
 }  // namespace ckpt
