@@ -1,7 +1,6 @@
 #include "verifier/tensors/source_conversion.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace ckpt {
 
@@ -33,11 +32,6 @@ Result<SourceConversion> SourceConversion::check(const TensorSource& source) {
 }
 
 Status SourceConversion::read(size_t tensor, uint64_t byte_begin, uint8_t* out, size_t length) const {
-  const TensorView& view = views_[tensor];
-  if (view.data) {  // the writer reads held tensors from memory itself; kept correct all the same
-    std::memcpy(out, view.data + byte_begin, length);
-    return Status::ok();
-  }
   CKPT_RETURN_IF_ERROR(source_->read_tensor_bytes(source_->tensors()[tensor], byte_begin, out, length));
   if (report_progress_) {
     std::lock_guard<std::mutex> lock(copied_->mu);

@@ -45,6 +45,8 @@ class SourceConversion final : public PayloadReader {
   const std::vector<TensorView>& views() const { return views_; }
   size_t held_tensor_count() const { return held_.size(); }
 
+  // From the source, for the writers: only a tensor not held is read so (a held one's view has its
+  // bytes, which the writers take from memory).
   Status read(size_t tensor, uint64_t byte_begin, uint8_t* out, size_t length) const override;
 
   // Bytes copied from the source so far, of those write() copies (the tensors not held): called

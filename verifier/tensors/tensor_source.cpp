@@ -313,27 +313,27 @@ bool box_lies_inside(const SourceTensor& t, const ChunkPlace& c) {
   return elements * dtype_size(t.dtype) == c.data_bytes;
 }
 
-// Calls visit(tensor_offset, chunk_offset, bytes) for each run of box `c`'s bytes (its last dim,
-// contiguous in the chunk and in the tensor) that meets [begin, end) of the tensor's row-major
-// bytes, clipped to it; rows of dim 0 outside the range are skipped without a visit. For a box
-// that box_lies_inside.
+// Calls visit(tensor_offset, chunk_offset, bytes) for each run of chunk `c`'s bytes that meets
+// [begin, end) of the tensor's row-major bytes, clipped to it: the whole chunk where it is one run
+// of the tensor (run_start: a dim-0 split, a whole tensor, a scalar, any 1-D chunk), else each row
+// of a box's last dim (contiguous in the chunk and in the tensor), skipping without a visit the
+// rows of dim 0 outside the range. For a chunk that box_lies_inside.
 template <typename Visit>
-Status visit_box_runs(const SourceTensor& t, const ChunkPlace& c, uint64_t begin, uint64_t end,
-                      Visit&& visit) {
-  const size_t rank = t.shape.size(), element = dtype_size(t.dtype);
+Status visit_chunk_runs(const SourceTensor& t, const ChunkPlace& c, uint64_t begin, uint64_t end,
+                        Visit&& visit) {
   if (c.data_bytes == 0) return Status::ok();  // an empty box
   auto clipped = [&](uint64_t at, uint64_t in_chunk, uint64_t bytes) -> Status {
     const uint64_t from = std::max(at, begin), to = std::min(at + bytes, end);
     return from < to ? visit(from, in_chunk + (from - at), to - from) : Status::ok();
   };
-  if (rank == 0) return clipped(0, 0, c.data_bytes);
+  if (const std::optional<uint64_t> start = run_start(t, c)) return clipped(*start, 0, c.data_bytes);
+  const size_t rank = t.shape.size(), element = dtype_size(t.dtype);         // 2 or more from here
   std::vector<uint64_t> stride(rank, element), chunk_stride(rank, element);  // bytes per step of each dim
   for (size_t d = rank - 1; d > 0; --d) {
     stride[d - 1] = stride[d] * static_cast<uint64_t>(t.shape[d]);
     chunk_stride[d - 1] = chunk_stride[d] * static_cast<uint64_t>(c.shape[d]);
   }
   const uint64_t run = static_cast<uint64_t>(c.shape[rank - 1]) * element;
-  if (rank == 1) return clipped(static_cast<uint64_t>(c.offsets[0]) * element, 0, run);
   if (run == 0 || stride[0] == 0) return Status::ok();
   // The box's dim-0 indices whose tensor rows meet [begin, end).
   const int64_t first_row = static_cast<int64_t>(begin / stride[0]);
@@ -475,24 +475,19 @@ Status TensorSource::read_tensor_bytes(const SourceTensor& tensor, uint64_t byte
     return Status::invalid_argument(path_ + ": " + tensor.name + ": bytes [" + std::to_string(byte_begin) +
                                     ", +" + std::to_string(length) + ") outside its " +
                                     std::to_string(tensor.bytes));
-  if (!reads_in_place(tensor))
-    return Status::invalid_argument(path_ + ": " + tensor.name + ": a chunk lies outside the tensor");
   // As read_tensor assembles it: zeros where no chunk lies, chunks in order, a later one over an
   // earlier one where they overlap.
   std::memset(out, 0, length);
   const uint64_t end = byte_begin + length;
   for (const SourceChunk& sc : tensor.chunks) {
     const ChunkPlace c = place(sc);
-    auto read = [&](uint64_t at, uint64_t in_chunk, uint64_t bytes) {
-      return files_[sc.file]->read_chunk(sc.index, in_chunk, out + (at - byte_begin),
-                                         static_cast<size_t>(bytes));
-    };
-    if (const std::optional<uint64_t> start = run_start(tensor, c)) {  // one run: one read
-      const uint64_t from = std::max(*start, byte_begin), to = std::min(*start + c.data_bytes, end);
-      if (from < to) CKPT_RETURN_IF_ERROR(read(from, from - *start, to - from));
-      continue;
-    }
-    CKPT_RETURN_IF_ERROR(visit_box_runs(tensor, c, byte_begin, end, read));
+    if (!box_lies_inside(tensor, c))  // reads_in_place, checked as the chunks are read
+      return Status::invalid_argument(path_ + ": " + tensor.name + ": a chunk lies outside the tensor");
+    CKPT_RETURN_IF_ERROR(
+        visit_chunk_runs(tensor, c, byte_begin, end, [&](uint64_t at, uint64_t in_chunk, uint64_t bytes) {
+          return files_[sc.file]->read_chunk(sc.index, in_chunk, out + (at - byte_begin),
+                                             static_cast<size_t>(bytes));
+        }));
   }
   return Status::ok();
 }
