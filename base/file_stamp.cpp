@@ -7,13 +7,9 @@
 
 namespace ckpt {
 
-namespace {
-
-int64_t nanoseconds(const struct timespec& t) {
-  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+int64_t nanoseconds_of(const struct timespec& time) {
+  return static_cast<int64_t>(time.tv_sec) * 1000000000 + time.tv_nsec;
 }
-
-}  // namespace
 
 bool FileStamp::operator==(const FileStamp& other) const {
   return device == other.device && inode == other.inode && bytes == other.bytes &&
@@ -27,8 +23,8 @@ Result<FileStamp> stamp_file(const std::string& path) {
   return FileStamp{st.st_dev,
                    st.st_ino,
                    static_cast<uint64_t>(st.st_size),
-                   nanoseconds(st.st_mtim),
-                   nanoseconds(st.st_ctim),
+                   nanoseconds_of(st.st_mtim),
+                   nanoseconds_of(st.st_ctim),
                    S_ISREG(st.st_mode)};
 }
 

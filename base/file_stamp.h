@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <ctime>
 #include <string>
 
 #include "base/status.h"
@@ -24,6 +25,9 @@ struct FileStamp {
   bool operator==(const FileStamp& other) const;
   bool operator!=(const FileStamp& other) const { return !(*this == other); }
 };
+
+// A file time (st_mtim, st_ctim) as nanoseconds since the epoch.
+int64_t nanoseconds_of(const struct timespec& time);
 
 // The stamp of the file `path` names now (following links), or why it cannot be taken.
 Result<FileStamp> stamp_file(const std::string& path);

@@ -11,6 +11,7 @@
 
 #include "base/block_buffer.h"
 #include "base/byte_source.h"
+#include "base/file_stamp.h"
 #include "base/sha256_ranges.h"
 
 namespace ckpt {
@@ -21,17 +22,13 @@ Status tail_error(const std::string& path, const std::string& what) {
   return Status::io_error(path + ": " + what + ": " + std::strerror(errno));
 }
 
-int64_t modified_ns(const struct stat& st) {
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-}
-
 constexpr auto kPollInterval = std::chrono::milliseconds(1);  // while the writer is ahead of nothing
 
 }  // namespace
 
 bool WrittenFileDigests::describes(const struct stat& st) const {
   return device == st.st_dev && inode == st.st_ino && bytes == static_cast<uint64_t>(st.st_size) &&
-         modified_ns == ckpt::modified_ns(st);
+         modified_ns == nanoseconds_of(st.st_mtim);
 }
 
 Result<std::unique_ptr<HashingFileTail>> HashingFileTail::create_exclusive(const std::string& path,
@@ -166,7 +163,7 @@ Result<WrittenFileDigests> HashingFileTail::finish(std::vector<WrittenRange> ran
   digests_.bytes = static_cast<uint64_t>(after.st_size);
   digests_.device = after.st_dev;
   digests_.inode = after.st_ino;
-  digests_.modified_ns = modified_ns(after);
+  digests_.modified_ns = nanoseconds_of(after.st_mtim);
   return digests_;
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "base/file_stamp.h"
 #include "base/seconds_since.h"
 
 namespace ckpt {
@@ -30,7 +31,7 @@ bool identity_of(const fs::path& p, FileIdentity* out) {
   out->dev = st.st_dev;
   out->ino = st.st_ino;
   out->size = st.st_size;
-  out->mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  out->mtime_ns = nanoseconds_of(st.st_mtim);
   return true;
 }
 
