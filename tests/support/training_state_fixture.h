@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -187,6 +188,22 @@ inline std::vector<uint8_t> flip_chunk_payload_byte(const std::string& dir, cons
   return std::vector<uint8_t>(
       bytes.begin() + static_cast<std::ptrdiff_t>(chunk.data_offset),
       bytes.begin() + static_cast<std::ptrdiff_t>(chunk.data_offset + chunk.data_bytes));
+}
+
+// The same [2, 4] U8 grid (1..8) split two ways in one file, as a DCP or FSDP state is: "model.grid"
+// in two column blocks (the right one first) and "model.rows" in its two rows (the second first).
+// Both read back as kSplitGridBytes.
+inline constexpr uint8_t kSplitGridBytes[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+inline std::vector<ChunkPayload> split_grid_chunks() {
+  static const uint8_t left[4] = {1, 2, 5, 6}, right[4] = {3, 4, 7, 8};
+  const uint8_t* grid = kSplitGridBytes;
+  return {{{"model.grid", "model", DType::kU8, {2, 4}, {0, 2}, {2, 2}, 0, 4, ""}, right},
+          {{"model.grid", "model", DType::kU8, {2, 4}, {0, 0}, {2, 2}, 0, 4, ""}, left},
+          {{"model.rows", "model", DType::kU8, {2, 4}, {1, 0}, {1, 4}, 0, 4, ""}, grid + 4},
+          {{"model.rows", "model", DType::kU8, {2, 4}, {0, 0}, {1, 4}, 0, 4, ""}, grid}};
+}
+inline std::vector<uint8_t> split_grid_bytes() {
+  return std::vector<uint8_t>(std::begin(kSplitGridBytes), std::end(kSplitGridBytes));
 }
 
 }  // namespace ckpt::testing

@@ -71,16 +71,7 @@ TEST(SourceConversion, CopiesEveryTensorInRunsFromTheSourceWithoutHoldingIt) {
 // A tensor split in columns (as DCP and FSDP write) is copied from its boxes too, never held.
 TEST(SourceConversion, CopiesATensorSplitInColumnsFromItsBoxes) {
   TempDir root;
-  const uint8_t grid[8] = {1, 2, 3, 4, 5, 6, 7, 8};  // [2, 4] U8
-  const uint8_t left[4] = {1, 2, 5, 6}, right[4] = {3, 4, 7, 8};
-  ASSERT_TRUE(write_safetensors_file(
-                  root / "g.safetensors",
-                  {{{"model.grid", "model", DType::kU8, {2, 4}, {0, 2}, {2, 2}, 0, 4, ""}, right},
-                   {{"model.grid", "model", DType::kU8, {2, 4}, {0, 0}, {2, 2}, 0, 4, ""}, left},
-                   {{"model.rows", "model", DType::kU8, {2, 4}, {1, 0}, {1, 4}, 0, 4, ""}, grid + 4},
-                   {{"model.rows", "model", DType::kU8, {2, 4}, {0, 0}, {1, 4}, 0, 4, ""}, grid}},
-                  {})
-                  .is_ok());
+  ASSERT_TRUE(write_safetensors_file(root / "g.safetensors", split_grid_chunks(), {}).is_ok());
   auto source = TensorSource::open(root / "g.safetensors");
   ASSERT_TRUE(source.is_ok()) << source.status().to_string();
   auto conversion = SourceConversion::check(*source);
@@ -91,7 +82,7 @@ TEST(SourceConversion, CopiesATensorSplitInColumnsFromItsBoxes) {
   options.num_shards = 2;
   options.split_min_bytes = 4;  // both split by rows over both files
   ASSERT_TRUE(conversion->write(root / "out", {}, options).is_ok());
-  const std::vector<uint8_t> want(grid, grid + 8);
+  const std::vector<uint8_t> want = split_grid_bytes();
   expect_state(committed_state(root / "out"), {{"model.grid", "model", DType::kU8, {2, 4}, want},
                                                {"model.rows", "model", DType::kU8, {2, 4}, want}});
 }

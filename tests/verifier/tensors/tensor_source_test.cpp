@@ -158,20 +158,13 @@ TEST(TensorSource, ReadingEveryTensorAtOnceGivesWhatReadingEachGives) {
 
   // Column blocks are not runs of their tensor: scattered, in one file with a row block.
   TempDir files;
-  const uint8_t grid[8] = {1, 2, 3, 4, 5, 6, 7, 8};  // [2, 4] U8: columns 0-1 and 2-3
-  const uint8_t left[4] = {1, 2, 5, 6}, right[4] = {3, 4, 7, 8};
-  std::vector<ChunkPayload> chunks = {
-      {{"model.grid", "model", DType::kU8, {2, 4}, {0, 2}, {2, 2}, 0, 4, ""}, right},
-      {{"model.grid", "model", DType::kU8, {2, 4}, {0, 0}, {2, 2}, 0, 4, ""}, left},
-      {{"model.rows", "model", DType::kU8, {2, 4}, {1, 0}, {1, 4}, 0, 4, ""}, grid + 4},
-      {{"model.rows", "model", DType::kU8, {2, 4}, {0, 0}, {1, 4}, 0, 4, ""}, grid}};
-  ASSERT_TRUE(write_safetensors_file(files / "g.safetensors", chunks, {}).is_ok());
+  ASSERT_TRUE(write_safetensors_file(files / "g.safetensors", split_grid_chunks(), {}).is_ok());
   auto mixed = TensorSource::open(files / "g.safetensors");
   ASSERT_TRUE(mixed.is_ok()) << mixed.status().to_string();
   auto read = mixed->read_tensors();
   ASSERT_TRUE(read.is_ok()) << read.status().to_string();
   ASSERT_EQ(read->size(), 2u);
-  for (const LoadedTensor& t : *read) EXPECT_EQ(t.bytes, std::vector<uint8_t>(grid, grid + 8)) << t.name;
+  for (const LoadedTensor& t : *read) EXPECT_EQ(t.bytes, split_grid_bytes()) << t.name;
 
   ASSERT_FALSE(flip_chunk_payload_byte(dir, "model.blocks.0.w", 1, 5, 0x40).empty());
   auto damaged = TensorSource::open(dir);
@@ -223,8 +216,6 @@ TEST(TensorSource, AnyRangeOfATensorIsReadFromItsChunksInPlace) {
   EXPECT_EQ(source->read_tensor_bytes(w, w.bytes, &byte, 1).code(), StatusCode::kInvalidArgument);
 
   TempDir files;
-  const uint8_t grid[8] = {1, 2, 3, 4, 5, 6, 7, 8};  // [2, 4] U8: columns 0-1 and 2-3; rows 1 then 0
-  const uint8_t left[4] = {1, 2, 5, 6}, right[4] = {3, 4, 7, 8};
   std::vector<uint8_t> cube(24);  // [2, 3, 4] U8 holding 0..23, split at column 1 of its last dim
   for (size_t i = 0; i < cube.size(); ++i) cube[i] = static_cast<uint8_t>(i);
   std::vector<uint8_t> cube_first, cube_rest;  // columns 0 and 1-3 of every row
@@ -233,31 +224,26 @@ TEST(TensorSource, AnyRangeOfATensorIsReadFromItsChunksInPlace) {
     cube_rest.insert(cube_rest.end(), cube.begin() + static_cast<std::ptrdiff_t>(row * 4 + 1),
                      cube.begin() + static_cast<std::ptrdiff_t>(row * 4 + 4));
   }
-  ASSERT_TRUE(write_safetensors_file(
-                  files / "g.safetensors",
-                  {{{"model.grid", "model", DType::kU8, {2, 4}, {0, 2}, {2, 2}, 0, 4, ""}, right},
-                   {{"model.grid", "model", DType::kU8, {2, 4}, {0, 0}, {2, 2}, 0, 4, ""}, left},
-                   {{"model.rows", "model", DType::kU8, {2, 4}, {1, 0}, {1, 4}, 0, 4, ""}, grid + 4},
-                   {{"model.rows", "model", DType::kU8, {2, 4}, {0, 0}, {1, 4}, 0, 4, ""}, grid},
-                   {{"model.cube", "model", DType::kU8, {2, 3, 4}, {0, 0, 1}, {2, 3, 3}, 0, 18, ""},
-                    cube_rest.data()},
-                   {{"model.cube", "model", DType::kU8, {2, 3, 4}, {0, 0, 0}, {2, 3, 1}, 0, 6, ""},
-                    cube_first.data()}},
-                  {})
-                  .is_ok());
+  std::vector<ChunkPayload> chunks = split_grid_chunks();
+  chunks.push_back(
+      {{"model.cube", "model", DType::kU8, {2, 3, 4}, {0, 0, 1}, {2, 3, 3}, 0, 18, ""}, cube_rest.data()});
+  chunks.push_back(
+      {{"model.cube", "model", DType::kU8, {2, 3, 4}, {0, 0, 0}, {2, 3, 1}, 0, 6, ""}, cube_first.data()});
+  ASSERT_TRUE(write_safetensors_file(files / "g.safetensors", chunks, {}).is_ok());
   auto mixed = TensorSource::open(files / "g.safetensors");
   ASSERT_TRUE(mixed.is_ok()) << mixed.status().to_string();
-  expect_every_range_reads_as(*mixed, *mixed->find("model.grid"), std::vector<uint8_t>(grid, grid + 8));
-  expect_every_range_reads_as(*mixed, *mixed->find("model.rows"), std::vector<uint8_t>(grid, grid + 8));
+  expect_every_range_reads_as(*mixed, *mixed->find("model.grid"), split_grid_bytes());
+  expect_every_range_reads_as(*mixed, *mixed->find("model.rows"), split_grid_bytes());
   expect_every_range_reads_as(*mixed, *mixed->find("model.cube"), cube);
 
   // Where no chunk lies, zeros, as read_tensor's buffer holds before coverage is checked.
-  ASSERT_TRUE(write_safetensors_file(
-                  files / "gap.safetensors",
-                  {{{"model.rows", "model", DType::kU8, {3, 4}, {0, 0}, {1, 4}, 0, 4, ""}, grid},
-                   {{"model.rows", "model", DType::kU8, {3, 4}, {2, 0}, {1, 4}, 0, 4, ""}, grid + 4}},
-                  {})
-                  .is_ok());
+  ASSERT_TRUE(
+      write_safetensors_file(
+          files / "gap.safetensors",
+          {{{"model.rows", "model", DType::kU8, {3, 4}, {0, 0}, {1, 4}, 0, 4, ""}, kSplitGridBytes},
+           {{"model.rows", "model", DType::kU8, {3, 4}, {2, 0}, {1, 4}, 0, 4, ""}, kSplitGridBytes + 4}},
+          {})
+          .is_ok());
   auto gap = TensorSource::open(files / "gap.safetensors");
   ASSERT_TRUE(gap.is_ok()) << gap.status().to_string();
   expect_every_range_reads_as(*gap, gap->tensors()[0], {1, 2, 3, 4, 0, 0, 0, 0, 5, 6, 7, 8});
