@@ -46,6 +46,11 @@ struct BenchRow {
 // "yes"/"NO" for a ratio goal; "error" when the ratio is not a number.
 std::string met_at_least(double ratio, double goal);
 
+// Memory that must not grow with the input: the growth of a command's peak RSS from a small input
+// to a large one, against kMaxPeakRssGrowth. Callers add what the inputs were to `numbers`.
+constexpr double kMaxPeakRssGrowth = 32.0 * kMiB;  // the goal's text: "< 32 MiB"
+BenchRow peak_rss_growth_row(const std::string& name, int64_t small_rss, int64_t large_rss);
+
 // A row that could not be measured, with the reason instead of numbers.
 BenchRow unavailable_row(const std::string& name, const std::string& goal, const std::string& met,
                          const std::string& reason);

@@ -35,23 +35,13 @@ std::vector<BenchRow> run_memory_bench(const BenchSettings& settings, const Benc
     return {unavailable_row(name, goal, "error",
                             (small_rss ? large_rss.status() : small_rss.status()).message())};
   }
-  const double growth = static_cast<double>(*large_rss - *small_rss);
-  BenchRow row;
-  row.name = name;
-  row.ours = (growth >= 0 ? "+" : "") + format_mib(growth) + " (peak " +
-             format_mib(static_cast<double>(*large_rss)) + ")";
-  row.baseline = "peak " + format_mib(static_cast<double>(*small_rss)) + " on the small one";
-  row.goal = goal;
-  row.met = growth < 32.0 * kMiB ? "yes" : "NO";
-  row.numbers = {{"small_checkpoint_bytes", small->bytes},
-                 {"large_checkpoint_bytes", large.bytes},
-                 {"shards", shards},
-                 {"small_max_rss_bytes", *small_rss},
-                 {"large_max_rss_bytes", *large_rss},
-                 {"growth_bytes", growth},
-                 {"source",
-                  "peak RSS of the verify command alone (GNU time %M; else wait4, which includes "
-                  "the bench's own RSS at fork)"}};
+  BenchRow row = peak_rss_growth_row(name, *small_rss, *large_rss);
+  row.numbers["small_checkpoint_bytes"] = small->bytes;
+  row.numbers["large_checkpoint_bytes"] = large.bytes;
+  row.numbers["shards"] = shards;
+  row.numbers["source"] =
+      "peak RSS of the verify command alone (GNU time %M; else wait4, which includes the bench's own RSS at "
+      "fork)";
   return {row};
 }
 

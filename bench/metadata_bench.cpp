@@ -344,20 +344,10 @@ BenchRow convert_memory_row(const BenchSettings& s) {
   if (!small_rss || !large_rss)
     return unavailable_row(name, goal, "error",
                            (small_rss ? large_rss.status() : small_rss.status()).message());
-  const double growth = static_cast<double>(*large_rss - *small_rss);
-  BenchRow row;
-  row.name = name;
-  row.ours = (growth >= 0 ? "+" : "") + format_mib(growth) + " (peak " +
-             format_mib(static_cast<double>(*large_rss)) + ")";
-  row.baseline = "peak " + format_mib(static_cast<double>(*small_rss)) +
-                 " on the small one; the state grew " + format_mib(static_cast<double>(7 * small_bytes));
-  row.goal = goal;
-  row.met = growth < 32.0 * kMiB ? "yes" : "NO";
-  row.numbers = {{"small_state_bytes", small_bytes},
-                 {"large_state_bytes", 8 * small_bytes},
-                 {"small_max_rss_bytes", *small_rss},
-                 {"large_max_rss_bytes", *large_rss},
-                 {"growth_bytes", growth}};
+  BenchRow row = peak_rss_growth_row(name, *small_rss, *large_rss);
+  row.baseline += "; the state grew " + format_mib(static_cast<double>(7 * small_bytes));
+  row.numbers["small_state_bytes"] = small_bytes;
+  row.numbers["large_state_bytes"] = 8 * small_bytes;
   return row;
 }
 
