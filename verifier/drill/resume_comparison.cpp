@@ -184,7 +184,7 @@ std::map<std::string, ComponentDiff> judge_against_control(const StateSnapshot& 
   std::map<std::string, ComponentDiff> judged = compare_snapshots(p.golden, p.resumed, c.tolerance);
   for (auto& [name, diff] : judged) {
     judge_values(&diff, name, c);
-    if (!diff.passed && diff.first_mismatch == "missing in the resumed run") {
+    if (!diff.passed && diff.first_mismatch == kMissingInTheResumedRun) {
       diff.rule = kRuleHeldAsInControl;
       diff.first_mismatch += held_there;
     }
@@ -195,7 +195,7 @@ std::map<std::string, ComponentDiff> judge_against_control(const StateSnapshot& 
       diff.note = "new " + at + ": held with the layout of " + c.control_run +
                   " (the control run); its values are not compared: no run at the reference's world size "
                   "held them";
-    else if (diff.first_mismatch == "missing in the resumed run")
+    else if (diff.first_mismatch == kMissingInTheResumedRun)
       diff.first_mismatch += held_there;
     merge_component(&judged[name], diff);
   }

@@ -321,7 +321,7 @@ TensorDiff one_side_only(const std::string& name, const std::string& component, 
   TensorDiff d;
   d.name = name;
   d.component = component;
-  d.mismatch = in_reference ? "missing in the resumed run" : "only in the resumed run";
+  d.mismatch = std::string(in_reference ? kMissingInTheResumedRun : kOnlyInTheResumedRun);
   d.comparable = false;
   return d;
 }

@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -143,8 +144,11 @@ struct ComponentDiff {
 };
 
 // A tensor or value on one side only, not comparable: it fails its component. The reference's alone
-// is "missing in the resumed run", the resumed run's alone "only in the resumed run". (Two states
-// are compared tensor by tensor by compare_snapshots, verifier/tensors/state_snapshot.h.)
+// is kMissingInTheResumedRun, the resumed run's alone kOnlyInTheResumedRun, which a drill's resume
+// comparison tells apart (verifier/drill/resume_comparison.cpp). (Two states are compared tensor by
+// tensor by compare_snapshots, verifier/tensors/state_snapshot.h.)
+inline constexpr std::string_view kMissingInTheResumedRun = "missing in the resumed run";
+inline constexpr std::string_view kOnlyInTheResumedRun = "only in the resumed run";
 TensorDiff one_side_only(const std::string& name, const std::string& component, bool in_reference);
 
 // Flat row-major index -> multi-dimensional index.
