@@ -108,7 +108,24 @@ std::string to_hex(const uint8_t* data, size_t size) {
 }
 
 std::string digest_hex(const Sha256Digest& digest) {
-  return to_hex(digest.data(), digest.size());
+  std::string out(2 * digest.size(), '0');
+  digest_hex_into(digest, out.data());
+  return out;
+}
+
+void digest_hex_into(const Sha256Digest& digest, char* out) {
+  // Both digits of a byte from one table entry: the header comparison and inspect's rows spell a
+  // digest per chunk.
+  static constexpr auto kPairs = [] {
+    constexpr char kDigits[] = "0123456789abcdef";
+    std::array<char, 512> t{};
+    for (size_t b = 0; b < 256; ++b) {
+      t[2 * b] = kDigits[b >> 4];
+      t[2 * b + 1] = kDigits[b & 0xf];
+    }
+    return t;
+  }();
+  for (size_t i = 0; i < digest.size(); ++i) std::memcpy(out + 2 * i, &kPairs[2 * size_t{digest[i]}], 2);
 }
 
 bool digest_is_hex(const Sha256Digest& digest, std::string_view hex) {
@@ -120,12 +137,26 @@ bool digest_is_hex(const Sha256Digest& digest, std::string_view hex) {
   return true;
 }
 
-std::optional<Sha256Digest> digest_from_hex(const std::string& hex) {
-  if (!is_sha256_hex(hex)) return std::nullopt;
-  const auto nibble = [](char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
+std::optional<Sha256Digest> digest_from_hex(std::string_view hex) {
+  // One pass through a table (a manifest's parse decodes a digest per chunk): the value of each
+  // lowercase hex digit, 16 for every other byte, so one OR of all of them tells a bad digit.
+  static constexpr auto kNibble = [] {
+    std::array<uint8_t, 256> t{};
+    for (auto& v : t) v = 16;
+    for (int c = '0'; c <= '9'; ++c) t[static_cast<size_t>(c)] = static_cast<uint8_t>(c - '0');
+    for (int c = 'a'; c <= 'f'; ++c) t[static_cast<size_t>(c)] = static_cast<uint8_t>(c - 'a' + 10);
+    return t;
+  }();
   Sha256Digest out{};
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = static_cast<uint8_t>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+  if (hex.size() != 2 * out.size()) return std::nullopt;
+  uint8_t bad = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const uint8_t high = kNibble[static_cast<unsigned char>(hex[2 * i])];
+    const uint8_t low = kNibble[static_cast<unsigned char>(hex[2 * i + 1])];
+    bad |= high | low;
+    out[i] = static_cast<uint8_t>(high << 4 | low);
+  }
+  if (bad & 16) return std::nullopt;
   return out;
 }
 
@@ -139,7 +170,7 @@ std::string sha256_hex(const std::string& text) {
   return sha256_hex(text.data(), text.size());
 }
 
-bool is_sha256_hex(const std::string& s) {
+bool is_sha256_hex(std::string_view s) {
   if (s.size() != 64) return false;
   for (char c : s) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;

@@ -20,6 +20,8 @@ class ByteSource;
 class Sha256Batch;
 
 using Sha256Digest = std::array<uint8_t, 32>;
+// A digest spelt as digest_hex spells it, held without a heap string.
+using Sha256HexText = std::array<char, 64>;
 
 class Sha256 {
  public:
@@ -71,13 +73,16 @@ class Sha256 {
 
 std::string to_hex(const uint8_t* data, size_t size);
 // Whether `s` is a SHA-256 as this project writes it: 64 lowercase hex digits.
-bool is_sha256_hex(const std::string& s);
+bool is_sha256_hex(std::string_view s);
 std::string digest_hex(const Sha256Digest& digest);
+// digest_hex's 64 characters written at `out`, for writers that lay out many digests without a
+// string each.
+void digest_hex_into(const Sha256Digest& digest, char* out);
 // Whether `hex` is digest_hex(digest), without building it: checks of 320,000 chunks against
 // their recorded hashes built and freed a string each (issue 44).
 bool digest_is_hex(const Sha256Digest& digest, std::string_view hex);
 // The digest `hex` spells, when it is one as is_sha256_hex accepts.
-std::optional<Sha256Digest> digest_from_hex(const std::string& hex);
+std::optional<Sha256Digest> digest_from_hex(std::string_view hex);
 std::string sha256_hex(const void* data, size_t size);
 std::string sha256_hex(const std::string& text);
 

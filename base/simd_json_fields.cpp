@@ -25,17 +25,34 @@ bool simd_plain_string(const char* raw, std::string_view* out) {
   return true;
 }
 
-bool simd_string(simdjson::ondemand::value v, std::string* out) {
-  std::string_view s;
+namespace {
+
+// The string's text, in place when plain, else unescaped into simdjson's buffer (valid until the
+// parser's next string).
+bool simd_string_view(simdjson::ondemand::value v, std::string_view* out) {
   // Peeked first: a string that needs unescaping is then still there for get_string.
   const std::string_view token = v.raw_json_token();
   simdjson::ondemand::raw_json_string consumed;
-  if (!token.empty() && token[0] == '"' && simd_plain_string(token.data() + 1, &s)) {
-    if (v.get_raw_json_string().get(consumed)) return false;
-  } else if (v.get_string().get(s)) {
-    return false;
-  }
+  if (!token.empty() && token[0] == '"' && simd_plain_string(token.data() + 1, out))
+    return !v.get_raw_json_string().get(consumed);
+  return !v.get_string().get(*out);
+}
+
+}  // namespace
+
+bool simd_string(simdjson::ondemand::value v, std::string* out) {
+  std::string_view s;
+  if (!simd_string_view(v, &s)) return false;
   out->assign(s.data(), s.size());
+  return true;
+}
+
+bool simd_sha256(simdjson::ondemand::value v, Sha256Digest* out) {
+  std::string_view s;
+  if (!simd_string_view(v, &s)) return false;
+  const std::optional<Sha256Digest> digest = digest_from_hex(s);
+  if (!digest) return false;
+  *out = *digest;
   return true;
 }
 

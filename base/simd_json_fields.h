@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/sha256.h"
+
 namespace ckpt {
 
 // The text padded for simdjson: in place when its capacity already holds the padding (read_small_file
@@ -24,6 +26,8 @@ namespace ckpt {
 simdjson::padded_string_view simd_padded(const std::string& text, simdjson::padded_string& copy);
 
 bool simd_string(simdjson::ondemand::value v, std::string* out);
+// A string of 64 lowercase hex digits (is_sha256_hex), as the digest it spells.
+bool simd_sha256(simdjson::ondemand::value v, Sha256Digest* out);
 
 // The string that starts at `raw` (just past its opening quote), read in place when it holds no
 // escape and no control character: it is then exactly what unescaping would give, and simdjson is

@@ -50,14 +50,22 @@ Manifest manifest_skeleton(const CheckpointMetadata& metadata) {
 // finds it), and a tensor no rank declared is added. By name through `by_name`: a scan of every
 // tensor for every chunk made committing quadratic (326,697 chunks x 26,682 tensors at 320k
 // chunks: most of `convert`'s time there, and more at 1M, issue 44).
-void add_written_chunks(Manifest& manifest, std::unordered_map<std::string, size_t>& by_name,
-                        size_t shard_index, const std::vector<ChunkInfo>& chunks) {
+Status add_written_chunks(Manifest& manifest, std::unordered_map<std::string, size_t>& by_name,
+                          size_t shard_index, const std::vector<ChunkInfo>& chunks,
+                          const std::string& shard_path) {
   for (const ChunkInfo& c : chunks) {
+    // Every writer hashes what it writes; a rank's report that says otherwise commits nothing.
+    const std::optional<Sha256Digest> digest = digest_from_hex(c.sha256);
+    if (!digest) {
+      return Status::corruption(shard_path + ": chunk " + c.label() + " was reported with sha256 '" +
+                                c.sha256.substr(0, 80) + "', not 64 lowercase hex digits");
+    }
     auto [it, added] = by_name.try_emplace(c.name, manifest.tensors.size());
     if (added) manifest.tensors.push_back({c.name, c.component, c.dtype, c.global_shape, {}});
     manifest.tensors[it->second].chunks.push_back(
-        {shard_index, c.offsets, c.shape, c.data_offset, c.data_bytes, c.sha256});
+        {shard_index, c.offsets, c.shape, c.data_offset, c.data_bytes, *digest});
   }
+  return Status::ok();
 }
 
 // What one rank writes: file i of its own holds `payloads[i]`.
@@ -192,8 +200,7 @@ Result<Manifest> merge_reports(const std::vector<std::string>& reports, std::vec
                                 std::to_string(manifest.shards.size()));
     *total += shard.bytes;
     manifest.shards.push_back(std::move(shard));
-    add_written_chunks(manifest, by_name, index, chunks);
-    return Status::ok();
+    return add_written_chunks(manifest, by_name, index, chunks, manifest.shards.back().path);
   };
   for (size_t r = 0; r < reports.size(); ++r) {
     const std::string where = "rank " + std::to_string(r) + " save report";

@@ -77,13 +77,17 @@ bool has_twin(const std::vector<ManifestChunkRef>& chunks) {
 }  // namespace
 
 ChunkInfo chunk_info_of(const ManifestTensor& tensor, const ManifestChunk& chunk) {
-  return {tensor.name, tensor.component,  tensor.dtype,     tensor.shape, chunk.offsets,
-          chunk.shape, chunk.data_offset, chunk.data_bytes, chunk.sha256};
+  return {tensor.name,       tensor.component, tensor.dtype,
+          tensor.shape,      chunk.offsets,    chunk.shape,
+          chunk.data_offset, chunk.data_bytes, digest_hex(chunk.sha256)};
 }
 
-NativeChunkFields native_chunk_fields(const ManifestTensor& tensor, const ManifestChunk& chunk) {
-  return {tensor.name,  tensor.component,  tensor.dtype,     &tensor.shape, &chunk.offsets,
-          &chunk.shape, chunk.data_offset, chunk.data_bytes, chunk.sha256};
+NativeChunkFields native_chunk_fields(const ManifestTensor& tensor, const ManifestChunk& chunk,
+                                      Sha256HexText& hex) {
+  digest_hex_into(chunk.sha256, hex.data());
+  return {tensor.name,       tensor.component, tensor.dtype,
+          &tensor.shape,     &chunk.offsets,   &chunk.shape,
+          chunk.data_offset, chunk.data_bytes, std::string_view(hex.data(), hex.size())};
 }
 
 std::optional<NativeHeaderLayout> native_header_layout(const ByteSource& source, size_t count,
@@ -98,9 +102,10 @@ std::optional<NativeHeaderLayout> native_header_layout(const ByteSource& source,
   auto by_offset = [&](size_t a, size_t b) { return payload_at[a] < payload_at[b]; };
   if (!std::is_sorted(out.order.begin(), out.order.end(), by_offset))
     std::stable_sort(out.order.begin(), out.order.end(), by_offset);
+  Sha256HexText hex;  // chunk k's digest spelt out, which its fields point at until chunk k + 1
   auto metadata = native_header_metadata_if_laid_out(source, count, [&](size_t k) {
     const ManifestChunkRef r = chunk(out.order[k]);
-    return native_chunk_fields(*r.tensor, *r.chunk);
+    return native_chunk_fields(*r.tensor, *r.chunk, hex);
   });
   if (!metadata) return std::nullopt;
   out.metadata = std::move(*metadata);

@@ -40,8 +40,10 @@ struct LaidOutShard {
 // The ChunkInfo a reader of its shard gives for manifest chunk `chunk` of `tensor`, from the records.
 ChunkInfo chunk_info_of(const ManifestTensor& tensor, const ManifestChunk& chunk);
 
-// The native header entry the writer lays out for manifest chunk `chunk` of `tensor`.
-NativeChunkFields native_chunk_fields(const ManifestTensor& tensor, const ManifestChunk& chunk);
+// The native header entry the writer lays out for manifest chunk `chunk` of `tensor`. Its digest is
+// spelt into `hex`, which the fields' sha256 points at: they are valid while `hex` holds it.
+NativeChunkFields native_chunk_fields(const ManifestTensor& tensor, const ManifestChunk& chunk,
+                                      Sha256HexText& hex);
 
 // A native shard's header found to be, byte for byte, the writer's layout of some manifest chunks.
 struct NativeHeaderLayout {

@@ -76,7 +76,15 @@ Result<ManifestChunk> parse_chunk(const nlohmann::json& j, size_t num_shards, co
   CKPT_ASSIGN_OR_RETURN(c.shape, json_dims(j, "shape", where));
   CKPT_ASSIGN_OR_RETURN(c.data_offset, json_uint(j, "data_offset", where));
   CKPT_ASSIGN_OR_RETURN(c.data_bytes, json_uint(j, "data_bytes", where));
-  CKPT_ASSIGN_OR_RETURN(c.sha256, json_string(j, "sha256", where));
+  CKPT_ASSIGN_OR_RETURN(const std::string sha256, json_string(j, "sha256", where));
+  const std::optional<Sha256Digest> digest = digest_from_hex(sha256);
+  if (!digest) {
+    const std::string shown = sha256.size() <= 80 ? sha256 + "'"
+                                                  : sha256.substr(0, 64) + "...' (" +
+                                                        std::to_string(sha256.size()) + " characters)";
+    return Status::corruption(where + ": sha256 '" + shown + " is not 64 lowercase hex digits");
+  }
+  c.sha256 = *digest;
   return c;
 }
 

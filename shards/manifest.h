@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/embedded_digest.h"
+#include "base/sha256.h"
 #include "base/status.h"
 #include "formats/dtype.h"
 
@@ -38,7 +39,10 @@ struct ManifestChunk {
   std::vector<int64_t> shape;
   uint64_t data_offset = 0;  // byte offset of the payload inside the shard file
   uint64_t data_bytes = 0;
-  std::string sha256;
+  // The payload's SHA-256, held as its 32 bytes: as 64 hex characters it was a heap string of 80
+  // bytes and an allocation for each of a million chunks (issue 44). The text spells it in
+  // lowercase hex (digest_hex), the only spelling a manifest's chunk may have.
+  Sha256Digest sha256{};
 };
 
 struct ManifestTensor {

@@ -44,7 +44,7 @@ bool parse_chunk(value e, size_t num_shards, ManifestChunk* c) {
     if (key == "data_bytes") return simd_uint(v, &c->data_bytes) ? 0 : kFieldRefused;
     if (key == "data_offset") return simd_uint(v, &c->data_offset) ? 1 : kFieldRefused;
     if (key == "offsets") return simd_dims(v, &c->offsets) ? 2 : kFieldRefused;
-    if (key == "sha256") return simd_string(v, &c->sha256) ? 3 : kFieldRefused;
+    if (key == "sha256") return simd_sha256(v, &c->sha256) ? 3 : kFieldRefused;
     if (key == "shape") return simd_dims(v, &c->shape) ? 4 : kFieldRefused;
     if (key == "shard") return simd_uint(v, &shard) ? 5 : kFieldRefused;
     return kFieldRefused;

@@ -85,7 +85,9 @@ class ManifestWriter : JsonTextWriter {
             key("offsets");
             dims(k.offsets);
             key("sha256");
-            string(k.sha256);
+            char hex[2 * sizeof(k.sha256)];
+            digest_hex_into(k.sha256, hex);
+            string(hex, sizeof(hex));
             key("shape");
             dims(k.shape);
             key("shard");

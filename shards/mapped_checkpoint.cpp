@@ -40,10 +40,10 @@ struct ChunkJob {
 Status check_chunk_hash(const ChunkJob& job, const std::string& actual) {
   const ChunkInfo& fc = *job.chunk.file;
   const ManifestChunk& mc = *job.chunk.manifest;
-  if (actual == mc.sha256) return Status::ok();
+  if (digest_is_hex(mc.sha256, actual)) return Status::ok();
   return Status::corruption(*job.chunk.shard_name + " @" + std::to_string(fc.data_offset) +
-                            ": sha256 mismatch for " + fc.label() + ": expected " + mc.sha256 + " got " +
-                            actual);
+                            ": sha256 mismatch for " + fc.label() + ": expected " + digest_hex(mc.sha256) +
+                            " got " + actual);
 }
 
 // A chunk copied (into its tensor's buffer, or a scratch piece for a view) and hashed a piece at a

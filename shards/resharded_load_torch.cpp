@@ -55,10 +55,10 @@ Result<std::map<std::string, at::Tensor>> load_distributed_state(const std::stri
       if (r.whole_chunk) {
         ++st.whole_chunk_reads;
         const std::string actual = sha256_hex(dst + r.target_offset, r.length);
-        if (actual != mc.sha256)
+        if (!digest_is_hex(mc.sha256, actual))
           return Status::corruption(shard_name + " @" + std::to_string(fc->data_offset) +
-                                    ": sha256 mismatch for " + fc->label() + ": expected " + mc.sha256 +
-                                    " got " + actual);
+                                    ": sha256 mismatch for " + fc->label() + ": expected " +
+                                    digest_hex(mc.sha256) + " got " + actual);
       } else {
         ++st.partial_chunk_reads;
       }

@@ -145,6 +145,18 @@ TEST(Sha256Hex, ADigestSpelledInHexReadsBackAndAnythingElseIsRefused) {
   upper[0] = 'B';  // "ba78..." spelled with a capital: not how this project writes digests
   for (const std::string& other : {upper, hex.substr(1), hex + "0", std::string(64, 'g'), std::string()})
     EXPECT_FALSE(digest_from_hex(other).has_value()) << other;
+  // Every byte value at every position: a lowercase hex digit reads as its value, any other byte
+  // (a NUL, a capital, a byte above 0x7f) refuses the whole digest.
+  for (size_t at = 0; at < hex.size(); ++at) {
+    for (int byte = 0; byte < 256; ++byte) {
+      std::string other = hex;
+      other[at] = static_cast<char>(byte);
+      const bool digit = (byte >= '0' && byte <= '9') || (byte >= 'a' && byte <= 'f');
+      const std::optional<Sha256Digest> read = digest_from_hex(other);
+      ASSERT_EQ(read.has_value(), digit) << at << " " << byte;
+      if (digit) ASSERT_EQ(digest_hex(*read), other) << at << " " << byte;
+    }
+  }
 
   // digest_is_hex: exactly digest_hex's spelling, checked without building it.
   EXPECT_TRUE(digest_is_hex(digest, hex));

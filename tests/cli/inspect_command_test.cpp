@@ -210,7 +210,7 @@ TEST_F(InspectCommandTest, FlippedPayloadByteExitsOneWithChunkAndHashes) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_EQ(r.output.rfind("FAIL ", 0), 0u) << r.output;
   EXPECT_NE(r.output.find("optimizer.model.blocks.0.w.exp_avg[0:"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("expected " + chunk.sha256), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("expected " + digest_hex(chunk.sha256)), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("got " + damaged), std::string::npos) << r.output;
 }
 

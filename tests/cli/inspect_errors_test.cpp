@@ -54,7 +54,8 @@ TEST_F(InspectErrorsTest, ErrorsComeFirstAndTheDamagedRowIsMarked) {
       "[chunk_sha256_mismatch] " + shard_ + " " + kDamagedTensor + ": " + expected_message();
   const size_t error = r.output.find(line);
   ASSERT_NE(error, std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("expected " + chunk_.sha256 + " got " + got_), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("expected " + digest_hex(chunk_.sha256) + " got " + got_), std::string::npos)
+      << r.output;
   // Right under the verdict: before the metadata and the first tensor row.
   EXPECT_EQ(r.output.rfind("FAIL ", 0), 0u) << r.output;
   EXPECT_LT(error, r.output.find("\nstep ")) << r.output;

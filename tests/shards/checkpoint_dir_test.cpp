@@ -70,7 +70,8 @@ TEST(Manifest, RoundTripsAndRejectsDuplicates) {
   Manifest m;
   m.step = 3;
   m.shards.push_back({"s0.cks", "native", 10, std::string(64, 'a'), 0, "file"});
-  m.tensors.push_back({"model.w", "model", DType::kF32, {2}, {{0, {0}, {2}, 64, 8, std::string(64, 'b')}}});
+  m.tensors.push_back(
+      {"model.w", "model", DType::kF32, {2}, {{0, {0}, {2}, 64, 8, *digest_from_hex(std::string(64, 'b'))}}});
   auto parsed = parse_manifest(manifest_to_json_text(m), "manifest.json");
   ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
   EXPECT_EQ(parsed->tensors[0].chunks[0].data_offset, 64u);
@@ -79,10 +80,42 @@ TEST(Manifest, RoundTripsAndRejectsDuplicates) {
   EXPECT_NE(dup.status().message().find("listed twice"), std::string::npos);
 }
 
+// A chunk's digest is held as its 32 bytes, so the manifest may spell it one way only: the way its
+// writer does. Any other spelling is refused when the manifest is read, naming the chunk and what
+// it found, not taken for other bytes.
+TEST(Manifest, AChunkDigestOtherThan64LowercaseHexDigitsIsRefused) {
+  Manifest m;
+  m.shards.push_back({"s0.cks", "native", 10, std::string(64, 'a'), 0, "file"});
+  m.tensors.push_back(
+      {"model.w", "model", DType::kF32, {2}, {{0, {0}, {2}, 64, 8, *digest_from_hex(std::string(64, 'b'))}}});
+  const std::string text = manifest_to_json_text(m);
+  ASSERT_TRUE(parse_manifest(text, "manifest.json").is_ok());
+  const std::string hex = std::string(64, 'b');
+  ASSERT_NE(text.find(hex), std::string::npos);
+  for (const std::string& other : {std::string(64, 'B'), std::string(63, 'b'), std::string(65, 'b'),
+                                   std::string(63, 'b') + "g", std::string()}) {
+    std::string edited = text;
+    edited.replace(edited.find(hex), hex.size(), other);
+    const auto parsed = parse_manifest(edited, "manifest.json");
+    ASSERT_FALSE(parsed.is_ok()) << other;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kCorruption) << other;
+    EXPECT_EQ(parsed.status().message(), "manifest.json tensor 0 (model.w) chunk 0: sha256 '" + other +
+                                             "' is not 64 lowercase hex digits")
+        << other;
+  }
+  // What was found is shown, up to a line's worth of it.
+  std::string edited = text;
+  edited.replace(edited.find(hex), hex.size(), std::string(100000, 'b'));
+  EXPECT_EQ(parse_manifest(edited, "manifest.json").status().message(),
+            "manifest.json tensor 0 (model.w) chunk 0: sha256 '" + std::string(64, 'b') +
+                "...' (100000 characters) is not 64 lowercase hex digits");
+}
+
 TEST(Manifest, RejectsOutOfRangeShardIndexAndUnsafePath) {
   Manifest m;
   m.shards.push_back({"s0.cks", "native", 10, std::string(64, 'a'), 0, "file"});
-  m.tensors.push_back({"model.w", "model", DType::kF32, {2}, {{3, {0}, {2}, 64, 8, std::string(64, 'b')}}});
+  m.tensors.push_back(
+      {"model.w", "model", DType::kF32, {2}, {{3, {0}, {2}, 64, 8, *digest_from_hex(std::string(64, 'b'))}}});
   EXPECT_NE(parse_manifest(manifest_to_json_text(m), "m").status().message().find("shard index 3"),
             std::string::npos);
   m.tensors.clear();

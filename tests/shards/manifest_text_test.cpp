@@ -34,7 +34,7 @@ nlohmann::json reference_object(const Manifest& m) {
                         {"shape", c.shape},
                         {"data_offset", c.data_offset},
                         {"data_bytes", c.data_bytes},
-                        {"sha256", c.sha256}});
+                        {"sha256", digest_hex(c.sha256)}});
     }
     tensors.push_back({{"name", t.name},
                        {"component", t.component},
@@ -72,10 +72,10 @@ Manifest awkward_manifest() {
   m.shards.push_back({"shard_00000.bin", "native", 4096, std::string(64, 'a'), 0, "file"});
   m.shards.push_back({"dir/shard \"1\".bin", "safetensors", 0, std::string(64, 'b'), 15, "header"});
   ManifestTensor a{"model.w", "model", DType::kF32, {8, 4}, {}};
-  a.chunks.push_back({0, {0, 0}, {4, 4}, 128, 64, std::string(64, 'c')});
-  a.chunks.push_back({1, {4, 0}, {4, 4}, 0, 64, std::string(64, 'd')});
+  a.chunks.push_back({0, {0, 0}, {4, 4}, 128, 64, *digest_from_hex(std::string(64, 'c'))});
+  a.chunks.push_back({1, {4, 0}, {4, 4}, 0, 64, *digest_from_hex(std::string(64, 'd'))});
   ManifestTensor scalar{"optimizer.step", "optimizer", DType::kI64, {}, {}};
-  scalar.chunks.push_back({0, {}, {}, 1 << 20, 8, std::string(64, 'e')});
+  scalar.chunks.push_back({0, {}, {}, 1 << 20, 8, *digest_from_hex(std::string(64, 'e'))});
   ManifestTensor odd{"na\xc3\xafve \"name\"\n\x01", "", DType::kBF16, {0}, {}};
   m.tensors = {a, scalar, odd};
   return m;

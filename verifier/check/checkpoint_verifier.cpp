@@ -222,7 +222,8 @@ class ShardCheck {
   void compare_header(const ManifestTensor& t, const ManifestChunk& mc, const ChunkInfo& fc) {
     // The common case, every field equal, without formatting six strings per chunk.
     if (t.dtype == fc.dtype && t.shape == fc.global_shape && mc.shape == fc.shape &&
-        mc.data_offset == fc.data_offset && mc.data_bytes == fc.data_bytes && mc.sha256 == fc.sha256)
+        mc.data_offset == fc.data_offset && mc.data_bytes == fc.data_bytes &&
+        digest_is_hex(mc.sha256, fc.sha256))
       return;
     std::string diffs;
     auto differ = [&](const std::string& field, const std::string& manifest_value,
@@ -236,7 +237,7 @@ class ShardCheck {
     differ("shape", shape_to_string(mc.shape), shape_to_string(fc.shape));
     differ("data_offset", std::to_string(mc.data_offset), std::to_string(fc.data_offset));
     differ("data_bytes", std::to_string(mc.data_bytes), std::to_string(fc.data_bytes));
-    differ("sha256", mc.sha256, fc.sha256);
+    differ("sha256", digest_hex(mc.sha256), fc.sha256);
     if (!diffs.empty())
       error(verify_code::kChunkHeaderMismatch, t.name, "chunk " + fc.label() + ": " + diffs);
   }
@@ -270,14 +271,14 @@ class ShardCheck {
       if (matched_[r] == SIZE_MAX) continue;
       const ManifestTensor& t = manifest_.tensors[refs_[r].tensor];
       const ManifestChunk& mc = t.chunks[refs_[r].chunk];
-      const std::string computed = digest_hex(scan->chunk_sha256[matched_[r]]);
+      const Sha256Digest& computed = scan->chunk_sha256[matched_[r]];
       if (computed != mc.sha256) {
         // Named as the manifest places it: the header's chunk has the same name and offsets, and
         // its shape, where it differs, is reported as a header mismatch already.
         const std::string label = chunk_label(t.name, t.shape, mc.offsets, mc.shape);
         error(verify_code::kChunkSha256Mismatch, t.name,
-              chunk_sha256_mismatch_message(scanner_->chunk(matched_[r]).data_offset, label, mc.sha256,
-                                            computed));
+              chunk_sha256_mismatch_message(scanner_->chunk(matched_[r]).data_offset, label,
+                                            digest_hex(mc.sha256), digest_hex(computed)));
       }
       out_.nonfinite[refs_[r].tensor] += scan->chunk_nonfinite[matched_[r]];
     }

@@ -245,20 +245,18 @@ size_t TensorSource::chunk_count(size_t file) const {
 ChunkPlace TensorSource::place(const SourceChunk& sc) const {
   if (const std::vector<ManifestChunkRef>* records = described(sc.file)) {
     const ManifestChunk& c = *(*records)[sc.index].chunk;
-    return {c.offsets, c.shape, c.data_offset, c.data_bytes, c.sha256};
+    return {c.offsets, c.shape, c.data_offset, c.data_bytes, RecordedSha256(c.sha256)};
   }
   const ChunkInfo& c = files_[sc.file]->chunks()[sc.index];
-  return {c.offsets, c.shape, c.data_offset, c.data_bytes, c.sha256};
+  return {c.offsets, c.shape, c.data_offset, c.data_bytes, RecordedSha256(c.sha256)};
 }
 
 bool TensorSource::chunk_matches(const SourceTensor& tensor, size_t chunk,
                                  const Sha256Digest& computed) const {
   const SourceChunk& sc = tensor.chunks[chunk];
-  const std::string& header = place(sc).header_sha256;
-  const std::string* manifest = sc.manifest_sha256;
-  if (header.empty() && (!manifest || manifest->empty())) return true;
-  return (header.empty() || digest_is_hex(computed, header)) &&
-         (!manifest || manifest->empty() || digest_is_hex(computed, *manifest));
+  const RecordedSha256 header = place(sc).header_sha256;
+  return (header.empty() || header.matches(computed)) &&
+         (!sc.manifest_sha256 || *sc.manifest_sha256 == computed);
 }
 
 ChunkCheck TensorSource::check_chunk(const SourceTensor& tensor, size_t chunk,
@@ -266,10 +264,10 @@ ChunkCheck TensorSource::check_chunk(const SourceTensor& tensor, size_t chunk,
   const SourceChunk& sc = tensor.chunks[chunk];
   const ChunkPlace info = place(sc);
   ChunkCheck check{chunk_label(tensor.name, tensor.shape, info.offsets, info.shape), files_[sc.file]->path(),
-                   sc.manifest_sha256 ? *sc.manifest_sha256 : std::string(), digest_hex(computed),
+                   sc.manifest_sha256 ? digest_hex(*sc.manifest_sha256) : std::string(), digest_hex(computed),
                    info.data_offset};
   // Both records must hold: the manifest's and the file's own header's.
-  const std::string& header = info.header_sha256;
+  const std::string header = info.header_sha256.hex();
   if (check.ok() && !header.empty() && header != check.computed) check.stored = header;
   if (check.stored.empty()) check.stored = header;
   return check;

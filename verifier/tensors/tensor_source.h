@@ -32,7 +32,7 @@ struct SourceChunk {
   // What the manifest expects: its own record's digest (TensorSource keeps the manifest, and the
   // record does not move when the source does), not a copy: 112 bytes a chunk at 320k chunks.
   // Null when the source has no manifest.
-  const std::string* manifest_sha256 = nullptr;
+  const Sha256Digest* manifest_sha256 = nullptr;
 };
 
 struct SourceTensor {
@@ -48,12 +48,30 @@ struct SourceTensor {
 // Where one chunk lies in its tensor and in its file, and the hash its file's header records for it
 // ("" if the format stores none): the fields of its ChunkInfo, or of its manifest record where the
 // file was opened from the manifest (shards/laid_out_native_shard.h). Refers into the source.
+// A chunk's SHA-256 as its record holds it: a file header's hex text (ChunkInfo::sha256, empty
+// where the format stores none), or a manifest record's 32 bytes, where the header is the
+// manifest's layout and its chunks are placed from the records.
+class RecordedSha256 {
+ public:
+  explicit RecordedSha256(const std::string& hex) : hex_(&hex) {}
+  explicit RecordedSha256(const Sha256Digest& digest) : digest_(&digest) {}
+  bool empty() const { return !digest_ && hex_->empty(); }
+  bool matches(const Sha256Digest& computed) const {
+    return digest_ ? *digest_ == computed : digest_is_hex(computed, *hex_);
+  }
+  std::string hex() const { return digest_ ? digest_hex(*digest_) : *hex_; }
+
+ private:
+  const std::string* hex_ = nullptr;
+  const Sha256Digest* digest_ = nullptr;
+};
+
 struct ChunkPlace {
   const std::vector<int64_t>& offsets;
   const std::vector<int64_t>& shape;
   uint64_t data_offset;
   uint64_t data_bytes;
-  const std::string& header_sha256;
+  RecordedSha256 header_sha256;
 };
 
 // The outcome of streaming one chunk: its recomputed hash and the first recorded hash it contradicts.

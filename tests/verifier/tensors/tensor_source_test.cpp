@@ -121,7 +121,7 @@ TEST(TensorSource, FlippedPayloadByteNamesChunkAndBothHashes) {
   auto check = source->stream_chunk(t, 1, {});
   ASSERT_TRUE(check.is_ok()) << check.status().to_string();
   EXPECT_FALSE(check->ok());
-  EXPECT_EQ(check->stored, chunk.sha256);
+  EXPECT_EQ(check->stored, digest_hex(chunk.sha256));
   EXPECT_EQ(check->computed, damaged);
   EXPECT_TRUE(source->stream_chunk(t, 0, {})->ok());
 
@@ -130,7 +130,7 @@ TEST(TensorSource, FlippedPayloadByteNamesChunkAndBothHashes) {
   EXPECT_EQ(read.status().code(), StatusCode::kCorruption);
   const std::string& m = read.status().message();
   EXPECT_NE(m.find(check->label), std::string::npos) << m;
-  EXPECT_NE(m.find(chunk.sha256), std::string::npos) << m;
+  EXPECT_NE(m.find(digest_hex(chunk.sha256)), std::string::npos) << m;
   EXPECT_NE(m.find(damaged), std::string::npos) << m;
 }
 
@@ -293,7 +293,7 @@ TEST(TensorSource, EveryChunkIsWhereItsShardHeaderPutsIt) {
     if (edited) {
       edit_manifest(dir, [&](Manifest& m) {
         for (auto& t : m.tensors) {
-          if (t.name == "model.blocks.0.w") t.chunks[1].sha256 = recorded;
+          if (t.name == "model.blocks.0.w") t.chunks[1].sha256 = *digest_from_hex(recorded);
         }
       });
     }
@@ -310,15 +310,15 @@ TEST(TensorSource, EveryChunkIsWhereItsShardHeaderPutsIt) {
         EXPECT_EQ(got.shape, want.shape) << want.label();
         EXPECT_EQ(got.data_offset, want.data_offset) << want.label();
         EXPECT_EQ(got.data_bytes, want.data_bytes) << want.label();
-        EXPECT_EQ(got.header_sha256, want.sha256) << want.label();
+        EXPECT_EQ(got.header_sha256.hex(), want.sha256) << want.label();
       }
     }
     const SourceTensor& t = *source->find("model.blocks.0.w");
     auto check = source->stream_chunk(t, 1, {});
     ASSERT_TRUE(check.is_ok()) << check.status().to_string();
-    EXPECT_EQ(check->computed, chunk.sha256);
+    EXPECT_EQ(check->computed, digest_hex(chunk.sha256));
     EXPECT_EQ(check->ok(), !edited);
-    EXPECT_EQ(check->stored, edited ? recorded : chunk.sha256);
+    EXPECT_EQ(check->stored, edited ? recorded : digest_hex(chunk.sha256));
     EXPECT_EQ(source->read_tensor(t).is_ok(), !edited);
   }
 }
