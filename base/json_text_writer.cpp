@@ -58,7 +58,7 @@ void JsonTextWriter::string(const char* s, size_t n) {
   sink_->write_character('"');
 }
 
-void JsonTextWriter::dims(const std::vector<int64_t>& d) {
+void JsonTextWriter::dims(DimsView d) {
   if (d.empty()) {
     put("[]");
     return;

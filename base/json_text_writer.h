@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/dims.h"
+
 namespace ckpt {
 
 // Whether dump() writes `s` as it is between quotes: plain printable ASCII, no quote or backslash.
@@ -39,7 +41,7 @@ class JsonTextWriter {
     const auto end = std::to_chars(buf, buf + sizeof(buf), v).ptr;
     sink_->write_characters(buf, static_cast<size_t>(end - buf));
   }
-  void dims(const std::vector<int64_t>& d);
+  void dims(DimsView d);
   // Any json value, as dump() writes it at this depth.
   void value(const nlohmann::json& j);
   void put(const char* s);

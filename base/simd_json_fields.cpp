@@ -64,7 +64,10 @@ bool simd_int(simdjson::ondemand::value v, int64_t* out) {
   return !v.get_int64().get(*out);
 }
 
-bool simd_dims(simdjson::ondemand::value v, std::vector<int64_t>* out, size_t max_len) {
+namespace {
+
+template <typename Extents>
+bool simd_extents(simdjson::ondemand::value v, Extents* out, size_t max_len) {
   out->clear();
   return simd_each_element(v, [&](simdjson::ondemand::value e) {
     int64_t d = 0;
@@ -72,6 +75,16 @@ bool simd_dims(simdjson::ondemand::value v, std::vector<int64_t>* out, size_t ma
     out->push_back(d);
     return true;
   });
+}
+
+}  // namespace
+
+bool simd_dims(simdjson::ondemand::value v, std::vector<int64_t>* out, size_t max_len) {
+  return simd_extents(v, out, max_len);
+}
+
+bool simd_dims(simdjson::ondemand::value v, Dims* out, size_t max_len) {
+  return simd_extents(v, out, max_len);
 }
 
 bool simd_object_tree(simdjson::ondemand::value v, nlohmann::json* out) {

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/dims.h"
 #include "base/sha256.h"
 
 namespace ckpt {
@@ -42,6 +43,7 @@ bool simd_uint(simdjson::ondemand::value v, uint64_t* out);
 bool simd_int(simdjson::ondemand::value v, int64_t* out);
 // json_dims: an array of at most `max_len` non-negative integers.
 bool simd_dims(simdjson::ondemand::value v, std::vector<int64_t>* out, size_t max_len = 16);
+bool simd_dims(simdjson::ondemand::value v, Dims* out, size_t max_len = 16);
 // An object of any JSON (a manifest's config, a header's metadata) as the tree nlohmann builds:
 // its text goes through parse_json, the reference parser (its depth limit and its choice among
 // repeated keys included).

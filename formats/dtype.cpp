@@ -151,7 +151,7 @@ bool dtype_is_floating(DType dtype) {
   return info(dtype).floating;
 }
 
-std::optional<int64_t> checked_numel(const std::vector<int64_t>& shape) {
+std::optional<int64_t> checked_numel(DimsView shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return std::nullopt;
@@ -161,7 +161,7 @@ std::optional<int64_t> checked_numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-std::optional<uint64_t> checked_nbytes(const std::vector<int64_t>& shape, DType dtype) {
+std::optional<uint64_t> checked_nbytes(DimsView shape, DType dtype) {
   auto n = checked_numel(shape);
   if (!n) return std::nullopt;
   const uint64_t size = dtype_size(dtype);
@@ -169,7 +169,7 @@ std::optional<uint64_t> checked_nbytes(const std::vector<int64_t>& shape, DType 
   return static_cast<uint64_t>(*n) * size;
 }
 
-std::string shape_to_string(const std::vector<int64_t>& shape) {
+std::string shape_to_string(DimsView shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ", ";

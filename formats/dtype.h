@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "base/dims.h"
+
 namespace ckpt {
 
 // The safetensors dtypes. The order is part of no file format; new ones go at the end.
@@ -53,11 +55,11 @@ size_t dtype_size(DType dtype);             // bytes per element
 bool dtype_is_floating(DType dtype);
 
 // Product of the dims, or nullopt if a dim is negative or the product overflows int64.
-std::optional<int64_t> checked_numel(const std::vector<int64_t>& shape);
+std::optional<int64_t> checked_numel(DimsView shape);
 // numel * element size, or nullopt on overflow or a bad shape.
-std::optional<uint64_t> checked_nbytes(const std::vector<int64_t>& shape, DType dtype);
+std::optional<uint64_t> checked_nbytes(DimsView shape, DType dtype);
 
-std::string shape_to_string(const std::vector<int64_t>& shape);  // "[64, 128]"
+std::string shape_to_string(DimsView shape);  // "[64, 128]"
 
 // Widens one element at `p` to double (bf16/f16/f8 decoded exactly; int64/uint64 beyond 2^53
 // rounded; a complex number to its modulus |z|); used for stats and diffs.

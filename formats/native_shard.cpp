@@ -19,8 +19,8 @@ namespace ckpt {
 namespace {
 
 NativeChunkFields fields_of(const ChunkInfo& c) {
-  return {c.name,   c.component,   c.dtype,      &c.global_shape, &c.offsets,
-          &c.shape, c.data_offset, c.data_bytes, c.sha256};
+  return {c.name,  c.component,   c.dtype,      c.global_shape, c.offsets,
+          c.shape, c.data_offset, c.data_bytes, c.sha256};
 }
 
 void append_json_string(std::string& out, std::string_view s) {
@@ -40,7 +40,7 @@ void append_number(std::string& out, Int v) {
   out.append(buf, static_cast<size_t>(end - buf));
 }
 
-void append_dims(std::string& out, const std::vector<int64_t>& d) {
+void append_dims(std::string& out, DimsView d) {
   out += '[';
   for (size_t i = 0; i < d.size(); ++i) {
     if (i) out += ',';
@@ -61,15 +61,15 @@ void append_chunk_entry(std::string& out, const NativeChunkFields& c, bool first
   out += ",\"dtype\":";
   append_json_string(out, dtype_name(c.dtype));
   out += ",\"global_shape\":";
-  append_dims(out, *c.global_shape);
+  append_dims(out, c.global_shape);
   out += ",\"name\":";
   append_json_string(out, c.name);
   out += ",\"offsets\":";
-  append_dims(out, *c.offsets);
+  append_dims(out, c.offsets);
   out += ",\"sha256\":";
   append_json_string(out, c.sha256);
   out += ",\"shape\":";
-  append_dims(out, *c.shape);
+  append_dims(out, c.shape);
   out += '}';
 }
 
@@ -426,7 +426,7 @@ std::optional<nlohmann::json> native_header_metadata_if_laid_out(
   try {
     for (size_t i = 0; i < count; ++i) {
       const NativeChunkFields c = chunk(i);
-      if (!chunk_entry_is_consistent(c.name, c.dtype, *c.global_shape, *c.offsets, *c.shape, c.data_bytes,
+      if (!chunk_entry_is_consistent(c.name, c.dtype, c.global_shape, c.offsets, c.shape, c.data_bytes,
                                      c.sha256))
         return std::nullopt;
       entry.clear();

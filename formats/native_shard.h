@@ -57,9 +57,9 @@ struct NativeChunkFields {
   std::string_view name;
   std::string_view component;
   DType dtype = DType::kF32;
-  const std::vector<int64_t>* global_shape = nullptr;
-  const std::vector<int64_t>* offsets = nullptr;
-  const std::vector<int64_t>* shape = nullptr;
+  DimsView global_shape;
+  DimsView offsets;
+  DimsView shape;
   uint64_t data_offset = 0;
   uint64_t data_bytes = 0;
   std::string_view sha256;

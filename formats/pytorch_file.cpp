@@ -330,7 +330,7 @@ Result<std::unique_ptr<TensorFile>> open_pytorch(std::unique_ptr<ByteSource> sou
     const ZipEntry* entry = zip.find(entry_name);
     if (!entry) return Status::corruption(where + ": storage entry '" + entry_name + "' is missing");
     const auto storage_bytes = t.storage_nbytes >= 0 ? std::optional<uint64_t>(t.storage_nbytes)
-                                                     : checked_nbytes({t.storage_numel}, t.dtype);
+                                                     : checked_nbytes(DimsView(&t.storage_numel, 1), t.dtype);
     if (!storage_bytes || *storage_bytes != entry->size) {
       const std::string want =
           t.storage_nbytes >= 0 ? std::to_string(t.storage_nbytes) + " bytes (untyped)"

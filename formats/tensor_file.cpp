@@ -66,9 +66,8 @@ Result<ChunkInfo> chunk_from_json(const nlohmann::json& j, const std::string& wh
 
 }  // namespace
 
-bool chunk_entry_is_consistent(std::string_view name, DType dtype, const std::vector<int64_t>& global_shape,
-                               const std::vector<int64_t>& offsets, const std::vector<int64_t>& shape,
-                               uint64_t data_bytes, std::string_view sha256) {
+bool chunk_entry_is_consistent(std::string_view name, DType dtype, DimsView global_shape, DimsView offsets,
+                               DimsView shape, uint64_t data_bytes, std::string_view sha256) {
   if (name.empty() || name.size() > kMaxChunkNameBytes || sha256.size() != 64) return false;
   if (!chunk_lies_inside(global_shape, offsets, shape) || !checked_numel(global_shape)) return false;
   const auto nbytes = checked_nbytes(shape, dtype);
@@ -88,8 +87,7 @@ Result<ChunkInfo> ChunkInfo::from_json(const nlohmann::json& j, const std::funct
   return chunk_from_json(j, where(), /*named=*/true);
 }
 
-std::string chunk_label(const std::string& name, const std::vector<int64_t>& global_shape,
-                        const std::vector<int64_t>& offsets, const std::vector<int64_t>& shape) {
+std::string chunk_label(const std::string& name, DimsView global_shape, DimsView offsets, DimsView shape) {
   bool whole = offsets.size() == global_shape.size() && shape == global_shape;
   for (int64_t o : offsets) whole = whole && o == 0;
   if (whole) return name;
@@ -146,8 +144,7 @@ Result<std::vector<uint8_t>> read_whole_chunk(const TensorFile& file, size_t ind
   return bytes;
 }
 
-bool chunk_lies_inside(const std::vector<int64_t>& global_shape, const std::vector<int64_t>& offsets,
-                       const std::vector<int64_t>& shape) {
+bool chunk_lies_inside(DimsView global_shape, DimsView offsets, DimsView shape) {
   if (offsets.size() != global_shape.size() || shape.size() != global_shape.size()) return false;
   for (size_t d = 0; d < global_shape.size(); ++d) {
     if (offsets[d] < 0 || shape[d] < 0 || offsets[d] > global_shape[d] ||

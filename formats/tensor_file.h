@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/byte_source.h"
+#include "base/dims.h"
 #include "base/status.h"
 #include "formats/dtype.h"
 #include "formats/pickle_globals.h"
@@ -48,14 +49,12 @@ struct ChunkInfo {
 
 // "model.w[0:128, 0:64]", or the bare name for a chunk that is its whole tensor: ChunkInfo::label
 // of a chunk held as separate fields.
-std::string chunk_label(const std::string& name, const std::vector<int64_t>& global_shape,
-                        const std::vector<int64_t>& offsets, const std::vector<int64_t>& shape);
+std::string chunk_label(const std::string& name, DimsView global_shape, DimsView offsets, DimsView shape);
 
 // Whether a chunk at `offsets` of `shape` lies inside a tensor of `global_shape`: the same rank, and
 // in every dim 0 <= offsets, 0 <= shape, offsets + shape <= global (without overflow). What every
 // reader of a chunk table checks before it copies a chunk into its tensor.
-bool chunk_lies_inside(const std::vector<int64_t>& global_shape, const std::vector<int64_t>& offsets,
-                       const std::vector<int64_t>& shape);
+bool chunk_lies_inside(DimsView global_shape, DimsView offsets, DimsView shape);
 
 // Longest tensor name a chunk entry may carry.
 constexpr size_t kMaxChunkNameBytes = 4096;
@@ -64,9 +63,8 @@ constexpr size_t kMaxChunkNameBytes = 4096;
 // which one failed): a name of 1 to kMaxChunkNameBytes bytes, a 64-character sha256, the chunk
 // inside a global shape whose element count does not overflow, and data_bytes equal to shape x
 // dtype size. For the readers that take or refuse an entry without saying why.
-bool chunk_entry_is_consistent(std::string_view name, DType dtype, const std::vector<int64_t>& global_shape,
-                               const std::vector<int64_t>& offsets, const std::vector<int64_t>& shape,
-                               uint64_t data_bytes, std::string_view sha256);
+bool chunk_entry_is_consistent(std::string_view name, DType dtype, DimsView global_shape, DimsView offsets,
+                               DimsView shape, uint64_t data_bytes, std::string_view sha256);
 
 // What every read_chunk checks first: `index` names one of `chunks` and [offset, offset + length)
 // lies inside its payload. kInvalidArgument naming `path` and the chunk otherwise.

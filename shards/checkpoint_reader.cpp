@@ -122,8 +122,7 @@ Result<std::unique_ptr<TensorFile>> open_manifest_shard(const std::string& check
   return format->open(path);
 }
 
-void scatter_chunk(const std::vector<int64_t>& global_shape, size_t element_size,
-                   const std::vector<int64_t>& offsets, const std::vector<int64_t>& shape,
+void scatter_chunk(DimsView global_shape, size_t element_size, DimsView offsets, DimsView shape,
                    const uint8_t* chunk_bytes, uint8_t* global) {
   const size_t rank = global_shape.size();
   if (rank == 0) {

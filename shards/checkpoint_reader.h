@@ -45,8 +45,7 @@ const ChunkInfo* find_file_chunk(const TensorFile& file, const std::string& name
 
 // Copies a chunk (offsets/shape inside a row-major global tensor) into the global buffer.
 // Precondition: the chunk lies inside the global shape and `chunk_bytes` holds shape's elements.
-void scatter_chunk(const std::vector<int64_t>& global_shape, size_t element_size,
-                   const std::vector<int64_t>& offsets, const std::vector<int64_t>& shape,
+void scatter_chunk(DimsView global_shape, size_t element_size, DimsView offsets, DimsView shape,
                    const uint8_t* chunk_bytes, uint8_t* global);
 
 struct LoadOptions {

@@ -8,7 +8,7 @@ namespace {
 
 struct Key {
   const std::string& name;
-  const std::vector<int64_t>& offsets;
+  DimsView offsets;
 };
 
 bool less(const ChunkInfo& a, const Key& b) {
@@ -33,8 +33,7 @@ FileChunkIndex::FileChunkIndex(const std::vector<ChunkInfo>& chunks) : chunks_(c
   if (!std::is_sorted(order_.begin(), order_.end(), before)) std::sort(order_.begin(), order_.end(), before);
 }
 
-const ChunkInfo* FileChunkIndex::find_at(const std::string& name, const std::vector<int64_t>& offsets,
-                                         size_t* index_out) const {
+const ChunkInfo* FileChunkIndex::find_at(const std::string& name, DimsView offsets, size_t* index_out) const {
   const Key key{name, offsets};
   auto it = std::lower_bound(order_.begin(), order_.end(), key,
                              [this](uint32_t i, const Key& k) { return less(chunks_[i], k); });
@@ -48,8 +47,9 @@ const ChunkInfo* FileChunkIndex::find(const std::string& name, const ManifestChu
   const Key key{name, chunk.offsets};
   auto it = std::lower_bound(order_.begin(), order_.end(), key,
                              [this](uint32_t i, const Key& k) { return less(chunks_[i], k); });
-  for (; it != order_.end() && chunks_[*it].name == name && chunks_[*it].offsets == chunk.offsets; ++it) {
-    if (chunks_[*it].shape == chunk.shape) {
+  for (; it != order_.end() && chunks_[*it].name == name && DimsView(chunks_[*it].offsets) == chunk.offsets;
+       ++it) {
+    if (DimsView(chunks_[*it].shape) == chunk.shape) {
       *index_out = *it;
       return &chunks_[*it];
     }

@@ -19,8 +19,7 @@ class FileChunkIndex {
 
   // The first chunk (lowest index: what a scan in order finds) of tensor `name` at `offsets`, or
   // null; its index goes to `index_out`.
-  const ChunkInfo* find_at(const std::string& name, const std::vector<int64_t>& offsets,
-                           size_t* index_out) const;
+  const ChunkInfo* find_at(const std::string& name, DimsView offsets, size_t* index_out) const;
   // The first chunk of tensor `name` with the manifest chunk's offsets and shape, or null.
   const ChunkInfo* find(const std::string& name, const ManifestChunk& chunk, size_t* index_out) const;
 

@@ -77,16 +77,16 @@ bool has_twin(const std::vector<ManifestChunkRef>& chunks) {
 }  // namespace
 
 ChunkInfo chunk_info_of(const ManifestTensor& tensor, const ManifestChunk& chunk) {
-  return {tensor.name,       tensor.component, tensor.dtype,
-          tensor.shape,      chunk.offsets,    chunk.shape,
-          chunk.data_offset, chunk.data_bytes, digest_hex(chunk.sha256)};
+  return {tensor.name,       tensor.component,          tensor.dtype,
+          tensor.shape,      chunk.offsets.to_vector(), chunk.shape.to_vector(),
+          chunk.data_offset, chunk.data_bytes,          digest_hex(chunk.sha256)};
 }
 
 NativeChunkFields native_chunk_fields(const ManifestTensor& tensor, const ManifestChunk& chunk,
                                       Sha256HexText& hex) {
   digest_hex_into(chunk.sha256, hex.data());
   return {tensor.name,       tensor.component, tensor.dtype,
-          &tensor.shape,     &chunk.offsets,   &chunk.shape,
+          tensor.shape,      chunk.offsets,    chunk.shape,
           chunk.data_offset, chunk.data_bytes, std::string_view(hex.data(), hex.size())};
 }
 

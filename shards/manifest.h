@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/dims.h"
 #include "base/embedded_digest.h"
 #include "base/sha256.h"
 #include "base/status.h"
@@ -35,8 +36,8 @@ struct ManifestShard {
 
 struct ManifestChunk {
   size_t shard = 0;  // index into Manifest::shards
-  std::vector<int64_t> offsets;
-  std::vector<int64_t> shape;
+  Dims offsets;      // inline, not vectors: two heap blocks a chunk (base/dims.h)
+  Dims shape;
   uint64_t data_offset = 0;  // byte offset of the payload inside the shard file
   uint64_t data_bytes = 0;
   // The payload's SHA-256, held as its 32 bytes: as 64 hex characters it was a heap string of 80

@@ -154,7 +154,9 @@ TEST(Sha256Hex, ADigestSpelledInHexReadsBackAndAnythingElseIsRefused) {
       const bool digit = (byte >= '0' && byte <= '9') || (byte >= 'a' && byte <= 'f');
       const std::optional<Sha256Digest> read = digest_from_hex(other);
       ASSERT_EQ(read.has_value(), digit) << at << " " << byte;
-      if (digit) ASSERT_EQ(digest_hex(*read), other) << at << " " << byte;
+      if (digit) {
+        ASSERT_EQ(digest_hex(*read), other) << at << " " << byte;
+      }
     }
   }
 

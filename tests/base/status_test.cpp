@@ -30,9 +30,10 @@ TEST(Status, PropagatesFirstError) {
 }
 
 TEST(DType, CheckedSizesRejectOverflowAndNegativeDims) {
-  EXPECT_EQ(*checked_nbytes({2, 3}, DType::kBF16), 12u);
-  EXPECT_FALSE(checked_numel({-1, 4}).has_value());
-  EXPECT_FALSE(checked_nbytes({INT64_MAX / 2, 3}, DType::kF32).has_value());
+  using Shape = std::vector<int64_t>;
+  EXPECT_EQ(*checked_nbytes(Shape{2, 3}, DType::kBF16), 12u);
+  EXPECT_FALSE(checked_numel(Shape{-1, 4}).has_value());
+  EXPECT_FALSE(checked_nbytes(Shape{INT64_MAX / 2, 3}, DType::kF32).has_value());
   EXPECT_EQ(*dtype_from_name("BOOL"), DType::kBool);
   EXPECT_FALSE(dtype_from_name("F8").has_value());
 }

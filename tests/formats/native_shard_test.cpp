@@ -126,8 +126,8 @@ TEST_F(NativeShardTest, AHeaderIsTheLayoutOfExactlyTheChunksItWasWrittenFrom) {
     const MemoryByteSource source(bytes, "shard.cks");
     return native_header_metadata_if_laid_out(source, chunks.size(), [&](size_t i) {
       const ChunkInfo& c = chunks[i];
-      return NativeChunkFields{c.name,   c.component,   c.dtype,      &c.global_shape, &c.offsets,
-                               &c.shape, c.data_offset, c.data_bytes, c.sha256};
+      return NativeChunkFields{c.name,  c.component,   c.dtype,      c.global_shape, c.offsets,
+                               c.shape, c.data_offset, c.data_bytes, c.sha256};
     });
   };
   const std::vector<ChunkInfo>& written = written_.chunks;

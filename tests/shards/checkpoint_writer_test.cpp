@@ -138,7 +138,8 @@ TEST(CheckpointReader, ScatterPlacesAnInnerBlock) {
   // A 2x2 block at (1,1) of a 3x4 int8 tensor.
   std::vector<uint8_t> global(12, 0);
   const uint8_t block[4] = {1, 2, 3, 4};
-  scatter_chunk({3, 4}, 1, {1, 1}, {2, 2}, block, global.data());
+  using Extents = std::vector<int64_t>;
+  scatter_chunk(Extents{3, 4}, 1, Extents{1, 1}, Extents{2, 2}, block, global.data());
   const std::vector<uint8_t> expected = {0, 0, 0, 0, 0, 1, 2, 0, 0, 3, 4, 0};
   EXPECT_EQ(global, expected);
 }

@@ -99,7 +99,7 @@ TEST(LaidOutNativeShard, RefusesAnyShardItsRecordsDoNotLayOut) {
 
   // One field of one record other than what the header holds.
   ManifestChunk other = *placed[s][0].chunk;
-  other.sha256[0] = other.sha256[0] == 'a' ? 'b' : 'a';
+  other.sha256[0] ^= 1;
   auto edited = placed[s];
   edited[0].chunk = &other;
   EXPECT_FALSE(open_laid_out_native_shard(dir, shard, edited).has_value()) << "another sha256";

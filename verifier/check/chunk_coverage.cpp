@@ -13,24 +13,24 @@ namespace {
 constexpr size_t kMaxOverlapsReported = 8;
 
 struct Box {
-  const std::vector<int64_t>* offsets;
-  const std::vector<int64_t>* shape;
+  DimsView offsets;
+  DimsView shape;
   size_t chunk;  // index in ManifestTensor::chunks, for messages
 };
 
 std::string box_label(const std::string& name, const Box& b) {
   std::string s = name + "[";
-  for (size_t d = 0; d < b.shape->size(); ++d) {
+  for (size_t d = 0; d < b.shape.size(); ++d) {
     if (d) s += ", ";
-    s += std::to_string((*b.offsets)[d]) + ":" + std::to_string((*b.offsets)[d] + (*b.shape)[d]);
+    s += std::to_string(b.offsets[d]) + ":" + std::to_string(b.offsets[d] + b.shape[d]);
   }
   return s + "]";
 }
 
 bool boxes_intersect(const Box& a, const Box& b) {
-  for (size_t d = 0; d < a.shape->size(); ++d) {
-    const int64_t a0 = (*a.offsets)[d], a1 = a0 + (*a.shape)[d];
-    const int64_t b0 = (*b.offsets)[d], b1 = b0 + (*b.shape)[d];
+  for (size_t d = 0; d < a.shape.size(); ++d) {
+    const int64_t a0 = a.offsets[d], a1 = a0 + a.shape[d];
+    const int64_t b0 = b.offsets[d], b1 = b0 + b.shape[d];
     if (a1 <= b0 || b1 <= a0) return false;
   }
   return true;  // rank 0: both boxes are the one element
@@ -41,17 +41,17 @@ std::string first_row_gap(const ManifestTensor& t, const std::vector<Box>& sorte
   if (t.shape.empty()) return "";
   for (const Box& b : sorted) {
     for (size_t d = 1; d < t.shape.size(); ++d) {
-      if ((*b.shape)[d] != t.shape[d]) return "";
+      if (b.shape[d] != t.shape[d]) return "";
     }
   }
   int64_t next = 0;
   for (const Box& b : sorted) {
-    if ((*b.offsets)[0] > next) break;
-    next = std::max(next, (*b.offsets)[0] + (*b.shape)[0]);
+    if (b.offsets[0] > next) break;
+    next = std::max(next, b.offsets[0] + b.shape[0]);
   }
   const int64_t end = std::min<int64_t>(t.shape[0], [&] {
     for (const Box& b : sorted) {
-      if ((*b.offsets)[0] > next) return (*b.offsets)[0];
+      if (b.offsets[0] > next) return b.offsets[0];
     }
     return t.shape[0];
   }());
@@ -74,16 +74,16 @@ void check_chunk_coverage(const ManifestTensor& t, VerifyReport& report) {
                            shape_to_string(t.shape));
       continue;
     }
-    if (checked_numel(c.shape).value_or(0) > 0) boxes.push_back({&c.offsets, &c.shape, i});
+    if (checked_numel(c.shape).value_or(0) > 0) boxes.push_back({c.offsets, c.shape, i});
   }
-  std::sort(boxes.begin(), boxes.end(), [](const Box& a, const Box& b) { return *a.offsets < *b.offsets; });
+  std::sort(boxes.begin(), boxes.end(), [](const Box& a, const Box& b) { return a.offsets < b.offsets; });
 
   size_t overlaps = 0;
   for (size_t i = 0; i < boxes.size() && overlaps < kMaxOverlapsReported; ++i) {
-    const int64_t end0 = t.shape.empty() ? 1 : (*boxes[i].offsets)[0] + (*boxes[i].shape)[0];
+    const int64_t end0 = t.shape.empty() ? 1 : boxes[i].offsets[0] + boxes[i].shape[0];
     for (size_t j = i + 1; j < boxes.size() && overlaps < kMaxOverlapsReported; ++j) {
       // Sorted by dim-0 offset: once a box starts at or after this one's end, none later overlaps it.
-      if (!t.shape.empty() && (*boxes[j].offsets)[0] >= end0) break;
+      if (!t.shape.empty() && boxes[j].offsets[0] >= end0) break;
       if (boxes_intersect(boxes[i], boxes[j])) {
         ++overlaps;
         report.add_error(verify_code::kCoverageOverlap, "", t.name,
@@ -94,7 +94,7 @@ void check_chunk_coverage(const ManifestTensor& t, VerifyReport& report) {
   }
   if (overlaps) return;
   int64_t covered = 0;
-  for (const Box& b : boxes) covered += checked_numel(*b.shape).value_or(0);  // no overlap: sum <= numel
+  for (const Box& b : boxes) covered += checked_numel(b.shape).value_or(0);  // no overlap: sum <= numel
   if (covered < numel) {
     report.add_error(verify_code::kCoverageGap, "", t.name,
                      "chunks cover " + std::to_string(covered) + " of " + std::to_string(numel) +

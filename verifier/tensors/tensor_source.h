@@ -67,8 +67,8 @@ class RecordedSha256 {
 };
 
 struct ChunkPlace {
-  const std::vector<int64_t>& offsets;
-  const std::vector<int64_t>& shape;
+  DimsView offsets;
+  DimsView shape;
   uint64_t data_offset;
   uint64_t data_bytes;
   RecordedSha256 header_sha256;
