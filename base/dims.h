@@ -35,7 +35,8 @@ class DimsView {
   std::vector<int64_t> to_vector() const { return {begin(), end()}; }
 
   friend bool operator==(DimsView a, DimsView b) {
-    return a.size_ == b.size_ && (a.size_ == 0 || std::memcmp(a.data_, b.data_, a.size_ * sizeof(int64_t)) == 0);
+    return a.size_ == b.size_ &&
+           (a.size_ == 0 || std::memcmp(a.data_, b.data_, a.size_ * sizeof(int64_t)) == 0);
   }
   friend bool operator!=(DimsView a, DimsView b) { return !(a == b); }
   friend bool operator<(DimsView a, DimsView b) {

@@ -48,7 +48,8 @@ TEST(Dims, HoldsItsExtentsInlineOrOnTheHeapWhateverTheLength) {
 }
 
 TEST(Dims, ComparesAsTheVectorsOfItsExtentsCompare) {
-  const std::vector<std::vector<int64_t>> all = {{}, {0}, {0, 1}, {1}, {1, 0}, {1, 0, 0, 0, 0}, {1, 0, 0, 0, 1}, {2}};
+  const std::vector<std::vector<int64_t>> all = {
+      {}, {0}, {0, 1}, {1}, {1, 0}, {1, 0, 0, 0, 0}, {1, 0, 0, 0, 1}, {2}};
   for (const auto& a : all) {
     for (const auto& b : all) {
       EXPECT_EQ(Dims(a) == Dims(b), a == b);
