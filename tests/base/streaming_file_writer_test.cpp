@@ -91,16 +91,22 @@ TEST_P(StreamingFileWriterTest, BytesFilledInPlaceAreWrittenAndHashedAsAppended)
 // While a WriteBufferReuse lives, each writer takes the buffers the last one let go of (so the kept
 // ones do not grow file after file), and every file is still exactly its own bytes, O_DIRECT
 // padding trimmed; when it ends, nothing is kept.
+//
+// How many buffers one writer holds at once depends on how fast its I/O thread hands them back:
+// from one pool buffer to buffers_in_flight + 1 of them, and the buffer of its held prefix. So the
+// kept ones are bounded by that, file after file, not equal to the first file's count (which made
+// this test fail under load). Without reuse they would add up: at least 2 a file, 6 after three.
 TEST_P(StreamingFileWriterTest, AWriterReusesTheBuffersTheLastOneLetGoOfWhileASaveLasts) {
   TempDir dir;
   ASSERT_EQ(WriteBufferReuse::kept_buffers(), 0u);
+  const StreamingFileWriter::Options options = small_buffers(GetParam(), 100);
+  const size_t most_one_writer_holds = options.buffers_in_flight + 1 + 1;  // the pool, the held prefix
   {
     const WriteBufferReuse reuse;
-    size_t kept_after_first = 0;
     for (uint8_t file = 1; file <= 3; ++file) {
       SCOPED_TRACE("file " + std::to_string(file));
       const std::string path = dir / ("reused-" + std::to_string(file));
-      auto writer = StreamingFileWriter::create_exclusive(path, small_buffers(GetParam(), 100));
+      auto writer = StreamingFileWriter::create_exclusive(path, options);
       ASSERT_TRUE(writer.is_ok()) << writer.status().to_string();
       std::vector<uint8_t> expected = byte_pattern(30000 - 1000 * file, file);  // shorter each time
       ASSERT_TRUE((*writer)->append(expected.data(), expected.size()).is_ok());
@@ -110,9 +116,8 @@ TEST_P(StreamingFileWriterTest, AWriterReusesTheBuffersTheLastOneLetGoOfWhileASa
       ASSERT_TRUE((*writer)->finish().is_ok());
       writer->reset();
       EXPECT_EQ(read_file_bytes(path), expected);
-      if (file == 1) kept_after_first = WriteBufferReuse::kept_buffers();
-      EXPECT_GT(WriteBufferReuse::kept_buffers(), 0u);
-      EXPECT_EQ(WriteBufferReuse::kept_buffers(), kept_after_first);
+      EXPECT_GE(WriteBufferReuse::kept_buffers(), 2u);  // a pool buffer and the held one, at least
+      EXPECT_LE(WriteBufferReuse::kept_buffers(), most_one_writer_holds);
     }
   }
   EXPECT_EQ(WriteBufferReuse::kept_buffers(), 0u);
