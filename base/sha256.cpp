@@ -97,44 +97,44 @@ std::string Sha256::finish_hex() {
   return digest_hex(finish());
 }
 
-std::string to_hex(const uint8_t* data, size_t size) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out(size * 2, '0');
-  for (size_t i = 0; i < size; ++i) {
-    out[2 * i] = kHex[data[i] >> 4];
-    out[2 * i + 1] = kHex[data[i] & 0xf];
+namespace {
+
+// Both hex digits of every byte value, one entry a byte: the header comparison, inspect's rows and
+// the manifest's text spell a digest per chunk.
+constexpr auto kHexPairs = [] {
+  constexpr char kDigits[] = "0123456789abcdef";
+  std::array<char, 512> t{};
+  for (size_t b = 0; b < 256; ++b) {
+    t[2 * b] = kDigits[b >> 4];
+    t[2 * b + 1] = kDigits[b & 0xf];
   }
+  return t;
+}();
+
+void hex_into(const uint8_t* data, size_t size, char* out) {
+  for (size_t i = 0; i < size; ++i) std::memcpy(out + 2 * i, &kHexPairs[2 * size_t{data[i]}], 2);
+}
+
+}  // namespace
+
+std::string to_hex(const uint8_t* data, size_t size) {
+  std::string out(size * 2, '0');
+  hex_into(data, size, out.data());
   return out;
 }
 
 std::string digest_hex(const Sha256Digest& digest) {
-  std::string out(2 * digest.size(), '0');
-  digest_hex_into(digest, out.data());
-  return out;
+  return to_hex(digest.data(), digest.size());
 }
 
 void digest_hex_into(const Sha256Digest& digest, char* out) {
-  // Both digits of a byte from one table entry: the header comparison and inspect's rows spell a
-  // digest per chunk.
-  static constexpr auto kPairs = [] {
-    constexpr char kDigits[] = "0123456789abcdef";
-    std::array<char, 512> t{};
-    for (size_t b = 0; b < 256; ++b) {
-      t[2 * b] = kDigits[b >> 4];
-      t[2 * b + 1] = kDigits[b & 0xf];
-    }
-    return t;
-  }();
-  for (size_t i = 0; i < digest.size(); ++i) std::memcpy(out + 2 * i, &kPairs[2 * size_t{digest[i]}], 2);
+  hex_into(digest.data(), digest.size(), out);
 }
 
 bool digest_is_hex(const Sha256Digest& digest, std::string_view hex) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  if (hex.size() != 2 * digest.size()) return false;
-  for (size_t i = 0; i < digest.size(); ++i) {
-    if (hex[2 * i] != kDigits[digest[i] >> 4] || hex[2 * i + 1] != kDigits[digest[i] & 0xf]) return false;
-  }
-  return true;
+  Sha256HexText spelt;
+  digest_hex_into(digest, spelt.data());
+  return hex == std::string_view(spelt.data(), spelt.size());
 }
 
 std::optional<Sha256Digest> digest_from_hex(std::string_view hex) {
@@ -160,10 +160,14 @@ std::optional<Sha256Digest> digest_from_hex(std::string_view hex) {
   return out;
 }
 
-std::string sha256_hex(const void* data, size_t size) {
+Sha256Digest sha256_digest(const void* data, size_t size) {
   Sha256 h;
   h.update(data, size);
-  return h.finish_hex();
+  return h.finish();
+}
+
+std::string sha256_hex(const void* data, size_t size) {
+  return digest_hex(sha256_digest(data, size));
 }
 
 std::string sha256_hex(const std::string& text) {
@@ -171,11 +175,7 @@ std::string sha256_hex(const std::string& text) {
 }
 
 bool is_sha256_hex(std::string_view s) {
-  if (s.size() != 64) return false;
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
+  return digest_from_hex(s).has_value();
 }
 
 Result<std::string> sha256_hex_of_range(const ByteSource& source, uint64_t offset, uint64_t length,

@@ -83,6 +83,7 @@ void digest_hex_into(const Sha256Digest& digest, char* out);
 bool digest_is_hex(const Sha256Digest& digest, std::string_view hex);
 // The digest `hex` spells, when it is one as is_sha256_hex accepts.
 std::optional<Sha256Digest> digest_from_hex(std::string_view hex);
+Sha256Digest sha256_digest(const void* data, size_t size);
 std::string sha256_hex(const void* data, size_t size);
 std::string sha256_hex(const std::string& text);
 

@@ -37,13 +37,13 @@ struct ChunkJob {
 };
 
 // OK when a chunk's bytes hash to what the manifest says, else the error naming shard, offset and chunk.
-Status check_chunk_hash(const ChunkJob& job, const std::string& actual) {
+Status check_chunk_hash(const ChunkJob& job, const Sha256Digest& actual) {
   const ChunkInfo& fc = *job.chunk.file;
   const ManifestChunk& mc = *job.chunk.manifest;
-  if (digest_is_hex(mc.sha256, actual)) return Status::ok();
+  if (actual == mc.sha256) return Status::ok();
   return Status::corruption(*job.chunk.shard_name + " @" + std::to_string(fc.data_offset) +
                             ": sha256 mismatch for " + fc.label() + ": expected " + digest_hex(mc.sha256) +
-                            " got " + actual);
+                            " got " + digest_hex(actual));
 }
 
 // A chunk copied (into its tensor's buffer, or a scratch piece for a view) and hashed a piece at a
@@ -73,7 +73,7 @@ class HashedChunkCopy {
   bool at_end() const { return done_ == size_; }
   bool alone() const { return alone_; }
   void settle() {}
-  Status finish() { return check_chunk_hash(job_, sha_.finish_hex()); }
+  Status finish() { return check_chunk_hash(job_, sha_.finish()); }
   void conclude(Status status) { result_ = std::move(status); }
 
  private:
@@ -267,7 +267,7 @@ class CheckpointMapper {
         CKPT_RETURN_IF_ERROR(guarded_copy(staged.data(), job.source, staged.size(), shard_name));
         from = staged.data();
       }
-      if (options_.verify_hashes) CKPT_RETURN_IF_ERROR(check_chunk_hash(job, sha256_hex(from, size)));
+      if (options_.verify_hashes) CKPT_RETURN_IF_ERROR(check_chunk_hash(job, sha256_digest(from, size)));
       scatter_chunk(job.tensor->shape, dtype_size(job.tensor->dtype), job.chunk.manifest->offsets,
                     job.chunk.manifest->shape, from, job.destination);
       return Status::ok();

@@ -54,11 +54,11 @@ Result<std::map<std::string, at::Tensor>> load_distributed_state(const std::stri
       st.bytes_read += r.length;
       if (r.whole_chunk) {
         ++st.whole_chunk_reads;
-        const std::string actual = sha256_hex(dst + r.target_offset, r.length);
-        if (!digest_is_hex(mc.sha256, actual))
+        const Sha256Digest actual = sha256_digest(dst + r.target_offset, r.length);
+        if (actual != mc.sha256)
           return Status::corruption(shard_name + " @" + std::to_string(fc->data_offset) +
                                     ": sha256 mismatch for " + fc->label() + ": expected " +
-                                    digest_hex(mc.sha256) + " got " + actual);
+                                    digest_hex(mc.sha256) + " got " + digest_hex(actual));
       } else {
         ++st.partial_chunk_reads;
       }
