@@ -4,6 +4,11 @@
 
 namespace ckpt {
 
+std::string quoted_for_message(const std::string& value) {
+  if (value.size() <= 80) return "'" + value + "'";
+  return "'" + value.substr(0, 64) + "...' (" + std::to_string(value.size()) + " characters)";
+}
+
 std::string hex_offset(uint64_t offset) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(offset));

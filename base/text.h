@@ -15,6 +15,10 @@ inline bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// An untrusted value in a one-line message: quoted, whole up to 80 characters, else its first 64,
+// "..." and its length ("'abc...' (100000 characters)"), so a hostile field cannot flood the line.
+std::string quoted_for_message(const std::string& value);
+
 // "0x1a2b": how messages name a byte offset in a file.
 std::string hex_offset(uint64_t offset);
 

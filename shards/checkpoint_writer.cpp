@@ -10,6 +10,7 @@
 #include "base/json_fields.h"
 #include "base/parallel_jobs.h"
 #include "base/streaming_file_writer.h"
+#include "base/text.h"
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_dir.h"
 
@@ -57,8 +58,8 @@ Status add_written_chunks(Manifest& manifest, std::unordered_map<std::string, si
     // Every writer hashes what it writes; a rank's report that says otherwise commits nothing.
     const std::optional<Sha256Digest> digest = digest_from_hex(c.sha256);
     if (!digest) {
-      return Status::corruption(shard_path + ": chunk " + c.label() + " was reported with sha256 '" +
-                                c.sha256.substr(0, 80) + "', not 64 lowercase hex digits");
+      return Status::corruption(shard_path + ": chunk " + c.label() + " was reported with sha256 " +
+                                quoted_for_message(c.sha256) + ", not 64 lowercase hex digits");
     }
     auto [it, added] = by_name.try_emplace(c.name, manifest.tensors.size());
     if (added) manifest.tensors.push_back({c.name, c.component, c.dtype, c.global_shape, {}});

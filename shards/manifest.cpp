@@ -5,6 +5,7 @@
 #include "base/file_io.h"
 #include "base/json_fields.h"
 #include "base/sha256.h"
+#include "base/text.h"
 #include "shards/manifest_fast_parse.h"
 #include "shards/manifest_text.h"
 
@@ -79,10 +80,8 @@ Result<ManifestChunk> parse_chunk(const nlohmann::json& j, size_t num_shards, co
   CKPT_ASSIGN_OR_RETURN(const std::string sha256, json_string(j, "sha256", where));
   const std::optional<Sha256Digest> digest = digest_from_hex(sha256);
   if (!digest) {
-    const std::string shown = sha256.size() <= 80 ? sha256 + "'"
-                                                  : sha256.substr(0, 64) + "...' (" +
-                                                        std::to_string(sha256.size()) + " characters)";
-    return Status::corruption(where + ": sha256 '" + shown + " is not 64 lowercase hex digits");
+    return Status::corruption(where + ": sha256 " + quoted_for_message(sha256) +
+                              " is not 64 lowercase hex digits");
   }
   c.sha256 = *digest;
   return c;
