@@ -8,6 +8,7 @@
 
 #include "base/embedded_digest.h"
 #include "base/simd_json_fields.h"
+#include "shards/manifest_tensor_pieces.h"
 #include "shards/manifest_text.h"
 
 namespace ckpt {
@@ -83,36 +84,15 @@ bool parse_tensor(value e, size_t num_shards, ManifestTensor* t) {
   return checked_nbytes(t->shape, t->dtype).has_value();
 }
 
-}  // namespace
-
-std::optional<Manifest> parse_manifest_fast(const std::string& text, ManifestDigest* digest) {
-  // The digest read off the text needs no parsed field, so a large manifest's runs on a second
-  // core while this one parses: the text of 320,000 chunks is 87 MB, and re-serializing the
-  // records to hash them was a sixth of opening the checkpoint (issue 44).
-  constexpr size_t kConcurrentDigestBytes = size_t{1} << 20;
-  std::future<std::optional<std::string>> text_digest;
-  if (digest) {
-    auto read_off = [&text] { return sha256_without_whitespace(text, kManifestDigestField); };
-    try {
-      text_digest = std::async(
-          text.size() >= kConcurrentDigestBytes ? std::launch::async : std::launch::deferred, read_off);
-    } catch (const std::system_error&) {  // no thread to be had: on this one, after the parse
-      text_digest = std::async(std::launch::deferred, read_off);
-    }
-  }
-  simdjson::padded_string copy;
-  simdjson::ondemand::parser parser;
-  simdjson::ondemand::document doc;
-  object o;
-  if (parser.iterate(simd_padded(text, copy)).get(doc) || doc.get_object().get(o)) return std::nullopt;
-
-  Manifest m;
-  std::string format, recorded;
+// The root's fields, each to `m`; the "tensors" array to `read_tensors(value)`.
+template <typename ReadTensors>
+bool parse_root(object o, Manifest& m, std::string& recorded, bool& has_digest,
+                const ReadTensors& read_tensors) {
+  std::string format;
   int64_t version = 0;
-  bool has_digest = false;
   // Every field but the digest (slot 9), which manifests written before digests lack.
   const uint32_t required = ((1u << 12) - 1) & ~(1u << 9);
-  const bool fields = simd_each_field(o, required, [&](std::string_view key, value v) -> int {
+  return simd_each_field(o, required, [&](std::string_view key, value v) -> int {
     if (key == "format") return simd_string(v, &format) && format == kManifestFormat ? 0 : kFieldRefused;
     if (key == "version") return simd_int(v, &version) && version == kManifestVersion ? 1 : kFieldRefused;
     if (key == "step") return simd_int(v, &m.step) && m.step >= 0 ? 2 : kFieldRefused;
@@ -134,22 +114,121 @@ std::optional<Manifest> parse_manifest_fast(const std::string& text, ManifestDig
       return listed ? 10 : kFieldRefused;
     }
     // A tensor's chunks name shards by index: the writer puts the shards first (sorted keys).
-    if (key == "tensors" && !m.shards.empty()) {
-      const bool listed = simd_each_element(v, [&](value t) {
-        m.tensors.emplace_back();
-        return parse_tensor(t, m.shards.size(), &m.tensors.back());
-      });
-      return listed ? 11 : kFieldRefused;
-    }
+    if (key == "tensors" && !m.shards.empty()) return read_tensors(v) ? 11 : kFieldRefused;
     return kFieldRefused;
   });
-  if (!fields) return std::nullopt;
+}
+
+// Whether the document was read to its end: nothing may follow its root value.
+bool read_to_the_end(simdjson::ondemand::document& doc) {
+  const char* after = nullptr;
+  return doc.current_location().get(after) != simdjson::SUCCESS;
+}
+
+// The whole text in one simdjson document.
+bool parse_whole(simdjson::padded_string_view text, Manifest& m, std::string& recorded, bool& has_digest) {
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  object o;
+  if (parser.iterate(text).get(doc) || doc.get_object().get(o)) return false;
+  const bool fields = parse_root(o, m, recorded, has_digest, [&](value v) {
+    return simd_each_element(v, [&](value t) {
+      m.tensors.emplace_back();
+      return parse_tensor(t, m.shards.size(), &m.tensors.back());
+    });
+  });
+  return fields && read_to_the_end(doc);
+}
+
+// The writer's layout (shards/manifest_tensor_pieces.h), one tensor at a time: the root without
+// the tensors (a copy of the text around the array, which is then "[]"), then each tensor as a
+// document of its own, read in place. The same fields are read and the same checks made as by
+// parse_whole, and only when the pieces are exactly the root's "tensors" array: its '[' is where the
+// root's copy has it, every piece is one whole object read to its end, and between them lie only
+// whitespace and one comma each. A JSON array splits into its elements one way only, so the
+// tensors are the ones parse_whole reads. false where anything differs (the caller then parses the
+// whole text).
+bool parse_by_tensor(simdjson::padded_string_view text, const TensorsArraySpan& span, Manifest& m,
+                     std::string& recorded, bool& has_digest) {
+  const std::string_view all(text.data(), text.size());
+  std::string root_text;
+  root_text.reserve(span.open + 1 + (all.size() - span.close) + simdjson::SIMDJSON_PADDING);
+  root_text.append(all.substr(0, span.open + 1));
+  root_text.append(all.substr(span.close));
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  object o;
+  const simdjson::padded_string_view root(root_text.data(), root_text.size(), root_text.capacity());
+  if (parser.iterate(root).get(doc) || doc.get_object().get(o)) return false;
+  simdjson::ondemand::parser tensor_parser;  // grows to the largest tensor's text, then reused
+  auto read_tensors = [&](value v) {
+    if (v.raw_json_token().data() != root_text.data() + span.open) return false;
+    size_t elements = 0;
+    simdjson::ondemand::array a;
+    if (v.get_array().get(a) || a.count_elements().get(elements) || elements != 0) return false;
+    size_t at = span.open + 1;
+    for (;;) {
+      const size_t next = skip_json_space(all, at, span.close);
+      if (next == span.close) return true;  // after a tensor (a comma is followed by one), or "[ ]"
+      if (!m.tensors.empty()) {
+        if (all[next] != ',') return false;
+        at = next + 1;
+      }
+      const std::optional<TextPiece> piece = next_writer_tensor(all, at, span.close);
+      if (!piece) return false;
+      const simdjson::padded_string_view piece_text(text.data() + piece->begin, piece->end - piece->begin,
+                                                    text.capacity() - piece->begin);
+      simdjson::ondemand::document tensor_doc;
+      value t;
+      if (tensor_parser.iterate(piece_text).get(tensor_doc) || tensor_doc.get_value().get(t)) return false;
+      m.tensors.emplace_back();
+      if (!parse_tensor(t, m.shards.size(), &m.tensors.back()) || !read_to_the_end(tensor_doc)) return false;
+      at = piece->end;
+    }
+  };
+  const bool fields = parse_root(o, m, recorded, has_digest, read_tensors);
+  return fields && read_to_the_end(doc);
+}
+
+}  // namespace
+
+std::optional<Manifest> parse_manifest_fast(const std::string& text, ManifestDigest* digest,
+                                            bool* read_by_tensor) {
+  // The digest read off the text needs no parsed field, so a large manifest's runs on a second
+  // core while this one parses: the text of 320,000 chunks is 87 MB, and re-serializing the
+  // records to hash them was a sixth of opening the checkpoint (issue 44).
+  constexpr size_t kConcurrentDigestBytes = size_t{1} << 20;
+  std::future<std::optional<std::string>> text_digest;
+  if (digest) {
+    auto read_off = [&text] { return sha256_without_whitespace(text, kManifestDigestField); };
+    try {
+      text_digest = std::async(
+          text.size() >= kConcurrentDigestBytes ? std::launch::async : std::launch::deferred, read_off);
+    } catch (const std::system_error&) {  // no thread to be had: on this one, after the parse
+      text_digest = std::async(std::launch::deferred, read_off);
+    }
+  }
+  simdjson::padded_string copy;
+  const simdjson::padded_string_view padded = simd_padded(text, copy);
+
+  Manifest m;
+  std::string recorded;
+  bool has_digest = false;
+  bool parsed = false;
+  if (const std::optional<TensorsArraySpan> span = find_writer_tensors_array(text)) {
+    parsed = parse_by_tensor(padded, *span, m, recorded, has_digest);
+    if (!parsed) {
+      m = Manifest();
+      recorded.clear();
+      has_digest = false;
+    }
+  }
+  if (read_by_tensor) *read_by_tensor = parsed;
+  if (!parsed && !parse_whole(padded, m, recorded, has_digest)) return std::nullopt;
   std::set<std::string_view> paths;
   for (const auto& s : m.shards) {
     if (!paths.insert(s.path).second) return std::nullopt;
   }
-  const char* after = nullptr;  // the root object fully read: nothing may follow it
-  if (!doc.current_location().get(after)) return std::nullopt;
   std::vector<std::string_view> names;
   names.reserve(m.tensors.size());
   for (const auto& t : m.tensors) names.push_back(t.name);

@@ -18,6 +18,9 @@ namespace ckpt {
 // With `digest`: the digest of the manifest's content, from its fields (shards/manifest_text.h).
 // That equals manifest_digest(text) because the fields are all the text holds; a recorded digest
 // that differs returns nullopt too, so a mismatch is always named by the reference path.
-std::optional<Manifest> parse_manifest_fast(const std::string& text, ManifestDigest* digest);
+// The writer's text is read a tensor at a time (shards/manifest_tensor_pieces.h), any other
+// whole; `read_by_tensor`, where given, says which (the tests hold the writer's layout to it).
+std::optional<Manifest> parse_manifest_fast(const std::string& text, ManifestDigest* digest,
+                                            bool* read_by_tensor = nullptr);
 
 }  // namespace ckpt
