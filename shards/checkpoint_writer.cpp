@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <future>
 #include <optional>
 #include <unordered_map>
@@ -112,9 +113,13 @@ RankShards plan_rank_shards(const std::vector<TensorView>& replicated,
 }
 
 // Writes this rank's files in parallel. The first failure is returned after every thread ended.
-Result<std::vector<WrittenFile>> write_rank_shards(const ShardFormat& format, const std::string& temp_dir,
-                                                   RankShards& mine, const CheckpointMetadata& metadata,
-                                                   int rank, const CheckpointWriteOptions& options) {
+// `take_chunks(i, file)`, where given, is handed each file as soon as it is written, in file order:
+// rank 0 moves the file's chunk list into the manifest then (ManifestMerge), and a failure there
+// is that file's.
+Result<std::vector<WrittenFile>> write_rank_shards(
+    const ShardFormat& format, const std::string& temp_dir, RankShards& mine,
+    const CheckpointMetadata& metadata, int rank, const CheckpointWriteOptions& options,
+    const std::function<Status(size_t, WrittenFile&)>& take_chunks) {
   const size_t count = mine.payloads.size();
   const WriteBufferReuse reuse;  // each file's writer takes the buffers the last one let go of
   std::vector<Result<WrittenFile>> results(count, Status::io_error("not written"));
@@ -136,6 +141,9 @@ Result<std::vector<WrittenFile>> write_rank_shards(const ShardFormat& format, co
       // The file's list holds every chunk's record now: its payloads' copies go at once, so that
       // the heap the next files' lists are made in has them back (issue 44).
       std::vector<ChunkPayload>().swap(mine.payloads[i]);
+      if (results[i].is_ok() && take_chunks) {
+        if (Status taken = take_chunks(i, *results[i]); !taken.is_ok()) results[i] = taken;
+      }
       if (results[i].is_ok() && options.on_shard_written) options.on_shard_written(i, results[i]->path);
     }
   }
@@ -172,37 +180,71 @@ std::string report_of(const Result<std::vector<WrittenFile>>& written, const Ran
   return json{{"ok", true}, {"files", files}}.dump();
 }
 
-// Rank 0: every rank's report into the manifest, its own files (`own`, reported without their
-// chunks) as it wrote them; each of their chunk lists is let go once in the manifest, so that the
-// save's peak (the manifest and its text) does not also hold them (issue 44). Tensors keep rank 0's state
-// order (in a world of one: the caller's order); what only other ranks hold follows in report order.
-Result<Manifest> merge_reports(const std::vector<std::string>& reports, std::vector<WrittenFile>& own,
-                               const RankShards& own_shards, const CheckpointMetadata& metadata,
-                               const ShardFormat& format, const std::vector<TensorView>& replicated,
-                               const std::vector<RankTensor>& rank_tensors, size_t per_rank,
-                               uint64_t* total) {
-  Manifest manifest = manifest_skeleton(metadata);
-  for (const TensorView& t : replicated)
-    manifest.tensors.push_back({t.name, t.component, t.dtype, t.shape, {}});
-  for (const RankTensor& t : rank_tensors) {
-    manifest.tensors.push_back(
-        {t.view.name, t.view.component, t.view.dtype, t.offsets.empty() ? t.view.shape : t.global_shape, {}});
+// Rank 0's manifest in the making. Its own files join as each is written (add_own_file, from
+// write_rank_shards): a written file's chunk list is ~230 bytes a chunk and its strings, made in a
+// writer thread's heap, against 136 bytes a manifest record; held for every file until the merge,
+// the lists were most of `convert`'s peak at 320k chunks (issue 44). The other ranks' files join
+// from their reports (merge_reports). Tensors keep rank 0's state order (in a world of one: the
+// caller's order); what only other ranks hold follows in report order.
+class ManifestMerge {
+ public:
+  ManifestMerge(const CheckpointMetadata& metadata, const ShardFormat& format,
+                const std::vector<TensorView>& replicated, const std::vector<RankTensor>& rank_tensors,
+                size_t per_rank)
+      : manifest_(manifest_skeleton(metadata)), format_(format), per_rank_(per_rank) {
+    for (const TensorView& t : replicated)
+      manifest_.tensors.push_back({t.name, t.component, t.dtype, t.shape, {}});
+    for (const RankTensor& t : rank_tensors) {
+      manifest_.tensors.push_back({t.view.name,
+                                   t.view.component,
+                                   t.view.dtype,
+                                   t.offsets.empty() ? t.view.shape : t.global_shape,
+                                   {}});
+    }
+    by_name_.reserve(manifest_.tensors.size());
+    for (size_t i = 0; i < manifest_.tensors.size(); ++i) by_name_[manifest_.tensors[i].name] = i;
   }
-  std::unordered_map<std::string, size_t> by_name;
-  by_name.reserve(manifest.tensors.size());
-  for (size_t i = 0; i < manifest.tensors.size(); ++i) by_name[manifest.tensors[i].name] = i;
-  *total = 0;
-  auto add_file = [&](ManifestShard shard, uint64_t index, const std::vector<ChunkInfo>& chunks,
-                      const std::string& where) -> Status {
-    shard.format = format.name;
-    shard.rank = static_cast<int64_t>(index / per_rank);
-    if (index != manifest.shards.size())
+
+  // File `index` (global), in index order.
+  Status add_file(ManifestShard shard, uint64_t index, const std::vector<ChunkInfo>& chunks,
+                  const std::string& where) {
+    shard.format = format_.name;
+    shard.rank = static_cast<int64_t>(index / per_rank_);
+    if (index != manifest_.shards.size())
       return Status::corruption(where + ": file index " + std::to_string(index) + ", expected " +
-                                std::to_string(manifest.shards.size()));
-    *total += shard.bytes;
-    manifest.shards.push_back(std::move(shard));
-    return add_written_chunks(manifest, by_name, index, chunks, manifest.shards.back().path);
-  };
+                                std::to_string(manifest_.shards.size()));
+    total_ += shard.bytes;
+    manifest_.shards.push_back(std::move(shard));
+    return add_written_chunks(manifest_, by_name_, index, chunks, manifest_.shards.back().path);
+  }
+
+  // Rank 0's own file `i` of `own`, as written; its chunk list is let go once in the manifest.
+  Status add_own_file(const RankShards& own, size_t i, WrittenFile& file) {
+    const size_t index = own.first_index + i;
+    ManifestShard shard;
+    shard.path = shard_file_name(index, own.total, format_.extension);
+    shard.bytes = file.bytes;
+    shard.sha256 = file.sha256;
+    shard.sha256_of = file.sha256_of;
+    const Status added = add_file(std::move(shard), index, file.chunks, "rank 0 save report");
+    std::vector<ChunkInfo>().swap(file.chunks);
+    return added;
+  }
+
+  Manifest& manifest() { return manifest_; }
+  uint64_t total_bytes() const { return total_; }
+
+ private:
+  Manifest manifest_;
+  std::unordered_map<std::string, size_t> by_name_;
+  const ShardFormat& format_;
+  size_t per_rank_;
+  uint64_t total_ = 0;
+};
+
+// Rank 0: every other rank's report into the manifest (rank 0's own files are in it already,
+// and its report leaves out their chunks).
+Status merge_reports(const std::vector<std::string>& reports, ManifestMerge& merge) {
   for (size_t r = 0; r < reports.size(); ++r) {
     const std::string where = "rank " + std::to_string(r) + " save report";
     CKPT_ASSIGN_OR_RETURN(json j, parse_json(reports[r], where));
@@ -211,19 +253,7 @@ Result<Manifest> merge_reports(const std::vector<std::string>& reports, std::vec
     if (!j["ok"].get<bool>())
       return Status::io_error("rank " + std::to_string(r) +
                               " failed to write its shard: " + j.value("error", std::string("?")));
-    if (r == 0) {
-      for (size_t i = 0; i < own.size(); ++i) {
-        const size_t index = own_shards.first_index + i;
-        ManifestShard shard;
-        shard.path = shard_file_name(index, own_shards.total, format.extension);
-        shard.bytes = own[i].bytes;
-        shard.sha256 = own[i].sha256;
-        shard.sha256_of = own[i].sha256_of;
-        CKPT_RETURN_IF_ERROR(add_file(std::move(shard), index, own[i].chunks, where));
-        std::vector<ChunkInfo>().swap(own[i].chunks);
-      }
-      continue;
-    }
+    if (r == 0) continue;
     CKPT_ASSIGN_OR_RETURN(const json* files, json_array(j, "files", where));
     for (const json& f : *files) {
       ManifestShard shard;
@@ -238,10 +268,10 @@ Result<Manifest> merge_reports(const std::vector<std::string>& reports, std::vec
         CKPT_ASSIGN_OR_RETURN(ChunkInfo info, ChunkInfo::from_json(c, where + " " + shard.path));
         chunks.push_back(std::move(info));
       }
-      CKPT_RETURN_IF_ERROR(add_file(std::move(shard), index, chunks, where));
+      CKPT_RETURN_IF_ERROR(merge.add_file(std::move(shard), index, chunks, where));
     }
   }
-  return manifest;
+  return Status::ok();
 }
 
 // A failed save removes its temp dir, so the space it took (maybe the space that ran out) comes
@@ -301,8 +331,14 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
 
   // 2. This rank's files.
   RankShards mine = plan_rank_shards(replicated, rank_tensors, options, rank, world);
+  std::optional<ManifestMerge> merge;
+  std::function<Status(size_t, WrittenFile&)> take_chunks;
+  if (rank == 0) {
+    merge.emplace(metadata, *format, replicated, rank_tensors, std::max<size_t>(1, options.num_shards));
+    take_chunks = [&](size_t i, WrittenFile& file) { return merge->add_own_file(mine, i, file); };
+  }
   Result<std::vector<WrittenFile>> written =
-      write_rank_shards(*format, temp_dir, mine, metadata, rank, options);
+      write_rank_shards(*format, temp_dir, mine, metadata, rank, options, take_chunks);
 
   // 3. Every rank's report.
   const std::vector<std::string> reports =
@@ -315,15 +351,16 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
   uint64_t total = 0;
   if (rank == 0) {
     if (committed.is_ok()) {
-      auto merged = merge_reports(reports, *written, mine, metadata, *format, replicated, rank_tensors,
-                                  std::max<size_t>(1, options.num_shards), &total);
+      const Status merged = merge_reports(reports, *merge);
+      total = merge->total_bytes();
       if (!merged.is_ok()) {
-        committed = merged.status();
+        committed = merged;
       } else if (options.before_commit) {
         committed = options.before_commit();
       }
       if (committed.is_ok()) {
-        manifest = std::move(*merged);
+        manifest = std::move(merge->manifest());
+        manifest.created_utc = utc_timestamp_now();  // stamped at commit, not when the merge began
         const std::string text = manifest_to_json_text(manifest);
         // Never commit a checkpoint the readers would refuse to open.
         committed = text.size() <= kMaxManifestBytes

@@ -86,7 +86,10 @@ TEST(ManifestText, IsTheDumpOfTheManifestObjectWithItsDigest) {
     nlohmann::json j = reference_object(m);
     embed_digest(j, kManifestDigestField);
     const std::string expected = j.dump(1) + "\n";
-    EXPECT_EQ(manifest_to_json_text(m), expected);
+    const std::string text = manifest_to_json_text(m);
+    EXPECT_EQ(text, expected);
+    // Counted, then written into a string of that size: nothing grown by doubling (issue 44).
+    EXPECT_EQ(text.capacity(), text.size());
     j.erase(kManifestDigestField);
     EXPECT_EQ(manifest_content_sha256(m), sha256_hex(j.dump()));
   }
