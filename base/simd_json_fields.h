@@ -35,7 +35,9 @@ bool simd_sha256(simdjson::ondemand::value v, Sha256Digest* out);
 // spared copying it into its string buffer. That buffer is written front to back for the whole
 // document and never reused: for a 320k-chunk manifest its keys and digests alone touched ~37 MB
 // (issue 44). False for any other string (the caller unescapes it); the scan stops at the closing
-// quote, which stage 1 found, or at the zero padding after the text.
+// quote, which stage 1 found, or at the first control character after it: the zero padding after
+// the text, or, for a piece of a larger text read in place (shards/manifest_tensor_pieces.h), the
+// next raw newline at the latest.
 bool simd_plain_string(const char* raw, std::string_view* out);
 // nlohmann reads an integer literal as an integer and anything with '.' or 'e' as a float, which
 // json_uint and json_int refuse; simdjson's integer getters refuse those too.

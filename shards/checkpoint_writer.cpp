@@ -39,7 +39,6 @@ namespace {
 Manifest manifest_skeleton(const CheckpointMetadata& metadata) {
   Manifest manifest;
   manifest.step = metadata.step;
-  manifest.created_utc = utc_timestamp_now();
   manifest.world_size = metadata.world_size;
   manifest.strategy = metadata.strategy;
   manifest.config = metadata.config;
@@ -113,17 +112,18 @@ RankShards plan_rank_shards(const std::vector<TensorView>& replicated,
 }
 
 // Writes this rank's files in parallel. The first failure is returned after every thread ended.
-// `take_chunks(i, file)`, where given, is handed each file as soon as it is written, in file order:
-// rank 0 moves the file's chunk list into the manifest then (ManifestMerge), and a failure there
-// is that file's.
+// `add_to_manifest(i, file)`, where given, is handed each file written without a failure before
+// it, as soon as it is, in file order: rank 0 moves the file's chunk list into the manifest then
+// (ManifestMerge, which keeps any failure of its own for the merge to report).
 Result<std::vector<WrittenFile>> write_rank_shards(
     const ShardFormat& format, const std::string& temp_dir, RankShards& mine,
     const CheckpointMetadata& metadata, int rank, const CheckpointWriteOptions& options,
-    const std::function<Status(size_t, WrittenFile&)>& take_chunks) {
+    const std::function<void(size_t, WrittenFile&)>& add_to_manifest) {
   const size_t count = mine.payloads.size();
   const WriteBufferReuse reuse;  // each file's writer takes the buffers the last one let go of
   std::vector<Result<WrittenFile>> results(count, Status::io_error("not written"));
   const size_t jobs = resolve_jobs(options.jobs, count);
+  bool all_written = true;  // files 0..i: the manifest takes files in order, and only while none failed
   for (size_t first = 0; first < count; first += jobs) {
     std::vector<std::future<Result<WrittenFile>>> running;
     for (size_t i = first; i < std::min(count, first + jobs); ++i) {
@@ -141,9 +141,8 @@ Result<std::vector<WrittenFile>> write_rank_shards(
       // The file's list holds every chunk's record now: its payloads' copies go at once, so that
       // the heap the next files' lists are made in has them back (issue 44).
       std::vector<ChunkPayload>().swap(mine.payloads[i]);
-      if (results[i].is_ok() && take_chunks) {
-        if (Status taken = take_chunks(i, *results[i]); !taken.is_ok()) results[i] = taken;
-      }
+      all_written = all_written && results[i].is_ok();
+      if (all_written && add_to_manifest) add_to_manifest(i, *results[i]);
       if (results[i].is_ok() && options.on_shard_written) options.on_shard_written(i, results[i]->path);
     }
   }
@@ -156,9 +155,9 @@ Result<std::vector<WrittenFile>> write_rank_shards(
 }
 
 // A rank's outcome as one JSON text: {"ok": false, "error": ...} or {"ok": true, "files": [...]}.
-// Rank 0 merges its own files from what it holds (merge_reports), so its report leaves out their
-// chunks: at 320,000 chunks writing them as JSON and parsing them back was a third of `convert`
-// (issue 44). The other ranks read only the files' bytes from it.
+// Rank 0 adds its own files to the manifest from what it holds (ManifestMerge), so its report leaves out
+// their chunks: at 320,000 chunks writing them as JSON and parsing them back was a third of `convert` (issue
+// 44). The other ranks read only the files' bytes from it.
 std::string report_of(const Result<std::vector<WrittenFile>>& written, const RankShards& mine,
                       const std::string& extension, bool with_chunks) {
   if (!written.is_ok()) return json{{"ok", false}, {"error", written.status().to_string()}}.dump();
@@ -218,18 +217,22 @@ class ManifestMerge {
     return add_written_chunks(manifest_, by_name_, index, chunks, manifest_.shards.back().path);
   }
 
-  // Rank 0's own file `i` of `own`, as written; its chunk list is let go once in the manifest.
-  Status add_own_file(const RankShards& own, size_t i, WrittenFile& file) {
-    const size_t index = own.first_index + i;
-    ManifestShard shard;
-    shard.path = shard_file_name(index, own.total, format_.extension);
-    shard.bytes = file.bytes;
-    shard.sha256 = file.sha256;
-    shard.sha256_of = file.sha256_of;
-    const Status added = add_file(std::move(shard), index, file.chunks, "rank 0 save report");
+  // Rank 0's own file `i` of `own`, as written; its chunk list is let go once in the manifest. The
+  // first failure is kept for merge_reports, which reports it where the merge of rank 0's files
+  // did before they were added during the write; later files are not added.
+  void add_own_file(const RankShards& own, size_t i, WrittenFile& file) {
+    if (own_files_.is_ok()) {
+      const size_t index = own.first_index + i;
+      ManifestShard shard;
+      shard.path = shard_file_name(index, own.total, format_.extension);
+      shard.bytes = file.bytes;
+      shard.sha256 = file.sha256;
+      shard.sha256_of = file.sha256_of;
+      own_files_ = add_file(std::move(shard), index, file.chunks, "rank 0 save report");
+    }
     std::vector<ChunkInfo>().swap(file.chunks);
-    return added;
   }
+  const Status& own_files() const { return own_files_; }
 
   Manifest& manifest() { return manifest_; }
   uint64_t total_bytes() const { return total_; }
@@ -240,6 +243,7 @@ class ManifestMerge {
   const ShardFormat& format_;
   size_t per_rank_;
   uint64_t total_ = 0;
+  Status own_files_;
 };
 
 // Rank 0: every other rank's report into the manifest (rank 0's own files are in it already,
@@ -253,7 +257,10 @@ Status merge_reports(const std::vector<std::string>& reports, ManifestMerge& mer
     if (!j["ok"].get<bool>())
       return Status::io_error("rank " + std::to_string(r) +
                               " failed to write its shard: " + j.value("error", std::string("?")));
-    if (r == 0) continue;
+    if (r == 0) {
+      CKPT_RETURN_IF_ERROR(merge.own_files());
+      continue;
+    }
     CKPT_ASSIGN_OR_RETURN(const json* files, json_array(j, "files", where));
     for (const json& f : *files) {
       ManifestShard shard;
@@ -332,13 +339,13 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
   // 2. This rank's files.
   RankShards mine = plan_rank_shards(replicated, rank_tensors, options, rank, world);
   std::optional<ManifestMerge> merge;
-  std::function<Status(size_t, WrittenFile&)> take_chunks;
+  std::function<void(size_t, WrittenFile&)> add_to_manifest;
   if (rank == 0) {
     merge.emplace(metadata, *format, replicated, rank_tensors, std::max<size_t>(1, options.num_shards));
-    take_chunks = [&](size_t i, WrittenFile& file) { return merge->add_own_file(mine, i, file); };
+    add_to_manifest = [&](size_t i, WrittenFile& file) { merge->add_own_file(mine, i, file); };
   }
   Result<std::vector<WrittenFile>> written =
-      write_rank_shards(*format, temp_dir, mine, metadata, rank, options, take_chunks);
+      write_rank_shards(*format, temp_dir, mine, metadata, rank, options, add_to_manifest);
 
   // 3. Every rank's report.
   const std::vector<std::string> reports =
@@ -351,6 +358,7 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
   uint64_t total = 0;
   if (rank == 0) {
     if (committed.is_ok()) {
+      merge->manifest().created_utc = utc_timestamp_now();  // stamped as the reports merge, as always
       const Status merged = merge_reports(reports, *merge);
       total = merge->total_bytes();
       if (!merged.is_ok()) {
@@ -360,7 +368,7 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
       }
       if (committed.is_ok()) {
         manifest = std::move(merge->manifest());
-        manifest.created_utc = utc_timestamp_now();  // stamped at commit, not when the merge began
+        merge.reset();  // its name index, before the text is made
         const std::string text = manifest_to_json_text(manifest);
         // Never commit a checkpoint the readers would refuse to open.
         committed = text.size() <= kMaxManifestBytes

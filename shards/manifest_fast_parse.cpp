@@ -163,9 +163,6 @@ bool parse_by_tensor(simdjson::padded_string_view text, const TensorsArraySpan& 
   simdjson::ondemand::parser tensor_parser;  // grows to the largest tensor's text, then reused
   auto read_tensors = [&](value v) {
     if (v.raw_json_token().data() != root_text.data() + span.open) return false;
-    size_t elements = 0;
-    simdjson::ondemand::array a;
-    if (v.get_array().get(a) || a.count_elements().get(elements) || elements != 0) return false;
     size_t at = span.open + 1;
     for (;;) {
       const size_t next = skip_json_space(all, at, span.close);
