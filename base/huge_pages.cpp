@@ -72,4 +72,22 @@ void release_freed_heap() {
   (void)::malloc_trim(0);
 }
 
+void release_freed_heap_top() {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t top = ::mallinfo2().keepcost;  // the free chunk at the main heap's top
+  if (top < 2 * kHugePage) return;
+  // Taken by malloc (it is the top chunk, or a free chunk at least as large), the span is this
+  // thread's while its pages are dropped: no other thread can be handed a part of it meanwhile,
+  // and malloc keeps its bookkeeping outside the span's body.
+  const size_t bytes = top - kHugePage;
+  void* span = ::malloc(bytes);
+  if (!span) return;
+  const auto start = reinterpret_cast<uintptr_t>(span);
+  const uintptr_t first = (start + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
+  const uintptr_t end = (start + bytes) & ~(uintptr_t{kHugePage} - 1);
+  // Whole huge pages only: each comes back as a huge page on its next touch.
+  if (end > first) (void)::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+  ::free(span);
+}
+
 }  // namespace ckpt

@@ -145,8 +145,8 @@ Status write_raw_shards(const std::string& dir, const std::vector<TensorView>& v
         CKPT_ASSIGN_OR_RETURN(auto file,
                               StreamingFileWriter::create_exclusive(dir + "/raw-" + std::to_string(i), {}));
         for (const PlannedChunk& p : plan.shards[i]) {
-          const uint64_t n = checked_nbytes(p.info.shape, p.info.dtype).value();
-          CKPT_RETURN_IF_ERROR(file->append(views[p.tensor].data + p.byte_begin, static_cast<size_t>(n)));
+          CKPT_RETURN_IF_ERROR(
+              file->append(views[p.tensor].data + p.byte_begin, static_cast<size_t>(p.bytes)));
         }
         return file->finish();
       }();

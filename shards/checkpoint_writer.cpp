@@ -69,11 +69,14 @@ Status add_written_chunks(Manifest& manifest, std::unordered_map<std::string, si
   return Status::ok();
 }
 
-// What one rank writes: file i of its own holds `payloads[i]`.
+// What one rank writes: file i of its own holds the chunks `planned[i]` and, for file 0, the rank's
+// own tensors. A file's payload list (a ChunkInfo a chunk) is made when the file is written
+// (payloads_of), not for every file up front (issue 44).
 struct RankShards {
   size_t first_index = 0;  // global index of this rank's first file
   size_t total = 0;        // files across all ranks
-  std::vector<std::vector<ChunkPayload>> payloads;
+  std::vector<std::vector<PlannedChunk>> planned;
+  std::vector<ChunkPayload> rank_tensors;  // in file 0, after its planned chunks
 };
 
 RankShards plan_rank_shards(const std::vector<TensorView>& replicated,
@@ -84,20 +87,7 @@ RankShards plan_rank_shards(const std::vector<TensorView>& replicated,
   mine.total = per_rank * static_cast<size_t>(world);
   mine.first_index = per_rank * static_cast<size_t>(rank);
   ShardingPlan plan = plan_shards(replicated, mine.total, options.split_min_bytes);
-  for (size_t i = 0; i < per_rank; ++i) {
-    std::vector<ChunkPayload> payloads;
-    std::vector<PlannedChunk>& planned = plan.shards[mine.first_index + i];
-    payloads.reserve(planned.size());
-    for (PlannedChunk& p : planned) {
-      const TensorView& t = replicated[p.tensor];
-      if (t.data)
-        payloads.push_back({std::move(p.info), t.data + p.byte_begin});
-      else
-        payloads.push_back({std::move(p.info), nullptr, options.payload_reader, p.tensor, p.byte_begin});
-    }
-    std::vector<PlannedChunk>().swap(planned);
-    mine.payloads.push_back(std::move(payloads));
-  }
+  for (size_t i = 0; i < per_rank; ++i) mine.planned.push_back(std::move(plan.shards[mine.first_index + i]));
   for (const RankTensor& t : rank_tensors) {
     ChunkInfo c;
     c.name = t.view.name;
@@ -106,9 +96,26 @@ RankShards plan_rank_shards(const std::vector<TensorView>& replicated,
     c.shape = t.view.shape;
     c.global_shape = t.offsets.empty() ? c.shape : t.global_shape;
     c.offsets = t.offsets.empty() ? std::vector<int64_t>(c.shape.size(), 0) : t.offsets;
-    mine.payloads[0].push_back({c, t.view.data});
+    mine.rank_tensors.push_back({c, t.view.data});
   }
   return mine;
+}
+
+// File i's payloads, in write order.
+std::vector<ChunkPayload> payloads_of(const RankShards& mine, size_t i,
+                                      const std::vector<TensorView>& replicated,
+                                      const CheckpointWriteOptions& options) {
+  std::vector<ChunkPayload> payloads;
+  payloads.reserve(mine.planned[i].size() + (i == 0 ? mine.rank_tensors.size() : 0));
+  for (const PlannedChunk& p : mine.planned[i]) {
+    const TensorView& t = replicated[p.tensor];
+    if (t.data)
+      payloads.push_back({planned_chunk_info(p, t), t.data + p.byte_begin});
+    else
+      payloads.push_back({planned_chunk_info(p, t), nullptr, options.payload_reader, p.tensor, p.byte_begin});
+  }
+  if (i == 0) payloads.insert(payloads.end(), mine.rank_tensors.begin(), mine.rank_tensors.end());
+  return payloads;
 }
 
 // Writes this rank's files in parallel. The first failure is returned after every thread ended.
@@ -117,9 +124,9 @@ RankShards plan_rank_shards(const std::vector<TensorView>& replicated,
 // (ManifestMerge, which keeps any failure of its own for the merge to report).
 Result<std::vector<WrittenFile>> write_rank_shards(
     const ShardFormat& format, const std::string& temp_dir, RankShards& mine,
-    const CheckpointMetadata& metadata, int rank, const CheckpointWriteOptions& options,
-    const std::function<void(size_t, WrittenFile&)>& add_to_manifest) {
-  const size_t count = mine.payloads.size();
+    const std::vector<TensorView>& replicated, const CheckpointMetadata& metadata, int rank,
+    const CheckpointWriteOptions& options, const std::function<void(size_t, WrittenFile&)>& add_to_manifest) {
+  const size_t count = mine.planned.size();
   const WriteBufferReuse reuse;  // each file's writer takes the buffers the last one let go of
   std::vector<Result<WrittenFile>> results(count, Status::io_error("not written"));
   const size_t jobs = resolve_jobs(options.jobs, count);
@@ -131,16 +138,15 @@ Result<std::vector<WrittenFile>> write_rank_shards(
       json shard_meta = {{"step", metadata.step}, {"shard_index", index}, {"shard_count", mine.total}};
       if (metadata.world_size > 1) shard_meta["rank"] = rank;
       const std::string path = temp_dir + "/" + shard_file_name(index, mine.total, format.extension);
-      running.push_back(std::async(std::launch::async, [&format, path, &mine, i, shard_meta] {
-        return format.write(path, mine.payloads[i], shard_meta);
-      }));
+      running.push_back(
+          std::async(std::launch::async, [&format, path, &mine, &replicated, &options, i, shard_meta] {
+            return format.write(path, payloads_of(mine, i, replicated, options), shard_meta);
+          }));
     }
     for (size_t k = 0; k < running.size(); ++k) {
       const size_t i = first + k;
       results[i] = running[k].get();
-      // The file's list holds every chunk's record now: its payloads' copies go at once, so that
-      // the heap the next files' lists are made in has them back (issue 44).
-      std::vector<ChunkPayload>().swap(mine.payloads[i]);
+      std::vector<PlannedChunk>().swap(mine.planned[i]);
       all_written = all_written && results[i].is_ok();
       if (all_written && add_to_manifest) add_to_manifest(i, *results[i]);
       if (results[i].is_ok() && options.on_shard_written) options.on_shard_written(i, results[i]->path);
@@ -345,7 +351,7 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
     add_to_manifest = [&](size_t i, WrittenFile& file) { merge->add_own_file(mine, i, file); };
   }
   Result<std::vector<WrittenFile>> written =
-      write_rank_shards(*format, temp_dir, mine, metadata, rank, options, add_to_manifest);
+      write_rank_shards(*format, temp_dir, mine, replicated, metadata, rank, options, add_to_manifest);
 
   // 3. Every rank's report.
   const std::vector<std::string> reports =

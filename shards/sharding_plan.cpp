@@ -23,6 +23,16 @@ ChunkInfo whole_chunk(const TensorView& t) {
   return c;
 }
 
+ChunkInfo planned_chunk_info(const PlannedChunk& chunk, const TensorView& t) {
+  ChunkInfo c = whole_chunk(t);
+  if (chunk.rows >= 0) {
+    c.offsets[0] = chunk.row_begin;
+    c.shape[0] = chunk.rows;
+    c.data_bytes = chunk.bytes;
+  }
+  return c;
+}
+
 ShardingPlan plan_shards(const std::vector<TensorView>& tensors, size_t num_shards,
                          uint64_t split_min_bytes) {
   ShardingPlan plan;
@@ -35,19 +45,17 @@ ShardingPlan plan_shards(const std::vector<TensorView>& tensors, size_t num_shar
                        t.shape[0] >= static_cast<int64_t>(num_shards);
     if (!split) {
       const size_t target = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-      plan.shards[target].push_back({ti, whole_chunk(t), 0});
+      plan.shards[target].push_back({ti, 0, t.bytes});
       load[target] += t.bytes;
       continue;
     }
     const uint64_t row_bytes = t.bytes / static_cast<uint64_t>(t.shape[0]);
     const auto bounds = even_split(t.shape[0], num_shards);
     for (size_t s = 0; s < num_shards; ++s) {
-      PlannedChunk chunk{ti, whole_chunk(t), static_cast<uint64_t>(bounds[s]) * row_bytes};
-      chunk.info.offsets[0] = bounds[s];
-      chunk.info.shape[0] = bounds[s + 1] - bounds[s];
-      chunk.info.data_bytes = static_cast<uint64_t>(chunk.info.shape[0]) * row_bytes;
-      plan.shards[s].push_back(chunk);
-      load[s] += static_cast<uint64_t>(chunk.info.shape[0]) * row_bytes;
+      const int64_t rows = bounds[s + 1] - bounds[s];
+      const uint64_t bytes = static_cast<uint64_t>(rows) * row_bytes;
+      plan.shards[s].push_back({ti, static_cast<uint64_t>(bounds[s]) * row_bytes, bytes, bounds[s], rows});
+      load[s] += bytes;
     }
   }
   return plan;

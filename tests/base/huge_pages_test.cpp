@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -53,6 +54,43 @@ TEST(HugePageHeap, AdvisesTheMainHeapAndKeepsItUsable) {
             }),
             0)
       << "1: no [heap] mapping is advised (no 'hg' in its VmFlags); 3: a record came back changed";
+}
+
+// This process's anonymous resident memory, in KiB (RssAnon in /proc/self/status).
+long resident_anonymous_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("RssAnon:", 0) == 0) return std::stol(line.substr(8));
+  }
+  return -1;
+}
+
+// A phase's memory freed at the top of the huge-page heap stays resident (the heap is never
+// trimmed); release_freed_heap_top gives its pages back and leaves the heap advised and usable.
+TEST(HugePageHeap, GivesBackTheFreedTopAndKeepsItsAdvice) {
+  if (::access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0)
+    GTEST_SKIP() << "this kernel has no transparent huge pages: nothing to advise";
+  EXPECT_EQ(testing::exit_code_in_child([] {
+              use_huge_page_heap();
+              constexpr size_t kBytes = size_t{64} << 20;
+              char* phase = new char[kBytes];
+              std::memset(phase, 1, kBytes);
+              delete[] phase;
+              const long before = resident_anonymous_kib();
+              release_freed_heap_top();
+              const long after = resident_anonymous_kib();
+              if (before < 0 || before - after < 48 * 1024) return 1;
+              if (!heap_has_huge_page_advice()) return 2;
+              char* next = new char[kBytes];
+              std::memset(next, 2, kBytes);
+              const bool kept = next[0] == 2 && next[kBytes - 1] == 2;
+              delete[] next;
+              return kept ? 0 : 3;
+            }),
+            0)
+      << "1: less than 48 MiB of the freed 64 MiB left the resident set; 2: the heap lost its advice; "
+         "3: the heap was not usable after";
 }
 
 // Called in a process whose heap is already in use: several MB freed below a small free top (a

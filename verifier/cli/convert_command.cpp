@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "base/huge_pages.h"
 #include "base/progress.h"
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_writer.h"
@@ -62,6 +63,9 @@ class ConvertCommand : public Command {
     progress.message("convert: opening SRC");
     auto source = TensorSource::open(src_);
     if (!source.is_ok()) return failed(source.status());
+    // What the open parsed and let go is not needed again: the writer threads' buffers and lists
+    // would otherwise be held beside it at the save's peak.
+    release_freed_heap_top();
     progress.message("convert: checking every chunk of SRC");
     auto checked = SourceConversion::check(*source);
     if (!checked.is_ok()) return failed(checked.status());
