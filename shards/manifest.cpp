@@ -123,6 +123,11 @@ Result<Manifest> parse_manifest(const std::string& text, const std::string& wher
   // simdjson for a manifest laid out as the writer lays it out; the nlohmann tree for any other
   // (its errors and digest are the reference, shards/manifest_fast_parse.h).
   if (std::optional<Manifest> fast = parse_manifest_fast(text, digest)) return std::move(*fast);
+  return parse_manifest_reference(text, where, digest);
+}
+
+Result<Manifest> parse_manifest_reference(const std::string& text, const std::string& where,
+                                          ManifestDigest* digest) {
   CKPT_ASSIGN_OR_RETURN(auto j, parse_json(text, where));
   CKPT_ASSIGN_OR_RETURN(Manifest m, manifest_from_json(j, where));
   // parse_manifest accepted an object, so the digest of the same tree is what manifest_digest

@@ -84,6 +84,11 @@ Result<ManifestDigest> manifest_digest(const std::string& text, const std::strin
 Result<Manifest> parse_manifest(const std::string& text, const std::string& where);
 // The same, and what manifest_digest(text) says, from one parse of the text.
 Result<Manifest> parse_manifest(const std::string& text, const std::string& where, ManifestDigest* digest);
+// The nlohmann path alone, whose errors and digest are the reference parse_manifest's fast path
+// (shards/manifest_fast_parse.h) is held to: what parse_manifest runs for any text the fast path
+// leaves, and what the tests and the manifest fuzz target compare the fast path with.
+Result<Manifest> parse_manifest_reference(const std::string& text, const std::string& where,
+                                          ManifestDigest* digest);
 // read + parse + digest: a manifest whose recorded digest differs from its content is refused
 // (kCorruption), so nothing resumes from an edited one. One without a digest is accepted.
 // `digest`, when given, receives what the manifest's digest said (computed: its content's).
