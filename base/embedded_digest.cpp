@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "base/json_fields.h"
+#include "base/json_space.h"
 #include "base/sha256.h"
 #include "base/sha256_output.h"
 
@@ -20,10 +21,6 @@ std::string sha256_of_compact_dump(const nlohmann::json& j) {
   serializer.dump(j, /*pretty_print=*/false, /*ensure_ascii=*/false, /*indent_step=*/0);
   out->flush();
   return hash.finish_hex();
-}
-
-bool is_json_space(char c) {
-  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
 // Bytes between tokens, outside strings, where a run of plain value characters (digits, ':',

@@ -11,13 +11,31 @@
 
 namespace ckpt {
 
-void advise_huge_pages(const void* data, size_t bytes) {
-  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// The whole 2 MiB pages inside [data, data + bytes): what advice and release act on, so that a
+// page partly in use elsewhere is never touched. Empty (first == end) where there is none.
+struct WholeHugePages {
+  uintptr_t first = 0;
+  uintptr_t end = 0;
+  size_t bytes() const { return end - first; }
+};
+
+WholeHugePages whole_huge_pages(const void* data, size_t bytes) {
   const auto start = reinterpret_cast<uintptr_t>(data);
-  const uintptr_t first = (start + kHugePage - 1) & ~(kHugePage - 1);
-  const uintptr_t end = (start + bytes) & ~(kHugePage - 1);
-  if (bytes < kHugePage || end <= first) return;
-  (void)::madvise(reinterpret_cast<void*>(first), end - first, MADV_HUGEPAGE);
+  const uintptr_t first = (start + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
+  const uintptr_t end = (start + bytes) & ~(uintptr_t{kHugePage} - 1);
+  if (end <= first) return {};
+  return {first, end};
+}
+
+}  // namespace
+
+void advise_huge_pages(const void* data, size_t bytes) {
+  const WholeHugePages pages = whole_huge_pages(data, bytes);
+  if (pages.bytes() > 0) (void)::madvise(reinterpret_cast<void*>(pages.first), pages.bytes(), MADV_HUGEPAGE);
 }
 
 namespace {
@@ -40,7 +58,6 @@ bool address_space_is_limited() {
 
 void use_huge_page_heap() {
   if (address_space_is_limited()) return;
-  constexpr size_t kHugePage = size_t{2} << 20;
   constexpr int kHeapStep = INT_MAX - static_cast<int>(kHugePage) + 1;  // ~2 GiB, whole huge pages
   constexpr int kTopPad = 128 << 10;                                    // glibc's default growth pad
   constexpr int kMmapThreshold = 128 << 10;  // glibc's default, fixed once the pad is set
@@ -73,7 +90,6 @@ void release_freed_heap() {
 }
 
 void release_freed_heap_top() {
-  constexpr size_t kHugePage = size_t{2} << 20;
   const size_t top = ::mallinfo2().keepcost;  // the free chunk at the main heap's top
   if (top < 2 * kHugePage) return;
   // Taken by malloc (it is the top chunk, or a free chunk at least as large), the span is this
@@ -82,11 +98,9 @@ void release_freed_heap_top() {
   const size_t bytes = top - kHugePage;
   void* span = ::malloc(bytes);
   if (!span) return;
-  const auto start = reinterpret_cast<uintptr_t>(span);
-  const uintptr_t first = (start + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
-  const uintptr_t end = (start + bytes) & ~(uintptr_t{kHugePage} - 1);
   // Whole huge pages only: each comes back as a huge page on its next touch.
-  if (end > first) (void)::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+  const WholeHugePages pages = whole_huge_pages(span, bytes);
+  if (pages.bytes() > 0) (void)::madvise(reinterpret_cast<void*>(pages.first), pages.bytes(), MADV_DONTNEED);
   ::free(span);
 }
 

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "base/json_space.h"
+
 namespace ckpt {
 
 namespace {
@@ -12,14 +14,10 @@ constexpr std::string_view kTensorEndLine = "\n  }";
 // "version" and "world_size" follow the array: a few dozen bytes in the writer's text.
 constexpr size_t kSuffixWindow = 256;
 
-bool is_space(char c) {
-  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
-}
-
 }  // namespace
 
 size_t skip_json_space(std::string_view text, size_t at, size_t limit) {
-  while (at < limit && is_space(text[at])) ++at;
+  while (at < limit && is_json_space(text[at])) ++at;
   return at;
 }
 
