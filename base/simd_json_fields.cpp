@@ -25,10 +25,6 @@ bool simd_plain_string(const char* raw, std::string_view* out) {
   return true;
 }
 
-namespace {
-
-// The string's text, in place when plain, else unescaped into simdjson's buffer (valid until the
-// parser's next string).
 bool simd_string_view(simdjson::ondemand::value v, std::string_view* out) {
   // Peeked first: a string that needs unescaping is then still there for get_string.
   const std::string_view token = v.raw_json_token();
@@ -37,8 +33,6 @@ bool simd_string_view(simdjson::ondemand::value v, std::string_view* out) {
     return !v.get_raw_json_string().get(consumed);
   return !v.get_string().get(*out);
 }
-
-}  // namespace
 
 bool simd_string(simdjson::ondemand::value v, std::string* out) {
   std::string_view s;

@@ -27,6 +27,9 @@ namespace ckpt {
 simdjson::padded_string_view simd_padded(const std::string& text, simdjson::padded_string& copy);
 
 bool simd_string(simdjson::ondemand::value v, std::string* out);
+// The string's text, in place when plain (simd_plain_string), else unescaped into the parser's
+// string buffer: valid while the document is, and no copy for the plain strings a writer writes.
+bool simd_string_view(simdjson::ondemand::value v, std::string_view* out);
 // A string of 64 lowercase hex digits (is_sha256_hex), as the digest it spells.
 bool simd_sha256(simdjson::ondemand::value v, Sha256Digest* out);
 

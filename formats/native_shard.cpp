@@ -7,6 +7,7 @@
 
 #include "base/byte_coding.h"
 #include "base/file_io.h"
+#include "base/huge_pages.h"
 #include "base/json_fields.h"
 #include "base/json_text_writer.h"
 #include "base/sha256.h"
@@ -353,21 +354,14 @@ class HeaderStream {
 }  // namespace
 
 Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source) {
-  const std::string where = source->name();
-  uint8_t preamble[kNativePreambleBytes];
-  CKPT_ASSIGN_OR_RETURN(const uint64_t header_len, read_preamble(*source, preamble));
   std::string header;
-  // With simdjson's padding behind it the header is parsed where it lies: at 20,000 chunks a shard
-  // a padded copy was 5 MB more per shard being opened.
-  header.reserve(static_cast<size_t>(header_len) + kReadPaddingBytes);
-  header.resize(static_cast<size_t>(header_len));
-  CKPT_RETURN_IF_ERROR(source->read_at(kNativePreambleBytes, header.data(), header.size()));
-  const std::string header_sha = sha256_hex(header);
-  const std::string expected_sha = to_hex(preamble + 24, 32);
-  if (header_sha != expected_sha) {
-    return Status::corruption(where + " @" + std::to_string(kNativePreambleBytes) +
-                              ": header sha256 mismatch: expected " + expected_sha + " got " + header_sha);
-  }
+  return open_native_shard(std::move(source), nullptr, header);
+}
+
+// What open_native_shard makes of a header read and checked against its own digest.
+Result<std::unique_ptr<NativeShardFile>> open_header_read(std::unique_ptr<ByteSource> source,
+                                                          const std::string& header, uint64_t header_len) {
+  const std::string where = source->name();
   auto file = std::unique_ptr<NativeShardFile>(new NativeShardFile());
   file->header_bytes_ = header_len;
   // simdjson for a header laid out as the writer lays it out; nlohmann (the reference, with its
@@ -398,6 +392,82 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
       check_payload_layout(file->chunks_, kNativePreambleBytes + header_len, source->size(), where));
   file->source_ = std::move(source);
   return file;
+}
+
+namespace {
+
+// The preamble read and checked, the header read into `header` and checked against its own digest,
+// and (where asked) the manifest's digest of both taken; the header's length.
+Result<uint64_t> read_checked_header(const ByteSource& source, Sha256Digest* manifest_digest,
+                                     std::string& header) {
+  const std::string where = source.name();
+  uint8_t preamble[kNativePreambleBytes];
+  CKPT_ASSIGN_OR_RETURN(const uint64_t header_len, read_preamble(source, preamble));
+  // With simdjson's padding behind it the header is parsed where it lies: at 20,000 chunks a shard
+  // a padded copy was 5 MB more per shard being opened.
+  const size_t capacity = static_cast<size_t>(header_len) + kReadPaddingBytes;
+  if (header.capacity() < capacity) {
+    // A quarter more than this header: the next shard's is rarely much longer.
+    std::string().swap(header);
+    header.reserve(capacity + capacity / 4);
+    advise_huge_pages(header.data(), header.capacity());
+  }
+  header.resize(static_cast<size_t>(header_len));
+  CKPT_RETURN_IF_ERROR(source.read_at(kNativePreambleBytes, header.data(), header.size()));
+  // The header's own digest and, where asked, the manifest's (preamble and header): one pass over
+  // the header compresses both streams side by side.
+  Sha256 header_hash;
+  if (manifest_digest) {
+    Sha256 both;
+    both.update(preamble, sizeof(preamble));
+    sha256_update_two(header_hash, header.data(), header.size(), both, header.data(), header.size());
+    *manifest_digest = both.finish();
+  } else {
+    header_hash.update(header.data(), header.size());
+  }
+  const std::string header_sha = digest_hex(header_hash.finish());
+  const std::string expected_sha = to_hex(preamble + 24, 32);
+  if (header_sha != expected_sha) {
+    return Status::corruption(where + " @" + std::to_string(kNativePreambleBytes) +
+                              ": header sha256 mismatch: expected " + expected_sha + " got " + header_sha);
+  }
+  return header_len;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source,
+                                                           Sha256Digest* manifest_digest,
+                                                           std::string& header) {
+  const std::string where = source->name();
+  CKPT_ASSIGN_OR_RETURN(const uint64_t header_len, read_checked_header(*source, manifest_digest, header));
+  return open_header_read(std::move(source), header, header_len);
+}
+
+Status read_native_shard_entries(std::unique_ptr<ByteSource> source, Sha256Digest* manifest_digest,
+                                 std::string& header, const NativeEntryVisitor& visit) {
+  const std::string where = source->name();
+  CKPT_ASSIGN_OR_RETURN(const uint64_t header_len, read_checked_header(*source, manifest_digest, header));
+  // Where the payloads lie, kept to check their layout as open_native_shard does; the list's memory
+  // is this thread's from one shard to the next.
+  thread_local std::vector<PayloadPlace> places;
+  places.clear();
+  nlohmann::json metadata;
+  const bool walked =
+      walk_native_header_fast(header, kMaxChunksPerShard, &metadata, [&](const NativeChunkFields& f) {
+        places.push_back({f.data_offset, f.data_bytes, places.size()});
+        visit.entry(f);
+        return true;
+      });
+  if (walked && find_layout_fault(places, kNativePreambleBytes + header_len, source->size()).fault ==
+                    LayoutFault::kNone)
+    return Status::ok();
+  // Any other header, or a layout at fault: the reader's own reading, whose errors are the
+  // reference, and whose chunks then replace what the walk gave.
+  visit.restart();
+  CKPT_ASSIGN_OR_RETURN(auto file, open_header_read(std::move(source), header, header_len));
+  for (const ChunkInfo& c : file->chunks()) visit.entry(fields_of(c));
+  return Status::ok();
 }
 
 Result<std::string> native_shard_header_digest(const ByteSource& source) {

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "base/byte_source.h"
+#include "base/sha256.h"
+#include "formats/native_header_fast_parse.h"
 #include "formats/shard_file_writer.h"
 #include "formats/tensor_file.h"
 
@@ -29,7 +31,9 @@ class NativeShardFile final : public TensorFile {
   uint64_t header_bytes() const { return header_bytes_; }
 
  private:
-  friend Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source);
+  friend Result<std::unique_ptr<NativeShardFile>> open_header_read(std::unique_ptr<ByteSource> source,
+                                                                   const std::string& header,
+                                                                   uint64_t header_len);
   std::unique_ptr<ByteSource> source_;
   std::vector<ChunkInfo> chunks_;
   nlohmann::json metadata_;
@@ -41,7 +45,30 @@ class NativeShardFile final : public TensorFile {
 // is a streaming pass: see hash_chunk in tensor_file.h). A file that ends before its last payload
 // is kTruncated (a torn tail); anything self-contradictory is kCorruption.
 Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source);
+// The same, and the shard's digest as a manifest records it (native_shard_header_digest) into
+// `manifest_digest` when given, from the same read of the header: what a version-2 manifest's
+// reader checks before it takes the chunk records from the header (shards/shard_header_chunks.h).
+// The header is read into `header`, whose memory a caller opening many shards keeps for the next:
+// a fresh 5 MB block a shard was a page fault every 4 KiB (~14 us each on the bench VM).
+Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source,
+                                                           Sha256Digest* manifest_digest,
+                                                           std::string& header);
 Result<std::unique_ptr<NativeShardFile>> open_native_shard_file(const std::string& path);
+
+// What a reader of a shard's chunk entries is given, in header order, by read_native_shard_entries.
+struct NativeEntryVisitor {
+  std::function<void(const NativeChunkFields&)> entry;  // fields valid during the call
+  std::function<void()> restart;                        // forget every entry given so far
+};
+
+// Every chunk entry of a native shard as open_native_shard would give it, each checked as it checks
+// it (preamble, the header's digest, each entry, the payload layout), without a ChunkInfo a chunk:
+// the fields go to `visit.entry` as the header is read. A header that the fast reader does not
+// take, or whose payload layout is at fault, is then read by open_native_shard's own path: its
+// error is returned, or `visit.restart` is called and its chunks are given again. `manifest_digest`
+// and `header` as for open_native_shard.
+Status read_native_shard_entries(std::unique_ptr<ByteSource> source, Sha256Digest* manifest_digest,
+                                 std::string& header, const NativeEntryVisitor& visit);
 
 // The shard's digest as a manifest records it (sha256_of "header"): SHA-256 of the preamble and
 // header. The header holds every payload's SHA-256 and the reader rejects any byte outside the
@@ -50,20 +77,6 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard_file(const std::strin
 Result<std::string> native_shard_header_digest(const ByteSource& source);
 
 bool looks_like_native_shard(const uint8_t* head, size_t size);
-
-// A chunk entry of a native header, as fields held elsewhere (a manifest's records), so that a
-// header can be compared with them without building a ChunkInfo per chunk.
-struct NativeChunkFields {
-  std::string_view name;
-  std::string_view component;
-  DType dtype = DType::kF32;
-  DimsView global_shape;
-  DimsView offsets;
-  DimsView shape;
-  uint64_t data_offset = 0;
-  uint64_t data_bytes = 0;
-  std::string_view sha256;
-};
 
 // The shard's header metadata when its header is byte for byte the one write_native_shard lays out
 // for `count` chunks whose fields chunk(i) gives in header order (which is payload order), and

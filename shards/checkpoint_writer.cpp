@@ -1,5 +1,6 @@
 #include "shards/checkpoint_writer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -375,6 +376,11 @@ Result<CommittedCheckpoint> write_checkpoint(const std::string& root,
       if (committed.is_ok()) {
         manifest = std::move(merge->manifest());
         merge.reset();  // its name index, before the text is made
+        const bool in_headers =
+            std::all_of(manifest.shards.begin(), manifest.shards.end(), holds_chunks_in_header);
+        manifest.chunk_records = options.chunk_records == ChunkRecords::kInShardHeaders && in_headers
+                                     ? ChunkRecords::kInShardHeaders
+                                     : ChunkRecords::kInManifest;
         const std::string text = manifest_to_json_text(manifest);
         // Never commit a checkpoint the readers would refuse to open.
         committed = text.size() <= kMaxManifestBytes

@@ -8,6 +8,7 @@
 #include "base/text.h"
 #include "shards/manifest_fast_parse.h"
 #include "shards/manifest_text.h"
+#include "shards/shard_header_chunks.h"
 
 namespace ckpt {
 
@@ -31,6 +32,15 @@ bool is_safe_relative_path(const std::string& path) {
     start = end + 1;
   }
   return true;
+}
+
+int manifest_version_of(ChunkRecords records) {
+  return records == ChunkRecords::kInManifest ? kManifestVersionChunksListed
+                                              : kManifestVersionChunksInHeaders;
+}
+
+bool holds_chunks_in_header(const ManifestShard& shard) {
+  return shard.format == "native" && shard.sha256_of == "header";
 }
 
 std::string manifest_to_json_text(const Manifest& m) {
@@ -87,7 +97,8 @@ Result<ManifestChunk> parse_chunk(const nlohmann::json& j, size_t num_shards, co
   return c;
 }
 
-Result<ManifestTensor> parse_tensor(const nlohmann::json& j, size_t num_shards, const std::string& where) {
+Result<ManifestTensor> parse_tensor(const nlohmann::json& j, size_t num_shards, ChunkRecords records,
+                                    const std::string& where) {
   ManifestTensor t;
   CKPT_ASSIGN_OR_RETURN(t.name, json_string(j, "name", where));
   const std::string at = where + " (" + t.name + ")";
@@ -99,6 +110,14 @@ Result<ManifestTensor> parse_tensor(const nlohmann::json& j, size_t num_shards, 
   CKPT_ASSIGN_OR_RETURN(t.shape, json_dims(j, "shape", at));
   if (!checked_nbytes(t.shape, t.dtype))
     return Status::corruption(at + ": shape " + shape_to_string(t.shape) + " overflows");
+  if (records == ChunkRecords::kInShardHeaders) {
+    if (j.contains("chunks")) {
+      return Status::corruption(at + ": lists chunks, which a version " +
+                                std::to_string(kManifestVersionChunksInHeaders) +
+                                " manifest keeps in its shard headers");
+    }
+    return t;
+  }
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* chunks, json_array(j, "chunks", at));
   t.chunks.reserve(chunks->size());
   for (size_t i = 0; i < chunks->size(); ++i) {
@@ -143,11 +162,14 @@ Result<Manifest> manifest_from_json(const nlohmann::json& j, const std::string& 
   if (format != kManifestFormat)
     return Status::corruption(where + ": format is '" + format + "', expected '" + kManifestFormat + "'");
   CKPT_ASSIGN_OR_RETURN(int64_t version, json_int(j, "version", where));
-  if (version != kManifestVersion) {
+  if (version != kManifestVersionChunksListed && version != kManifestVersionChunksInHeaders) {
     return Status::not_supported(where + ": manifest version " + std::to_string(version) +
-                                 ", this build reads " + std::to_string(kManifestVersion));
+                                 ", this build reads " + std::to_string(kManifestVersionChunksListed) +
+                                 " and " + std::to_string(kManifestVersionChunksInHeaders));
   }
   Manifest m;
+  m.chunk_records =
+      version == kManifestVersionChunksListed ? ChunkRecords::kInManifest : ChunkRecords::kInShardHeaders;
   CKPT_ASSIGN_OR_RETURN(m.step, json_int(j, "step", where));
   if (m.step < 0) return Status::corruption(where + ": negative step " + std::to_string(m.step));
   CKPT_ASSIGN_OR_RETURN(m.created_utc, json_string(j, "created_utc", where));
@@ -165,13 +187,19 @@ Result<Manifest> manifest_from_json(const nlohmann::json& j, const std::string& 
     CKPT_ASSIGN_OR_RETURN(ManifestShard s, parse_shard((*shards)[i], where + " shard " + std::to_string(i)));
     if (!paths.insert(s.path).second)
       return Status::corruption(where + ": shard path '" + s.path + "' listed twice");
+    if (m.chunk_records == ChunkRecords::kInShardHeaders && !holds_chunks_in_header(s)) {
+      return Status::corruption(where + " shard " + std::to_string(i) + ": '" + s.path + "' is a " +
+                                s.format + " shard whose " + s.sha256_of +
+                                " is hashed; a version 2 manifest's shards are native shards whose "
+                                "header is hashed (it holds their chunk records)");
+    }
     m.shards.push_back(std::move(s));
   }
   CKPT_ASSIGN_OR_RETURN(const nlohmann::json* tensors, json_array(j, "tensors", where));
   std::set<std::string> names;
   m.tensors.reserve(tensors->size());
   for (size_t i = 0; i < tensors->size(); ++i) {
-    CKPT_ASSIGN_OR_RETURN(ManifestTensor t, parse_tensor((*tensors)[i], m.shards.size(),
+    CKPT_ASSIGN_OR_RETURN(ManifestTensor t, parse_tensor((*tensors)[i], m.shards.size(), m.chunk_records,
                                                          where + " tensor " + std::to_string(i)));
     if (!names.insert(t.name).second)
       return Status::corruption(where + ": tensor '" + t.name + "' listed twice");
@@ -196,6 +224,7 @@ Result<Manifest> read_manifest_file(const std::string& checkpoint_dir, ManifestD
                               ", content hashes to " + digest.computed + " (edited after commit)");
   }
   if (digest_out) *digest_out = std::move(digest);
+  CKPT_RETURN_IF_ERROR(first_shard_header_problem(add_chunks_from_shard_headers(checkpoint_dir, manifest)));
   return manifest;
 }
 

@@ -17,7 +17,13 @@ namespace ckpt {
 
 constexpr const char* kManifestFileName = "manifest.json";
 constexpr const char* kManifestFormat = "ckptcheck.manifest";
-constexpr int kManifestVersion = 1;
+// Version 1 lists every chunk's record in the manifest, beside the same record in its shard's
+// header. Version 2 (issue 44) lists them only in the headers of its native shards, whose SHA-256
+// the manifest records ("sha256_of": "header"), so its own digest and a signature of it still cover
+// every chunk's fields and payload hash. At 320,000 chunks the chunk records were 97% of an 87 MB
+// manifest that every reader parsed, hashed and compared with the headers it read anyway.
+constexpr int kManifestVersionChunksListed = 1;
+constexpr int kManifestVersionChunksInHeaders = 2;
 // The largest manifest.json a reader opens (and the writer commits): ~4 million chunks at ~260 bytes
 // each. The metadata pass holds the text and its records, ~4x the text at most (issue 44's bench
 // measures it); 256 MiB refused the manifest of a 1,020,880-chunk checkpoint convert had written.
@@ -54,8 +60,14 @@ struct ManifestTensor {
   std::vector<ManifestChunk> chunks;
 };
 
+// Where a manifest's chunk records are: in its text (version 1), or in its shards' headers
+// (version 2), from which read_manifest_file and verify fill ManifestTensor::chunks
+// (shards/shard_header_chunks.h). Either way, a Manifest a reader is given holds every chunk.
+enum class ChunkRecords { kInManifest, kInShardHeaders };
+
 struct Manifest {
   int64_t step = 0;
+  ChunkRecords chunk_records = ChunkRecords::kInManifest;
   std::string created_utc;
   int64_t world_size = 1;
   std::string strategy = "single";
@@ -67,6 +79,12 @@ struct Manifest {
 
   const ManifestTensor* find_tensor(const std::string& name) const;
 };
+
+// The version a manifest of these chunk records is written as.
+int manifest_version_of(ChunkRecords records);
+// Whether a version-2 manifest may keep this shard's chunk records in its header: a native shard
+// whose header (preamble and JSON) is what the manifest's digest of it covers.
+bool holds_chunks_in_header(const ManifestShard& shard);
 
 // The manifest as committed: pretty JSON whose "manifest_sha256" is the SHA-256 of the canonical
 // text of everything else (compact, keys sorted), so an edit to any field is detectable even
@@ -92,6 +110,8 @@ Result<Manifest> parse_manifest_reference(const std::string& text, const std::st
 // read + parse + digest: a manifest whose recorded digest differs from its content is refused
 // (kCorruption), so nothing resumes from an edited one. One without a digest is accepted.
 // `digest`, when given, receives what the manifest's digest said (computed: its content's).
+// A version-2 manifest's chunks are read from its shard headers, each checked against the digest
+// the manifest records for it: the first shard that cannot give them fails the read, named.
 Result<Manifest> read_manifest_file(const std::string& checkpoint_dir, ManifestDigest* digest = nullptr);
 
 // A path a manifest may name: relative, no "..", no empty or "." segments, no backslashes or NULs.

@@ -55,24 +55,28 @@ bool parse_chunk(value e, size_t num_shards, ManifestChunk* c) {
   return true;
 }
 
-bool parse_tensor(value e, size_t num_shards, ManifestTensor* t) {
+// `listed`: whether the tensor lists its chunks, which its manifest's version (read after the
+// tensors: keys are sorted) then requires or forbids.
+bool parse_tensor(value e, size_t num_shards, ManifestTensor* t, bool* listed) {
   object o;
   if (e.get_object().get(o)) return false;
   std::string dtype;
-  const bool fields = simd_each_field(o, 0b11111, [&](std::string_view key, value v) -> int {
+  *listed = false;
+  const bool fields = simd_each_field(o, 0b1111, [&](std::string_view key, value v) -> int {
     if (key == "name") return simd_string(v, &t->name) ? 0 : kFieldRefused;
     if (key == "component") return simd_string(v, &t->component) ? 1 : kFieldRefused;
     if (key == "dtype") return simd_string(v, &dtype) ? 2 : kFieldRefused;
     if (key == "shape") return simd_dims(v, &t->shape) ? 3 : kFieldRefused;
     if (key == "chunks") {
-      const bool listed = simd_each_element(
+      const bool chunks_read = simd_each_element(
           v,
           [&](value c) {
             t->chunks.emplace_back();
             return parse_chunk(c, num_shards, &t->chunks.back());
           },
           [&](size_t n) { t->chunks.reserve(n); });
-      return listed ? 4 : kFieldRefused;
+      *listed = true;
+      return chunks_read ? 4 : kFieldRefused;
     }
     return kFieldRefused;
   });
@@ -85,16 +89,29 @@ bool parse_tensor(value e, size_t num_shards, ManifestTensor* t) {
 }
 
 // The root's fields, each to `m`; the "tensors" array to `read_tensors(value)`.
+// The tensors' chunk lists as its version wants them: in every tensor (version 1), or in none and
+// every shard a native one with its header hashed (version 2). `listing`: how many tensors list
+// their chunks.
+bool chunk_records_as_versioned(Manifest& m, int64_t version, size_t listing) {
+  if (version == kManifestVersionChunksListed) return listing == m.tensors.size();
+  m.chunk_records = ChunkRecords::kInShardHeaders;
+  return listing == 0 && std::all_of(m.shards.begin(), m.shards.end(), holds_chunks_in_header);
+}
+
 template <typename ReadTensors>
-bool parse_root(object o, Manifest& m, std::string& recorded, bool& has_digest,
+bool parse_root(object o, Manifest& m, std::string& recorded, bool& has_digest, const size_t& listing,
                 const ReadTensors& read_tensors) {
   std::string format;
   int64_t version = 0;
   // Every field but the digest (slot 9), which manifests written before digests lack.
   const uint32_t required = ((1u << 12) - 1) & ~(1u << 9);
-  return simd_each_field(o, required, [&](std::string_view key, value v) -> int {
+  const bool fields = simd_each_field(o, required, [&](std::string_view key, value v) -> int {
     if (key == "format") return simd_string(v, &format) && format == kManifestFormat ? 0 : kFieldRefused;
-    if (key == "version") return simd_int(v, &version) && version == kManifestVersion ? 1 : kFieldRefused;
+    if (key == "version") {
+      const bool known = simd_int(v, &version) && (version == kManifestVersionChunksListed ||
+                                                   version == kManifestVersionChunksInHeaders);
+      return known ? 1 : kFieldRefused;
+    }
     if (key == "step") return simd_int(v, &m.step) && m.step >= 0 ? 2 : kFieldRefused;
     if (key == "created_utc") return simd_string(v, &m.created_utc) ? 3 : kFieldRefused;
     if (key == "world_size") return simd_int(v, &m.world_size) ? 4 : kFieldRefused;
@@ -117,6 +134,7 @@ bool parse_root(object o, Manifest& m, std::string& recorded, bool& has_digest,
     if (key == "tensors" && !m.shards.empty()) return read_tensors(v) ? 11 : kFieldRefused;
     return kFieldRefused;
   });
+  return fields && chunk_records_as_versioned(m, version, listing);
 }
 
 // Whether the document was read to its end: nothing may follow its root value.
@@ -131,10 +149,14 @@ bool parse_whole(simdjson::padded_string_view text, Manifest& m, std::string& re
   simdjson::ondemand::document doc;
   object o;
   if (parser.iterate(text).get(doc) || doc.get_object().get(o)) return false;
-  const bool fields = parse_root(o, m, recorded, has_digest, [&](value v) {
+  size_t listing = 0;
+  const bool fields = parse_root(o, m, recorded, has_digest, listing, [&](value v) {
     return simd_each_element(v, [&](value t) {
       m.tensors.emplace_back();
-      return parse_tensor(t, m.shards.size(), &m.tensors.back());
+      bool listed = false;
+      const bool read = parse_tensor(t, m.shards.size(), &m.tensors.back(), &listed);
+      listing += listed;
+      return read;
     });
   });
   return fields && read_to_the_end(doc);
@@ -161,6 +183,7 @@ bool parse_by_tensor(simdjson::padded_string_view text, const TensorsArraySpan& 
   const simdjson::padded_string_view root(root_text.data(), root_text.size(), root_text.capacity());
   if (parser.iterate(root).get(doc) || doc.get_object().get(o)) return false;
   simdjson::ondemand::parser tensor_parser;  // grows to the largest tensor's text, then reused
+  size_t listing = 0;
   auto read_tensors = [&](value v) {
     if (v.raw_json_token().data() != root_text.data() + span.open) return false;
     size_t at = span.open + 1;
@@ -179,11 +202,14 @@ bool parse_by_tensor(simdjson::padded_string_view text, const TensorsArraySpan& 
       value t;
       if (tensor_parser.iterate(piece_text).get(tensor_doc) || tensor_doc.get_value().get(t)) return false;
       m.tensors.emplace_back();
-      if (!parse_tensor(t, m.shards.size(), &m.tensors.back()) || !read_to_the_end(tensor_doc)) return false;
+      bool listed = false;
+      if (!parse_tensor(t, m.shards.size(), &m.tensors.back(), &listed) || !read_to_the_end(tensor_doc))
+        return false;
+      listing += listed;
       at = piece->end;
     }
   };
-  const bool fields = parse_root(o, m, recorded, has_digest, read_tensors);
+  const bool fields = parse_root(o, m, recorded, has_digest, listing, read_tensors);
   return fields && read_to_the_end(doc);
 }
 

@@ -80,8 +80,11 @@ class ManifestWriter : JsonTextWriter {
         const ManifestTensor& t = m.tensors[i];
         element(i == 0);
         open('{');
-        key("chunks", true);
-        if (t.chunks.empty()) {
+        // Version 2 lists no chunk: they are in the shard headers the shards' digests cover.
+        const bool listed = m.chunk_records == ChunkRecords::kInManifest;
+        if (listed) key("chunks", true);
+        if (!listed) {
+        } else if (t.chunks.empty()) {
           put("[]");
         } else {
           open('[');
@@ -107,7 +110,7 @@ class ManifestWriter : JsonTextWriter {
           }
           close(']');
         }
-        key("component");
+        key("component", !listed);
         string(t.component);
         key("dtype");
         string(dtype_name(t.dtype));
@@ -120,7 +123,7 @@ class ManifestWriter : JsonTextWriter {
       close(']');
     }
     key("version");
-    number(static_cast<int64_t>(kManifestVersion));
+    number(static_cast<int64_t>(manifest_version_of(m.chunk_records)));
     key("world_size");
     number(m.world_size);
     close('}');

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -120,6 +121,82 @@ TEST_F(ConvertCommandTest, BadFormatOrSourceExitsTwo) {
       2);
   EXPECT_EQ(run_ckptcheck("convert '" + src + "' '" + (work_ / "dst") + "'").exit_code,
             2);  // --format required
+}
+
+// The errors `verify --json` reported, by code.
+std::vector<std::string> error_codes(const CommandResult& r) {
+  std::vector<std::string> codes;
+  const auto j = nlohmann::json::parse(r.output, nullptr, false);
+  EXPECT_TRUE(j.is_object()) << r.output;
+  if (!j.is_object()) return codes;
+  for (const auto& e : j["errors"]) codes.push_back(e["code"]);
+  return codes;
+}
+
+// `--manifest-version 2` leaves the chunk records in the native shard headers: the manifest lists
+// none, every command reads the checkpoint as it reads version 1, and a header that is not the one
+// committed is caught by name, --quick included (it must read the headers to know the chunks).
+TEST_F(ConvertCommandTest, ManifestVersionTwoKeepsTheChunksInTheHeadersAndChecksThem) {
+  auto state = full_training_state();
+  const std::string src = save_training_state(work_ / "src", state);
+  auto convert_v2 = [&](const std::string& from, const std::string& root) {
+    const CommandResult r = run_ckptcheck("convert '" + from + "' '" + root +
+                                          "' --format native --shards 3 --manifest-version 2");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    auto dir = resolve_latest_checkpoint(root);
+    return dir.is_ok() ? *dir : "";
+  };
+  const std::string v2 = convert_v2(src, work_ / "v2");
+  ASSERT_FALSE(v2.empty());
+  const auto text = read_file_bytes(v2 + "/" + kManifestFileName);
+  const std::string manifest(text.begin(), text.end());
+  EXPECT_EQ(manifest.find("\"chunks\""), std::string::npos);
+  EXPECT_NE(manifest.find("\"version\": 2"), std::string::npos);
+  EXPECT_LT(text.size(), read_file_bytes(src + "/" + kManifestFileName).size());
+  for (const std::string& command : {"verify '" + v2 + "'", "verify --quick '" + v2 + "'",
+                                     "diff '" + src + "' '" + v2 + "'", "inspect '" + v2 + "'"}) {
+    const CommandResult r = run_ckptcheck(command);
+    EXPECT_EQ(r.exit_code, 0) << command << "\n" << r.output;
+  }
+  expect_bytes_identical(v2, state);
+
+  // A shard of another save in place of one of these: well formed, but not the committed header.
+  state[0].bytes[0] ^= 0x01;
+  const std::string other = convert_v2(save_training_state(work_ / "other-src", state), work_ / "other");
+  size_t differing = 0;  // the shard that holds the changed tensor
+  while (differing < 3 && read_file_bytes(fixture_shard_path(v2, differing)) ==
+                              read_file_bytes(fixture_shard_path(other, differing)))
+    ++differing;
+  ASSERT_LT(differing, 3u);
+  const std::string shard0 = fixture_shard_path(v2, differing);
+  const auto committed_shard = read_file_bytes(shard0);
+  write_file_bytes(shard0, read_file_bytes(fixture_shard_path(other, differing)));
+  for (const char* quick : {"", "--quick "}) {
+    const CommandResult r = run_ckptcheck(std::string("verify --json ") + quick + "'" + v2 + "'");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_EQ(error_codes(r), std::vector<std::string>{"shard_sha256_mismatch"}) << r.output;
+    EXPECT_NE(r.output.find("header sha256 mismatch: the manifest records"), std::string::npos) << r.output;
+  }
+  // A missing shard: named once; its tensors are not also reported uncovered.
+  write_file_bytes(shard0, committed_shard);
+  ASSERT_EQ(run_ckptcheck("verify '" + v2 + "'").exit_code, 0);
+  std::filesystem::remove(fixture_shard_path(v2, 1));
+  const CommandResult missing = run_ckptcheck("verify --json '" + v2 + "'");
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_EQ(error_codes(missing), std::vector<std::string>{"shard_missing"}) << missing.output;
+  // Another reader names the shard too (inspect reads through read_manifest_file).
+  const CommandResult inspect = run_ckptcheck("inspect '" + v2 + "'");
+  EXPECT_NE(inspect.exit_code, 0) << inspect.output;
+  EXPECT_NE(inspect.output.find("shard-00001-of-00003.cks"), std::string::npos) << inspect.output;
+
+  // Only native headers hold a chunk's whole record.
+  const CommandResult hdf5 =
+      run_ckptcheck("convert '" + src + "' '" + (work_ / "h") + "' --format hdf5 --manifest-version 2");
+  EXPECT_EQ(hdf5.exit_code, 2) << hdf5.output;
+  EXPECT_NE(hdf5.output.find("--manifest-version 2 keeps the chunk records in native shard headers; "
+                             "--format hdf5 has none"),
+            std::string::npos)
+      << hdf5.output;
 }
 
 // SRC is checked whole before its chunks are copied: damage exits 1 naming the chunk, and DST is

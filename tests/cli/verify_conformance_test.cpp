@@ -93,6 +93,16 @@ std::vector<Kind> kinds() {
   return {
       {"ckptcheck", "", "", true, true,
        [](const std::string& root) { return save_training_state(root, full_training_state()); }},
+      // Version 2: the chunk records are in the shard headers only (shards/shard_header_chunks.h).
+      {"ckptcheck", "", "", true, true,
+       [](const std::string& root) {
+         return save_training_state(root, full_training_state(), kFixtureStep, 3, "native",
+                                    ChunkRecords::kInShardHeaders);
+       }},
+      // One committed checkpoint of each manifest version, written by `ckptcheck train` (version 1,
+      // as every build before 2026-12 wrote) and `convert --manifest-version 2`: both keep verifying.
+      {"ckptcheck", kData + "native/manifest_v1", "", true, true, nullptr},
+      {"ckptcheck", kData + "native/manifest_v2", "", true, true, nullptr},
       {"dcp", kData + "dcp/torch113", "--weights-only", true, false, nullptr},
       {"dcp", kRealWorld + "dcp-lightning-2rank", "", true, false, nullptr},
       // Megatron's common.pt pickles its argparse.Namespace: its kind's trust profile accepts it as data.

@@ -36,14 +36,13 @@ nlohmann::json reference_object(const Manifest& m) {
                         {"data_bytes", c.data_bytes},
                         {"sha256", digest_hex(c.sha256)}});
     }
-    tensors.push_back({{"name", t.name},
-                       {"component", t.component},
-                       {"dtype", dtype_name(t.dtype)},
-                       {"shape", t.shape},
-                       {"chunks", chunks}});
+    nlohmann::json tensor = {
+        {"name", t.name}, {"component", t.component}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}};
+    if (m.chunk_records == ChunkRecords::kInManifest) tensor["chunks"] = chunks;
+    tensors.push_back(tensor);
   }
   return {{"format", kManifestFormat},
-          {"version", kManifestVersion},
+          {"version", manifest_version_of(m.chunk_records)},
           {"step", m.step},
           {"created_utc", m.created_utc},
           {"world_size", m.world_size},
@@ -204,6 +203,77 @@ TEST(ManifestFastParse, LeavesEverythingElseToTheReferencePath) {
   // A float step is refused with the reference's message.
   EXPECT_EQ(parse_manifest(others[3], "manifest.json").status().message(),
             "manifest.json: field 'step': expected an integer, got number");
+}
+
+// awkward_manifest as version 2 writes it: its shards native ones whose headers are hashed (the
+// only shards whose headers hold every field of a chunk's record).
+Manifest awkward_manifest_in_headers() {
+  Manifest m = awkward_manifest();
+  m.chunk_records = ChunkRecords::kInShardHeaders;
+  for (ManifestShard& s : m.shards) {
+    s.format = "native";
+    s.sha256_of = "header";
+  }
+  return m;
+}
+
+// Version 2 lists no chunk, and its digest still covers every other field: the text is the dump of
+// the manifest object without chunk lists, and both parsers read it back, with no chunks (the
+// reader fills them from the shard headers, shards/shard_header_chunks.h).
+TEST(ManifestText, VersionTwoListsNoChunkAndDigestsTheRest) {
+  const Manifest m = awkward_manifest_in_headers();
+  nlohmann::json j = reference_object(m);
+  embed_digest(j, kManifestDigestField);
+  const std::string text = manifest_to_json_text(m);
+  EXPECT_EQ(text, j.dump(1) + "\n");
+  EXPECT_EQ(text.find("\"chunks\""), std::string::npos);
+  EXPECT_NE(text.find("\"version\": 2"), std::string::npos);
+  ManifestDigest fast_digest, reference_digest;
+  const std::optional<Manifest> fast = parse_manifest_fast(text, &fast_digest);
+  const auto reference = parse_manifest_reference(text, "manifest.json", &reference_digest);
+  ASSERT_TRUE(fast.has_value());
+  ASSERT_TRUE(reference.is_ok()) << reference.status().to_string();
+  for (const Manifest* parsed : {&*fast, &*reference}) {
+    EXPECT_EQ(parsed->chunk_records, ChunkRecords::kInShardHeaders);
+    for (const ManifestTensor& t : parsed->tensors) EXPECT_TRUE(t.chunks.empty()) << t.name;
+    EXPECT_EQ(manifest_to_json_text(*parsed), text);
+  }
+  EXPECT_TRUE(fast_digest.matches());
+  EXPECT_EQ(fast_digest.computed, reference_digest.computed);
+  // The same manifest as version 1 is another text with another digest: the version is covered.
+  EXPECT_NE(manifest_content_sha256(m), manifest_content_sha256(awkward_manifest()));
+}
+
+// What a version does not allow is refused by both parsers: chunk lists in version 2 (they would
+// be records no header check covers), a version 2 shard whose header cannot hold the records, a
+// version 1 tensor without its chunk list, and a version this build does not know.
+TEST(ManifestText, EachVersionHoldsItsChunksWhereItSays) {
+  const std::string v2 = manifest_to_json_text(awkward_manifest_in_headers());
+  const std::string v1 = manifest_to_json_text(awkward_manifest());
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {testing::replaced_once(v2, "\"component\": \"model\"", "\"chunks\": [],\n   \"component\": \"model\""),
+       "manifest.json tensor 0 (model.w): lists chunks, which a version 2 manifest keeps in its shard "
+       "headers"},
+      {testing::replaced_once(v2, "\"format\": \"native\"", "\"format\": \"safetensors\""),
+       "manifest.json shard 0: 'shard_00000.bin' is a safetensors shard whose header is hashed; a version 2 "
+       "manifest's shards are native shards whose header is hashed (it holds their chunk records)"},
+      {testing::replaced_once(v2, "\"sha256_of\": \"header\"", "\"sha256_of\": \"file\""),
+       "manifest.json shard 0: 'shard_00000.bin' is a native shard whose file is hashed; a version 2 "
+       "manifest's shards are native shards whose header is hashed (it holds their chunk records)"},
+      {testing::replaced_once(v1, "\"version\": 1", "\"version\": 2"), ""},
+      {testing::replaced_once(v2, "\"version\": 2", "\"version\": 1"), ""},
+      {testing::replaced_once(v2, "\"version\": 2", "\"version\": 3"),
+       "manifest.json: manifest version 3, this build reads 1 and 2"},
+  };
+  for (const auto& [text, message] : refused) {
+    ManifestDigest digest;
+    EXPECT_FALSE(parse_manifest_fast(text, &digest).has_value()) << text.substr(0, 300);
+    const auto parsed = parse_manifest(text, "manifest.json");
+    ASSERT_FALSE(parsed.is_ok()) << text.substr(0, 300);
+    if (!message.empty()) {
+      EXPECT_EQ(parsed.status().message(), message);
+    }
+  }
 }
 
 }  // namespace

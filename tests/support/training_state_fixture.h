@@ -95,10 +95,11 @@ inline void drop_state_tensor(std::vector<LoadedTensor>& state, const std::strin
 }
 
 // Writes `state` as a committed checkpoint under `root` (3 shards; the 2 KiB tensors are split) in
-// shard format `format`; returns its directory.
+// shard format `format`, its chunk records where `records` says; returns its directory.
 inline std::string save_training_state(const std::string& root, const std::vector<LoadedTensor>& state,
                                        int64_t step = kFixtureStep, size_t shards = 3,
-                                       const std::string& format = "native") {
+                                       const std::string& format = "native",
+                                       ChunkRecords records = ChunkRecords::kInManifest) {
   std::vector<TensorView> views;
   for (const auto& t : state) views.push_back(t.view());
   CheckpointMetadata meta;
@@ -107,6 +108,7 @@ inline std::string save_training_state(const std::string& root, const std::vecto
   options.num_shards = shards;
   options.split_min_bytes = 1024;
   options.format = format;
+  options.chunk_records = records;
   auto committed = write_checkpoint(root, views, meta, options);
   EXPECT_TRUE(committed.is_ok()) << committed.status().to_string();
   return committed.is_ok() ? committed->dir : std::string();

@@ -31,6 +31,7 @@
 #include "shards/file_chunk_index.h"
 #include "shards/laid_out_native_shard.h"
 #include "shards/manifest.h"
+#include "shards/shard_header_chunks.h"
 #include "verifier/check/checkpoint_kind.h"
 #include "verifier/check/chunk_coverage.h"
 #include "verifier/check/foreign_verifier.h"
@@ -73,15 +74,19 @@ class ShardCheck {
  public:
   // `header_may_match`: the manifest's chunks passed its own checks (coverage: no two chunks of a
   // tensor at the same offsets), so a header that is their layout pairs with them one to one.
+  // `header_read`: what reading this shard's header gave a version-2 manifest (its chunks came
+  // from it), or null (version 1: the manifest lists them, and the header is compared with it).
   ShardCheck(const std::string& dir, const Manifest& manifest, size_t index,
-             const std::vector<ChunkRef>& refs, bool quick, uint64_t unit_bytes, bool header_may_match)
+             const std::vector<ChunkRef>& refs, bool quick, uint64_t unit_bytes, bool header_may_match,
+             const ShardHeaderChunks* header_read)
       : dir_(dir),
         manifest_(manifest),
         shard_(manifest.shards[index]),
         refs_(refs),
         quick_(quick),
         unit_bytes_(unit_bytes),
-        header_may_match_(header_may_match) {}
+        header_may_match_(header_may_match),
+        header_read_(header_read) {}
 
   // Opens the shard, compares its header with the manifest and plans the data scan (none in
   // --quick mode or when the shard cannot be opened).
@@ -101,6 +106,10 @@ class ShardCheck {
       error(
           verify_code::kShardSizeMismatch, "",
           "file has " + std::to_string(st.st_size) + " bytes, manifest says " + std::to_string(shard_.bytes));
+    }
+    if (header_read_) {
+      prepare_from_header(*path);
+      return;
     }
     if (header_may_match_ && shard_.format == "native" && prepare_from_manifest(*path)) return;
     auto file = format->open(*path);
@@ -149,15 +158,69 @@ class ShardCheck {
     }
   }
 
+  // A version-2 manifest's chunks of this shard are its header's, read and checked against the
+  // manifest's digest of it already (shards/shard_header_chunks.h): there is nothing to compare,
+  // only what reading it found to report and the scan to plan.
+  void prepare_from_header(const std::string& path) {
+    using Problem = ShardHeaderChunks::Problem;
+    for (const std::string& label : header_read_->unlisted) {
+      out_.warnings.push_back({verify_code::kChunkNotInManifest, shard_.path, "",
+                               "shard header holds chunk " + label + " that the manifest does not list"});
+    }
+    switch (header_read_->problem) {
+      case Problem::kNone: break;
+      case Problem::kPath: classify_path_failure(header_read_->status); return;
+      case Problem::kTruncated:
+        error(verify_code::kShardTruncated, "", header_read_->status.message());
+        return;
+      case Problem::kUnreadable:
+        error(verify_code::kShardUnreadable, "", header_read_->status.message());
+        return;
+      case Problem::kDigestMismatch:
+        error(verify_code::kShardSha256Mismatch, "", header_read_->status.message());
+        return;
+      case Problem::kDisagrees:
+        error(verify_code::kChunkHeaderMismatch, "", header_read_->status.message());
+        return;
+    }
+    std::vector<size_t> order(refs_.size());
+    for (size_t r = 0; r < order.size(); ++r) order[r] = r;
+    auto by_offset = [&](size_t a, size_t b) { return chunk_of(a).data_offset < chunk_of(b).data_offset; };
+    // The refs follow the manifest's tensor order, which a writer's header follows too: mostly sorted.
+    if (!std::is_sorted(order.begin(), order.end(), by_offset))
+      std::stable_sort(order.begin(), order.end(), by_offset);
+    plan_in_payload_order(path, order);
+  }
+
+  const ManifestChunk& chunk_of(size_t r) const {
+    return manifest_.tensors[refs_[r].tensor].chunks[refs_[r].chunk];
+  }
+
+  // The chunks of refs `order` (payload order) are the header's, one to one: only the scan is left.
+  void plan_in_payload_order(const std::string& path, const std::vector<size_t>& order) {
+    header_matched_ = true;
+    matched_.assign(refs_.size(), SIZE_MAX);
+    std::vector<ScanChunk> chunks(order.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+      matched_[order[k]] = k;
+      const ManifestChunk& mc = chunk_of(order[k]);
+      chunks[k] = {mc.data_offset, mc.data_bytes, manifest_.tensors[refs_[order[k]].tensor].dtype};
+    }
+    if (quick_) return;
+    auto scanner = ShardScanner::plan(path, shard_.format, std::move(chunks), digest(), unit_bytes_);
+    if (!scanner.is_ok()) {
+      scan_failed(scanner.status());
+      return;
+    }
+    scanner_.emplace(std::move(*scanner));
+  }
+
   // A native header that is byte for byte the writer's layout of this shard's manifest chunks, in
   // payload order, is what comparing it entry by entry would find equal: the chunks pair up by
   // position, and only the scan is left to plan. Parsing 20,000 header entries a shard to compare
   // them was ~40% of verify --quick at 320k chunks (issue 44). False: any other header, which the
   // format's reader opens and match_chunks compares, as before.
   bool prepare_from_manifest(const std::string& path) {
-    auto chunk_of = [&](size_t r) -> const ManifestChunk& {
-      return manifest_.tensors[refs_[r].tensor].chunks[refs_[r].chunk];
-    };
     // An empty chunk can share its offsets with another without overlapping it, which coverage
     // does not report: entry by entry, both would pair with the header's first.
     for (size_t r = 0; r < refs_.size(); ++r) {
@@ -169,22 +232,7 @@ class ShardCheck {
       return ManifestChunkRef{&manifest_.tensors[refs_[r].tensor], &chunk_of(r)};
     });
     if (!layout) return false;
-    const std::vector<size_t>& order = layout->order;
-    header_matched_ = true;
-    matched_.assign(refs_.size(), SIZE_MAX);
-    std::vector<ScanChunk> chunks(order.size());
-    for (size_t k = 0; k < order.size(); ++k) {
-      matched_[order[k]] = k;
-      const ManifestChunk& mc = chunk_of(order[k]);
-      chunks[k] = {mc.data_offset, mc.data_bytes, manifest_.tensors[refs_[order[k]].tensor].dtype};
-    }
-    if (quick_) return true;
-    auto scanner = ShardScanner::plan(path, shard_.format, std::move(chunks), digest(), unit_bytes_);
-    if (!scanner.is_ok()) {
-      scan_failed(scanner.status());
-      return true;
-    }
-    scanner_.emplace(std::move(*scanner));
+    plan_in_payload_order(path, layout->order);
     return true;
   }
 
@@ -291,6 +339,7 @@ class ShardCheck {
   bool quick_;
   uint64_t unit_bytes_;  // scan units are cut at payload starts once this long
   bool header_may_match_;
+  const ShardHeaderChunks* header_read_;
   bool header_matched_ = false;
   ShardOutcome out_;
   std::vector<size_t> matched_;  // per ref: the header chunk index, SIZE_MAX when missing
@@ -360,8 +409,9 @@ struct ScanPlan {
 
 // `threads`: every thread that will scan (all tasks' together), which sets the unit length.
 // `chunks_consistent`: the manifest's chunks passed the coverage check (ShardCheck says why).
+// `header_reads`: by shard, what reading a version-2 manifest's headers gave (empty: version 1).
 void plan_scan(const std::string& dir, const Manifest& manifest, bool quick, size_t threads, size_t jobs,
-               bool chunks_consistent, ScanPlan& plan) {
+               bool chunks_consistent, const std::vector<ShardHeaderChunks>& header_reads, ScanPlan& plan) {
   const size_t count = manifest.shards.size();
   plan.refs.assign(count, {});
   for (size_t t = 0; t < manifest.tensors.size(); ++t) {
@@ -375,8 +425,9 @@ void plan_scan(const std::string& dir, const Manifest& manifest, bool quick, siz
   plan.checks.resize(count);
   const uint64_t unit_bytes = scan_unit_bytes(plan.total, threads);
   run_parallel(count, resolve_jobs(jobs, count), [&](size_t i) {
-    plan.checks[i] =
-        std::make_unique<ShardCheck>(dir, manifest, i, plan.refs[i], quick, unit_bytes, chunks_consistent);
+    const ShardHeaderChunks* header_read = header_reads.empty() ? nullptr : &header_reads[i];
+    plan.checks[i] = std::make_unique<ShardCheck>(dir, manifest, i, plan.refs[i], quick, unit_bytes,
+                                                  chunks_consistent, header_read);
     plan.checks[i]->prepare();
   });
   for (size_t i = 0; i < count; ++i) {
@@ -388,11 +439,12 @@ void plan_scan(const std::string& dir, const Manifest& manifest, bool quick, siz
 
 // `headers_matched` (by shard): which headers were found to be the manifest's layout.
 Status check_shards(const std::string& dir, const Manifest& manifest, const VerifyOptions& options,
-                    bool chunks_consistent, VerifyReport& report, std::vector<bool>* headers_matched) {
+                    bool chunks_consistent, const std::vector<ShardHeaderChunks>& header_reads,
+                    VerifyReport& report, std::vector<bool>* headers_matched) {
   const size_t count = manifest.shards.size();
   CKPT_ASSIGN_OR_RETURN(const size_t threads, planning_threads(options));
   ScanPlan plan;
-  plan_scan(dir, manifest, options.quick, threads, options.jobs, chunks_consistent, plan);
+  plan_scan(dir, manifest, options.quick, threads, options.jobs, chunks_consistent, header_reads, plan);
   const std::vector<ScanTask>& jobs = plan.jobs;
   const uint64_t total = plan.total;
   auto& checks = plan.checks;
@@ -542,18 +594,34 @@ Result<VerifyReport> verify_one(const std::string& raw_dir, const VerifyOptions&
     return report;
   }
   // Parsed, the text is not read again: its bytes (84 MB at 320k chunks) and the parse's go back to
-  // the system instead of adding to the peak while the headers are read (issue 44).
+  // the system instead of adding to the peak while the headers are read (issue 44). A version-2
+  // text lists no chunk (~25x smaller): releasing would only turn the heap's huge pages into 4 KiB
+  // ones, a fault each for the chunk records read from the headers next.
+  const bool text_was_large = manifest->chunk_records == ChunkRecords::kInManifest;
   std::string().swap(*text);
-  release_freed_heap();
+  if (text_was_large) release_freed_heap();
   check_manifest_digest(&digest, manifest_path, report);
   report.step = manifest->step;
   report.shards = manifest->shards.size();
   report.tensors = manifest->tensors.size();
+  // Version 2: the chunks are the headers', each shard's read (and its digest checked) in parallel.
+  const std::vector<ShardHeaderChunks> header_reads =
+      manifest->chunk_records == ChunkRecords::kInShardHeaders
+          ? add_chunks_from_shard_headers(dir, *manifest, options.jobs)
+          : std::vector<ShardHeaderChunks>{};
+  // A header that could not be read leaves its chunks unknown: each of its tensors would be
+  // reported uncovered beside the shard's own error, which says what is wrong.
+  const bool all_chunks_known =
+      std::none_of(header_reads.begin(), header_reads.end(),
+                   [](const ShardHeaderChunks& r) { return r.problem != ShardHeaderChunks::Problem::kNone; });
   const size_t errors_before_coverage = report.errors.size();
-  for (const auto& t : manifest->tensors) check_chunk_coverage(t, report);
-  const bool chunks_consistent = report.errors.size() == errors_before_coverage;
+  if (all_chunks_known) {
+    for (const auto& t : manifest->tensors) check_chunk_coverage(t, report);
+  }
+  const bool chunks_consistent = all_chunks_known && report.errors.size() == errors_before_coverage;
   std::vector<bool> headers_matched;
-  CKPT_RETURN_IF_ERROR(check_shards(dir, *manifest, options, chunks_consistent, report, &headers_matched));
+  CKPT_RETURN_IF_ERROR(
+      check_shards(dir, *manifest, options, chunks_consistent, header_reads, report, &headers_matched));
   check_resume_state(dir, *manifest, headers_matched, report);
   report_unlisted_files(dir, *manifest, report);
   if (!options.current_pins.is_null()) check_pin_drift(manifest->pins, options.current_pins, report);
@@ -579,8 +647,11 @@ Result<std::vector<ShareUnit>> plan_verify_shares(const std::string& checkpoint_
   const size_t threads = std::max<size_t>(1, tasks) * resolve_jobs(threads_per_task, SIZE_MAX);
   VerifyReport coverage;  // as verify_one plans: the same units whichever way a header is read
   for (const auto& t : manifest.tensors) check_chunk_coverage(t, coverage);
+  // read_manifest_file read a version-2 manifest's headers, and refuses one it could not read.
+  const std::vector<ShardHeaderChunks> header_reads(
+      manifest.chunk_records == ChunkRecords::kInShardHeaders ? manifest.shards.size() : 0);
   plan_scan(strip_trailing_slashes(checkpoint_dir), manifest, false, threads, threads_per_task,
-            coverage.errors.empty(), plan);
+            coverage.errors.empty(), header_reads, plan);
   std::vector<uint64_t> sizes;
   for (const ScanTask& job : plan.jobs) sizes.push_back(job.scanner->unit_size(job.unit));
   const std::vector<int> owners = split_by_size(sizes, static_cast<int>(std::max<size_t>(1, tasks)));

@@ -49,7 +49,7 @@ nlohmann::json manifest_metadata(const Manifest& m, const std::string& content_s
                       {"sha256_of", s.sha256_of}});
   }
   return {{"format", kManifestFormat},
-          {"version", as_parsed(kManifestVersion)},
+          {"version", as_parsed(manifest_version_of(m.chunk_records))},
           {"step", as_parsed(m.step)},
           {"created_utc", m.created_utc},
           {"world_size", as_parsed(m.world_size)},

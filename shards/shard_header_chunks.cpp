@@ -1,0 +1,205 @@
+#include "shards/shard_header_chunks.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "base/byte_coding.h"
+#include "base/byte_source.h"
+#include "base/huge_pages.h"
+#include "base/parallel_jobs.h"
+#include "base/sha256.h"
+#include "formats/native_shard.h"
+#include "formats/native_shard_format.h"
+#include "shards/checkpoint_reader.h"
+
+namespace ckpt {
+
+namespace {
+
+using Problem = ShardHeaderChunks::Problem;
+
+// A header chunk on its way to its tensor, in a slice of one buffer made by the calling thread.
+struct PlacedChunk {
+  size_t tensor;
+  ManifestChunk chunk;
+};
+
+// Where one shard's records go: its slice of the shared buffer, then (a header longer than its
+// estimate) a list of its own.
+struct ShardRecords {
+  PlacedChunk* slice = nullptr;
+  size_t capacity = 0;
+  size_t count = 0;
+  std::vector<PlacedChunk> overflow;
+
+  // The slice is raw memory: a record is made in it as it is added, and no page of it is touched
+  // (and cleared by the kernel) before.
+  void add(PlacedChunk&& p) {
+    if (count < capacity) {
+      new (slice + count++) PlacedChunk(std::move(p));
+    } else {
+      overflow.push_back(std::move(p));
+    }
+  }
+  void clear() {
+    for (size_t k = 0; k < count; ++k) slice[k].~PlacedChunk();
+    count = 0;
+    overflow.clear();
+  }
+};
+
+struct ShardRead {
+  ShardHeaderChunks outcome;
+  ShardRecords records;
+};
+
+void read_shard(const std::string& dir, const Manifest& manifest, size_t index,
+                const std::unordered_map<std::string_view, size_t>& tensor_of, ShardRead& out) {
+  auto fail = [&](Problem problem, Status status) {
+    out.outcome.problem = problem;
+    out.outcome.status = std::move(status);
+    out.records.clear();
+  };
+  const ManifestShard& shard = manifest.shards[index];
+  auto path = resolve_shard_path(dir, shard.path);
+  if (!path.is_ok()) return fail(Problem::kPath, path.status());
+  auto source = FileByteSource::open(*path);
+  if (!source.is_ok()) return fail(Problem::kUnreadable, source.status());
+  // Each thread reads its shards' headers into one block (open_native_shard says why).
+  thread_local std::string header;
+  Sha256Digest digest{};
+  Status disagreement;
+  // A writer's header lists a shard's chunks in the manifest's tensor order: the tensor after the
+  // last one found is tried before the name index.
+  size_t next = 0;
+  NativeEntryVisitor visit;
+  visit.entry = [&](const NativeChunkFields& c) {
+    size_t tensor = next;
+    if (tensor >= manifest.tensors.size() || manifest.tensors[tensor].name != c.name) {
+      const auto found = tensor_of.find(c.name);
+      if (found == tensor_of.end()) {
+        out.outcome.unlisted.push_back(chunk_label(std::string(c.name), c.global_shape, c.offsets, c.shape));
+        return;
+      }
+      tensor = found->second;
+    }
+    next = tensor + 1;
+    const ManifestTensor& t = manifest.tensors[tensor];
+    if (c.dtype != t.dtype || !(c.global_shape == DimsView(t.shape))) {
+      if (disagreement.is_ok()) {
+        disagreement = Status::corruption(
+            *path + ": chunk " + chunk_label(std::string(c.name), c.global_shape, c.offsets, c.shape) +
+            " is " + dtype_name(c.dtype) + " of " + shape_to_string(c.global_shape) +
+            ", the manifest's tensor is " + dtype_name(t.dtype) + " of " + shape_to_string(t.shape));
+      }
+      return;
+    }
+    // The reader checked every entry: its digest is 64 lowercase hex digits.
+    const std::optional<Sha256Digest> sha = digest_from_hex(c.sha256);
+    if (!sha) {
+      if (disagreement.is_ok())
+        disagreement = Status::corruption(*path + ": chunk " + std::string(c.name) + ": no sha256");
+      return;
+    }
+    out.records.add({tensor, {index, Dims(c.offsets), Dims(c.shape), c.data_offset, c.data_bytes, *sha}});
+  };
+  visit.restart = [&] {
+    out.records.clear();
+    out.outcome.unlisted.clear();
+    disagreement = Status::ok();
+    next = 0;
+  };
+  const Status read = read_native_shard_entries(std::move(*source), &digest, header, visit);
+  if (!read.is_ok()) {
+    const bool torn = read.code() == StatusCode::kTruncated;
+    return fail(torn ? Problem::kTruncated : Problem::kUnreadable, read);
+  }
+  if (!digest_is_hex(digest, shard.sha256)) {
+    return fail(Problem::kDigestMismatch,
+                Status::corruption(*path + ": header sha256 mismatch: the manifest records " + shard.sha256 +
+                                   ", the header hashes to " + digest_hex(digest) +
+                                   " (its chunk records are not the ones committed)"));
+  }
+  if (!disagreement.is_ok()) return fail(Problem::kDisagrees, disagreement);
+}
+
+// The header length a native shard's preamble gives, where it can be read (any problem is
+// read_shard's to name).
+std::optional<uint64_t> native_header_length(const std::string& dir, const ManifestShard& shard) {
+  if (!is_safe_relative_path(shard.path)) return std::nullopt;
+  auto source = FileByteSource::open(dir + "/" + shard.path);
+  uint8_t preamble[kNativePreambleBytes];
+  if (!source.is_ok() || !(*source)->read_at(0, preamble, sizeof(preamble)).is_ok()) return std::nullopt;
+  return decode_le64(preamble + 16);
+}
+
+// A writer's chunk entry is 250-300 bytes for the names a model has: a slice of a shard's header
+// length / this holds every record of such a header, with ~10% to spare. Shorter entries (names of
+// a few letters) overflow to the shard's own list: slower, as correct.
+constexpr uint64_t kMinEntryBytes = 240;
+
+}  // namespace
+
+std::vector<ShardHeaderChunks> add_chunks_from_shard_headers(const std::string& checkpoint_dir,
+                                                             Manifest& manifest, size_t jobs) {
+  const size_t count = manifest.shards.size();
+  std::vector<ShardHeaderChunks> outcomes(count);
+  if (manifest.chunk_records != ChunkRecords::kInShardHeaders) return outcomes;
+  std::unordered_map<std::string_view, size_t> tensor_of;
+  tensor_of.reserve(manifest.tensors.size());
+  for (size_t t = 0; t < manifest.tensors.size(); ++t) tensor_of.emplace(manifest.tensors[t].name, t);
+  // Every shard's records in one buffer made here, in huge pages: made in the worker threads'
+  // heaps, they were fresh 4 KiB pages, a fault each (~14 us on the bench VM), ~45 MB of them at
+  // 320,000 chunks. Sized by the headers' lengths; a longer header's extra records go to a list.
+  std::vector<size_t> estimate(count, 0);
+  size_t total = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (const std::optional<uint64_t> bytes = native_header_length(checkpoint_dir, manifest.shards[i])) {
+      estimate[i] = static_cast<size_t>(std::min<uint64_t>(*bytes, kMaxHeaderBytes) / kMinEntryBytes);
+      total += estimate[i];
+    }
+  }
+  const std::unique_ptr<void, decltype(&std::free)> buffer(
+      std::malloc(std::max<size_t>(1, total) * sizeof(PlacedChunk)), &std::free);
+  if (!buffer) total = 0;  // every shard's records go to its own list
+  advise_huge_pages(buffer.get(), total * sizeof(PlacedChunk));
+  std::vector<ShardRead> reads(count);
+  for (size_t i = 0, at = 0; i < count; at += estimate[i], ++i) {
+    reads[i].records.slice = static_cast<PlacedChunk*>(buffer.get()) + at;
+    reads[i].records.capacity = total == 0 ? 0 : estimate[i];
+  }
+  run_parallel(count, resolve_jobs(jobs, count),
+               [&](size_t i) { read_shard(checkpoint_dir, manifest, i, tensor_of, reads[i]); });
+  // In shard order, each shard's in header order: the order a version-1 manifest lists them in.
+  std::vector<size_t> per_tensor(manifest.tensors.size(), 0);
+  for (const ShardRead& r : reads) {
+    for (size_t k = 0; k < r.records.count; ++k) ++per_tensor[r.records.slice[k].tensor];
+    for (const PlacedChunk& p : r.records.overflow) ++per_tensor[p.tensor];
+  }
+  for (size_t t = 0; t < manifest.tensors.size(); ++t) manifest.tensors[t].chunks.reserve(per_tensor[t]);
+  for (size_t i = 0; i < count; ++i) {
+    ShardRecords& records = reads[i].records;
+    for (size_t k = 0; k < records.count; ++k)
+      manifest.tensors[records.slice[k].tensor].chunks.push_back(std::move(records.slice[k].chunk));
+    for (PlacedChunk& p : records.overflow) manifest.tensors[p.tensor].chunks.push_back(std::move(p.chunk));
+    records.clear();
+    std::vector<PlacedChunk>().swap(records.overflow);
+    outcomes[i] = std::move(reads[i].outcome);
+  }
+  return outcomes;
+}
+
+Status first_shard_header_problem(const std::vector<ShardHeaderChunks>& read) {
+  for (const ShardHeaderChunks& r : read) {
+    if (r.problem != ShardHeaderChunks::Problem::kNone) return r.status;
+  }
+  return Status::ok();
+}
+
+}  // namespace ckpt
