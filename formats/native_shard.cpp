@@ -445,16 +445,16 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
 }
 
 Status read_native_shard_entries(std::unique_ptr<ByteSource> source, Sha256Digest* manifest_digest,
-                                 std::string& header, const NativeEntryVisitor& visit) {
+                                 std::string& header, const NativeEntryVisitor& visit,
+                                 nlohmann::json* metadata) {
   const std::string where = source->name();
   CKPT_ASSIGN_OR_RETURN(const uint64_t header_len, read_checked_header(*source, manifest_digest, header));
   // Where the payloads lie, kept to check their layout as open_native_shard does; the list's memory
   // is this thread's from one shard to the next.
   thread_local std::vector<PayloadPlace> places;
   places.clear();
-  nlohmann::json metadata;
   const bool walked =
-      walk_native_header_fast(header, kMaxChunksPerShard, &metadata, [&](const NativeChunkFields& f) {
+      walk_native_header_fast(header, kMaxChunksPerShard, metadata, [&](const NativeChunkFields& f) {
         places.push_back({f.data_offset, f.data_bytes, places.size()});
         visit.entry(f);
         return true;
@@ -467,6 +467,7 @@ Status read_native_shard_entries(std::unique_ptr<ByteSource> source, Sha256Diges
   visit.restart();
   CKPT_ASSIGN_OR_RETURN(auto file, open_header_read(std::move(source), header, header_len));
   for (const ChunkInfo& c : file->chunks()) visit.entry(fields_of(c));
+  *metadata = file->metadata();
   return Status::ok();
 }
 

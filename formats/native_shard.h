@@ -67,8 +67,10 @@ struct NativeEntryVisitor {
 // take, or whose payload layout is at fault, is then read by open_native_shard's own path: its
 // error is returned, or `visit.restart` is called and its chunks are given again. `manifest_digest`
 // and `header` as for open_native_shard.
+// `metadata` receives the header's.
 Status read_native_shard_entries(std::unique_ptr<ByteSource> source, Sha256Digest* manifest_digest,
-                                 std::string& header, const NativeEntryVisitor& visit);
+                                 std::string& header, const NativeEntryVisitor& visit,
+                                 nlohmann::json* metadata);
 
 // The shard's digest as a manifest records it (sha256_of "header"): SHA-256 of the preamble and
 // header. The header holds every payload's SHA-256 and the reader rejects any byte outside the

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <unordered_map>
 
 #include "base/byte_source.h"
 #include "shards/checkpoint_reader.h"
@@ -139,6 +140,34 @@ std::optional<LaidOutShard> open_laid_out_native_shard(const std::string& checkp
   for (size_t k = 0; k < chunks.size(); ++k) out.index_of[layout->order[k]] = k;
   auto file = std::make_unique<LaidOutNativeShard>(std::move(*source), std::move(in_header_order),
                                                    std::move(layout->metadata));
+  out.records = &file->records();
+  out.file = std::move(file);
+  return out;
+}
+
+std::optional<LaidOutShard> open_native_shard_from_records(const std::string& checkpoint_dir,
+                                                           const ManifestShard& shard,
+                                                           const std::vector<ManifestChunkRef>& chunks,
+                                                           std::vector<ManifestChunkRef> in_header_order,
+                                                           nlohmann::json metadata) {
+  if (shard.format != "native" || chunks.size() != in_header_order.size() || has_twin(chunks))
+    return std::nullopt;
+  auto path = resolve_shard_path(checkpoint_dir, shard.path);
+  if (!path.is_ok()) return std::nullopt;
+  auto source = FileByteSource::open(*path);
+  if (!source.is_ok()) return std::nullopt;
+  std::unordered_map<const ManifestChunk*, size_t> position;
+  position.reserve(in_header_order.size());
+  for (size_t k = 0; k < in_header_order.size(); ++k) position.emplace(in_header_order[k].chunk, k);
+  LaidOutShard out;
+  out.index_of.resize(chunks.size());
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    const auto found = position.find(chunks[k].chunk);
+    if (found == position.end()) return std::nullopt;
+    out.index_of[k] = found->second;
+  }
+  auto file = std::make_unique<LaidOutNativeShard>(std::move(*source), std::move(in_header_order),
+                                                   std::move(metadata));
   out.records = &file->records();
   out.file = std::move(file);
   return out;

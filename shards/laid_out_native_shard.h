@@ -72,4 +72,15 @@ std::optional<LaidOutShard> open_laid_out_native_shard(const std::string& checkp
                                                        const ManifestShard& shard,
                                                        const std::vector<ManifestChunkRef>& chunks);
 
+// The same for a shard whose header a version-2 manifest's reader has just read, checked against
+// the manifest's digest of it and taken its chunk records from (shards/shard_header_chunks.h):
+// `in_header_order`, those records in header order, and `metadata`, the header's, are what parsing
+// it would give, so it is opened without reading the header again. `chunks` as above; nullopt
+// where a tensor has twins there or the file cannot be opened.
+std::optional<LaidOutShard> open_native_shard_from_records(const std::string& checkpoint_dir,
+                                                           const ManifestShard& shard,
+                                                           const std::vector<ManifestChunkRef>& chunks,
+                                                           std::vector<ManifestChunkRef> in_header_order,
+                                                           nlohmann::json metadata);
+
 }  // namespace ckpt

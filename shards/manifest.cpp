@@ -215,6 +215,11 @@ Result<ManifestDigest> manifest_digest(const std::string& text, const std::strin
 }
 
 Result<Manifest> read_manifest_file(const std::string& checkpoint_dir, ManifestDigest* digest_out) {
+  return read_manifest_file(checkpoint_dir, digest_out, nullptr);
+}
+
+Result<Manifest> read_manifest_file(const std::string& checkpoint_dir, ManifestDigest* digest_out,
+                                    std::vector<ShardHeaderChunks>* header_reads) {
   const std::string path = checkpoint_dir + "/" + kManifestFileName;
   CKPT_ASSIGN_OR_RETURN(std::string text, read_small_file(path, kMaxManifestBytes));
   ManifestDigest digest;
@@ -224,7 +229,10 @@ Result<Manifest> read_manifest_file(const std::string& checkpoint_dir, ManifestD
                               ", content hashes to " + digest.computed + " (edited after commit)");
   }
   if (digest_out) *digest_out = std::move(digest);
-  CKPT_RETURN_IF_ERROR(first_shard_header_problem(add_chunks_from_shard_headers(checkpoint_dir, manifest)));
+  std::vector<ShardHeaderChunks> read = add_chunks_from_shard_headers(checkpoint_dir, manifest);
+  CKPT_RETURN_IF_ERROR(first_shard_header_problem(read));
+  if (header_reads && manifest.chunk_records == ChunkRecords::kInShardHeaders)
+    *header_reads = std::move(read);
   return manifest;
 }
 

@@ -113,6 +113,11 @@ Result<Manifest> parse_manifest_reference(const std::string& text, const std::st
 // A version-2 manifest's chunks are read from its shard headers, each checked against the digest
 // the manifest records for it: the first shard that cannot give them fails the read, named.
 Result<Manifest> read_manifest_file(const std::string& checkpoint_dir, ManifestDigest* digest = nullptr);
+struct ShardHeaderChunks;
+// The same, and what reading each shard's header gave (version 2; empty for version 1): a reader
+// opens the shards from it without reading their headers again (shards/shard_header_chunks.h).
+Result<Manifest> read_manifest_file(const std::string& checkpoint_dir, ManifestDigest* digest,
+                                    std::vector<ShardHeaderChunks>* header_reads);
 
 // A path a manifest may name: relative, no "..", no empty or "." segments, no backslashes or NULs.
 bool is_safe_relative_path(const std::string& path);

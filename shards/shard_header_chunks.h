@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "shards/laid_out_native_shard.h"
 #include "shards/manifest.h"
 
 namespace ckpt {
@@ -31,6 +32,12 @@ struct ShardHeaderChunks {
   // Chunks of tensors the manifest does not list ("name[offsets]"): kept out of the manifest, as
   // version 1's verify warns of a header chunk its manifest does not list.
   std::vector<std::string> unlisted;
+  // Without a problem: the header's metadata, and the shard's chunks in header order (payload
+  // order), as records of the manifest they were added to (valid while it lives; moving it keeps
+  // them), from which a reader opens the shard without reading its header again
+  // (open_native_shard_from_records, shards/laid_out_native_shard.h).
+  nlohmann::json metadata;
+  std::vector<ManifestChunkRef> in_header_order;
 };
 
 // Fills every tensor's chunks of a version-2 `manifest` (read from `checkpoint_dir`) from its shard

@@ -11,6 +11,7 @@
 
 #include "base/file_io.h"
 #include "tests/support/training_state_fixture.h"
+#include "verifier/tensors/tensor_source.h"
 
 namespace ckpt {
 namespace {
@@ -90,6 +91,33 @@ TEST_F(ShardHeaderChunksTest, GiveTheRecordsVersionOneListsInItsOrder) {
   const auto untouched = add_chunks_from_shard_headers(listed_, v1);
   EXPECT_EQ(untouched.size(), v1.shards.size());
   expect_same_chunks(v1, listed);
+}
+
+// inspect, diff and the drill read through TensorSource, which opens a version-2 checkpoint's
+// shards from the records read off their headers (not reading them twice): the same tensors, the
+// same chunks in the same places, the same bytes as version 1 of the same save.
+TEST_F(ShardHeaderChunksTest, ReadThroughATensorSourceAsVersionOneIs) {
+  auto listed = TensorSource::open(listed_);
+  auto in_headers = TensorSource::open(in_headers_);
+  ASSERT_TRUE(listed.is_ok()) << listed.status().to_string();
+  ASSERT_TRUE(in_headers.is_ok()) << in_headers.status().to_string();
+  ASSERT_EQ(listed->tensors().size(), in_headers->tensors().size());
+  for (const SourceTensor& want : listed->tensors()) {
+    const SourceTensor* got = in_headers->find(want.name);
+    ASSERT_NE(got, nullptr) << want.name;
+    ASSERT_EQ(got->chunks.size(), want.chunks.size()) << want.name;
+    for (size_t c = 0; c < want.chunks.size(); ++c) {
+      const ChunkPlace a = in_headers->place(got->chunks[c]), b = listed->place(want.chunks[c]);
+      EXPECT_EQ(a.data_offset, b.data_offset) << want.name << " chunk " << c;
+      EXPECT_EQ(a.offsets.to_vector(), b.offsets.to_vector()) << want.name << " chunk " << c;
+    }
+    auto a = in_headers->read_tensor(*got);
+    auto b = listed->read_tensor(want);
+    ASSERT_TRUE(a.is_ok() && b.is_ok()) << want.name;
+    EXPECT_EQ(a->bytes, b->bytes) << want.name;
+  }
+  for (size_t f = 0; f < listed->files().size(); ++f)
+    EXPECT_EQ(in_headers->files()[f]->metadata(), listed->files()[f]->metadata());
 }
 
 // A shard from another save is a well-formed shard whose header is not the committed one: its

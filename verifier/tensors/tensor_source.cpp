@@ -19,6 +19,7 @@
 #include "shards/file_chunk_index.h"
 #include "shards/laid_out_native_shard.h"
 #include "shards/manifest_text.h"
+#include "shards/shard_header_chunks.h"
 #include "verifier/tensors/integrity_codes.h"
 #include "verifier/tensors/shard_scan.h"
 
@@ -153,7 +154,8 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
   }
   CKPT_ASSIGN_OR_RETURN(s.path_, resolve_checkpoint_path(path));
   ManifestDigest digest;
-  CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(s.path_, &digest));
+  std::vector<ShardHeaderChunks> header_reads;  // version 2: each shard's header, read already
+  CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(s.path_, &digest, &header_reads));
   s.kind_ = "checkpoint";
   s.metadata_ = manifest_metadata(manifest, digest.computed);
   // Every shard opened on every core. A native shard whose header is the writer's layout of its
@@ -172,7 +174,11 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
       std::vector<OpenedShard> opened,
       collect_parallel<OpenedShard>(manifest.shards.size(), [&](size_t i) -> Result<OpenedShard> {
         std::optional<LaidOutShard> laid_out =
-            open_laid_out_native_shard(s.path_, manifest.shards[i], placed[i]);
+            i < header_reads.size()
+                ? open_native_shard_from_records(s.path_, manifest.shards[i], placed[i],
+                                                 std::move(header_reads[i].in_header_order),
+                                                 std::move(header_reads[i].metadata))
+                : open_laid_out_native_shard(s.path_, manifest.shards[i], placed[i]);
         if (laid_out)
           return OpenedShard{std::move(laid_out->file), std::move(laid_out->index_of), laid_out->records,
                              std::nullopt};
