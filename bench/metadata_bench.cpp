@@ -15,9 +15,12 @@
 #include <cstdio>
 #include <map>
 
+#include "base/byte_coding.h"
+#include "base/byte_source.h"
 #include "base/file_io.h"
 #include "bench/bench.h"
 #include "formats/dcp_checkpoint.h"
+#include "formats/native_shard_format.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/manifest.h"
 #include "verifier/tensors/state_snapshot.h"
@@ -49,6 +52,14 @@ double median_seconds(std::vector<double> v) {
 uint64_t bytes_of_file(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+// A native shard's preamble and header: the bytes of it a version-2 manifest's reader reads.
+Result<uint64_t> native_shard_header_bytes(const std::string& path) {
+  CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
+  uint8_t preamble[kNativePreambleBytes];
+  CKPT_RETURN_IF_ERROR(source->read_at(0, preamble, sizeof(preamble)));
+  return kNativePreambleBytes + decode_le64(preamble + 16);
 }
 
 std::string min_and_median(const Timing& t) {
@@ -136,11 +147,25 @@ NativeResult native_rows(const BenchSettings& s, const Shape& shape, const Hashi
   const std::string manifest = *ckpt_dir + "/" + kManifestFileName;
   const uint64_t manifest_bytes = bytes_of_file(manifest);
   size_t chunks = 0;  // each split tensor's 16, and one for each scalar of the training state
+  // What the metadata pass reads: the manifest, and for version 2 the shard headers that hold the
+  // chunk records (version 1 lists them in the manifest; its headers are compared, not parsed).
+  uint64_t metadata_bytes = manifest_bytes;
+  int manifest_version = 0;
   {
     auto m = read_manifest_file(*ckpt_dir);
     if (!m) return fail("convert", m.status());
     for (const ManifestTensor& t : m->tensors) chunks += t.chunks.size();
+    manifest_version = manifest_version_of(m->chunk_records);
+    if (m->chunk_records == ChunkRecords::kInShardHeaders) {
+      for (const ManifestShard& shard : m->shards) {
+        auto header = native_shard_header_bytes(*ckpt_dir + "/" + shard.path);
+        if (!header) return fail("convert", header.status());
+        metadata_bytes += *header;
+      }
+    }
   }
+  const char* metadata_what =
+      manifest_version == kManifestVersionChunksInHeaders ? "manifest and shard headers" : "manifest";
   if (Status st = run_ok({"cp", "-a", root, copy}); !st) return fail("copy", st);
   uint64_t payload_bytes = 0;  // every file of the checkpoint: what verify reads
   // Warm the page cache with both copies.
@@ -177,6 +202,8 @@ NativeResult native_rows(const BenchSettings& s, const Shape& shape, const Hashi
         min_and_median(c.timing.timing) + ", " + format_mib(static_cast<double>(c.timing.max_rss_bytes));
     row.numbers = command_numbers(c.timing);
     row.numbers["manifest_bytes"] = manifest_bytes;
+    row.numbers["metadata_bytes"] = metadata_bytes;
+    row.numbers["manifest_version"] = manifest_version;
     row.numbers["chunks"] = chunks;
     out.seconds[c.command] = t;
     if (!smaller.empty()) {
@@ -215,7 +242,35 @@ NativeResult native_rows(const BenchSettings& s, const Shape& shape, const Hashi
       }
     }
     out.rows.push_back(std::move(row));
-    out.rows.push_back(rss_row(base + c.command, c.timing, manifest_bytes, "manifest"));
+    out.rows.push_back(rss_row(base + c.command, c.timing, metadata_bytes, metadata_what));
+  }
+
+  // The same checkpoint with a version-1 manifest (every chunk listed in it, as every build wrote
+  // before version 2), at 320k: what the default's change is worth, in this run.
+  if (smaller.empty() && manifest_version == kManifestVersionChunksInHeaders) {
+    const std::string v1_root = dir + "/native-v1";
+    std::vector<std::string> to_v1 = convert;
+    to_v1[3] = v1_root;
+    to_v1.insert(to_v1.end(), {"--manifest-version", std::to_string(kManifestVersionChunksListed)});
+    if (Status st = run_ok(to_v1); !st) return fail("convert --manifest-version 1", st);
+    auto v1_dir = resolve_latest_checkpoint(v1_root);
+    if (!v1_dir) return fail("convert --manifest-version 1", v1_dir.status());
+    (void)read_files_once({*v1_dir + "/" + kManifestFileName});
+    auto t =
+        time_child(s.repetitions, {s.ckptcheck_bin, "verify", "--quick", *v1_dir}, {0}, /*own_rss=*/true);
+    if (!t) return fail("verify --quick (manifest version 1)", t.status());
+    BenchRow row;
+    row.name = base + "verify --quick, manifest version 1 (" +
+               format_mib(static_cast<double>(bytes_of_file(*v1_dir + "/" + kManifestFileName))) +
+               " manifest)";
+    row.ours = min_and_median(t->timing) + ", " + format_mib(static_cast<double>(t->max_rss_bytes));
+    row.baseline = format_seconds(out.seconds["verify --quick"]) + " (version 2, this run)";
+    row.ratio = t->timing.best_seconds / out.seconds["verify --quick"];
+    row.goal = "reported";
+    row.met = "reported";
+    row.numbers = command_numbers(*t);
+    out.rows.push_back(std::move(row));
+    (void)remove_tree(v1_root);
   }
 
   // The drill's final-state comparison (read_state_snapshot of both sides, compare_snapshots), in

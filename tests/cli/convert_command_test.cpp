@@ -189,6 +189,18 @@ TEST_F(ConvertCommandTest, ManifestVersionTwoKeepsTheChunksInTheHeadersAndChecks
   EXPECT_NE(inspect.exit_code, 0) << inspect.output;
   EXPECT_NE(inspect.output.find("shard-00001-of-00003.cks"), std::string::npos) << inspect.output;
 
+  // Native shards get version 2 unless version 1 is asked for; other formats always get version 1.
+  const Manifest by_default = read_fixture_manifest(convert(src, work_ / "default", "native", 2));
+  EXPECT_EQ(by_default.chunk_records, ChunkRecords::kInShardHeaders);
+  EXPECT_EQ(read_fixture_manifest(convert(src, work_ / "st", "safetensors", 2)).chunk_records,
+            ChunkRecords::kInManifest);
+  ASSERT_EQ(
+      run_ckptcheck("convert '" + src + "' '" + (work_ / "v1") + "' --format native --manifest-version 1")
+          .exit_code,
+      0);
+  const auto v1_text = read_file_bytes(*resolve_latest_checkpoint(work_ / "v1") + "/" + kManifestFileName);
+  EXPECT_NE(std::string(v1_text.begin(), v1_text.end()).find("\"chunks\""), std::string::npos);
+
   // Only native headers hold a chunk's whole record.
   const CommandResult hdf5 =
       run_ckptcheck("convert '" + src + "' '" + (work_ / "h") + "' --format hdf5 --manifest-version 2");

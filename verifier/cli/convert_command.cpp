@@ -45,9 +45,9 @@ class ConvertCommand : public Command {
         ->capture_default_str()
         ->check(CLI::Range(1, 4096));
     sub->add_option("--manifest-version", manifest_version_,
-                    "1: every chunk's record listed in manifest.json (read by every build); 2: in the native "
-                    "shard headers only, a manifest ~25x smaller (read by builds from 2026-12)")
-        ->capture_default_str()
+                    "2 (the default for --format native): the chunk records in the native shard headers "
+                    "only, a manifest ~25x smaller (read by builds from 2026-12); 1: every record also "
+                    "listed in manifest.json (read by every build; always so for other formats)")
         ->check(CLI::IsMember({kManifestVersionChunksListed, kManifestVersionChunksInHeaders}));
     sub->add_option("--step", step_, "step to record (default: SRC's step, or 0 for a file that has none)")
         ->check(CLI::NonNegativeNumber);
@@ -60,6 +60,10 @@ class ConvertCommand : public Command {
       for (const auto& n : shard_format_names()) known += (known.empty() ? "" : ", ") + n;
       return fail(Status::invalid_argument("unknown --format '" + format_ + "' (known: " + known + ")"));
     }
+    // Unless asked, version 2 where the shards can hold the records.
+    if (manifest_version_ == 0)
+      manifest_version_ =
+          format_ == "native" ? kManifestVersionChunksInHeaders : kManifestVersionChunksListed;
     const bool in_headers = manifest_version_ == kManifestVersionChunksInHeaders;
     if (in_headers && format_ != "native") {
       return fail(Status::invalid_argument("--manifest-version " + std::to_string(manifest_version_) +
@@ -111,7 +115,7 @@ class ConvertCommand : public Command {
   std::string dst_;
   std::string format_;
   size_t shards_ = 1;
-  int manifest_version_ = kManifestVersionChunksListed;
+  int manifest_version_ = 0;  // 0: as --format allows (2 for native, else 1)
   int64_t step_ = -1;
 };
 

@@ -6,6 +6,7 @@
 
 #include "base/json_fields.h"
 #include "base/seconds_since.h"
+#include "formats/native_shard.h"
 #include "shards/manifest.h"
 #include "verifier/process/child_process.h"
 #include "verifier/tensors/state_snapshot.h"
@@ -47,12 +48,19 @@ std::string verify_failure(const std::string& checkpoint, const nlohmann::json& 
   auto manifest = read_manifest_file(checkpoint);
   for (const auto& shard : shards) {
     m += ": shard " + shard;
-    if (!manifest.is_ok()) continue;
-    for (size_t i = 0; i < manifest->shards.size(); ++i) {
+    const size_t before = components.size();
+    for (size_t i = 0; manifest.is_ok() && i < manifest->shards.size(); ++i) {
       if (fs::path(manifest->shards[i].path).filename() != shard) continue;
       for (const auto& t : manifest->tensors)
         for (const auto& c : t.chunks)
           if (c.shard == i) components.insert(t.component);
+    }
+    // A version-2 manifest's records of a shard are its header's, which a reader refuses when it is
+    // not the committed one (a stale shard): the shard's own header still says what it holds.
+    if (components.size() == before) {
+      auto file = open_native_shard_file(checkpoint + "/" + shard);
+      if (file.is_ok())
+        for (const ChunkInfo& c : (*file)->chunks()) components.insert(c.component);
     }
   }
   for (const auto& err : errors)  // without a manifest, a tensor name's prefix is its component
