@@ -103,10 +103,14 @@ std::vector<ScanChunk> scan_chunks(const std::vector<ChunkInfo>& chunks) {
 }
 
 std::vector<ScanUnit> plan_scan_units(const std::vector<ScanChunk>& chunks, const std::vector<size_t>& order,
-                                      uint64_t file_bytes, ShardDigest digest, uint64_t unit_bytes) {
-  // Without a shard digest nothing before the first payload is read.
-  const uint64_t begin =
-      digest == ShardDigest::kNone && !order.empty() ? std::min(chunks[order[0]].data_offset, file_bytes) : 0;
+                                      uint64_t file_bytes, ShardDigest digest, uint64_t unit_bytes,
+                                      uint64_t header_end) {
+  // Without a shard digest nothing before the first payload is read; a header checked already is
+  // not read again.
+  const uint64_t begin = digest == ShardDigest::kNone && !order.empty()
+                             ? std::min(chunks[order[0]].data_offset, file_bytes)
+                         : digest == ShardDigest::kHeaderChecked ? std::min(header_end, file_bytes)
+                                                                 : 0;
   if (digest == ShardDigest::kWholeFile || unit_bytes == 0 || order.empty())
     return {ScanUnit{begin, file_bytes, 0, order.size()}};
   std::vector<ScanUnit> units;
@@ -148,7 +152,7 @@ Result<ShardScanner> ShardScanner::plan_chunks(const std::string& path, std::str
   {
     CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
     s.scan_.file_bytes = source->size();
-    if (digest == ShardDigest::kHeader) {
+    if (digest == ShardDigest::kHeader || digest == ShardDigest::kHeaderChecked) {
       static const std::vector<ChunkInfo> kNoChunks;  // only HDF5's end needs them, and it has a file
       CKPT_ASSIGN_OR_RETURN(s.header_end_,
                             header_digest_end(*source, format, file ? file->chunks() : kNoChunks));
@@ -165,8 +169,9 @@ Result<ShardScanner> ShardScanner::plan_chunks(const std::string& path, std::str
     return Status::corruption(path + ": payloads overlap; a header-scoped digest cannot cover them");
   }
   if (s.one_pass_) s.file_ = nullptr;  // never read through: the caller may close it
-  s.units_ = s.one_pass_ ? plan_scan_units(s.chunks_, s.order_, s.scan_.file_bytes, digest, unit_bytes)
-                         : std::vector<ScanUnit>{ScanUnit{0, s.scan_.file_bytes, 0, s.chunks_.size()}};
+  s.units_ = s.one_pass_
+                 ? plan_scan_units(s.chunks_, s.order_, s.scan_.file_bytes, digest, unit_bytes, s.header_end_)
+                 : std::vector<ScanUnit>{ScanUnit{0, s.scan_.file_bytes, 0, s.chunks_.size()}};
   s.unit_status_.assign(s.units_.size(), Status::ok());
   s.unit_stray_.assign(s.units_.size(), -1);
   s.scan_.chunk_sha256.resize(s.chunks_.size());
@@ -335,7 +340,8 @@ class ShardScanner::UnitStream {
     for (uint64_t at = pos; at < block_end;) {
       if (!whole_file() && at < s_.header_end_) {
         const uint64_t hi = std::min(s_.header_end_, block_end);
-        batch.add(header_hash_, data + (at - pos), static_cast<size_t>(hi - at));
+        if (s_.digest_ == ShardDigest::kHeader)
+          batch.add(header_hash_, data + (at - pos), static_cast<size_t>(hi - at));
         at = hi;
         continue;
       }

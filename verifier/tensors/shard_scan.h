@@ -43,8 +43,11 @@ uint64_t scan_unit_bytes(uint64_t total_bytes, size_t threads);
 
 // What the shard's manifest digest covers (ManifestShard::sha256_of), or kNone: no shard digest,
 // the payloads alone are read (a reader that checks chunks, TensorSource: the header of a native
-// shard is 17% of its bytes at 320,000 chunks of ~1 KB).
-enum class ShardDigest { kWholeFile, kHeader, kNone };
+// shard is 17% of its bytes at 320,000 chunks of ~1 KB). kHeaderChecked: a header-digest shard
+// whose header the caller has read and checked against the digest already (a version-2 manifest's,
+// shards/shard_header_chunks.h): the scan starts where the header ends, computes no shard digest,
+// and still finds any byte after the header that no payload holds and is not zero.
+enum class ShardDigest { kWholeFile, kHeader, kNone, kHeaderChecked };
 // Whether a shard of `format` has a digest of its header alone (kHeader): native, safetensors and
 // HDF5, whose headers header_digest_end can delimit.
 bool has_header_digest(std::string_view format);
@@ -83,9 +86,11 @@ struct ScanUnit {
 // Cuts [0, file_bytes) into units at payload starts, each at least `unit_bytes` long (but the
 // last), for a header-digest scan; `order` lists chunk indices by data_offset. A whole-file digest
 // or unit_bytes == 0 gives one unit. Without a digest (kNone) the first unit starts at the first
-// payload. Pure: the work split, testable without files.
+// payload; with the header checked already (kHeaderChecked), at `header_end`. Pure: the work split,
+// testable without files.
 std::vector<ScanUnit> plan_scan_units(const std::vector<ScanChunk>& chunks, const std::vector<size_t>& order,
-                                      uint64_t file_bytes, ShardDigest digest, uint64_t unit_bytes);
+                                      uint64_t file_bytes, ShardDigest digest, uint64_t unit_bytes,
+                                      uint64_t header_end = 0);
 
 struct ScanTask;
 

@@ -8,6 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "formats/native_shard_format.h"
 #include "shards/checkpoint_dir.h"
 #include "tests/support/test_support.h"
 #include "tests/support/training_state_fixture.h"
@@ -523,6 +524,47 @@ TEST(VerifierSafetensors, ShardsAreCoveredByTheirHeaderDigest) {
   });
   const VerifyReport old = verify(dir);
   EXPECT_TRUE(old.ok()) << issues_text(old.errors);
+}
+
+// A version-2 manifest's headers are read and checked against their digests once, when the chunks
+// are taken from them: verify's scan then starts after each header, and must still catch a non-zero
+// byte in the padding between payloads, a flipped payload byte, and an edited header.
+TEST(VerifierVersionTwo, ScansAfterTheHeadersAndStillCatchesEveryByte) {
+  TempDir root;
+  const std::string dir = save_training_state(root.path(), full_training_state(), kFixtureStep, 3, "native",
+                                              ChunkRecords::kInShardHeaders);
+  const VerifyReport clean = verify(dir);
+  EXPECT_TRUE(clean.ok()) << issues_text(clean.errors);
+  const Manifest m = read_fixture_manifest(dir);
+  ASSERT_EQ(m.chunk_records, ChunkRecords::kInShardHeaders);
+  // A payload whose end is not on the 64-byte alignment: zero padding follows it.
+  const ManifestChunk* padded = nullptr;
+  for (const auto& t : m.tensors)
+    for (const auto& c : t.chunks)
+      if (!padded && c.data_bytes % 64 != 0) padded = &c;
+  ASSERT_NE(padded, nullptr);
+  const std::string shard = dir + "/" + m.shards[padded->shard].path;
+  const auto original = read_file_bytes(shard);
+  auto bytes = original;
+  bytes[padded->data_offset + padded->data_bytes] = 0x01;
+  write_file_bytes(shard, bytes);
+  const VerifyReport stray = verify(dir);
+  expect_error(stray, verify_code::kShardSha256Mismatch);
+  EXPECT_NE(issues_text(stray.errors).find("non-zero byte outside the header and every payload"),
+            std::string::npos)
+      << issues_text(stray.errors);
+
+  bytes = original;
+  bytes[padded->data_offset] ^= 0x01;
+  write_file_bytes(shard, bytes);
+  expect_error(verify(dir), verify_code::kChunkSha256Mismatch);
+
+  bytes = original;
+  bytes[kNativePreambleBytes + 2] ^= 0x01;  // inside the header's JSON
+  write_file_bytes(shard, bytes);
+  expect_error(verify(dir), verify_code::kShardUnreadable);
+  write_file_bytes(shard, original);
+  EXPECT_TRUE(verify(dir).ok());
 }
 
 }  // namespace

@@ -58,9 +58,21 @@ std::vector<LoadedTensor> large_training_state() {
   return state;
 }
 
-TEST(DistributedVerify, EveryTaskReportsWhatOneProcessReports) {
+// Both manifest versions: version 2's tasks each read the shard headers for the chunks, and scan
+// after them (shards/shard_header_chunks.h).
+class DistributedVerifyOfEachVersion : public ::testing::TestWithParam<ChunkRecords> {
+ protected:
+  std::string save(const std::string& root) {
+    return save_training_state(root, large_training_state(), kFixtureStep, 2, "native", GetParam());
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(ManifestVersions, DistributedVerifyOfEachVersion,
+                         ::testing::Values(ChunkRecords::kInManifest, ChunkRecords::kInShardHeaders));
+
+TEST_P(DistributedVerifyOfEachVersion, EveryTaskReportsWhatOneProcessReports) {
   TempDir root;
-  const std::string dir = save_training_state(root.path(), large_training_state(), kFixtureStep, 2);
+  const std::string dir = save(root.path());
   const std::string alone = verify_alone(dir);
   ASSERT_NE(alone.find("\"ok\":true"), std::string::npos) << alone;
   for (int tasks : {2, 3, 5}) {
@@ -69,9 +81,9 @@ TEST(DistributedVerify, EveryTaskReportsWhatOneProcessReports) {
   }
 }
 
-TEST(DistributedVerify, AFlippedByteInAnyTasksShareIsReportedByEveryTask) {
+TEST_P(DistributedVerifyOfEachVersion, AFlippedByteInAnyTasksShareIsReportedByEveryTask) {
   TempDir root;
-  const std::string dir = save_training_state(root.path(), large_training_state(), kFixtureStep, 2);
+  const std::string dir = save(root.path());
   // One byte in each big tensor in turn: across them, every task's share holds a damaged byte.
   for (int i = 0; i < 12; i += 5) {
     const std::string name = "rng.big." + std::to_string(i);

@@ -130,6 +130,13 @@ TEST(ShardScan, PlanCutsAtPayloadStartsAndTilesTheFile) {
   EXPECT_EQ(payloads[1].begin, 1000u);
   EXPECT_EQ(payloads[1].end, 5200u);
   EXPECT_EQ(plan_scan_units(scan_chunks(chunks), order, 5200, ShardDigest::kNone, 0)[0].begin, 100u);
+
+  // A header checked already is not read again: the first unit starts where it ends.
+  const auto after_header =
+      plan_scan_units(scan_chunks(chunks), order, 5200, ShardDigest::kHeaderChecked, 600, 64);
+  ASSERT_EQ(after_header.size(), 2u);
+  EXPECT_EQ(after_header[0].begin, 64u);
+  EXPECT_EQ(after_header[1].end, 5200u);
 }
 
 // A scan without a shard digest gives the chunks' digests a header-digest scan gives, and no shard
