@@ -1,13 +1,15 @@
 // open_native_shard (formats/native_shard.h) over a MemoryByteSource, then the shard's digest and
-// every payload. The header carries its own SHA-256, so plain mutation stops at that check; the
-// custom mutator mutates the header (as JSON or as bytes) and then fixes its length and hash, the
-// way tests re-compute hashes after a damage (leveldb's FixChecksum) to reach the checks behind it.
+// every payload; and read_native_shard_entries held to it (the same error, or the same entries). The header
+// carries its own SHA-256, so plain mutation stops at that check; the custom mutator mutates the header (as
+// JSON or as bytes) and then fixes its length and hash, the way tests re-compute hashes after a damage
+// (leveldb's FixChecksum) to reach the checks behind it.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "base/byte_coding.h"
 #include "base/sha256.h"
@@ -64,5 +66,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)ckpt::native_shard_header_digest(*source);
   auto shard = ckpt::open_native_shard(std::move(source));
   if (shard.is_ok()) ckpt::fuzz::probe_tensor_file(**shard, size);
+
+  // The entries a version-2 manifest's reader takes (read_native_shard_entries: the fast walk, or
+  // the reader's own path after a restart) must be what open_native_shard gives: the same error, or
+  // the same chunks in the same order with the same metadata.
+  std::vector<ckpt::ChunkInfo> entries;
+  ckpt::NativeEntryVisitor visit;
+  visit.entry = [&](const ckpt::NativeChunkFields& f) {
+    entries.push_back({std::string(f.name), std::string(f.component), f.dtype, f.global_shape.to_vector(),
+                       f.offsets.to_vector(), f.shape.to_vector(), f.data_offset, f.data_bytes,
+                       std::string(f.sha256)});
+  };
+  visit.restart = [&] { entries.clear(); };
+  std::string header;
+  nlohmann::json metadata;
+  const ckpt::Status read = ckpt::read_native_shard_entries(ckpt::fuzz::memory_source(data, size), nullptr,
+                                                            header, visit, &metadata);
+  if (read.is_ok() != shard.is_ok()) __builtin_trap();
+  if (!read.is_ok()) {
+    if (read.message() != shard.status().message()) __builtin_trap();
+    return 0;
+  }
+  const std::vector<ckpt::ChunkInfo>& chunks = (*shard)->chunks();
+  if (entries.size() != chunks.size() || metadata != (*shard)->metadata()) __builtin_trap();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ckpt::ChunkInfo &a = entries[i], &b = chunks[i];
+    if (a.name != b.name || a.component != b.component || a.dtype != b.dtype ||
+        a.global_shape != b.global_shape || a.offsets != b.offsets || a.shape != b.shape ||
+        a.data_offset != b.data_offset || a.data_bytes != b.data_bytes || a.sha256 != b.sha256)
+      __builtin_trap();
+  }
   return 0;
 }
