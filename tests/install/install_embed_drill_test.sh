@@ -59,27 +59,7 @@ CKPTCHECK_CKPT_DIR=$scratch/ckpt CKPTCHECK_STEPS=6 CKPTCHECK_SAVE_EVERY=3 CKPTCH
 "$bin" verify "$scratch/ckpt" >"$scratch/verify.log" || { cat "$scratch/verify.log"; fail "verify of the example's checkpoint failed"; }
 step6=$(ls -d "$scratch"/ckpt/step_*6)
 # Flip one bit in the middle of the largest chunk's payload (located through the shard headers).
-shard=$(python3 - "$step6" <<'PY'
-import json, os, sys
-step = sys.argv[1]
-m = json.load(open(os.path.join(step, "manifest.json")))
-# Every chunk's record is in its native shard's header, whichever manifest version lists them too.
-best = None
-for s in m["shards"]:
-    path = os.path.join(step, s["path"])
-    with open(path, "rb") as f:
-        preamble = f.read(56)
-        header = json.loads(f.read(int.from_bytes(preamble[16:24], "little")))
-    for c in header["chunks"]:
-        if best is None or c["data_bytes"] > best[1]["data_bytes"]:
-            best = (path, c)
-path, chunk = best
-with open(path, "r+b") as f:
-    at = chunk["data_offset"] + chunk["data_bytes"] // 2
-    f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ 0x40]))
-print(path)
-PY
-)
+shard=$(python3 "$src/tests/install/flip_largest_payload_byte.py" "$step6" 0x40)
 set +e
 "$bin" verify "$step6" >"$scratch/verify-bad.log" 2>&1; rc=$?
 CKPTCHECK_CKPT_DIR=$scratch/ckpt2 CKPTCHECK_STEPS=8 CKPTCHECK_SAVE_EVERY=4 CKPTCHECK_METRICS=$scratch/m2.jsonl \
