@@ -46,12 +46,19 @@ bool parse_entry(value e, NativeChunkFields* c, EntryStorage* storage) {
 
 }  // namespace
 
+struct NativeHeaderScratch::Parser {
+  simdjson::ondemand::parser parser;
+};
+
+NativeHeaderScratch::NativeHeaderScratch() : parser(std::make_unique<Parser>()) {}
+NativeHeaderScratch::~NativeHeaderScratch() = default;
+
 bool walk_native_header_fast(const std::string& header, size_t max_chunks, nlohmann::json* metadata,
-                             const std::function<bool(const NativeChunkFields&)>& entry) {
+                             const std::function<bool(const NativeChunkFields&)>& entry,
+                             NativeHeaderScratch* scratch) {
   simdjson::padded_string copy;
-  // One parser a thread, its index kept for the next header: a fresh one for each of 16 headers of
-  // 5 MB was a fresh 4 KiB page, and a fault, every 4 KiB of its index (issue 44).
-  thread_local simdjson::ondemand::parser parser;
+  std::optional<simdjson::ondemand::parser> own;
+  simdjson::ondemand::parser& parser = scratch ? scratch->parser->parser : own.emplace();
   simdjson::ondemand::document doc;
   simdjson::ondemand::object o;
   if (parser.iterate(simd_padded(header, copy)).get(doc) || doc.get_object().get(o)) return false;

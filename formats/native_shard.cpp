@@ -444,23 +444,26 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteS
   return open_header_read(std::move(source), header, header_len);
 }
 
-Status read_native_shard_entries(std::unique_ptr<ByteSource> source, Sha256Digest* manifest_digest,
-                                 std::string& header, const NativeEntryVisitor& visit,
-                                 nlohmann::json* metadata) {
+Status read_native_shard_entries(std::unique_ptr<ByteSource> source, NativeHeaderScratch& scratch,
+                                 const NativeEntryVisitor& visit, nlohmann::json* metadata) {
+  std::string& header = scratch.header;
   const std::string where = source->name();
-  CKPT_ASSIGN_OR_RETURN(const uint64_t header_len, read_checked_header(*source, manifest_digest, header));
-  // Where the payloads lie, kept to check their layout as open_native_shard does; the list's memory
-  // is this thread's from one shard to the next.
-  thread_local std::vector<PayloadPlace> places;
-  places.clear();
-  const bool walked =
-      walk_native_header_fast(header, kMaxChunksPerShard, metadata, [&](const NativeChunkFields& f) {
+  Sha256Digest manifest_digest{};
+  CKPT_ASSIGN_OR_RETURN(const uint64_t header_len, read_checked_header(*source, &manifest_digest, header));
+  if (visit.header_read) CKPT_RETURN_IF_ERROR(visit.header_read(manifest_digest));
+  // Where the payloads lie, kept to check their layout as open_native_shard does.
+  std::vector<PayloadPlace> places;
+  const bool walked = walk_native_header_fast(
+      header, kMaxChunksPerShard, metadata,
+      [&](const NativeChunkFields& f) {
         places.push_back({f.data_offset, f.data_bytes, places.size()});
         visit.entry(f);
         return true;
-      });
-  if (walked && find_layout_fault(places, kNativePreambleBytes + header_len, source->size()).fault ==
-                    LayoutFault::kNone)
+      },
+      &scratch);
+  if (walked &&
+      find_layout_fault(std::move(places), kNativePreambleBytes + header_len, source->size()).fault ==
+          LayoutFault::kNone)
     return Status::ok();
   // Any other header, or a layout at fault: the reader's own reading, whose errors are the
   // reference, and whose chunks then replace what the walk gave.

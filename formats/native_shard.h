@@ -57,6 +57,10 @@ Result<std::unique_ptr<NativeShardFile>> open_native_shard_file(const std::strin
 
 // What a reader of a shard's chunk entries is given, in header order, by read_native_shard_entries.
 struct NativeEntryVisitor {
+  // Once the header is read and checked against its own digest, before any entry: the shard's
+  // digest as a manifest records it (native_shard_header_digest). A status other than ok is
+  // returned as it is, and no entry is read.
+  std::function<Status(const Sha256Digest&)> header_read;
   std::function<void(const NativeChunkFields&)> entry;  // fields valid during the call
   std::function<void()> restart;                        // forget every entry given so far
 };
@@ -65,12 +69,10 @@ struct NativeEntryVisitor {
 // it (preamble, the header's digest, each entry, the payload layout), without a ChunkInfo a chunk:
 // the fields go to `visit.entry` as the header is read. A header that the fast reader does not
 // take, or whose payload layout is at fault, is then read by open_native_shard's own path: its
-// error is returned, or `visit.restart` is called and its chunks are given again. `manifest_digest`
-// and `header` as for open_native_shard.
-// `metadata` receives the header's.
-Status read_native_shard_entries(std::unique_ptr<ByteSource> source, Sha256Digest* manifest_digest,
-                                 std::string& header, const NativeEntryVisitor& visit,
-                                 nlohmann::json* metadata);
+// error is returned, or `visit.restart` is called and its chunks are given again. `scratch` is what
+// the calling thread keeps from one header to the next; `metadata` receives the header's.
+Status read_native_shard_entries(std::unique_ptr<ByteSource> source, NativeHeaderScratch& scratch,
+                                 const NativeEntryVisitor& visit, nlohmann::json* metadata);
 
 // The shard's digest as a manifest records it (sha256_of "header"): SHA-256 of the preamble and
 // header. The header holds every payload's SHA-256 and the reader rejects any byte outside the

@@ -1,8 +1,8 @@
 // open_native_shard (formats/native_shard.h) over a MemoryByteSource, then the shard's digest and
-// every payload; and read_native_shard_entries held to it (the same error, or the same entries). The header
-// carries its own SHA-256, so plain mutation stops at that check; the custom mutator mutates the header (as
-// JSON or as bytes) and then fixes its length and hash, the way tests re-compute hashes after a damage
-// (leveldb's FixChecksum) to reach the checks behind it.
+// every payload; and read_native_shard_entries held to it (the same error, or the same entries).
+// The header carries its own SHA-256, so plain mutation stops at that check; the custom mutator
+// mutates the header (as JSON or as bytes) and then fixes its length and hash, the way tests
+// re-compute hashes after a damage (leveldb's FixChecksum) to reach the checks behind it.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -78,10 +78,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                        std::string(f.sha256)});
   };
   visit.restart = [&] { entries.clear(); };
-  std::string header;
+  ckpt::NativeHeaderScratch scratch;
   nlohmann::json metadata;
-  const ckpt::Status read = ckpt::read_native_shard_entries(ckpt::fuzz::memory_source(data, size), nullptr,
-                                                            header, visit, &metadata);
+  const ckpt::Status read =
+      ckpt::read_native_shard_entries(ckpt::fuzz::memory_source(data, size), scratch, visit, &metadata);
   if (read.is_ok() != shard.is_ok()) __builtin_trap();
   if (!read.is_ok()) {
     if (read.message() != shard.status().message()) __builtin_trap();

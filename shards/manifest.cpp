@@ -149,6 +149,12 @@ Result<Manifest> parse_manifest_reference(const std::string& text, const std::st
                                           ManifestDigest* digest) {
   CKPT_ASSIGN_OR_RETURN(auto j, parse_json(text, where));
   CKPT_ASSIGN_OR_RETURN(Manifest m, manifest_from_json(j, where));
+  // Manifests written before digests are version 1: a version-2 one without its digest was edited.
+  if (m.chunk_records == ChunkRecords::kInShardHeaders && !j.contains(kManifestDigestField)) {
+    return Status::corruption(where + ": a version " + std::to_string(kManifestVersionChunksInHeaders) +
+                              " manifest without " + kManifestDigestField +
+                              " (every writer of version 2 records it: the manifest was edited)");
+  }
   // parse_manifest accepted an object, so the digest of the same tree is what manifest_digest
   // computes from the text.
   if (digest) *digest = take_embedded_digest(j, kManifestDigestField);
@@ -220,6 +226,15 @@ Result<Manifest> read_manifest_file(const std::string& checkpoint_dir, ManifestD
 
 Result<Manifest> read_manifest_file(const std::string& checkpoint_dir, ManifestDigest* digest_out,
                                     std::vector<ShardHeaderChunks>* header_reads) {
+  CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_fields(checkpoint_dir, digest_out));
+  std::vector<ShardHeaderChunks> read = add_chunks_from_shard_headers(checkpoint_dir, manifest);
+  CKPT_RETURN_IF_ERROR(first_shard_header_problem(read));
+  if (header_reads && manifest.chunk_records == ChunkRecords::kInShardHeaders)
+    *header_reads = std::move(read);
+  return manifest;
+}
+
+Result<Manifest> read_manifest_fields(const std::string& checkpoint_dir, ManifestDigest* digest_out) {
   const std::string path = checkpoint_dir + "/" + kManifestFileName;
   CKPT_ASSIGN_OR_RETURN(std::string text, read_small_file(path, kMaxManifestBytes));
   ManifestDigest digest;
@@ -229,10 +244,6 @@ Result<Manifest> read_manifest_file(const std::string& checkpoint_dir, ManifestD
                               ", content hashes to " + digest.computed + " (edited after commit)");
   }
   if (digest_out) *digest_out = std::move(digest);
-  std::vector<ShardHeaderChunks> read = add_chunks_from_shard_headers(checkpoint_dir, manifest);
-  CKPT_RETURN_IF_ERROR(first_shard_header_problem(read));
-  if (header_reads && manifest.chunk_records == ChunkRecords::kInShardHeaders)
-    *header_reads = std::move(read);
   return manifest;
 }
 

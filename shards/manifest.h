@@ -113,6 +113,10 @@ Result<Manifest> parse_manifest_reference(const std::string& text, const std::st
 // A version-2 manifest's chunks are read from its shard headers, each checked against the digest
 // the manifest records for it: the first shard that cannot give them fails the read, named.
 Result<Manifest> read_manifest_file(const std::string& checkpoint_dir, ManifestDigest* digest = nullptr);
+// Only the manifest's own fields, read, parsed and checked against its digest: a version-2
+// manifest's chunks are not read from its shard headers (its tensors have none), so a damaged
+// shard does not stop a caller that needs the step, config or pins.
+Result<Manifest> read_manifest_fields(const std::string& checkpoint_dir, ManifestDigest* digest = nullptr);
 struct ShardHeaderChunks;
 // The same, and what reading each shard's header gave (version 2; empty for version 1): a reader
 // opens the shards from it without reading their headers again (shards/shard_header_chunks.h).

@@ -248,6 +248,8 @@ std::optional<Manifest> parse_manifest_fast(const std::string& text, ManifestDig
   }
   if (read_by_tensor) *read_by_tensor = parsed;
   if (!parsed && !parse_whole(padded, m, recorded, has_digest)) return std::nullopt;
+  // A version-2 manifest without its digest is refused by the reference path, which says why.
+  if (m.chunk_records == ChunkRecords::kInShardHeaders && !has_digest) return std::nullopt;
   std::set<std::string_view> paths;
   for (const auto& s : m.shards) {
     if (!paths.insert(s.path).second) return std::nullopt;

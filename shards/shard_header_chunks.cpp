@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <string_view>
@@ -52,6 +53,11 @@ struct ShardRecords {
     count = 0;
     overflow.clear();
   }
+
+  ShardRecords() = default;
+  ShardRecords(const ShardRecords&) = delete;
+  ShardRecords& operator=(const ShardRecords&) = delete;
+  ~ShardRecords() { clear(); }
 };
 
 struct ShardRead {
@@ -59,8 +65,30 @@ struct ShardRead {
   ShardRecords records;
 };
 
+// What the pass's threads keep from one header to the next (NativeHeaderScratch says why): taken
+// for a shard, given back after, let go with the pass.
+class ScratchPool {
+ public:
+  std::unique_ptr<NativeHeaderScratch> take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) return std::make_unique<NativeHeaderScratch>();
+    std::unique_ptr<NativeHeaderScratch> scratch = std::move(free_.back());
+    free_.pop_back();
+    return scratch;
+  }
+  void give_back(std::unique_ptr<NativeHeaderScratch> scratch) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(std::move(scratch));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<NativeHeaderScratch>> free_;
+};
+
 void read_shard(const std::string& dir, const Manifest& manifest, size_t index,
-                const std::unordered_map<std::string_view, size_t>& tensor_of, ShardRead& out) {
+                const std::unordered_map<std::string_view, size_t>& tensor_of, NativeHeaderScratch& scratch,
+                ShardRead& out) {
   auto fail = [&](Problem problem, Status status) {
     out.outcome.problem = problem;
     out.outcome.status = std::move(status);
@@ -71,9 +99,6 @@ void read_shard(const std::string& dir, const Manifest& manifest, size_t index,
   if (!path.is_ok()) return fail(Problem::kPath, path.status());
   auto source = FileByteSource::open(*path);
   if (!source.is_ok()) return fail(Problem::kUnreadable, source.status());
-  // Each thread reads its shards' headers into one block (open_native_shard says why).
-  thread_local std::string header;
-  Sha256Digest digest{};
   Status disagreement;
   // A writer's header lists a shard's chunks in the manifest's tensor order, skipping the tensors
   // other shards hold whole: the few tensors after the last one found are tried before the name
@@ -92,7 +117,14 @@ void read_shard(const std::string& dir, const Manifest& manifest, size_t index,
     if (tensor == manifest.tensors.size()) {
       const auto found = tensor_of.find(c.name);
       if (found == tensor_of.end()) {
-        out.outcome.unlisted.push_back(chunk_label(std::string(c.name), c.global_shape, c.offsets, c.shape));
+        // The manifest's digest commits to this header, which holds a tensor the manifest does not
+        // list: the two were not written together.
+        if (disagreement.is_ok()) {
+          disagreement =
+              Status::corruption(*path + ": header holds chunk " +
+                                 chunk_label(std::string(c.name), c.global_shape, c.offsets, c.shape) +
+                                 " of a tensor the manifest does not list");
+        }
         return;
       }
       tensor = found->second;
@@ -117,23 +149,26 @@ void read_shard(const std::string& dir, const Manifest& manifest, size_t index,
     }
     out.records.add({tensor, {index, Dims(c.offsets), Dims(c.shape), c.data_offset, c.data_bytes, *sha}});
   };
+  // Only the header the manifest's digest covers is walked: another shard's (a stale copy) or a
+  // garbled one gives no record, and costs no parse.
+  bool committed = true;
+  visit.header_read = [&](const Sha256Digest& digest) {
+    committed = digest_is_hex(digest, shard.sha256);
+    if (committed) return Status::ok();
+    return Status::corruption(*path + ": header sha256 mismatch: the manifest records " + shard.sha256 +
+                              ", the header hashes to " + digest_hex(digest) +
+                              " (its chunk records are not the ones committed)");
+  };
   visit.restart = [&] {
     out.records.clear();
-    out.outcome.unlisted.clear();
     disagreement = Status::ok();
     next = 0;
   };
-  const Status read =
-      read_native_shard_entries(std::move(*source), &digest, header, visit, &out.outcome.metadata);
+  const Status read = read_native_shard_entries(std::move(*source), scratch, visit, &out.outcome.metadata);
+  if (!committed) return fail(Problem::kDigestMismatch, read);
   if (!read.is_ok()) {
     const bool torn = read.code() == StatusCode::kTruncated;
     return fail(torn ? Problem::kTruncated : Problem::kUnreadable, read);
-  }
-  if (!digest_is_hex(digest, shard.sha256)) {
-    return fail(Problem::kDigestMismatch,
-                Status::corruption(*path + ": header sha256 mismatch: the manifest records " + shard.sha256 +
-                                   ", the header hashes to " + digest_hex(digest) +
-                                   " (its chunk records are not the ones committed)"));
   }
   if (!disagreement.is_ok()) return fail(Problem::kDisagrees, disagreement);
 }
@@ -141,8 +176,11 @@ void read_shard(const std::string& dir, const Manifest& manifest, size_t index,
 // The header length a native shard's preamble gives, where it can be read (any problem is
 // read_shard's to name).
 std::optional<uint64_t> native_header_length(const std::string& dir, const ManifestShard& shard) {
-  if (!is_safe_relative_path(shard.path)) return std::nullopt;
-  auto source = FileByteSource::open(dir + "/" + shard.path);
+  // Resolved first, as read_shard does: never opened unless a regular file inside the directory (a
+  // named pipe would block the open).
+  auto path = resolve_shard_path(dir, shard.path);
+  if (!path.is_ok()) return std::nullopt;
+  auto source = FileByteSource::open(*path);
   uint8_t preamble[kNativePreambleBytes];
   if (!source.is_ok() || !(*source)->read_at(0, preamble, sizeof(preamble)).is_ok()) return std::nullopt;
   return decode_le64(preamble + 16);
@@ -159,7 +197,10 @@ std::vector<ShardHeaderChunks> add_chunks_from_shard_headers(const std::string& 
                                                              Manifest& manifest, size_t jobs) {
   const size_t count = manifest.shards.size();
   std::vector<ShardHeaderChunks> outcomes(count);
-  if (manifest.chunk_records != ChunkRecords::kInShardHeaders) return outcomes;
+  // Filled once: the records' places are handed out (in_header_order), so no list may grow later.
+  const bool filled = std::any_of(manifest.tensors.begin(), manifest.tensors.end(),
+                                  [](const ManifestTensor& t) { return !t.chunks.empty(); });
+  if (manifest.chunk_records != ChunkRecords::kInShardHeaders || filled) return outcomes;
   std::unordered_map<std::string_view, size_t> tensor_of;
   tensor_of.reserve(manifest.tensors.size());
   for (size_t t = 0; t < manifest.tensors.size(); ++t) tensor_of.emplace(manifest.tensors[t].name, t);
@@ -176,15 +217,20 @@ std::vector<ShardHeaderChunks> add_chunks_from_shard_headers(const std::string& 
   }
   const std::unique_ptr<void, decltype(&std::free)> buffer(
       std::malloc(std::max<size_t>(1, total) * sizeof(PlacedChunk)), &std::free);
-  if (!buffer) total = 0;  // every shard's records go to its own list
-  advise_huge_pages(buffer.get(), total * sizeof(PlacedChunk));
   std::vector<ShardRead> reads(count);
-  for (size_t i = 0, at = 0; i < count; at += estimate[i], ++i) {
-    reads[i].records.slice = static_cast<PlacedChunk*>(buffer.get()) + at;
-    reads[i].records.capacity = total == 0 ? 0 : estimate[i];
+  if (buffer) {  // else every shard's records go to its own list
+    advise_huge_pages(buffer.get(), total * sizeof(PlacedChunk));
+    for (size_t i = 0, at = 0; i < count; at += estimate[i], ++i) {
+      reads[i].records.slice = static_cast<PlacedChunk*>(buffer.get()) + at;
+      reads[i].records.capacity = estimate[i];
+    }
   }
-  run_parallel(count, resolve_jobs(jobs, count),
-               [&](size_t i) { read_shard(checkpoint_dir, manifest, i, tensor_of, reads[i]); });
+  ScratchPool scratch;
+  run_parallel(count, resolve_jobs(jobs, count), [&](size_t i) {
+    std::unique_ptr<NativeHeaderScratch> mine = scratch.take();
+    read_shard(checkpoint_dir, manifest, i, tensor_of, *mine, reads[i]);
+    scratch.give_back(std::move(mine));
+  });
   // In shard order, each shard's in header order: the order a version-1 manifest lists them in.
   std::vector<size_t> per_tensor(manifest.tensors.size(), 0);
   for (const ShardRead& r : reads) {

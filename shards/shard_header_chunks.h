@@ -25,13 +25,10 @@ struct ShardHeaderChunks {
     kUnreadable,      // the native reader refused the file (status: its one-line reason)
     kTruncated,       // the file ends inside its header or before a payload
     kDigestMismatch,  // the header is not the one the manifest's digest covers
-    kDisagrees,       // a chunk's dtype or global shape is not its manifest tensor's
+    kDisagrees,       // a chunk's dtype or global shape is not its tensor's, or its tensor is not listed
   };
   Problem problem = Problem::kNone;
   Status status;  // why, naming the shard file; ok when problem is kNone
-  // Chunks of tensors the manifest does not list ("name[offsets]"): kept out of the manifest, as
-  // version 1's verify warns of a header chunk its manifest does not list.
-  std::vector<std::string> unlisted;
   // Without a problem: the header's metadata, and the shard's chunks in header order (payload
   // order), as records of the manifest they were added to (valid while it lives; moving it keeps
   // them), from which a reader opens the shard without reading its header again
@@ -42,7 +39,8 @@ struct ShardHeaderChunks {
 
 // Fills every tensor's chunks of a version-2 `manifest` (read from `checkpoint_dir`) from its shard
 // headers, `jobs` at a time (0: one per core), and says what each shard's header gave, by shard.
-// A shard with a problem adds no chunk. A version-1 manifest is left as it is (every entry kNone).
+// A shard with a problem adds no chunk. A version-1 manifest, or one whose chunks were filled
+// already, is left as it is (every entry kNone).
 std::vector<ShardHeaderChunks> add_chunks_from_shard_headers(const std::string& checkpoint_dir,
                                                              Manifest& manifest, size_t jobs = 0);
 

@@ -184,6 +184,10 @@ TEST_F(ConvertCommandTest, ManifestVersionTwoKeepsTheChunksInTheHeadersAndChecks
   const CommandResult missing = run_ckptcheck("verify --json '" + v2 + "'");
   EXPECT_EQ(missing.exit_code, 1) << missing.output;
   EXPECT_EQ(error_codes(missing), std::vector<std::string>{"shard_missing"}) << missing.output;
+  // --against-env reads only the manifest's config for the environment: the damage is the report's.
+  const CommandResult against_env = run_ckptcheck("verify --json --against-env '" + v2 + "'");
+  EXPECT_EQ(against_env.exit_code, 1) << against_env.output;
+  EXPECT_NE(against_env.output.find("shard_missing"), std::string::npos) << against_env.output;
   // Another reader names the shard too (inspect reads through read_manifest_file).
   const CommandResult inspect = run_ckptcheck("inspect '" + v2 + "'");
   EXPECT_NE(inspect.exit_code, 0) << inspect.output;

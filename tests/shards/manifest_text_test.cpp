@@ -244,9 +244,17 @@ TEST(ManifestText, VersionTwoListsNoChunkAndDigestsTheRest) {
   EXPECT_NE(manifest_content_sha256(m), manifest_content_sha256(awkward_manifest()));
 }
 
+// The text with its digest member taken out (as manifests written before digests were).
+std::string without_digest(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text);
+  j.erase(kManifestDigestField);
+  return j.dump(1) + "\n";
+}
+
 // What a version does not allow is refused by both parsers: chunk lists in version 2 (they would
 // be records no header check covers), a version 2 shard whose header cannot hold the records, a
-// version 1 tensor without its chunk list, and a version this build does not know.
+// version 1 tensor without its chunk list, a version this build does not know, and a version 2
+// manifest without its digest (only manifests written before digests, all version 1, lack it).
 TEST(ManifestText, EachVersionHoldsItsChunksWhereItSays) {
   const std::string v2 = manifest_to_json_text(awkward_manifest_in_headers());
   const std::string v1 = manifest_to_json_text(awkward_manifest());
@@ -264,6 +272,9 @@ TEST(ManifestText, EachVersionHoldsItsChunksWhereItSays) {
       {testing::replaced_once(v2, "\"version\": 2", "\"version\": 1"), ""},
       {testing::replaced_once(v2, "\"version\": 2", "\"version\": 3"),
        "manifest.json: manifest version 3, this build reads 1 and 2"},
+      {without_digest(v2),
+       "manifest.json: a version 2 manifest without manifest_sha256 (every writer of version 2 records it: "
+       "the manifest was edited)"},
   };
   for (const auto& [text, message] : refused) {
     ManifestDigest digest;

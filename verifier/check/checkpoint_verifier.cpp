@@ -163,10 +163,6 @@ class ShardCheck {
   // only what reading it found to report and the scan to plan.
   void prepare_from_header(const std::string& path) {
     using Problem = ShardHeaderChunks::Problem;
-    for (const std::string& label : header_read_->unlisted) {
-      out_.warnings.push_back({verify_code::kChunkNotInManifest, shard_.path, "",
-                               "shard header holds chunk " + label + " that the manifest does not list"});
-    }
     switch (header_read_->problem) {
       case Problem::kNone: break;
       case Problem::kPath: classify_path_failure(header_read_->status); return;

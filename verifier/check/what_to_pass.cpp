@@ -114,7 +114,7 @@ std::string what_to_pass_instead(const std::string& raw_path, const std::string&
   const CheckpointKind kind = detect_checkpoint_kind(dir);
   if (kind == CheckpointKind::kSealedDirectory) return "";
   // A manifest.json that does not parse makes no checkpoint of its directory.
-  if (kind == CheckpointKind::kCkptcheck && !read_manifest_file(dir).is_ok()) return "";
+  if (kind == CheckpointKind::kCkptcheck && !read_manifest_fields(dir).is_ok()) return "";
   return "it is a file of the " + std::string(checkpoint_kind_name(kind)) + " checkpoint " + dir +
          ": pass the directory, `ckptcheck " + command + " " + dir + "`";
 }

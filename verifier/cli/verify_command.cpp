@@ -125,7 +125,8 @@ class VerifyCommand : public Command {
     CKPT_RETURN_IF_ERROR(refuse_unhonoured_options(target.kind, wants_pins));
     // Environment only: the thread count is the checkpoint's own (a run setting, not the machine's).
     const std::string& dir = target.path;
-    CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(dir));
+    // The config only: verify checks the shards and reports what is wrong with them.
+    CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_fields(dir));
     const int threads = manifest.config.value("threads", 1);
     return nlohmann::json{{"dependencies", dependency_versions(current_torch_facts())},
                           {"container_fingerprint", container_fingerprint(threads)}};
