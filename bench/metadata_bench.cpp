@@ -15,11 +15,11 @@
 #include <cstdio>
 #include <map>
 
-#include "base/byte_coding.h"
 #include "base/byte_source.h"
 #include "base/file_io.h"
 #include "bench/bench.h"
 #include "formats/dcp_checkpoint.h"
+#include "formats/native_shard.h"
 #include "formats/native_shard_format.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/manifest.h"
@@ -57,9 +57,8 @@ uint64_t bytes_of_file(const std::string& path) {
 // A native shard's preamble and header: the bytes of it a version-2 manifest's reader reads.
 Result<uint64_t> native_shard_header_bytes(const std::string& path) {
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
-  uint8_t preamble[kNativePreambleBytes];
-  CKPT_RETURN_IF_ERROR(source->read_at(0, preamble, sizeof(preamble)));
-  return kNativePreambleBytes + decode_le64(preamble + 16);
+  CKPT_ASSIGN_OR_RETURN(const uint64_t header_len, native_shard_header_length(*source));
+  return kNativePreambleBytes + header_len;
 }
 
 std::string min_and_median(const Timing& t) {

@@ -353,11 +353,6 @@ class HeaderStream {
 
 }  // namespace
 
-Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source) {
-  std::string header;
-  return open_native_shard(std::move(source), nullptr, header);
-}
-
 // What open_native_shard makes of a header read and checked against its own digest.
 Result<std::unique_ptr<NativeShardFile>> open_header_read(std::unique_ptr<ByteSource> source,
                                                           const std::string& header, uint64_t header_len) {
@@ -436,18 +431,15 @@ Result<uint64_t> read_checked_header(const ByteSource& source, Sha256Digest* man
 
 }  // namespace
 
-Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source,
-                                                           Sha256Digest* manifest_digest,
-                                                           std::string& header) {
-  const std::string where = source->name();
-  CKPT_ASSIGN_OR_RETURN(const uint64_t header_len, read_checked_header(*source, manifest_digest, header));
+Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source) {
+  std::string header;
+  CKPT_ASSIGN_OR_RETURN(const uint64_t header_len, read_checked_header(*source, nullptr, header));
   return open_header_read(std::move(source), header, header_len);
 }
 
 Status read_native_shard_entries(std::unique_ptr<ByteSource> source, NativeHeaderScratch& scratch,
                                  const NativeEntryVisitor& visit, nlohmann::json* metadata) {
   std::string& header = scratch.header;
-  const std::string where = source->name();
   Sha256Digest manifest_digest{};
   CKPT_ASSIGN_OR_RETURN(const uint64_t header_len, read_checked_header(*source, &manifest_digest, header));
   if (visit.header_read) CKPT_RETURN_IF_ERROR(visit.header_read(manifest_digest));
@@ -474,7 +466,7 @@ Status read_native_shard_entries(std::unique_ptr<ByteSource> source, NativeHeade
   return Status::ok();
 }
 
-Result<std::string> native_shard_header_digest(const ByteSource& source) {
+Result<uint64_t> native_shard_header_length(const ByteSource& source) {
   uint8_t preamble[kNativePreambleBytes];
   CKPT_RETURN_IF_ERROR(source.read_at(0, preamble, sizeof(preamble)));
   const uint64_t header_len = decode_le64(preamble + 16);
@@ -482,6 +474,11 @@ Result<std::string> native_shard_header_digest(const ByteSource& source) {
     return Status::corruption(source.name() + " @16: header length " + std::to_string(header_len) +
                               " out of bounds");
   }
+  return header_len;
+}
+
+Result<std::string> native_shard_header_digest(const ByteSource& source) {
+  CKPT_ASSIGN_OR_RETURN(const uint64_t header_len, native_shard_header_length(source));
   return sha256_hex_of_range(source, 0, kNativePreambleBytes + header_len);
 }
 

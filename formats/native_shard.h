@@ -45,14 +45,6 @@ class NativeShardFile final : public TensorFile {
 // is a streaming pass: see hash_chunk in tensor_file.h). A file that ends before its last payload
 // is kTruncated (a torn tail); anything self-contradictory is kCorruption.
 Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source);
-// The same, and the shard's digest as a manifest records it (native_shard_header_digest) into
-// `manifest_digest` when given, from the same read of the header: what a version-2 manifest's
-// reader checks before it takes the chunk records from the header (shards/shard_header_chunks.h).
-// The header is read into `header`, whose memory a caller opening many shards keeps for the next:
-// a fresh 5 MB block a shard was a page fault every 4 KiB (~14 us each on the bench VM).
-Result<std::unique_ptr<NativeShardFile>> open_native_shard(std::unique_ptr<ByteSource> source,
-                                                           Sha256Digest* manifest_digest,
-                                                           std::string& header);
 Result<std::unique_ptr<NativeShardFile>> open_native_shard_file(const std::string& path);
 
 // What a reader of a shard's chunk entries is given, in header order, by read_native_shard_entries.
@@ -70,7 +62,8 @@ struct NativeEntryVisitor {
 // the fields go to `visit.entry` as the header is read. A header that the fast reader does not
 // take, or whose payload layout is at fault, is then read by open_native_shard's own path: its
 // error is returned, or `visit.restart` is called and its chunks are given again. `scratch` is what
-// the calling thread keeps from one header to the next; `metadata` receives the header's.
+// the calling thread keeps from one header to the next (the header is read into its buffer, advised
+// as huge pages); `metadata` receives the header's.
 Status read_native_shard_entries(std::unique_ptr<ByteSource> source, NativeHeaderScratch& scratch,
                                  const NativeEntryVisitor& visit, nlohmann::json* metadata);
 
@@ -79,6 +72,9 @@ Status read_native_shard_entries(std::unique_ptr<ByteSource> source, NativeHeade
 // payloads that is not header or zero padding, so the digest plus the payload hashes cover every
 // byte of the file.
 Result<std::string> native_shard_header_digest(const ByteSource& source);
+// The header length H its preamble gives, bounded (0 < H <= kMaxHeaderBytes); the rest of the
+// preamble is open_native_shard's to check.
+Result<uint64_t> native_shard_header_length(const ByteSource& source);
 
 bool looks_like_native_shard(const uint8_t* head, size_t size);
 

@@ -75,6 +75,26 @@ bool has_twin(const std::vector<ManifestChunkRef>& chunks) {
   return false;
 }
 
+// The shard's file, where it is a regular file inside the checkpoint (the format's reader names
+// any other).
+std::unique_ptr<ByteSource> open_shard_source(const std::string& checkpoint_dir, const ManifestShard& shard) {
+  auto path = resolve_shard_path(checkpoint_dir, shard.path);
+  if (!path.is_ok()) return nullptr;
+  auto source = FileByteSource::open(*path);
+  return source.is_ok() ? std::move(*source) : nullptr;
+}
+
+LaidOutShard laid_out_shard(std::unique_ptr<ByteSource> source, std::vector<ManifestChunkRef> in_header_order,
+                            nlohmann::json metadata, std::vector<size_t> index_of) {
+  LaidOutShard out;
+  out.index_of = std::move(index_of);
+  auto file = std::make_unique<LaidOutNativeShard>(std::move(source), std::move(in_header_order),
+                                                   std::move(metadata));
+  out.records = &file->records();
+  out.file = std::move(file);
+  return out;
+}
+
 }  // namespace
 
 ChunkInfo chunk_info_of(const ManifestTensor& tensor, const ManifestChunk& chunk) {
@@ -127,22 +147,16 @@ std::optional<LaidOutShard> open_laid_out_native_shard(const std::string& checkp
                                                        const ManifestShard& shard,
                                                        const std::vector<ManifestChunkRef>& chunks) {
   if (shard.format != "native" || has_twin(chunks)) return std::nullopt;
-  auto path = resolve_shard_path(checkpoint_dir, shard.path);
-  if (!path.is_ok()) return std::nullopt;
-  auto source = FileByteSource::open(*path);
-  if (!source.is_ok()) return std::nullopt;
-  auto layout = native_header_layout(**source, chunks.size(), [&](size_t k) { return chunks[k]; });
+  std::unique_ptr<ByteSource> source = open_shard_source(checkpoint_dir, shard);
+  if (!source) return std::nullopt;
+  auto layout = native_header_layout(*source, chunks.size(), [&](size_t k) { return chunks[k]; });
   if (!layout) return std::nullopt;
   std::vector<ManifestChunkRef> in_header_order(chunks.size());
   for (size_t k = 0; k < chunks.size(); ++k) in_header_order[k] = chunks[layout->order[k]];
-  LaidOutShard out;
-  out.index_of.resize(chunks.size());
-  for (size_t k = 0; k < chunks.size(); ++k) out.index_of[layout->order[k]] = k;
-  auto file = std::make_unique<LaidOutNativeShard>(std::move(*source), std::move(in_header_order),
-                                                   std::move(layout->metadata));
-  out.records = &file->records();
-  out.file = std::move(file);
-  return out;
+  std::vector<size_t> index_of(chunks.size());
+  for (size_t k = 0; k < chunks.size(); ++k) index_of[layout->order[k]] = k;
+  return laid_out_shard(std::move(source), std::move(in_header_order), std::move(layout->metadata),
+                        std::move(index_of));
 }
 
 std::optional<LaidOutShard> open_native_shard_from_records(const std::string& checkpoint_dir,
@@ -152,25 +166,19 @@ std::optional<LaidOutShard> open_native_shard_from_records(const std::string& ch
                                                            nlohmann::json metadata) {
   if (shard.format != "native" || chunks.size() != in_header_order.size() || has_twin(chunks))
     return std::nullopt;
-  auto path = resolve_shard_path(checkpoint_dir, shard.path);
-  if (!path.is_ok()) return std::nullopt;
-  auto source = FileByteSource::open(*path);
-  if (!source.is_ok()) return std::nullopt;
+  std::unique_ptr<ByteSource> source = open_shard_source(checkpoint_dir, shard);
+  if (!source) return std::nullopt;
   std::unordered_map<const ManifestChunk*, size_t> position;
   position.reserve(in_header_order.size());
   for (size_t k = 0; k < in_header_order.size(); ++k) position.emplace(in_header_order[k].chunk, k);
-  LaidOutShard out;
-  out.index_of.resize(chunks.size());
+  std::vector<size_t> index_of(chunks.size());
   for (size_t k = 0; k < chunks.size(); ++k) {
     const auto found = position.find(chunks[k].chunk);
     if (found == position.end()) return std::nullopt;
-    out.index_of[k] = found->second;
+    index_of[k] = found->second;
   }
-  auto file = std::make_unique<LaidOutNativeShard>(std::move(*source), std::move(in_header_order),
-                                                   std::move(metadata));
-  out.records = &file->records();
-  out.file = std::move(file);
-  return out;
+  return laid_out_shard(std::move(source), std::move(in_header_order), std::move(metadata),
+                        std::move(index_of));
 }
 
 }  // namespace ckpt

@@ -10,13 +10,11 @@
 #include <unordered_map>
 #include <utility>
 
-#include "base/byte_coding.h"
 #include "base/byte_source.h"
 #include "base/huge_pages.h"
 #include "base/parallel_jobs.h"
 #include "base/sha256.h"
 #include "formats/native_shard.h"
-#include "formats/native_shard_format.h"
 #include "shards/checkpoint_reader.h"
 
 namespace ckpt {
@@ -181,9 +179,9 @@ std::optional<uint64_t> native_header_length(const std::string& dir, const Manif
   auto path = resolve_shard_path(dir, shard.path);
   if (!path.is_ok()) return std::nullopt;
   auto source = FileByteSource::open(*path);
-  uint8_t preamble[kNativePreambleBytes];
-  if (!source.is_ok() || !(*source)->read_at(0, preamble, sizeof(preamble)).is_ok()) return std::nullopt;
-  return decode_le64(preamble + 16);
+  if (!source.is_ok()) return std::nullopt;
+  auto length = native_shard_header_length(**source);
+  return length.is_ok() ? std::optional<uint64_t>(*length) : std::nullopt;
 }
 
 // A writer's chunk entry is 250-300 bytes for the names a model has: a slice of a shard's header
@@ -211,7 +209,7 @@ std::vector<ShardHeaderChunks> add_chunks_from_shard_headers(const std::string& 
   size_t total = 0;
   for (size_t i = 0; i < count; ++i) {
     if (const std::optional<uint64_t> bytes = native_header_length(checkpoint_dir, manifest.shards[i])) {
-      estimate[i] = static_cast<size_t>(std::min<uint64_t>(*bytes, kMaxHeaderBytes) / kMinEntryBytes);
+      estimate[i] = static_cast<size_t>(*bytes / kMinEntryBytes);
       total += estimate[i];
     }
   }

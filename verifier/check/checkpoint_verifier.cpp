@@ -163,40 +163,35 @@ class ShardCheck {
   // only what reading it found to report and the scan to plan.
   void prepare_from_header(const std::string& path) {
     using Problem = ShardHeaderChunks::Problem;
-    switch (header_read_->problem) {
-      case Problem::kNone: break;
-      case Problem::kPath: classify_path_failure(header_read_->status); return;
-      case Problem::kTruncated:
-        error(verify_code::kShardTruncated, "", header_read_->status.message());
-        return;
-      case Problem::kUnreadable:
-        error(verify_code::kShardUnreadable, "", header_read_->status.message());
-        return;
-      case Problem::kDigestMismatch:
-        error(verify_code::kShardSha256Mismatch, "", header_read_->status.message());
-        return;
-      case Problem::kDisagrees:
-        error(verify_code::kChunkHeaderMismatch, "", header_read_->status.message());
-        return;
-    }
+    const ShardHeaderChunks& read = *header_read_;
+    if (read.problem == Problem::kPath) return classify_path_failure(read.status);
+    if (read.problem != Problem::kNone) return error(verify_code_of(read.problem), "", read.status.message());
     if (quick_) {  // nothing to scan: the header is the records, checked already
       header_matched_ = true;
       return;
     }
+    // The scanner takes the chunks in any order (it sorts them by offset itself).
     std::vector<size_t> order(refs_.size());
     for (size_t r = 0; r < order.size(); ++r) order[r] = r;
-    auto by_offset = [&](size_t a, size_t b) { return chunk_of(a).data_offset < chunk_of(b).data_offset; };
-    // The refs follow the manifest's tensor order, which a writer's header follows too: mostly sorted.
-    if (!std::is_sorted(order.begin(), order.end(), by_offset))
-      std::stable_sort(order.begin(), order.end(), by_offset);
     plan_in_payload_order(path, order);
+  }
+
+  // The code verify reports a header's problem by, as version 1 reports the same damage.
+  static const char* verify_code_of(ShardHeaderChunks::Problem problem) {
+    using Problem = ShardHeaderChunks::Problem;
+    switch (problem) {
+      case Problem::kTruncated: return verify_code::kShardTruncated;
+      case Problem::kDigestMismatch: return verify_code::kShardSha256Mismatch;
+      case Problem::kDisagrees: return verify_code::kChunkHeaderMismatch;
+      default: return verify_code::kShardUnreadable;
+    }
   }
 
   const ManifestChunk& chunk_of(size_t r) const {
     return manifest_.tensors[refs_[r].tensor].chunks[refs_[r].chunk];
   }
 
-  // The chunks of refs `order` (payload order) are the header's, one to one: only the scan is left.
+  // The chunks of refs `order` are the header's, one to one: only the scan is left.
   void plan_in_payload_order(const std::string& path, const std::vector<size_t>& order) {
     header_matched_ = true;
     matched_.assign(refs_.size(), SIZE_MAX);
