@@ -79,6 +79,15 @@ set(CPACK_COMPONENTS_GROUPING ALL_COMPONENTS_IN_ONE)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# libhdf5 is loaded with dlopen at first use (formats/hdf5_loader.h), so dpkg-shlibdeps does not see
+# it: its package is named here, as dpkg knows the file this build loads.
+if(CKPTCHECK_WITH_HDF5)
+  execute_process(COMMAND dpkg-query -S "${CKPTCHECK_HDF5_LIBRARY}" OUTPUT_VARIABLE hdf5_owner ERROR_QUIET)
+  string(REGEX MATCH "^([^:,]+)" hdf5_package "${hdf5_owner}")
+  if(hdf5_package)
+    set(CPACK_DEBIAN_PACKAGE_DEPENDS "${hdf5_package}")
+  endif()
+endif()
 # The Python package (python/CMakeLists.txt) is built for Debian's python3 of this release; the
 # programs need no Python, so it is recommended, not required.
 math(EXPR CKPTCHECK_PYTHON_NEXT_MINOR "${Python3_VERSION_MINOR} + 1")

@@ -866,6 +866,9 @@ Result<std::unique_ptr<TensorFile>> open_hdf5(const std::string& path) {
 }
 
 Result<std::unique_ptr<TensorFile>> open_hdf5(const std::string& path, const IsolationLimits& limits) {
+  // Loaded here, before the fork: the child never runs the dynamic loader, which another thread of
+  // this process may hold locked at fork().
+  CKPT_RETURN_IF_ERROR(hdf5::load_library());
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
   const uint64_t size = source->size();
   // The child parses the very file this source has open (its inherited descriptor), so a path

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "formats/hdf5_loader.h"
 #include "formats/tensor_file.h"
 
 namespace ckpt::hdf5 {

@@ -373,6 +373,7 @@ std::string hdf5_group_name(const std::string& tensor_name) {
 
 Result<WrittenFile> write_hdf5_file(const std::string& path, const std::vector<ChunkPayload>& chunks,
                                     const nlohmann::json& metadata) {
+  CKPT_RETURN_IF_ERROR(hdf5::load_library());
   CKPT_RETURN_IF_ERROR(check_chunk_payloads(chunks));
   // Refuse an existing path before any work (the stream phase's O_EXCL would, later).
   if (::access(path.c_str(), F_OK) == 0) return Status::io_error(path + ": cannot create: file exists");

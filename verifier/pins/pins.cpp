@@ -6,6 +6,8 @@
 
 #ifdef CKPTCHECK_WITH_HDF5
 #include <hdf5.h>
+
+#include "formats/hdf5_loader.h"
 #endif
 
 #include <filesystem>
@@ -21,6 +23,7 @@ namespace {
 
 std::string hdf5_version() {
 #ifdef CKPTCHECK_WITH_HDF5
+  if (!hdf5::load_library().is_ok()) return "not loadable (" + hdf5::library_name() + ")";
   unsigned major = 0, minor = 0, release = 0;
   if (H5get_libversion(&major, &minor, &release) < 0) return "unknown";
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
