@@ -314,7 +314,13 @@ class ShardCheck {
             "@" + std::to_string(scan->stray_byte_offset) +
                 ": non-zero byte outside the header and every payload (padding must be zero)");
     }
+    // The records were last read before the scan streamed the shard through the cache: each
+    // comparison waited on a miss (a tenth of verify's time at 320,000 chunks of ~1.3 KB). A few
+    // refs ahead, the tensor's entry and then its record are asked for early.
+    constexpr size_t kTensorAhead = 16, kRecordAhead = 8;
     for (size_t r = 0; r < refs_.size(); ++r) {
+      if (r + kTensorAhead < refs_.size()) __builtin_prefetch(&manifest_.tensors[refs_[r + kTensorAhead].tensor]);
+      if (r + kRecordAhead < refs_.size()) __builtin_prefetch(&chunk_of(r + kRecordAhead).sha256);
       if (matched_[r] == SIZE_MAX) continue;
       const ManifestTensor& t = manifest_.tensors[refs_[r].tensor];
       const ManifestChunk& mc = t.chunks[refs_[r].chunk];
@@ -327,7 +333,9 @@ class ShardCheck {
               chunk_sha256_mismatch_message(scanner_->chunk(matched_[r]).data_offset, label,
                                             digest_hex(mc.sha256), digest_hex(computed)));
       }
-      out_.nonfinite[refs_[r].tensor] += scan->chunk_nonfinite[matched_[r]];
+      // Only counts that are not zero: a map entry a chunk was 320,000 node insertions at 320k.
+      const NonfiniteCount& nonfinite = scan->chunk_nonfinite[matched_[r]];
+      if (nonfinite.any()) out_.nonfinite[refs_[r].tensor] += nonfinite;
     }
   }
 
