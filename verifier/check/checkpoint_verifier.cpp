@@ -319,7 +319,8 @@ class ShardCheck {
     // refs ahead, the tensor's entry and then its record are asked for early.
     constexpr size_t kTensorAhead = 16, kRecordAhead = 8;
     for (size_t r = 0; r < refs_.size(); ++r) {
-      if (r + kTensorAhead < refs_.size()) __builtin_prefetch(&manifest_.tensors[refs_[r + kTensorAhead].tensor]);
+      if (r + kTensorAhead < refs_.size())
+        __builtin_prefetch(&manifest_.tensors[refs_[r + kTensorAhead].tensor]);
       if (r + kRecordAhead < refs_.size()) __builtin_prefetch(&chunk_of(r + kRecordAhead).sha256);
       if (matched_[r] == SIZE_MAX) continue;
       const ManifestTensor& t = manifest_.tensors[refs_[r].tensor];

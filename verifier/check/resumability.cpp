@@ -128,7 +128,8 @@ class ResumeCheck {
                                 shape_to_string(p.shape));
         }
       }
-      if (!states[2]) report_.add_error(verify_code::kOptimizerStateMissing, "", p.name, "missing " + names[2]);
+      if (!states[2])
+        report_.add_error(verify_code::kOptimizerStateMissing, "", p.name, "missing " + names[2]);
     }
   }
 
