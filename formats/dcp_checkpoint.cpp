@@ -317,7 +317,7 @@ Result<DcpMetadata> sharded_safetensors_metadata(const std::string& dir) {
       out.items.push_back(std::move(item));
     }
   }
-  std::set<std::pair<std::string, std::vector<int64_t>>> seen;
+  std::set<std::pair<std::string, Dims>> seen;
   for (auto& [fqn, t] : tensors) {
     std::sort(t.chunks.begin(), t.chunks.end(),
               [](const DcpChunk& a, const DcpChunk& b) { return a.offsets < b.offsets; });
@@ -497,14 +497,34 @@ Result<DcpMetadata> read_dcp_metadata_with_vm(const uint8_t* data, size_t size, 
   return out;
 }
 
-Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const std::string& where) {
-  std::optional<Result<DcpMetadata>> typed = read_dcp_metadata_typed(data, size, where);
-  Result<DcpMetadata> read = typed ? std::move(*typed) : read_dcp_metadata_with_vm(data, size, where);
+namespace {
+
+Result<DcpMetadata> finish_parse(Result<DcpMetadata> read, const std::string& where) {
   if (!read.is_ok()) return read;
   DcpMetadata out = std::move(*read);
   for (PickleGlobal& g : out.globals) g.pickle = kDcpMetadataFileName;
   CKPT_RETURN_IF_ERROR(finish_dcp_metadata(where, out));
   return out;
+}
+
+}  // namespace
+
+Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const std::string& where) {
+  std::optional<Result<DcpMetadata>> typed = read_dcp_metadata_typed(data, size, where);
+  return finish_parse(typed ? std::move(*typed) : read_dcp_metadata_with_vm(data, size, where), where);
+}
+
+Result<DcpMetadata> read_dcp_metadata_file(const std::string& path) {
+  // The typed reader streams the file; only a pickle it leaves to the VM is read whole, and a file
+  // that cannot be opened or is too large gets read_small_file's message.
+  auto source = FileByteSource::open(path);
+  if (source.is_ok() && (*source)->size() <= kDcpMaxMetadataBytes) {
+    std::optional<Result<DcpMetadata>> typed = read_dcp_metadata_typed(**source, path);
+    if (typed) return finish_parse(std::move(*typed), path);
+  }
+  CKPT_ASSIGN_OR_RETURN(std::string text, read_small_file(path, kDcpMaxMetadataBytes));
+  return finish_parse(
+      read_dcp_metadata_with_vm(reinterpret_cast<const uint8_t*>(text.data()), text.size(), path), path);
 }
 
 bool dcp_path_resolves_inside(const std::string& dir, const std::string& path) {
@@ -543,15 +563,13 @@ Result<DcpCheckpoint> DcpCheckpoint::open(const std::string& raw_dir) {
   if (!path_exists(meta_path) && is_dcp_sharded_safetensors_directory(c.dir_)) {
     CKPT_ASSIGN_OR_RETURN(c.metadata_, sharded_safetensors_metadata(c.dir_));
   } else {
-    CKPT_ASSIGN_OR_RETURN(std::string text, read_small_file(meta_path, kDcpMaxMetadataBytes));
-    CKPT_ASSIGN_OR_RETURN(c.metadata_, parse_dcp_metadata(reinterpret_cast<const uint8_t*>(text.data()),
-                                                          text.size(), meta_path));
+    CKPT_ASSIGN_OR_RETURN(c.metadata_, read_dcp_metadata_file(meta_path));
   }
   std::set<std::string> names;
   for (const DcpItem& it : c.metadata_.items) {
     if (!safe_file_name(it.relative_path)) {
       return Status::invalid_argument(meta_path + ": item " + it.label() + " names file '" +
-                                      it.relative_path.substr(0, 256) +
+                                      it.relative_path.str().substr(0, 256) +
                                       "', which is not a plain name inside " + c.dir_);
     }
     names.insert(it.relative_path);
@@ -721,8 +739,8 @@ Result<std::vector<std::unique_ptr<TensorFile>>> DcpCheckpoint::tensor_files() c
       c.component = component_of_dcp_fqn(t.fqn);
       c.dtype = t.dtype;
       c.global_shape = t.shape;
-      c.offsets = t.chunks[ci].offsets;
-      c.shape = t.chunks[ci].sizes;
+      c.offsets = t.chunks[ci].offsets.to_vector();
+      c.shape = t.chunks[ci].sizes.to_vector();
       c.data_offset = it.container_offset + inner.data_offset;
       c.data_bytes = inner.data_bytes;
       DcpDataFile& df = *data[it.file];

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "base/shared_dims.h"
+#include "base/shared_text.h"
 #include "base/status.h"
 #include "formats/dtype.h"
 #include "formats/pickle_globals.h"
@@ -19,13 +21,16 @@ constexpr const char* kDcpMetadataFileName = ".metadata";
 constexpr uint64_t kDcpMaxMetadataBytes = 256ull << 20;
 constexpr size_t kDcpMaxItems = 1'000'000;
 
-// One storage item: where a chunk's (or a bytes entry's) torch.save archive lives.
+// One storage item: where a chunk's (or a bytes entry's) torch.save archive lives. A checkpoint
+// holds up to a million (kDcpMaxItems), so its names and extents are shared (base/shared_text.h,
+// base/shared_dims.h).
 struct DcpItem {
-  std::string fqn;
-  std::vector<int64_t> offsets;  // the chunk's offsets; empty for a bytes item
+  SharedText fqn;
+  SharedDims offsets;  // the chunk's offsets; empty for a bytes item
   bool is_bytes = false;
-  std::string relative_path;  // the data file, relative to DIR
-  size_t file = 0;            // index into DcpCheckpoint::files()
+  bool safetensors = false;  // a tensor chunk inside a safetensors blob
+  SharedText relative_path;  // the data file, relative to DIR
+  size_t file = 0;           // index into DcpCheckpoint::files()
   uint64_t offset = 0;
   uint64_t length = 0;
   std::vector<std::string> transforms;  // 2.4+ transform_descriptors (empty: plain torch.save bytes)
@@ -35,13 +40,12 @@ struct DcpItem {
   uint64_t container_offset = 0;
   uint64_t recorded_offset = 0;
   uint64_t recorded_length = 0;
-  bool safetensors = false;   // a tensor chunk inside a safetensors blob
   std::string label() const;  // "model.w[0:16, 0:32]" or "optimizer (bytes)"
 };
 
 struct DcpChunk {
-  std::vector<int64_t> offsets;
-  std::vector<int64_t> sizes;
+  SharedDims offsets;
+  SharedDims sizes;
   size_t item = SIZE_MAX;  // index into DcpMetadata::items; SIZE_MAX when storage_data has none
 };
 
@@ -76,6 +80,8 @@ struct DcpMetadata {
 // reader (formats/dcp_metadata_reader.h) reads what torch writes; any other pickle goes to the
 // restricted VM's reading below.
 Result<DcpMetadata> parse_dcp_metadata(const uint8_t* data, size_t size, const std::string& where);
+// The same of the file at `path`, which the typed reader reads a window at a time.
+Result<DcpMetadata> read_dcp_metadata_file(const std::string& path);
 
 // The restricted VM's reading of any pickle (formats/pickle_reader.h), field by field from its JSON;
 // bounded by the VM's limits (about 60,000 chunks). The records are not yet finished (below). Public

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "base/byte_coding.h"
+#include "base/mapped_allocator.h"
 #include "formats/pickle_reader.h"
 #include "formats/tensor_file.h"
 
@@ -17,19 +19,43 @@ namespace ckpt {
 namespace dcp_typed_reader {
 namespace {
 
-enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kObject };
+// kChunk, kIndex and kStorage are the records a ChunkStorageMetadata, a MetadataIndex and a
+// _StorageInfo become once BUILD gave them their state (see Region below); kDead is what the memo
+// holds for a value that was let go with its region.
+enum class Kind : uint8_t {
+  kNone,
+  kBool,
+  kInt,
+  kFloat,
+  kString,
+  kTuple,
+  kList,
+  kDict,
+  kGlobal,
+  kObject,
+  kChunk,
+  kIndex,
+  kStorage,
+  kDead
+};
 
 // A value: an index into the cells, or (top bit set) a non-negative int below 2^31 itself, which is
 // what almost every int in a `.metadata` is (offsets, sizes, lengths), so those take no cell.
 using Ref = uint32_t;
 constexpr Ref kSmallInt = 0x80000000u;
 // Shared cells, made first. Every NEWOBJ pickles an empty tuple (three a chunk), never memoized.
-constexpr Ref kNoneRef = 0, kFalseRef = 1, kTrueRef = 2, kEmptyTupleRef = 3;
+constexpr Ref kNoneRef = 0, kFalseRef = 1, kTrueRef = 2, kEmptyTupleRef = 3, kDeadRef = 4;
+
+// The machine's large arrays are mapped on their own (base/mapped_allocator.h): what is freed
+// before the records are made (the memo, the window, the items' records) goes back to the system.
+template <class T>
+using Array = std::vector<T, MappedAllocator<T>>;
 
 // One value in 8 bytes: the kind in the low 4 bits, above it a payload that depends on the kind:
 //   kInt: the value (60-bit two's complement)     kString: offset (32 bits) and length (28 bits) in
-//   kTuple: start (32) and count (28) in pool_      the pickle's bytes, which outlive the reader
+//   kTuple: start (32) and count (28) in pool_      strings_, where every string's bytes are copied
 //   kFloat / kList / kDict / kGlobal / kObject: an index into floats_ / containers_ / globals_ / objects_
+//   kChunk / kIndex / kStorage: an index into chunks_ / indexes_ / storages_
 struct Cell {
   uint64_t bits;
   Kind kind() const { return static_cast<Kind>(bits & 15); }
@@ -56,6 +82,51 @@ struct Object {
   Ref args;
   Ref state;
   bool called;
+};
+
+// The records BUILD makes of the three classes a `.metadata` holds by the million. Their fields are
+// checked as extract() checks them; the values they name outlived their region (see Region).
+// A record keeps every field its object had (an object with any other field stays an object), so
+// that one named elsewhere than extract() reads it (a Megatron cached plan in planner_data) still
+// reads as the VM's JSON of the object.
+struct ChunkRecord {  // ChunkStorageMetadata(offsets, sizes): two tuples of non-negative ints
+  Ref offsets, sizes;
+  uint32_t name;  // the class, an index into globals_
+};
+struct IndexRecord {  // MetadataIndex(fqn[, offset][, index]): a string, a tuple or None, an int or None
+  Ref fqn, offsets, index;  // offsets: kNoneRef for a bytes item
+  uint32_t name;
+  bool has_offset, has_index;
+};
+struct StorageRecord {  // _StorageInfo(relative_path, offset, length[, transform_descriptors])
+  Ref path;
+  uint32_t transforms;  // 0: None; else 1 + an index into transforms_
+  uint64_t offset, length;
+  uint32_t name;
+  bool has_transforms;
+};
+// What make_record found, before the region is let go.
+struct RecordFields {
+  Kind kind = Kind::kNone;
+  Ref refs[3] = {kNoneRef, kNoneRef, kNoneRef};  // the values it names, kept past the region
+  ChunkRecord chunk{};
+  IndexRecord index{};
+  StorageRecord storage{};
+};
+
+// What the machine made after NEWOBJ of one of those three classes, until its BUILD. Once BUILD has
+// given the object its state, the object becomes a record, and everything made in between (its state
+// dict, the torch.Size calls, their argument tuples: ~10 values a chunk) is let go, so the machine
+// holds a few values a chunk instead of every value the pickle made. What outlives the region: the
+// values the record names, and the values the memo names that a later BINGET can use (strings,
+// numbers, globals, tuples of them: the shared torch.Size of a chunk's offsets, a key string). Any
+// other value the memo names (a dict, a list, an object) is dead: a BINGET of it sends the pickle to
+// the VM. The region is let go only if nothing older came to hold a value made in it: no append to
+// an older list or dict, no BUILD of an older object, and the stack never went below the object.
+struct Region {
+  bool open = false;
+  Ref object = 0;
+  size_t cells = 0, pool = 0, containers = 0, objects = 0, strings = 0, stack = 0;
 };
 
 // What a global does in this reader. Every other interpreted global sends the pickle to the VM.
@@ -103,52 +174,71 @@ std::string_view class_tail(std::string_view name) {
 
 class TypedReader {
  public:
-  TypedReader(const uint8_t* data, size_t size, const std::string& where)
-      : p_(data),
-        n_(size),
-        where_(where),
-        budget_(std::max(pickle_output_limit(size), 2 * size + (size_t{16} << 20))) {
-    // Bounds from the pickle's size: a cell or pool entry costs the writer at least one opcode byte,
-    // and torch's `.metadata` spends ~11 bytes a cell and ~6 a pool entry. A pickle denser than
-    // these is no `.metadata` torch wrote; the VM, with its own limits, reads it.
-    max_cells_ = size / 4 + 4096;
-    max_pool_ = size / 2 + 4096;
-    max_state_bytes_ = size / 2 * 7 + (size_t{64} << 20);
-    cells_.reserve(size / 10 + 16);
-    pool_.reserve(size / 5 + 16);
-    memo_.reserve(size / 10 + 16);
-    cells_.push_back({static_cast<uint64_t>(Kind::kNone)});
-    cells_.push_back({static_cast<uint64_t>(Kind::kBool)});
-    cells_.push_back({static_cast<uint64_t>(Kind::kBool) | (1u << 4)});
-    cells_.push_back({static_cast<uint64_t>(Kind::kTuple)});
+  // Over bytes in memory: the window is all of them.
+  TypedReader(const uint8_t* data, size_t size, const std::string& where) : TypedReader(size, where) {
+    base_ = data;
+    window_end_ = size;
+  }
+  // Over a file, read window_bytes at a time: strings are copied out as they are read, so the
+  // pickle's bytes are never all held (at 1M chunks they are 143 MB, a third of the memory bound).
+  TypedReader(const ByteSource& source, const std::string& where, size_t window_bytes)
+      : TypedReader(source.size(), where) {
+    source_ = &source;
+    window_bytes_ = window_bytes;
   }
 
   std::optional<Result<DcpMetadata>> read() {
     Ref root = 0;
     if (!run(&root)) return std::nullopt;
     // The memo and the stacks serve only the machine: let go before the records are made, which
-    // then reuse their memory (the memo alone is ~14 M entries, 56 MB, at 1M chunks).
-    std::vector<Ref>().swap(memo_);
+    // then reuse their memory (the memo alone is ~13 M entries, 52 MB, at 1M chunks).
+    Array<Ref>().swap(memo_);
     std::vector<Ref>().swap(stack_);
     std::vector<size_t>().swap(marks_);
+    Array<uint8_t>().swap(window_);
     return extract(root);
   }
 
  private:
+  TypedReader(size_t size, const std::string& where)
+      : n_(size), where_(where), budget_(std::max(pickle_output_limit(size), 2 * size + (size_t{16} << 20))) {
+    // Bounds from the pickle's size: a cell or pool entry costs the writer at least one opcode byte,
+    // and torch's `.metadata` spends ~11 bytes a cell and ~6 a pool entry. A pickle denser than
+    // these is no `.metadata` torch wrote; the VM, with its own limits, reads it.
+    max_cells_ = size / 4 + 4096;
+    max_pool_ = size / 2 + 4096;
+    max_state_bytes_ = size / 2 * 7 + (size_t{64} << 20);
+    memo_.reserve(size / 10 + 16);
+    cells_.push_back({static_cast<uint64_t>(Kind::kNone)});
+    cells_.push_back({static_cast<uint64_t>(Kind::kBool)});
+    cells_.push_back({static_cast<uint64_t>(Kind::kBool) | (1u << 4)});
+    cells_.push_back({static_cast<uint64_t>(Kind::kTuple)});
+    cells_.push_back({static_cast<uint64_t>(Kind::kDead)});
+  }
+
   // ---- the machine: every failure is "not torch's shape" (false), judged again by the VM ----
   bool run(Ref* root);
   bool step(uint8_t op);
 
-  bool need(size_t k) const { return k <= n_ - pos_; }
-  // What the machine holds. torch's `.metadata` needs ~2.6x its size (1M chunks: 370 MB for 143 MB);
+  // The k bytes at pos_, in the window (read more of the file if they are not), or false at the end.
+  bool need(size_t k) {
+    if (k > n_ - pos_) return false;
+    return pos_ + k <= window_end_ || refill(k);
+  }
+  bool refill(size_t k);
+  const uint8_t* at(size_t pos) const { return base_ + (pos - window_start_); }
+  // What the machine holds. torch's `.metadata` needs ~1.2x its size (1M chunks: 175 MB for 143 MB,
+  // a third of it the memo);
   // a pickle that needs more (a million empty dicts, one byte each) is the VM's to read.
   size_t state_bytes() const {
     return cells_.size() * sizeof(Cell) + pool_.size() * sizeof(Ref) + memo_.size() * sizeof(Ref) +
            containers_.size() * sizeof(Container) + objects_.size() * sizeof(Object) +
-           floats_.size() * sizeof(double) + stack_.size() * sizeof(Ref) + marks_.size() * sizeof(size_t);
+           floats_.size() * sizeof(double) + stack_.size() * sizeof(Ref) + marks_.size() * sizeof(size_t) +
+           strings_.size() + chunks_.size() * sizeof(ChunkRecord) + indexes_.size() * sizeof(IndexRecord) +
+           storages_.size() * sizeof(StorageRecord) + region_memo_keys_.size() * sizeof(uint32_t);
   }
   uint64_t take_le(size_t k) {
-    const uint64_t v = decode_le(p_ + pos_, k);
+    const uint64_t v = decode_le(at(pos_), k);
     pos_ += k;
     return v;
   }
@@ -161,8 +251,13 @@ class TypedReader {
   bool pop(Ref* r) {
     if (stack_.size() <= floor()) return false;
     *r = stack_.back();
-    stack_.pop_back();
+    shrink_stack(stack_.size() - 1);
     return true;
+  }
+  // Every way the stack gets shorter: below an open region's object, the region is given up.
+  void shrink_stack(size_t size) {
+    stack_.resize(size);
+    if (region_.open && size <= region_.stack) region_.open = false;
   }
   bool top(Ref* r) const {
     if (stack_.size() <= floor()) return false;
@@ -185,11 +280,13 @@ class TypedReader {
     return push_new(Kind::kInt, static_cast<uint64_t>(v) & ((uint64_t{1} << 60) - 1));
   }
   bool push_string(uint64_t len) {
-    if (len > n_ - pos_ || len > kMaxCount || !valid_utf8(reinterpret_cast<const char*>(p_ + pos_), len))
-      return false;
-    const uint64_t at = pos_;
+    if (len > kMaxCount || !need(len)) return false;
+    const char* text = reinterpret_cast<const char*>(at(pos_));
+    if (!valid_utf8(text, len)) return false;
+    const uint64_t start = strings_.size();
+    strings_.append(text, len);
     pos_ += len;
-    return push_new(Kind::kString, at | (len << 32));
+    return push_new(Kind::kString, start | (len << 32));
   }
   // The items above the last MARK, and the mark, removed; [*first, stack end) before the resize.
   bool pop_mark(size_t* first) {
@@ -225,6 +322,8 @@ class TypedReader {
     } else {
       return false;
     }
+    // The key is below the memo's size, which the state bound keeps far below 2^32.
+    if (region_.open && in_region(r)) region_memo_keys_.push_back(static_cast<uint32_t>(key));
     return true;
   }
   bool global(const std::string& module, const std::string& name);
@@ -238,6 +337,12 @@ class TypedReader {
   bool new_object(Ref cls, Ref args);
   bool build(Ref obj, Ref state);
 
+  // ---- regions (see Region) ----
+  bool in_region(Ref r) const { return !(r & kSmallInt) && r >= region_.cells; }
+  bool close_region();
+  bool make_record(const Object& o, RecordFields* f);
+  bool let_region_go(Ref* refs, size_t count);
+
   // ---- reading values ----
   Kind kind(Ref r) const { return r & kSmallInt ? Kind::kInt : cells_[r].kind(); }
   int64_t int_of(Ref r) const {
@@ -246,7 +351,7 @@ class TypedReader {
   }
   std::string_view str_of(Ref r) const {
     const Cell& c = cells_[r];
-    return {reinterpret_cast<const char*>(p_ + c.low()), c.high()};
+    return {strings_.data() + c.low(), c.high()};
   }
   // A tuple's or a container's items.
   std::pair<const Ref*, size_t> items_of(Ref r) const {
@@ -264,13 +369,54 @@ class TypedReader {
   // The value BUILD gave `o` under `key` (its state is a dict with string keys), or false.
   bool field(const Object& o, std::string_view key, Ref* out) const;
   bool has_plain_state(const Object& o) const;
-  std::optional<std::vector<int64_t>> dims(Ref r) const;
+  std::optional<Dims> dims(Ref r) const;
+  bool are_dims(Ref r) const;  // what dims() accepts, without making the vector
   bool spend(size_t bytes) {
     if (bytes > budget_ - spent_) return false;
     spent_ += bytes;
     return true;
   }
   std::optional<nlohmann::json> to_json(Ref r, size_t depth);
+  // A record as the VM's JSON of its object: {"__class__": name, field: value...}.
+  std::optional<nlohmann::json> record_json(Ref r, size_t depth) {
+    nlohmann::json o = nlohmann::json::object();
+    std::pair<const char*, Ref> fields[4];
+    size_t n = 0;
+    const uint32_t at = cells_[r].low();
+    if (kind(r) == Kind::kChunk) {
+      const ChunkRecord& c = chunks_[at];
+      o["__class__"] = globals_[c.name].name;
+      fields[n++] = {"offsets", c.offsets};
+      fields[n++] = {"sizes", c.sizes};
+    } else if (kind(r) == Kind::kIndex) {
+      const IndexRecord& c = indexes_[at];
+      o["__class__"] = globals_[c.name].name;
+      fields[n++] = {"fqn", c.fqn};
+      if (c.has_offset) fields[n++] = {"offset", c.offsets};
+      if (c.has_index) fields[n++] = {"index", c.index};
+    } else {
+      const StorageRecord& c = storages_[at];
+      o["__class__"] = globals_[c.name].name;
+      fields[n++] = {"relative_path", c.path};
+      o["offset"] = static_cast<int64_t>(c.offset);
+      o["length"] = static_cast<int64_t>(c.length);
+      if (c.has_transforms) {
+        if (!c.transforms) {
+          o["transform_descriptors"] = nullptr;
+        } else {
+          nlohmann::json names = nlohmann::json::array();
+          for (const std::string& t : transforms_[c.transforms - 1]) names.push_back(t);
+          o["transform_descriptors"] = std::move(names);
+        }
+      }
+    }
+    for (size_t k = 0; k < n; ++k) {
+      auto v = to_json(fields[k].second, depth + 1);
+      if (!v) return std::nullopt;
+      o[fields[k].first] = std::move(*v);
+    }
+    return o;
+  }
   std::optional<nlohmann::json> field_json(const Object& o, const char* key) {
     Ref v;
     if (!field(o, key, &v)) return nlohmann::json();
@@ -281,18 +427,43 @@ class TypedReader {
   std::optional<Result<DcpMetadata>> extract(Ref root);
   std::optional<Result<DcpTensor>> tensor(const std::string& fqn, const Object& t, std::string& layout);
   std::optional<Result<DcpItem>> item(Ref key, Ref value);
+  std::optional<Status> read_items(const Object& m, std::vector<DcpItem>* items);
+  size_t entry_count(Ref dict) const { return items_of(dict).second / 2; }
+  // The string `r` as the items share it: one copy for every item naming the same string value
+  // (regions already made equal strings one value).
+  SharedText shared(Ref r) {
+    auto [it, added] = shared_.emplace(r, SharedText());
+    if (added) it->second = SharedText(std::string(str_of(r)));
+    return it->second;
+  }
+  std::unordered_map<Ref, SharedText> shared_;
+  // The same for extents (a tuple the caller checked with are_dims): regions made equal tuples one
+  // value, so a million chunks of one shape hold a few distinct offsets and sizes. Bounded as the
+  // regions' sharing is; past it, each record holds its own.
+  SharedDims shared_dims(Ref r) {
+    if (const auto it = shared_dims_.find(r); it != shared_dims_.end()) return it->second;
+    const std::optional<Dims> d = dims(r);
+    SharedDims out(*d);
+    if (shared_dims_.size() < kMaxInterned) shared_dims_.emplace(r, out);
+    return out;
+  }
+  std::unordered_map<Ref, SharedDims> shared_dims_;
 
-  const uint8_t* p_;
+  const ByteSource* source_ = nullptr;  // null: the bytes are in memory, all in the window
+  const uint8_t* base_ = nullptr;       // the window: bytes [window_start_, window_end_) of the pickle
+  size_t window_start_ = 0, window_end_ = 0;
+  Array<uint8_t> window_;
+  size_t window_bytes_ = 0;
   size_t n_;
   const std::string& where_;
   size_t pos_ = 0, op_pos_ = 0;
   size_t max_cells_ = 0, max_pool_ = 0, max_state_bytes_ = 0;
   const size_t budget_;
   size_t spent_ = 0;
-  std::vector<Cell> cells_;
-  std::vector<Ref> pool_;
-  std::vector<Container> containers_;
-  std::vector<Object> objects_;
+  Array<Cell> cells_;
+  Array<Ref> pool_;
+  Array<Container> containers_;
+  Array<Object> objects_;
   std::vector<double> floats_;
   // Every global named, in order of first use, listed as the VM lists them; a kGlobal cell's payload
   // is its index here and in specials_.
@@ -301,13 +472,62 @@ class TypedReader {
   std::unordered_map<std::string, uint32_t> global_index_;
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
-  std::vector<Ref> memo_;
+  Array<Ref> memo_;
+  std::string strings_;
+  Array<ChunkRecord> chunks_;
+  Array<IndexRecord> indexes_;
+  Array<StorageRecord> storages_;
+  std::vector<std::vector<std::string>> transforms_;
+  Region region_;
+  std::vector<uint32_t> region_memo_keys_;  // the memo keys given a value while the region is open
+  // let_region_go's scratch, kept to reuse its memory: the values kept, what they were, their remade refs
+  std::vector<Ref> keep_, kept_items_, kept_refs_;
+  std::vector<Cell> kept_cells_;
+  std::vector<std::pair<uint32_t, uint32_t>> kept_spans_;  // a string's bytes or a tuple's items
+  std::string kept_text_;
+  // The strings and tuples that outlived a region, by content: values that cannot change, so one
+  // made again can be one already made (a `.metadata` names a few thousand distinct ones a million
+  // times: the sizes of a chunk, the offsets of a rank's shard, a file's name).
+  using Interned = std::unordered_map<std::string_view, Ref>;
+  Ref interned(const Interned& map, std::string_view key) const {
+    const auto it = map.find(key);
+    return it == map.end() ? kDeadRef : it->second;
+  }
+  void intern(Interned& map, std::string_view key, Ref r) {
+    if (map.size() >= kMaxInterned || key.size() > 256) return;  // a pickle of distinct values: no sharing
+    interned_keys_.emplace_back(key);
+    map.emplace(interned_keys_.back(), r);
+  }
+  static constexpr size_t kMaxInterned = 1 << 16;
+  Interned interned_strings_, interned_tuples_;
+  std::deque<std::string> interned_keys_;  // what the maps' keys view: a deque never moves them
 };
+
+bool TypedReader::refill(size_t k) {
+  if (!source_) return false;  // in memory: the window is every byte
+  const size_t kept = window_end_ - pos_;
+  const size_t want = std::min<size_t>(n_ - pos_, std::max(k, window_bytes_));
+  if (window_.size() < want) {
+    Array<uint8_t> bigger(want);
+    if (kept) std::memcpy(bigger.data(), at(pos_), kept);
+    window_.swap(bigger);
+  } else if (kept) {
+    std::memmove(window_.data(), at(pos_), kept);
+  }
+  // A read that fails (a file cut short since it was opened) sends the pickle to the VM's reading,
+  // whose own read of the file reports it.
+  if (!source_->read_at(window_end_, window_.data() + kept, want - kept).is_ok()) return false;
+  base_ = window_.data();
+  window_start_ = pos_;
+  window_end_ = pos_ + want;
+  return true;
+}
 
 bool TypedReader::run(Ref* root) {
   for (size_t ops = 0; pos_ < n_; ++ops) {
     op_pos_ = pos_;
-    const uint8_t op = p_[pos_++];
+    if (!need(1)) return false;
+    const uint8_t op = *at(pos_++);
     if (op == '.') return pop(root);  // STOP
     if (!step(op)) return false;
     if (ops % 4096 == 0 && state_bytes() > max_state_bytes_) return false;
@@ -320,7 +540,7 @@ bool TypedReader::step(uint8_t op) {
   size_t first = 0;
   switch (op) {
     case 0x80:  // PROTO
-      if (!need(1) || p_[pos_] > 5) return false;
+      if (!need(1) || *at(pos_) > 5) return false;
       ++pos_;
       return true;
     case 0x95:  // FRAME: a length hint
@@ -334,7 +554,7 @@ bool TypedReader::step(uint8_t op) {
     case '0': return pop(&a);  // POP
     case '1':                  // POP_MARK
       if (!pop_mark(&first)) return false;
-      stack_.resize(first);
+      shrink_stack(first);
       return true;
     case '2': return top(&a) && push(a);  // DUP
     case 0x94: return memo_put(memo_.size());
@@ -346,7 +566,7 @@ bool TypedReader::step(uint8_t op) {
     case 'j': {
       if (!need(op == 'h' ? 1 : 4)) return false;
       const uint64_t key = take_le(op == 'h' ? 1 : 4);
-      return key < memo_.size() && push(memo_[key]);
+      return key < memo_.size() && memo_[key] != kDeadRef && push(memo_[key]);
     }
     case 'J':  // BININT is signed; BININT1 and BININT2 are not
       if (!need(4)) return false;
@@ -365,7 +585,7 @@ bool TypedReader::step(uint8_t op) {
     }
     case 'G': {  // BINFLOAT, big-endian
       if (!need(8)) return false;
-      const uint64_t bits = decode_be(p_ + pos_, 8);
+      const uint64_t bits = decode_be(at(pos_), 8);
       pos_ += 8;
       double f;
       std::memcpy(&f, &bits, 8);
@@ -387,14 +607,14 @@ bool TypedReader::step(uint8_t op) {
     case ')': return push(kEmptyTupleRef);
     case 't':
       if (!pop_mark(&first) || !make_tuple(stack_.data() + first, stack_.size() - first, &a)) return false;
-      stack_.resize(first);
+      shrink_stack(first);
       return push(a);
     case 0x85:
     case 0x86:
     case 0x87: {
       const size_t k = op - 0x84;
       if (stack_.size() < floor() + k || !make_tuple(stack_.data() + stack_.size() - k, k, &a)) return false;
-      stack_.resize(stack_.size() - k);
+      shrink_stack(stack_.size() - k);
       return push(a);
     }
     case 's':
@@ -414,17 +634,19 @@ bool TypedReader::step(uint8_t op) {
       if (kind(target) != (dict ? Kind::kDict : Kind::kList) || (dict && (stack_.size() - first) % 2))
         return false;
       if (!append(cells_[target].low(), stack_.data() + first, stack_.size() - first)) return false;
-      stack_.resize(first);
+      shrink_stack(first);
       return true;
     }
     case 'c': {  // GLOBAL "module\nname\n"
       std::string parts[2];
       for (std::string& part : parts) {
-        const void* nl = std::memchr(p_ + pos_, '\n', std::min<size_t>(n_ - pos_, 257));
+        const size_t scan = std::min<size_t>(n_ - pos_, 257);
+        if (!need(scan)) return false;
+        const void* nl = std::memchr(at(pos_), '\n', scan);
         if (!nl) return false;
-        const size_t len = static_cast<const uint8_t*>(nl) - (p_ + pos_);
+        const size_t len = static_cast<const uint8_t*>(nl) - at(pos_);
         if (len > 256) return false;
-        part.assign(reinterpret_cast<const char*>(p_ + pos_), len);
+        part.assign(reinterpret_cast<const char*>(at(pos_)), len);
         pos_ += len + 1;
       }
       return valid_utf8(parts[0].data(), parts[0].size()) && valid_utf8(parts[1].data(), parts[1].size()) &&
@@ -445,6 +667,7 @@ bool TypedReader::step(uint8_t op) {
 }
 
 bool TypedReader::append(uint32_t index, const Ref* items, size_t k) {
+  if (region_.open && index < region_.containers) region_.open = false;  // an older container grows
   Container c = containers_[index];
   if (c.count + k > kMaxCount) return false;
   if (c.count + k > c.capacity) {
@@ -540,9 +763,25 @@ bool TypedReader::reduce(Ref fn, Ref args) {
 
 bool TypedReader::new_object(Ref cls, Ref args) {
   if (kind(cls) != Kind::kGlobal || kind(args) != Kind::kTuple) return false;
-  note_use(cls, items_of(args).second == 0 ? kPickleUseConstructed : kPickleUseOtherCall);
+  const bool no_args = items_of(args).second == 0;
+  note_use(cls, no_args ? kPickleUseConstructed : kPickleUseOtherCall);
   if (specials_[cells_[cls].low()] == Special::kDict) return push_container(Kind::kDict);
-  return push_object(cells_[cls].low(), args, false);
+  if (!push_object(cells_[cls].low(), args, false)) return false;
+  if (!region_.open && no_args) {
+    const std::string_view tail = class_tail(globals_[cells_[cls].low()].name);
+    if (tail == "ChunkStorageMetadata" || tail == "MetadataIndex" || tail == "_StorageInfo") {
+      region_ = {true,
+                 static_cast<Ref>(cells_.size() - 1),
+                 cells_.size(),
+                 pool_.size(),
+                 containers_.size(),
+                 objects_.size(),
+                 strings_.size(),
+                 stack_.size() - 1};
+      region_memo_keys_.clear();
+    }
+  }
+  return true;
 }
 
 bool TypedReader::build(Ref obj, Ref state) {
@@ -552,6 +791,197 @@ bool TypedReader::build(Ref obj, Ref state) {
   Object& o = objects_[cells_[obj].low()];
   if (o.state != kNoneRef) return false;  // a second BUILD: the VM merges the states
   o.state = state;
+  if (region_.open) {
+    if (obj == region_.object) return close_region();
+    if (obj < region_.cells) region_.open = false;  // an older object holds a value of the region now
+  }
+  return true;
+}
+
+bool TypedReader::close_region() {
+  region_.open = false;
+  const Ref obj = region_.object;
+  const Object& o = objects_[cells_[obj].low()];
+  // The state must be the region's own (an older dict could change after this BUILD), and the
+  // object alone on the stack above what was there before it.
+  if (stack_.size() != region_.stack + 1 || stack_.back() != obj || !in_region(o.state)) return true;
+  // Fields extract() would refuse, or others besides, leave the object as it is.
+  RecordFields f;
+  if (!make_record(o, &f)) return true;
+  if (!let_region_go(f.refs, 3)) return false;
+  uint64_t index = 0;
+  if (f.kind == Kind::kChunk) {
+    index = chunks_.size();
+    chunks_.push_back({f.refs[0], f.refs[1], f.chunk.name});
+  } else if (f.kind == Kind::kIndex) {
+    index = indexes_.size();
+    f.index.fqn = f.refs[0];
+    f.index.offsets = f.refs[1];
+    f.index.index = f.refs[2];
+    indexes_.push_back(f.index);
+  } else {
+    index = storages_.size();
+    f.storage.path = f.refs[0];
+    storages_.push_back(f.storage);
+  }
+  cells_[obj] = {static_cast<uint64_t>(f.kind) | (index << 4)};
+  return true;
+}
+
+// The record `o` makes: its fields checked as extract() checks them, and no field besides.
+bool TypedReader::make_record(const Object& o, RecordFields* f) {
+  if (!has_plain_state(o)) return false;
+  const std::string_view tail = class_tail(name_of(o));
+  const char* const* known = nullptr;
+  static const char* const kChunkFields[] = {"offsets", "sizes", nullptr};
+  static const char* const kIndexFields[] = {"fqn", "offset", "index", nullptr};
+  static const char* const kStorageFields[] = {"relative_path", "offset", "length", "transform_descriptors",
+                                               nullptr};
+  if (tail == "ChunkStorageMetadata") {
+    f->kind = Kind::kChunk, known = kChunkFields;
+  } else if (tail == "MetadataIndex") {
+    f->kind = Kind::kIndex, known = kIndexFields;
+  } else {
+    f->kind = Kind::kStorage, known = kStorageFields;
+  }
+  const auto [kv, pairs] = items_of(o.state);
+  for (size_t k = 0; k < pairs; k += 2) {
+    const std::string_view key = str_of(kv[k]);
+    const char* const* name = known;
+    while (*name && key != *name) ++name;
+    if (!*name) return false;
+  }
+  auto flat_dims = [&](Ref r) { return kind(r) == Kind::kTuple && are_dims(r); };
+  if (f->kind == Kind::kChunk) {
+    f->chunk.name = o.name;
+    return field(o, "offsets", &f->refs[0]) && field(o, "sizes", &f->refs[1]) && flat_dims(f->refs[0]) &&
+           flat_dims(f->refs[1]);
+  }
+  if (f->kind == Kind::kIndex) {
+    f->index.name = o.name;
+    if (!field(o, "fqn", &f->refs[0]) || kind(f->refs[0]) != Kind::kString) return false;
+    f->index.has_offset = field(o, "offset", &f->refs[1]);
+    f->index.has_index = field(o, "index", &f->refs[2]);
+    return (f->refs[1] == kNoneRef || flat_dims(f->refs[1])) &&
+           (f->refs[2] == kNoneRef || kind(f->refs[2]) == Kind::kInt);
+  }
+  Ref offset = 0, length = 0, transforms = kNoneRef;
+  f->storage.name = o.name;
+  if (!field(o, "relative_path", &f->refs[0]) || kind(f->refs[0]) != Kind::kString ||
+      !field(o, "offset", &offset) || kind(offset) != Kind::kInt || int_of(offset) < 0 ||
+      !field(o, "length", &length) || kind(length) != Kind::kInt || int_of(length) < 0)
+    return false;
+  f->storage.offset = static_cast<uint64_t>(int_of(offset));
+  f->storage.length = static_cast<uint64_t>(int_of(length));
+  f->storage.has_transforms = field(o, "transform_descriptors", &transforms);
+  if (transforms == kNoneRef) return true;
+  if (kind(transforms) != Kind::kList && kind(transforms) != Kind::kTuple) return false;
+  const auto [items, n] = items_of(transforms);
+  std::vector<std::string> names;
+  for (size_t d = 0; d < n; ++d) {
+    if (kind(items[d]) != Kind::kString) return false;
+    names.emplace_back(str_of(items[d]));
+  }
+  transforms_.push_back(std::move(names));
+  f->storage.transforms = static_cast<uint32_t>(transforms_.size());
+  return true;
+}
+
+// Lets go of everything the region made but the values refs[0..count) and the memo name (see
+// Region), which are made again after the object, and rewrites the memo and refs to them.
+bool TypedReader::let_region_go(Ref* refs, size_t count) {
+  std::vector<Ref>& keep = keep_;
+  keep.clear();
+  auto consider = [&](Ref r) {
+    if (in_region(r)) keep.push_back(r);
+  };
+  std::sort(region_memo_keys_.begin(), region_memo_keys_.end());
+  region_memo_keys_.erase(std::unique(region_memo_keys_.begin(), region_memo_keys_.end()),
+                          region_memo_keys_.end());
+  for (uint32_t key : region_memo_keys_) consider(memo_[key]);
+  for (size_t k = 0; k < count; ++k) consider(refs[k]);
+  const size_t roots = keep.size();
+  for (size_t k = 0; k < roots; ++k) {
+    if (kind(keep[k]) != Kind::kTuple) continue;
+    const auto [items, n] = items_of(keep[k]);
+    for (size_t i = 0; i < n; ++i) consider(items[i]);
+  }
+  std::sort(keep.begin(), keep.end());
+  keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+
+  // What each kept value is, copied out before the region's storage is cut back: a scalar's cell
+  // (and a string's bytes), a tuple's items. A tuple of anything but scalars, and every dict, list
+  // and object, is dead (kDeadRef).
+  auto scalar = [&](Kind k) {
+    return k == Kind::kString || k == Kind::kInt || k == Kind::kFloat || k == Kind::kGlobal;
+  };
+  const Cell dead{static_cast<uint64_t>(Kind::kDead)};
+  kept_cells_.assign(keep.size(), dead);
+  kept_items_.clear();
+  kept_text_.clear();
+  kept_spans_.assign(keep.size(), {0, 0});
+  for (size_t k = 0; k < keep.size(); ++k) {
+    const Cell c = cells_[keep[k]];
+    if (c.kind() == Kind::kString) {
+      kept_spans_[k] = {static_cast<uint32_t>(kept_text_.size()), c.high()};
+      kept_text_.append(str_of(keep[k]));
+      kept_cells_[k] = c;
+    } else if (scalar(c.kind())) {
+      kept_cells_[k] = c;
+    } else if (c.kind() == Kind::kTuple) {
+      const auto [items, n] = items_of(keep[k]);
+      bool flat = true;
+      for (size_t i = 0; i < n && flat; ++i) flat = !in_region(items[i]) || scalar(kind(items[i]));
+      if (!flat) continue;
+      kept_spans_[k] = {static_cast<uint32_t>(kept_items_.size()), static_cast<uint32_t>(n)};
+      kept_items_.insert(kept_items_.end(), items, items + n);
+      kept_cells_[k] = c;
+    }
+  }
+
+  cells_.resize(region_.cells);
+  pool_.resize(region_.pool);
+  containers_.resize(region_.containers);
+  objects_.resize(region_.objects - 1);  // the object's own entry: it becomes a record
+  strings_.resize(region_.strings);
+
+  // Made again oldest first, so a tuple's items are remade before it.
+  kept_refs_.assign(keep.size(), kDeadRef);
+  auto remade = [&](Ref old) {
+    if (!in_region(old)) return old;
+    const size_t k = std::lower_bound(keep.begin(), keep.end(), old) - keep.begin();
+    return k < keep.size() && keep[k] == old ? kept_refs_[k] : kDeadRef;
+  };
+  for (size_t k = 0; k < keep.size(); ++k) {
+    const Cell c = kept_cells_[k];
+    if (c.kind() == Kind::kDead) continue;
+    Ref r = kDeadRef;
+    if (c.kind() == Kind::kString) {
+      const std::string_view text(kept_text_.data() + kept_spans_[k].first, kept_spans_[k].second);
+      r = interned(interned_strings_, text);
+      if (r == kDeadRef) {
+        const uint64_t start = strings_.size();
+        strings_.append(text);
+        if (!make(Kind::kString, start | (uint64_t{text.size()} << 32), &r)) return false;
+        intern(interned_strings_, text, r);
+      }
+    } else if (c.kind() == Kind::kTuple) {
+      Ref* items = kept_items_.data() + kept_spans_[k].first;
+      for (size_t i = 0; i < kept_spans_[k].second; ++i) items[i] = remade(items[i]);
+      const std::string_view key(reinterpret_cast<const char*>(items), kept_spans_[k].second * sizeof(Ref));
+      r = interned(interned_tuples_, key);
+      if (r == kDeadRef) {
+        if (!make_tuple(items, kept_spans_[k].second, &r)) return false;
+        intern(interned_tuples_, key, r);
+      }
+    } else if (!make(c.kind(), c.payload(), &r)) {
+      return false;
+    }
+    kept_refs_[k] = r;
+  }
+  for (uint32_t key : region_memo_keys_) memo_[key] = remade(memo_[key]);
+  for (size_t k = 0; k < count; ++k) refs[k] = remade(refs[k]);
+  region_memo_keys_.clear();
   return true;
 }
 
@@ -576,16 +1006,21 @@ bool TypedReader::field(const Object& o, std::string_view key, Ref* out) const {
   return found;
 }
 
-std::optional<std::vector<int64_t>> TypedReader::dims(Ref r) const {
+bool TypedReader::are_dims(Ref r) const {
   const Kind k = kind(r);
-  if (k != Kind::kTuple && k != Kind::kList) return std::nullopt;
+  if (k != Kind::kTuple && k != Kind::kList) return false;
   const auto [items, count] = items_of(r);
-  if (count > 64) return std::nullopt;
-  std::vector<int64_t> out(count);
-  for (size_t d = 0; d < count; ++d) {
-    if (kind(items[d]) != Kind::kInt || int_of(items[d]) < 0) return std::nullopt;
-    out[d] = int_of(items[d]);
-  }
+  if (count > 64) return false;
+  for (size_t d = 0; d < count; ++d)
+    if (kind(items[d]) != Kind::kInt || int_of(items[d]) < 0) return false;
+  return true;
+}
+
+std::optional<Dims> TypedReader::dims(Ref r) const {
+  if (!are_dims(r)) return std::nullopt;
+  const auto [items, count] = items_of(r);
+  Dims out;
+  for (size_t d = 0; d < count; ++d) out.push_back(int_of(items[d]));
   return out;
 }
 
@@ -662,6 +1097,10 @@ std::optional<nlohmann::json> TypedReader::to_json(Ref r, size_t depth) {
       }
       return o;
     }
+    case Kind::kChunk:
+    case Kind::kIndex:
+    case Kind::kStorage: return record_json(r, depth);
+    case Kind::kDead: return std::nullopt;
   }
   return std::nullopt;
 }
@@ -688,13 +1127,13 @@ std::optional<Result<DcpTensor>> TypedReader::tensor(const std::string& fqn, con
   const std::string& dtype_name = globals_[cells_[dtype].low()].name;
   if (dtype_name.rfind("torch.", 0) != 0) return std::nullopt;
   const std::optional<DType> dt = dtype_from_torch_name(dtype_name.substr(6));
-  std::optional<std::vector<int64_t>> shape = dims(size);
+  std::optional<Dims> shape = dims(size);
   if (!dt || !shape) return std::nullopt;
   DcpTensor out;
   out.fqn = fqn;
   out.dtype = *dt;
   out.torch_dtype = dtype_name;
-  out.shape = std::move(*shape);
+  out.shape = shape->to_vector();
   if (!checked_nbytes(out.shape, out.dtype))
     return Result<DcpTensor>(Status::corruption(at + ": size " + shape_to_string(out.shape) + " overflows"));
   const auto [list, count] = items_of(chunks);
@@ -703,17 +1142,13 @@ std::optional<Result<DcpTensor>> TypedReader::tensor(const std::string& fqn, con
   if (!spend(count * kChunkRecordCost)) return std::nullopt;
   out.chunks.reserve(count);
   for (size_t k = 0; k < count; ++k) {
-    const Object* c = object_of(list[k]);
-    Ref offsets = 0, sizes = 0;
-    if (!c || class_tail(class_of(*c)) != "ChunkStorageMetadata" || !has_plain_state(*c) ||
-        !field(*c, "offsets", &offsets) || !field(*c, "sizes", &sizes))
-      return std::nullopt;
+    if (kind(list[k]) != Kind::kChunk) return std::nullopt;
+    const ChunkRecord& c = chunks_[cells_[list[k]].low()];
     DcpChunk chunk;
-    std::optional<std::vector<int64_t>> o = dims(offsets), s = dims(sizes);
-    if (!o || !s) return std::nullopt;
-    if (!spend(16 * (o->size() + s->size()))) return std::nullopt;
-    chunk.offsets = std::move(*o);
-    chunk.sizes = std::move(*s);
+    if (!are_dims(c.offsets) || !are_dims(c.sizes)) return std::nullopt;
+    chunk.offsets = shared_dims(c.offsets);
+    chunk.sizes = shared_dims(c.sizes);
+    if (!spend(16 * (chunk.offsets.size() + chunk.sizes.size()))) return std::nullopt;
     const Status fits = check_dcp_chunk(chunk, out.shape, at);
     if (!fits.is_ok()) return Result<DcpTensor>(fits);
     out.chunks.push_back(std::move(chunk));
@@ -724,38 +1159,22 @@ std::optional<Result<DcpTensor>> TypedReader::tensor(const std::string& fqn, con
 // One storage_data pair, MetadataIndex(fqn, offset, index) -> _StorageInfo(relative_path, offset,
 // length[, transform_descriptors]).
 std::optional<Result<DcpItem>> TypedReader::item(Ref key, Ref value) {
-  const Object* k = object_of(key);
-  const Object* v = object_of(value);
-  if (!k || !v || class_tail(class_of(*k)) != "MetadataIndex" || class_tail(class_of(*v)) != "_StorageInfo" ||
-      !has_plain_state(*k) || !has_plain_state(*v))
-    return std::nullopt;
-  Ref fqn = 0, path = 0, offset = 0, length = 0, chunk_offset = kNoneRef, transforms = kNoneRef;
-  if (!field(*k, "fqn", &fqn) || kind(fqn) != Kind::kString || !field(*v, "relative_path", &path) ||
-      kind(path) != Kind::kString || !field(*v, "offset", &offset) || kind(offset) != Kind::kInt ||
-      int_of(offset) < 0 || !field(*v, "length", &length) || kind(length) != Kind::kInt || int_of(length) < 0)
-    return std::nullopt;
-  if (!spend(kChunkRecordCost + str_of(fqn).size() + str_of(path).size())) return std::nullopt;
+  if (kind(key) != Kind::kIndex || kind(value) != Kind::kStorage) return std::nullopt;
+  const IndexRecord& k = indexes_[cells_[key].low()];
+  const StorageRecord& v = storages_[cells_[value].low()];
+  if (!spend(kChunkRecordCost + str_of(k.fqn).size() + str_of(v.path).size())) return std::nullopt;
   DcpItem out;
-  out.fqn = std::string(str_of(fqn));
-  out.relative_path = std::string(str_of(path));
-  (void)field(*k, "offset", &chunk_offset);
-  if (chunk_offset == kNoneRef) {
+  out.fqn = shared(k.fqn);
+  out.relative_path = shared(v.path);
+  if (k.offsets == kNoneRef) {
     out.is_bytes = true;
   } else {
-    std::optional<std::vector<int64_t>> o = dims(chunk_offset);
-    if (!o) return std::nullopt;
-    out.offsets = std::move(*o);
+    if (!are_dims(k.offsets)) return std::nullopt;
+    out.offsets = shared_dims(k.offsets);
   }
-  out.offset = out.container_offset = out.recorded_offset = static_cast<uint64_t>(int_of(offset));
-  out.length = out.recorded_length = static_cast<uint64_t>(int_of(length));
-  if (field(*v, "transform_descriptors", &transforms) &&
-      (kind(transforms) == Kind::kList || kind(transforms) == Kind::kTuple)) {
-    const auto [items, count] = items_of(transforms);
-    for (size_t d = 0; d < count; ++d) {
-      if (kind(items[d]) != Kind::kString) return std::nullopt;
-      out.transforms.emplace_back(str_of(items[d]));
-    }
-  }
+  out.offset = out.container_offset = out.recorded_offset = v.offset;
+  out.length = out.recorded_length = v.length;
+  if (v.transforms) out.transforms = transforms_[v.transforms - 1];
   return Result<DcpItem>(std::move(out));
 }
 
@@ -782,8 +1201,17 @@ std::optional<Result<DcpMetadata>> TypedReader::extract(Ref root) {
   out.planner_data = std::move(*planner);
   out.storage_meta = std::move(*storage_meta);
 
+  // The items are made first, and their records let go, so that the tensors' chunks reuse that
+  // memory (at 1M chunks the parse peaks with both made). Their outcome still counts only after
+  // the tensors', as it always has.
+  const std::optional<Status> items = read_items(*m, &out.items);
+  Array<IndexRecord>().swap(indexes_);
+  Array<StorageRecord>().swap(storages_);
+  std::unordered_map<Ref, SharedText>().swap(shared_);
+
   Ref sdm = 0;
   if (!field(*m, "state_dict_metadata", &sdm) || kind(sdm) != Kind::kDict) return std::nullopt;
+  out.tensors.reserve(entry_count(sdm));
   const auto [entries, entry_refs] = items_of(sdm);
   for (size_t k = 0; k < entry_refs; k += 2) {
     if (kind(entries[k]) != Kind::kString) return std::nullopt;
@@ -812,21 +1240,28 @@ std::optional<Result<DcpMetadata>> TypedReader::extract(Ref root) {
   std::sort(names.begin(), names.end());
   if (std::adjacent_find(names.begin(), names.end()) != names.end()) return std::nullopt;
 
+  if (!items) return std::nullopt;
+  if (!items->is_ok()) return Result<DcpMetadata>(*items);
+  out.globals = std::move(globals_);
+  return Result<DcpMetadata>(std::move(out));
+}
+
+// storage_data's pairs, in pickle order: nullopt where the VM is to judge.
+std::optional<Status> TypedReader::read_items(const Object& m, std::vector<DcpItem>* items) {
   Ref sd = 0;
-  if (!field(*m, "storage_data", &sd) || kind(sd) != Kind::kDict) return std::nullopt;
+  if (!field(m, "storage_data", &sd) || kind(sd) != Kind::kDict) return std::nullopt;
   const auto [pairs, pair_refs] = items_of(sd);
   if (pair_refs / 2 > kDcpMaxItems)
-    return Result<DcpMetadata>(Status::corruption(where_ + ": " + std::to_string(pair_refs / 2) +
-                                                  " storage items, more than the limit"));
-  out.items.reserve(pair_refs / 2);
+    return Status::corruption(where_ + ": " + std::to_string(pair_refs / 2) +
+                              " storage items, more than the limit");
+  items->reserve(pair_refs / 2);
   for (size_t k = 0; k < pair_refs; k += 2) {
     std::optional<Result<DcpItem>> read = item(pairs[k], pairs[k + 1]);
     if (!read) return std::nullopt;
-    if (!read->is_ok()) return Result<DcpMetadata>(read->status());
-    out.items.push_back(std::move(**read));
+    if (!read->is_ok()) return read->status();
+    items->push_back(std::move(**read));
   }
-  out.globals = std::move(globals_);
-  return Result<DcpMetadata>(std::move(out));
+  return Status::ok();
 }
 
 }  // namespace
@@ -836,6 +1271,12 @@ std::optional<Result<DcpMetadata>> read_dcp_metadata_typed(const uint8_t* data, 
                                                            const std::string& where) {
   if (size > kDcpMaxMetadataBytes) return std::nullopt;
   return dcp_typed_reader::TypedReader(data, size, where).read();
+}
+
+std::optional<Result<DcpMetadata>> read_dcp_metadata_typed(const ByteSource& source, const std::string& where,
+                                                           size_t window_bytes) {
+  if (source.size() > kDcpMaxMetadataBytes) return std::nullopt;
+  return dcp_typed_reader::TypedReader(source, where, std::max<size_t>(window_bytes, 1)).read();
 }
 
 }  // namespace ckpt

@@ -32,8 +32,8 @@ void check_metadata(const ckpt::DcpMetadata& md) {
   for (const ckpt::DcpItem& it : md.items) {
     if (it.offset > UINT64_MAX - it.length) invariant_broken("an item's offset + length overflows");
     if (it.is_bytes && !it.offsets.empty()) invariant_broken("a bytes item has offsets");
-    const bool fresh =
-        it.is_bytes ? bytes_items.insert(it.fqn).second : tensor_items.insert({it.fqn, it.offsets}).second;
+    const bool fresh = it.is_bytes ? bytes_items.insert(it.fqn).second
+                                   : tensor_items.insert({it.fqn, it.offsets.to_vector()}).second;
     if (!fresh) invariant_broken("an item is listed twice");
   }
   nlohmann::json names = nlohmann::json::array();  // inspect --json dumps these; must be valid UTF-8
@@ -102,11 +102,27 @@ void check_typed_reading_agrees(const uint8_t* data, size_t size) {
   if (vm.is_ok() && !(**typed == *vm)) invariant_broken("the typed reader and the VM read different records");
 }
 
+// The typed reader over a file, a few bytes at a time, reads what it reads from the whole bytes.
+void check_windowed_reading_agrees(const uint8_t* data, size_t size) {
+  const std::string where = "<fuzz>/.metadata";
+  std::optional<ckpt::Result<ckpt::DcpMetadata>> whole = ckpt::read_dcp_metadata_typed(data, size, where);
+  const ckpt::MemoryByteSource source(std::vector<uint8_t>(data, data + size));
+  std::optional<ckpt::Result<ckpt::DcpMetadata>> windowed =
+      ckpt::read_dcp_metadata_typed(source, where, 1 + size % 13);
+  if (whole.has_value() != windowed.has_value())
+    invariant_broken("the typed reader reads the bytes whole and a window at a time differently");
+  if (!whole) return;
+  if (whole->is_ok() != windowed->is_ok() ||
+      (whole->is_ok() ? !(**whole == **windowed) : whole->status().message() != windowed->status().message()))
+    invariant_broken("the typed reader reads the bytes whole and a window at a time differently");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto result = ckpt::parse_dcp_metadata(data, size, "<fuzz>/.metadata");
   if (result.is_ok()) check_metadata(result.value());
   check_typed_reading_agrees(data, size);
+  check_windowed_reading_agrees(data, size);
   return 0;
 }

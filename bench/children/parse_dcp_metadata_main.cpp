@@ -1,11 +1,10 @@
-// `ckptcheck_bench_parse_dcp PATH`: parse_dcp_metadata of one DCP `.metadata`, the child the metadata
+// `ckptcheck_bench_parse_dcp PATH`: read_dcp_metadata_file of one DCP `.metadata`, the child the metadata
 // bench times against CPython's pickle.load (bench/metadata_bench.cpp). A program of its own, linked
 // like `ckptcheck` (torch-free, the same heap setup), so its start-up and peak RSS are what the CLI's
 // metadata pass costs, not the bench's LibTorch.
 #include <cstdio>
 #include <string>
 
-#include "base/file_io.h"
 #include "base/huge_pages.h"
 #include "formats/dcp_metadata.h"
 
@@ -16,12 +15,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string path = argv[1];
-  auto text = ckpt::read_small_file(path, ckpt::kDcpMaxMetadataBytes);
-  if (!text) {
-    std::fprintf(stderr, "%s\n", text.status().message().c_str());
-    return 2;
-  }
-  auto parsed = ckpt::parse_dcp_metadata(reinterpret_cast<const uint8_t*>(text->data()), text->size(), path);
+  auto parsed = ckpt::read_dcp_metadata_file(path);
   if (!parsed) {
     std::fprintf(stderr, "%s\n", parsed.status().message().c_str());
     return 2;

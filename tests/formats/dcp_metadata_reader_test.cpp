@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/byte_source.h"
 #include "base/file_io.h"
 #include "formats/dcp_metadata.h"
 #include "formats/pickle_reader.h"
@@ -113,6 +114,43 @@ TEST(DcpMetadataReader, ReadsEveryTorchWrittenFixtureAsTheVmDoes) {
   }
 }
 
+// The file read a window at a time, down to a byte: every opcode, string and number split across
+// reads, the same records as the bytes read whole. read_dcp_metadata_file (what `inspect` and
+// `verify` open) gives what parse_dcp_metadata gives.
+TEST(DcpMetadataReader, ReadsAFileAWindowAtATimeAsItReadsTheWholeBytes) {
+  std::vector<std::string> files = kTorchWritten;
+  if (is_regular_file(source(kRealSample))) files.push_back(kRealSample);
+  for (const std::string& rel : files) {
+    SCOPED_TRACE(rel);
+    const std::vector<uint8_t> bytes = testing::read_file_bytes(source(rel));
+    std::optional<Result<DcpMetadata>> whole = read_dcp_metadata_typed(bytes.data(), bytes.size(), rel);
+    ASSERT_TRUE(whole.has_value() && whole->is_ok());
+    auto file = FileByteSource::open(source(rel));
+    ASSERT_TRUE(file.is_ok()) << file.status().to_string();
+    for (size_t window : {size_t{1}, size_t{7}, size_t{300}, kDcpMetadataWindowBytes}) {
+      SCOPED_TRACE("window " + std::to_string(window));
+      std::optional<Result<DcpMetadata>> windowed = read_dcp_metadata_typed(**file, rel, window);
+      ASSERT_TRUE(windowed.has_value()) << "left to the VM";
+      ASSERT_TRUE(windowed->is_ok()) << windowed->status().to_string();
+      expect_same_records(**windowed, **whole);
+    }
+    auto opened = read_dcp_metadata_file(source(rel));
+    auto parsed = parse_dcp_metadata(bytes.data(), bytes.size(), source(rel));
+    ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
+    ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+    expect_same_records(*opened, *parsed);
+  }
+}
+
+// The file's own read errors and limits reach the user as read_small_file words them.
+TEST(DcpMetadataReader, AFileThatCannotBeReadIsNamedAsBefore) {
+  TempDir dir;
+  const std::string missing = dir / "none/.metadata";
+  auto md = read_dcp_metadata_file(missing);
+  ASSERT_FALSE(md.is_ok());
+  EXPECT_EQ(md.status().message(), read_small_file(missing, kDcpMaxMetadataBytes).status().message());
+}
+
 TEST(DcpMetadataReader, HostilePicklesReadTheSameOrGoToTheVm) {
   size_t typed = 0;
   for (const std::string& rel : kHostile) {
@@ -196,6 +234,91 @@ std::string metadata_repeating_a_chunk(size_t repeats) {
   return proto() + global(m, "Metadata") + empty_tuple() + newobj() + empty_dict() + mark() +
          str("state_dict_metadata") + empty_dict() + mark() + str("w") + tensor + setitems() +
          str("storage_data") + empty_dict() + setitems() + build() + stop();
+}
+
+// The pieces of a Metadata of one [4, 4] tensor "w" in one chunk, for the region cases below.
+namespace region_case {
+const std::string kM = "torch.distributed.checkpoint.metadata";
+std::string size_of(uint8_t a, uint8_t b) {
+  using namespace pk;
+  return global("torch", "Size") + mark() + mark() + int1(a) + int1(b) + tuple() + tuple() + reduce();
+}
+// The chunk's state dict is remembered in memo slot `state_slot` (this reader, like pickle, numbers
+// the memo in order: the slot is the count of earlier BINPUTs); `inside` runs within its region,
+// between the sizes and the SETITEMS.
+std::string chunk(uint8_t state_slot, const std::string& inside) {
+  using namespace pk;
+  return global(kM, "ChunkStorageMetadata") + empty_tuple() + newobj() + empty_dict() + binput(state_slot) +
+         mark() + str("offsets") + size_of(0, 0) + str("sizes") + size_of(4, 4) + inside + setitems() +
+         build();
+}
+std::string tensor(const std::string& chunk) {
+  using namespace pk;
+  const std::string props = global(kM, "TensorProperties") + empty_tuple() + newobj() + mark() +
+                            global("torch", "float32") + tuple() + build();
+  return global(kM, "TensorStorageMetadata") + empty_tuple() + newobj() + empty_dict() + mark() +
+         str("properties") + props + str("size") + size_of(4, 4) + str("chunks") + empty_list() + mark() +
+         chunk + appends() + setitems() + build();
+}
+// Metadata(planner_data=<before>, state_dict_metadata={"w": tensor}, planner... <after>)
+std::string metadata(const std::string& fields_before, const std::string& chunk,
+                     const std::string& fields_after) {
+  using namespace pk;
+  return proto() + global(kM, "Metadata") + empty_tuple() + newobj() + empty_dict() + mark() + fields_before +
+         str("state_dict_metadata") + empty_dict() + mark() + str("w") + tensor(chunk) + setitems() +
+         str("storage_data") + empty_dict() + fields_after + setitems() + build() + stop();
+}
+std::vector<uint8_t> bytes_of(const std::string& s) {
+  return {s.begin(), s.end()};
+}
+}  // namespace region_case
+
+// The typed reader lets go of what a chunk's NEWOBJ..BUILD made once the chunk is a record. A later
+// BINGET of such a value (here the chunk's state dict, as planner_data) cannot be answered from what
+// is left: the pickle goes to the VM, which reads the dict. Reading it from what was let go would
+// give planner_data a wrong value, and the readings would disagree.
+TEST(DcpMetadataReader, AValueLetGoWithItsChunkSendsThePickleToTheVm) {
+  using namespace pk;
+  using namespace region_case;
+  const std::vector<uint8_t> bytes = bytes_of(metadata("", chunk(0, ""), str("planner_data") + binget(0)));
+  const BothReadings r = read_both(bytes, "reused/.metadata");
+  EXPECT_FALSE(r.typed.has_value());
+  ASSERT_TRUE(r.vm.is_ok()) << r.vm.status().to_string();
+  EXPECT_EQ(r.vm->planner_data, nlohmann::json::parse(R"({"offsets": [0, 0], "sizes": [4, 4]})"));
+  auto parsed = parse_dcp_metadata(bytes.data(), bytes.size(), "reused/.metadata");
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+  EXPECT_EQ(parsed->planner_data, r.vm->planner_data);
+  ASSERT_EQ(parsed->tensors.size(), 1u);
+  ASSERT_EQ(parsed->tensors[0].chunks.size(), 1u);
+}
+
+// A value made inside a chunk's NEWOBJ..BUILD and appended to an older list (planner_data's): the
+// region cannot be let go without taking that value from the list, so the chunk stays an object
+// and the VM reads the pickle. The shared tuples a region leaves (the chunk's offsets, remembered
+// and used again by BINGET) read the same both ways.
+TEST(DcpMetadataReader, AValueThatEscapesItsChunkKeepsTheChunkWhole) {
+  using namespace pk;
+  using namespace region_case;
+  const std::string planner = str("planner_data") + empty_list() + binput(0);
+  const std::string escape = binget(0) + size_of(9, 9) + "a" + pop();
+  const std::vector<uint8_t> escaped = bytes_of(metadata(planner, chunk(1, escape), ""));
+  const BothReadings r = read_both(escaped, "escaped/.metadata");
+  EXPECT_FALSE(r.typed.has_value());
+  ASSERT_TRUE(r.vm.is_ok()) << r.vm.status().to_string();
+  EXPECT_EQ(r.vm->planner_data, nlohmann::json::parse("[[9, 9]]"));
+
+  // The same chunk without the escape, its sizes tuple remembered (slot 0) and named again after
+  // the chunk in storage_meta: the typed reader reads it, as the VM does.
+  const std::vector<uint8_t> sizes_again = bytes_of(metadata(
+      "",
+      global(kM, "ChunkStorageMetadata") + empty_tuple() + newobj() + empty_dict() + mark() + str("offsets") +
+          size_of(0, 0) + str("sizes") + size_of(4, 4) + binput(0) + setitems() + build(),
+      str("storage_meta") + binget(0)));
+  const BothReadings same = read_both(sizes_again, "kept/.metadata");
+  ASSERT_TRUE(same.typed.has_value()) << "a remembered tuple sent the pickle to the VM";
+  expect_agreement(same);
+  ASSERT_TRUE(same.vm.is_ok()) << same.vm.status().to_string();
+  EXPECT_EQ(same.vm->storage_meta, nlohmann::json::parse("[4, 4]"));
 }
 
 // Half a million records from three bytes each: the typed reader charges every record to a budget that

@@ -287,8 +287,8 @@ void check_tensor_items(const DcpCheckpoint& dcp, const std::string& dir, const 
     for (const DcpChunk& c : t.chunks) {
       ManifestChunk mc;
       mc.shard = c.item == SIZE_MAX ? 0 : md.items[c.item].file;
-      mc.offsets = c.offsets;
-      mc.shape = c.sizes;
+      mc.offsets = Dims(DimsView(c.offsets));
+      mc.shape = Dims(DimsView(c.sizes));
       mt.chunks.push_back(std::move(mc));
     }
     check_chunk_coverage(mt, out);

@@ -105,7 +105,7 @@ void add_dcp_item_ranges(const std::string& root, const std::string& sub, ItemRa
     SealedTensor t{item.label(), "bytes", {}, item.offset, item.length, ""};
     if (auto it = chunk_of_item.find(i); it != chunk_of_item.end()) {
       t.dtype = dtype_name(it->second.first->dtype);
-      t.shape = it->second.second->sizes;
+      t.shape = it->second.second->sizes.to_vector();
     }
     out.by_file[prefix + item.relative_path].push_back(std::move(t));
   }
