@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string_view>
+#include <unordered_map>
 
 #include "formats/tensor_file.h"
 
@@ -9,26 +11,42 @@ namespace ckpt {
 
 namespace {
 
-bool item_less(const DcpItem& a, const DcpItem& b) {
-  if (a.fqn != b.fqn) return a.fqn < b.fqn;
-  return a.offsets < b.offsets;
-}
-
-bool same_key(const DcpItem& a, const DcpItem& b) {
-  return a.fqn == b.fqn && a.offsets == b.offsets;
-}
-
-// Items of one kind (tensor or bytes) in key order, equal keys in pickle order. An item whose key an
-// earlier item has is "listed twice"; the first such in pickle order is the one named.
+// Items of one kind (tensor or bytes) in key order (fqn, then offsets), equal keys in pickle order.
+// An item whose key an earlier item has is "listed twice"; the first such in pickle order is the
+// one named. The names are ranked once, in string order, and the items sorted by rank: a million
+// items sort in ~20 M comparisons, which as string comparisons were a sixth of the parse.
 Result<std::vector<size_t>> items_by_key(const std::string& where, const DcpMetadata& out, bool bytes) {
   std::vector<size_t> order;
-  for (size_t i = 0; i < out.items.size(); ++i)
-    if (out.items[i].is_bytes == bytes) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return item_less(out.items[a], out.items[b]); });
+  std::vector<uint32_t> rank(out.items.size(), 0);
+  std::unordered_map<std::string_view, uint32_t> rank_of;
+  std::vector<std::string_view> names;
+  const std::string* last = nullptr;  // a tensor's items share their name: one lookup for a run
+  uint32_t* last_rank = nullptr;
+  std::vector<uint32_t*> slot(out.items.size(), nullptr);
+  for (size_t i = 0; i < out.items.size(); ++i) {
+    if (out.items[i].is_bytes != bytes) continue;
+    order.push_back(i);
+    const std::string& name = out.items[i].fqn.str();
+    if (&name != last) {
+      auto [it, added] = rank_of.emplace(name, 0);
+      if (added) names.push_back(it->first);
+      last = &name;
+      last_rank = &it->second;
+    }
+    slot[i] = last_rank;
+  }
+  std::sort(names.begin(), names.end());
+  for (size_t r = 0; r < names.size(); ++r) rank_of[names[r]] = static_cast<uint32_t>(r);
+  for (size_t i : order) rank[i] = *slot[i];
+  std::vector<uint32_t*>().swap(slot);
+  auto less = [&](size_t a, size_t b) {
+    if (rank[a] != rank[b]) return rank[a] < rank[b];
+    return out.items[a].offsets < out.items[b].offsets;
+  };
+  std::stable_sort(order.begin(), order.end(), less);
   size_t twice = SIZE_MAX;
   for (size_t k = 1; k < order.size(); ++k)
-    if (same_key(out.items[order[k - 1]], out.items[order[k]])) twice = std::min(twice, order[k]);
+    if (!less(order[k - 1], order[k])) twice = std::min(twice, order[k]);
   if (twice != SIZE_MAX)
     return Status::corruption(where + ": storage item " + out.items[twice].label() + " is listed twice");
   return order;

@@ -190,8 +190,8 @@ class TypedReader {
   std::optional<Result<DcpMetadata>> read() {
     Ref root = 0;
     if (!run(&root)) return std::nullopt;
-    // The memo and the stacks serve only the machine: let go before the records are made, which
-    // then reuse their memory (the memo alone is ~13 M entries, 52 MB, at 1M chunks).
+    // The memo and the stacks serve only the machine: let go before the records are made (the memo
+    // alone is ~13 M entries, 52 MB, at 1M chunks, and goes back to the system: see Array).
     Array<Ref>().swap(memo_);
     std::vector<Ref>().swap(stack_);
     std::vector<size_t>().swap(marks_);
@@ -208,7 +208,16 @@ class TypedReader {
     max_cells_ = size / 4 + 4096;
     max_pool_ = size / 2 + 4096;
     max_state_bytes_ = size / 2 * 7 + (size_t{64} << 20);
+    // Reserved up front: the arrays are mapped on their own, so what is reserved costs nothing until
+    // it is used, and none of them is copied as it grows (fresh pages are a fifth of the parse's
+    // time on a VM). torch's `.metadata` at 1M chunks: 13.9M memo entries, 3.9M cells and 4.9M pool
+    // entries after the regions are let go, 1M records of each kind, in 143 MB.
     memo_.reserve(size / 10 + 16);
+    cells_.reserve(size / 16 + 16);
+    pool_.reserve(size / 16 + 16);
+    chunks_.reserve(size / 64 + 16);
+    indexes_.reserve(size / 64 + 16);
+    storages_.reserve(size / 64 + 16);
     cells_.push_back({static_cast<uint64_t>(Kind::kNone)});
     cells_.push_back({static_cast<uint64_t>(Kind::kBool)});
     cells_.push_back({static_cast<uint64_t>(Kind::kBool) | (1u << 4)});

@@ -260,13 +260,24 @@ std::string tensor(const std::string& chunk) {
          str("properties") + props + str("size") + size_of(4, 4) + str("chunks") + empty_list() + mark() +
          chunk + appends() + setitems() + build();
 }
-// Metadata(planner_data=<before>, state_dict_metadata={"w": tensor}, planner... <after>)
+// Metadata(<before>, state_dict_metadata={"w": tensor}, storage_data={<pairs>}, <after>)
 std::string metadata(const std::string& fields_before, const std::string& chunk,
-                     const std::string& fields_after) {
+                     const std::string& fields_after, const std::string& storage_pairs = "") {
   using namespace pk;
   return proto() + global(kM, "Metadata") + empty_tuple() + newobj() + empty_dict() + mark() + fields_before +
          str("state_dict_metadata") + empty_dict() + mark() + str("w") + tensor(chunk) + setitems() +
-         str("storage_data") + empty_dict() + fields_after + setitems() + build() + stop();
+         str("storage_data") + empty_dict() +
+         (storage_pairs.empty() ? "" : mark() + storage_pairs + setitems()) + fields_after + setitems() +
+         build() + stop();
+}
+// MetadataIndex("w", (row, 0), index) -> _StorageInfo("a.distcp", 0, length)
+std::string storage_pair(uint8_t row, uint8_t length) {
+  using namespace pk;
+  return global(kM, "MetadataIndex") + empty_tuple() + newobj() + empty_dict() + mark() + str("fqn") +
+         str("w") + str("offset") + size_of(row, 0) + str("index") + int1(0) + setitems() + build() +
+         global("torch.distributed.checkpoint.filesystem", "_StorageInfo") + empty_tuple() + newobj() +
+         empty_dict() + mark() + str("relative_path") + str("a.distcp") + str("offset") + int1(0) +
+         str("length") + int1(length) + setitems() + build();
 }
 std::vector<uint8_t> bytes_of(const std::string& s) {
   return {s.begin(), s.end()};
@@ -319,6 +330,29 @@ TEST(DcpMetadataReader, AValueThatEscapesItsChunkKeepsTheChunkWhole) {
   expect_agreement(same);
   ASSERT_TRUE(same.vm.is_ok()) << same.vm.status().to_string();
   EXPECT_EQ(same.vm->storage_meta, nlohmann::json::parse("[4, 4]"));
+}
+
+// Items are tied to chunks by sorting both by key: an item whose key an earlier one has is named,
+// the first such in pickle order, the same way by both readers; distinct keys tie each chunk to its own.
+TEST(DcpMetadataReader, AStorageItemListedTwiceIsNamedBothWays) {
+  using namespace region_case;
+  const std::vector<uint8_t> twice = bytes_of(
+      metadata("", chunk(0, ""), "",
+               storage_pair(2, 10) + storage_pair(0, 11) + storage_pair(0, 12) + storage_pair(0, 13)));
+  const BothReadings r = read_both(twice, "twice/.metadata");
+  expect_agreement(r);
+  ASSERT_FALSE(r.vm.is_ok());
+  EXPECT_EQ(r.vm.status().message(), "twice/.metadata: storage item w at [0, 0] is listed twice");
+
+  const std::vector<uint8_t> distinct =
+      bytes_of(metadata("", chunk(0, ""), "", storage_pair(2, 10) + storage_pair(0, 11)));
+  const BothReadings d = read_both(distinct, "distinct/.metadata");
+  expect_agreement(d);
+  ASSERT_TRUE(d.vm.is_ok()) << d.vm.status().to_string();
+  ASSERT_EQ(d.vm->tensors.size(), 1u);
+  ASSERT_EQ(d.vm->tensors[0].chunks.size(), 1u);
+  ASSERT_EQ(d.vm->tensors[0].chunks[0].item, 1u);  // the chunk at (0, 0) is the second item
+  EXPECT_EQ(d.vm->items[1].length, 11u);
 }
 
 // Half a million records from three bytes each: the typed reader charges every record to a budget that
