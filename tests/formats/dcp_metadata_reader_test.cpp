@@ -46,6 +46,12 @@ const std::vector<std::string> kHostile = {
     "tests/data/dcp/fuzz-invalid-utf8-global.metadata",
 };
 const std::string kRealSample = "../shared/realworld-samples/dcp-lightning-2rank/.metadata";
+// The fixtures, and the real Lightning sample where ../shared is beside the checkout.
+std::vector<std::string> torch_written() {
+  std::vector<std::string> files = kTorchWritten;
+  if (is_regular_file(source(kRealSample))) files.push_back(kRealSample);
+  return files;
+}
 
 // Part by part, so that a failure names the tensor, item or global that differs.
 void expect_same_records(const DcpMetadata& a, const DcpMetadata& b) {
@@ -101,9 +107,7 @@ void expect_agreement(const BothReadings& r) {
 }
 
 TEST(DcpMetadataReader, ReadsEveryTorchWrittenFixtureAsTheVmDoes) {
-  std::vector<std::string> files = kTorchWritten;
-  if (is_regular_file(source(kRealSample))) files.push_back(kRealSample);
-  for (const std::string& rel : files) {
+  for (const std::string& rel : torch_written()) {
     SCOPED_TRACE(rel);
     const std::vector<uint8_t> bytes = testing::read_file_bytes(source(rel));
     const BothReadings r = read_both(bytes, rel);
@@ -118,9 +122,7 @@ TEST(DcpMetadataReader, ReadsEveryTorchWrittenFixtureAsTheVmDoes) {
 // reads, the same records as the bytes read whole. read_dcp_metadata_file (what `inspect` and
 // `verify` open) gives what parse_dcp_metadata gives.
 TEST(DcpMetadataReader, ReadsAFileAWindowAtATimeAsItReadsTheWholeBytes) {
-  std::vector<std::string> files = kTorchWritten;
-  if (is_regular_file(source(kRealSample))) files.push_back(kRealSample);
-  for (const std::string& rel : files) {
+  for (const std::string& rel : torch_written()) {
     SCOPED_TRACE(rel);
     const std::vector<uint8_t> bytes = testing::read_file_bytes(source(rel));
     std::optional<Result<DcpMetadata>> whole = read_dcp_metadata_typed(bytes.data(), bytes.size(), rel);
