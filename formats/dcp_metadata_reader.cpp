@@ -350,6 +350,11 @@ class TypedReader {
   bool in_region(Ref r) const { return !(r & kSmallInt) && r >= region_.cells; }
   bool close_region();
   bool make_record(const Object& o, RecordFields* f);
+  size_t field_slot(Ref key, const char* const* fields, Ref* refs) const;
+  // The field names of the three record classes as make_record last matched them (kDeadRef: not yet).
+  mutable Ref field_refs_[3][4] = {{kDeadRef, kDeadRef, kDeadRef, kDeadRef},
+                                   {kDeadRef, kDeadRef, kDeadRef, kDeadRef},
+                                   {kDeadRef, kDeadRef, kDeadRef, kDeadRef}};
   bool let_region_go(Ref* refs, size_t count);
 
   // ---- reading values ----
@@ -837,52 +842,73 @@ bool TypedReader::close_region() {
   return true;
 }
 
-// The record `o` makes: its fields checked as extract() checks them, and no field besides.
+// Which of `fields` the string `key` names (SIZE_MAX: none). In a pickle torch wrote a field name
+// is one memoized string, used by reference in every object; once it is older than the region (so
+// never let go), it is remembered in `refs` and matched by reference, not by its text.
+size_t TypedReader::field_slot(Ref key, const char* const* fields, Ref* refs) const {
+  for (size_t i = 0; fields[i]; ++i)
+    if (refs[i] == key) return i;
+  const std::string_view text = str_of(key);
+  for (size_t i = 0; fields[i]; ++i) {
+    if (text == fields[i]) {
+      if (!in_region(key)) refs[i] = key;
+      return i;
+    }
+  }
+  return SIZE_MAX;
+}
+
+// The record `o` makes: its fields checked as extract() checks them, and no field besides. One
+// pass over the state; a repeated key keeps its last value, as field() and a dict do.
 bool TypedReader::make_record(const Object& o, RecordFields* f) {
-  if (!has_plain_state(o)) return false;
-  const std::string_view tail = class_tail(name_of(o));
-  const char* const* known = nullptr;
   static const char* const kChunkFields[] = {"offsets", "sizes", nullptr};
   static const char* const kIndexFields[] = {"fqn", "offset", "index", nullptr};
   static const char* const kStorageFields[] = {"relative_path", "offset", "length", "transform_descriptors",
                                                nullptr};
+  const std::string_view tail = class_tail(name_of(o));
+  const char* const* fields = kStorageFields;
+  f->kind = Kind::kStorage;
   if (tail == "ChunkStorageMetadata") {
-    f->kind = Kind::kChunk, known = kChunkFields;
+    f->kind = Kind::kChunk, fields = kChunkFields;
   } else if (tail == "MetadataIndex") {
-    f->kind = Kind::kIndex, known = kIndexFields;
-  } else {
-    f->kind = Kind::kStorage, known = kStorageFields;
+    f->kind = Kind::kIndex, fields = kIndexFields;
   }
+  Ref* known = field_refs_[f->kind == Kind::kChunk ? 0 : f->kind == Kind::kIndex ? 1 : 2];
+  if (kind(o.state) != Kind::kDict) return false;
+  Ref value[4] = {kNoneRef, kNoneRef, kNoneRef, kNoneRef};
+  bool has[4] = {false, false, false, false};
   const auto [kv, pairs] = items_of(o.state);
   for (size_t k = 0; k < pairs; k += 2) {
-    const std::string_view key = str_of(kv[k]);
-    const char* const* name = known;
-    while (*name && key != *name) ++name;
-    if (!*name) return false;
+    if (kind(kv[k]) != Kind::kString) return false;
+    const size_t i = field_slot(kv[k], fields, known);
+    if (i == SIZE_MAX) return false;
+    value[i] = kv[k + 1];
+    has[i] = true;
   }
   auto flat_dims = [&](Ref r) { return kind(r) == Kind::kTuple && are_dims(r); };
   if (f->kind == Kind::kChunk) {
     f->chunk.name = o.name;
-    return field(o, "offsets", &f->refs[0]) && field(o, "sizes", &f->refs[1]) && flat_dims(f->refs[0]) &&
-           flat_dims(f->refs[1]);
+    f->refs[0] = value[0];
+    f->refs[1] = value[1];
+    return has[0] && has[1] && flat_dims(value[0]) && flat_dims(value[1]);
   }
   if (f->kind == Kind::kIndex) {
     f->index.name = o.name;
-    if (!field(o, "fqn", &f->refs[0]) || kind(f->refs[0]) != Kind::kString) return false;
-    f->index.has_offset = field(o, "offset", &f->refs[1]);
-    f->index.has_index = field(o, "index", &f->refs[2]);
-    return (f->refs[1] == kNoneRef || flat_dims(f->refs[1])) &&
-           (f->refs[2] == kNoneRef || kind(f->refs[2]) == Kind::kInt);
+    f->index.has_offset = has[1];
+    f->index.has_index = has[2];
+    for (size_t i = 0; i < 3; ++i) f->refs[i] = value[i];
+    return has[0] && kind(value[0]) == Kind::kString && (value[1] == kNoneRef || flat_dims(value[1])) &&
+           (value[2] == kNoneRef || kind(value[2]) == Kind::kInt);
   }
-  Ref offset = 0, length = 0, transforms = kNoneRef;
+  const Ref offset = value[1], length = value[2], transforms = value[3];
   f->storage.name = o.name;
-  if (!field(o, "relative_path", &f->refs[0]) || kind(f->refs[0]) != Kind::kString ||
-      !field(o, "offset", &offset) || kind(offset) != Kind::kInt || int_of(offset) < 0 ||
-      !field(o, "length", &length) || kind(length) != Kind::kInt || int_of(length) < 0)
+  f->refs[0] = value[0];
+  if (!has[0] || kind(value[0]) != Kind::kString || !has[1] || kind(offset) != Kind::kInt ||
+      int_of(offset) < 0 || !has[2] || kind(length) != Kind::kInt || int_of(length) < 0)
     return false;
   f->storage.offset = static_cast<uint64_t>(int_of(offset));
   f->storage.length = static_cast<uint64_t>(int_of(length));
-  f->storage.has_transforms = field(o, "transform_descriptors", &transforms);
+  f->storage.has_transforms = has[3];
   if (transforms == kNoneRef) return true;
   if (kind(transforms) != Kind::kList && kind(transforms) != Kind::kTuple) return false;
   const auto [items, n] = items_of(transforms);
