@@ -74,11 +74,13 @@ TEST_F(Slurm, TwoNodesResumedOnOneNodePassWithinTheMeasuredNoise) {
 
 TEST_F(Slurm, PerRankStateOfTwoNodesResumedOnOneIsJudgedByTheControlRun) {
   // A program whose per-rank state is rank_<r>.pt: rank 1's is absent on one node, as in the
-  // uninterrupted control run there; a resumed run that lost rank 0's fails.
+  // uninterrupted control run there; a resumed run that lost rank 0's fails. Its steps after a save
+  // take 0.25 s: without that the run ended before scancel's kill landed (exit 0, "did not die of
+  // SIGKILL") on a machine where Slurm lists a step later than the program takes to finish.
   const std::string program =
       std::string(CKPTCHECK_BIN) + " drill --launcher slurm --save-at 4 --resume-steps 4 --work-dir " +
       work_.path() + " --nodes 2 --ntasks-per-node 1 --resume-nodes 1 -- /usr/bin/python3 " +
-      CKPTCHECK_SOURCE_DIR + "/tests/data/programs/ranked_state_program.py";
+      CKPTCHECK_SOURCE_DIR + "/tests/data/programs/ranked_state_program.py --after-save-seconds 0.25";
   const CommandResult r = run_command(program + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed 1 rank(s) through Slurm"), std::string::npos) << r.output;

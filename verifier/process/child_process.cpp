@@ -266,6 +266,14 @@ bool ChildProcess::try_reap(ChildExit* exit) {
   return true;
 }
 
+bool ChildProcess::has_ended() const {
+  if (pid_ <= 0) return true;
+  siginfo_t info{};
+  // WNOWAIT: look without reaping. si_pid stays 0 while the child runs.
+  if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return false;
+  return info.si_pid == pid_;
+}
+
 void ChildProcess::send_signal(int sig) {
   if (pid_ > 0) ::kill(pid_, sig);
 }

@@ -58,6 +58,9 @@ class ChildProcess : public RunningProgram {
   ChildExit wait(double timeout_seconds, const std::function<void()>& tick = nullptr) override;
   // Reaps the child if it has ended, without blocking (stdout is not drained: for unpiped children).
   bool try_reap(ChildExit* exit) override;
+  // Whether the child has ended, leaving it unreaped: its exit is still wait()'s or try_reap()'s to
+  // report. running() says only that it was not reaped yet, which an ended child also is.
+  bool has_ended() const;
   // Sends `sig` to a child still running (signal forwarding).
   void send_signal(int sig);
 

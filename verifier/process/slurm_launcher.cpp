@@ -139,9 +139,11 @@ Result<std::unique_ptr<SlurmStep>> SlurmStep::start(const SlurmAllocation& job, 
   CKPT_ASSIGN_OR_RETURN(ChildProcess srun, ChildProcess::spawn(spawn));
   std::unique_ptr<SlurmStep> step(new SlurmStep(std::move(srun), job.job_id(), q.name));
   // The step's id: Slurm lists it once it runs. A step that ends first needs none (it cannot be
-  // killed any more); one still unlisted at the deadline is pending, and an error.
+  // killed any more); one still unlisted at the deadline is pending, and an error. srun is left
+  // unreaped for the caller's wait(): has_ended(), not running(), says that it ended (a step that
+  // ran a second, as a one-rank control run does, was waited on for the whole minute, then failed).
   const auto start = Clock::now();
-  while (step->srun_.running()) {
+  while (!step->srun_.has_ended()) {
     auto steps = list_slurm_steps(job.job_id());
     if (steps.is_ok())
       for (const auto& [id, name] : *steps)

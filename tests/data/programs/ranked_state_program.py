@@ -187,6 +187,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-rank", choices=sorted(SCHEMES), default="rank_pt")
     parser.add_argument("--bug", choices=("rank0-state", "lose-rank-state"))
+    # Seconds each step takes once this run has saved: a step here takes microseconds, and a drill
+    # that kills the run through Slurm (scancel of the step, ~0.3 s) needs the run still going.
+    parser.add_argument("--after-save-seconds", type=float, default=0.0)
     args = parser.parse_args()
     ckpt_dir, metrics = os.environ["CKPTCHECK_CKPT_DIR"], os.environ["CKPTCHECK_METRICS"]
     steps, every = int(os.environ["CKPTCHECK_STEPS"]), int(os.environ["CKPTCHECK_SAVE_EVERY"])
@@ -207,8 +210,11 @@ def main():
             stream, cursor = stream_after(rank, step), torch_load(own_file(resume, 0))["data"]["cursor"]
             print("rank %d: no %s (world size changed): stream rebuilt" % (rank, own_file("", rank)), file=sys.stderr)
     keep_rank_state = not (resume and args.bug == "lose-rank-state")
+    saved = False
 
     while step < steps:
+        if saved:
+            time.sleep(args.after_save_seconds)
         grad, loss = step_gradient(w, x, y, cursor, world)
         momentum = Tensor(MOMENTUM * m + g for m, g in zip(momentum, grad))
         w = Tensor(a - LR * m for a, m in zip(w, momentum))
@@ -236,6 +242,7 @@ def main():
             time.sleep(0.002)
         os.replace(tmp, final)
         log(metrics, '{"event": "checkpoint", "step": %d, "path": "%s"}' % (step, final))
+        saved = True
 
 
 if __name__ == "__main__":

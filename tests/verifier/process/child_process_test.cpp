@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <thread>
 
 #include "base/open_file_limit.h"
 #include "tests/support/test_support.h"
@@ -27,6 +28,28 @@ TEST(ChildProcess, SeesAnEventThenKillsTheHeldChild) {
   EXPECT_TRUE(e.killed_by(SIGKILL)) << e.describe();
   EXPECT_FALSE(child->running());
   EXPECT_NE(testing::read_file_bytes(tmp / "out.log").size(), 0u);  // piped output is also logged
+}
+
+// A child that ended is seen as ended before it is reaped, and its exit is still wait()'s to report
+// (SlurmStep::start polls for an srun that ends before its step is listed).
+TEST(ChildProcess, AnEndedChildIsSeenWithoutBeingReaped) {
+  testing::TempDir tmp;
+  auto child = shell(tmp, "exit 3", false);
+  ASSERT_TRUE(child.is_ok()) << child.status().to_string();
+  const auto start = std::chrono::steady_clock::now();
+  while (!child->has_ended() && std::chrono::steady_clock::now() - start < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(child->has_ended());
+  EXPECT_TRUE(child->running()) << "has_ended() reaped the child";
+  const ChildExit e = child->wait(10);
+  EXPECT_TRUE(e.exited) << e.describe();
+  EXPECT_EQ(e.exit_code, 3);
+  EXPECT_FALSE(child->running());
+
+  auto sleeper = shell(tmp, "exec sleep 100", false);
+  ASSERT_TRUE(sleeper.is_ok());
+  EXPECT_FALSE(sleeper->has_ended());
+  EXPECT_TRUE(sleeper->kill_and_reap().killed_by(SIGKILL));
 }
 
 TEST(ChildProcess, AnEventThatNeverComesIsNotFoundWhenTheChildExits) {
