@@ -17,28 +17,30 @@ namespace {
 // items sort in ~20 M comparisons, which as string comparisons were a sixth of the parse.
 Result<std::vector<size_t>> items_by_key(const std::string& where, const DcpMetadata& out, bool bytes) {
   std::vector<size_t> order;
+  // rank[i]: first the id of item i's name (in the order names are first seen), then its rank.
   std::vector<uint32_t> rank(out.items.size(), 0);
-  std::unordered_map<std::string_view, uint32_t> rank_of;
+  std::unordered_map<std::string_view, uint32_t> id_of;
   std::vector<std::string_view> names;
   const std::string* last = nullptr;  // a tensor's items share their name: one lookup for a run
-  uint32_t* last_rank = nullptr;
-  std::vector<uint32_t*> slot(out.items.size(), nullptr);
+  uint32_t last_id = 0;
   for (size_t i = 0; i < out.items.size(); ++i) {
     if (out.items[i].is_bytes != bytes) continue;
     order.push_back(i);
     const std::string& name = out.items[i].fqn.str();
     if (&name != last) {
-      auto [it, added] = rank_of.emplace(name, 0);
-      if (added) names.push_back(it->first);
+      auto [it, added] = id_of.emplace(name, static_cast<uint32_t>(names.size()));
+      if (added) names.push_back(name);
       last = &name;
-      last_rank = &it->second;
+      last_id = it->second;
     }
-    slot[i] = last_rank;
+    rank[i] = last_id;
   }
-  std::sort(names.begin(), names.end());
-  for (size_t r = 0; r < names.size(); ++r) rank_of[names[r]] = static_cast<uint32_t>(r);
-  for (size_t i : order) rank[i] = *slot[i];
-  std::vector<uint32_t*>().swap(slot);
+  std::vector<uint32_t> by_name(names.size());
+  std::iota(by_name.begin(), by_name.end(), 0);
+  std::sort(by_name.begin(), by_name.end(), [&](uint32_t a, uint32_t b) { return names[a] < names[b]; });
+  std::vector<uint32_t> rank_of_id(names.size());
+  for (size_t r = 0; r < by_name.size(); ++r) rank_of_id[by_name[r]] = static_cast<uint32_t>(r);
+  for (size_t i : order) rank[i] = rank_of_id[rank[i]];
   auto less = [&](size_t a, size_t b) {
     if (rank[a] != rank[b]) return rank[a] < rank[b];
     return out.items[a].offsets < out.items[b].offsets;

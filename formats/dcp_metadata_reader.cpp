@@ -126,6 +126,7 @@ struct RecordFields {
 struct Region {
   bool open = false;
   Ref object = 0;
+  Kind record = Kind::kNone;  // what the object becomes: kChunk, kIndex or kStorage
   size_t cells = 0, pool = 0, containers = 0, objects = 0, strings = 0, stack = 0;
 };
 
@@ -170,6 +171,16 @@ bool valid_utf8(const char* text, size_t n) {
 std::string_view class_tail(std::string_view name) {
   const size_t dot = name.rfind('.');
   return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
+// The record a class's objects become (kNone: none), by the class's last name, whichever of DCP's
+// modules (torch 1.13's, 2.x's) names it.
+Kind record_kind(std::string_view class_name) {
+  const std::string_view tail = class_tail(class_name);
+  if (tail == "ChunkStorageMetadata") return Kind::kChunk;
+  if (tail == "MetadataIndex") return Kind::kIndex;
+  if (tail == "_StorageInfo") return Kind::kStorage;
+  return Kind::kNone;
 }
 
 class TypedReader {
@@ -350,11 +361,11 @@ class TypedReader {
   bool in_region(Ref r) const { return !(r & kSmallInt) && r >= region_.cells; }
   bool close_region();
   bool make_record(const Object& o, RecordFields* f);
-  size_t field_slot(Ref key, const char* const* fields, Ref* refs) const;
+  size_t field_slot(Ref key, const char* const* fields, Ref* refs);
   // The field names of the three record classes as make_record last matched them (kDeadRef: not yet).
-  mutable Ref field_refs_[3][4] = {{kDeadRef, kDeadRef, kDeadRef, kDeadRef},
-                                   {kDeadRef, kDeadRef, kDeadRef, kDeadRef},
-                                   {kDeadRef, kDeadRef, kDeadRef, kDeadRef}};
+  Ref field_refs_[3][4] = {{kDeadRef, kDeadRef, kDeadRef, kDeadRef},
+                           {kDeadRef, kDeadRef, kDeadRef, kDeadRef},
+                           {kDeadRef, kDeadRef, kDeadRef, kDeadRef}};
   bool let_region_go(Ref* refs, size_t count);
 
   // ---- reading values ----
@@ -440,7 +451,7 @@ class TypedReader {
   // ---- the records ----
   std::optional<Result<DcpMetadata>> extract(Ref root);
   std::optional<Result<DcpTensor>> tensor(const std::string& fqn, const Object& t, std::string& layout);
-  std::optional<Result<DcpItem>> item(Ref key, Ref value);
+  std::optional<DcpItem> item(Ref key, Ref value);
   std::optional<Status> read_items(const Object& m, std::vector<DcpItem>* items);
   size_t entry_count(Ref dict) const { return items_of(dict).second / 2; }
   // The string `r` as the items share it: one copy for every item naming the same string value
@@ -451,12 +462,13 @@ class TypedReader {
     return it->second;
   }
   std::unordered_map<Ref, SharedText> shared_;
-  // The same for extents (a tuple the caller checked with are_dims): regions made equal tuples one
+  // The same for extents (nullopt: `r` is not what dims() reads): regions made equal tuples one
   // value, so a million chunks of one shape hold a few distinct offsets and sizes. Bounded as the
   // regions' sharing is; past it, each record holds its own.
-  SharedDims shared_dims(Ref r) {
+  std::optional<SharedDims> shared_dims(Ref r) {
     if (const auto it = shared_dims_.find(r); it != shared_dims_.end()) return it->second;
     const std::optional<Dims> d = dims(r);
+    if (!d) return std::nullopt;
     SharedDims out(*d);
     if (shared_dims_.size() < kMaxInterned) shared_dims_.emplace(r, out);
     return out;
@@ -782,10 +794,11 @@ bool TypedReader::new_object(Ref cls, Ref args) {
   if (specials_[cells_[cls].low()] == Special::kDict) return push_container(Kind::kDict);
   if (!push_object(cells_[cls].low(), args, false)) return false;
   if (!region_.open && no_args) {
-    const std::string_view tail = class_tail(globals_[cells_[cls].low()].name);
-    if (tail == "ChunkStorageMetadata" || tail == "MetadataIndex" || tail == "_StorageInfo") {
+    const Kind record = record_kind(globals_[cells_[cls].low()].name);
+    if (record != Kind::kNone) {
       region_ = {true,
                  static_cast<Ref>(cells_.size() - 1),
+                 record,
                  cells_.size(),
                  pool_.size(),
                  containers_.size(),
@@ -821,6 +834,7 @@ bool TypedReader::close_region() {
   if (stack_.size() != region_.stack + 1 || stack_.back() != obj || !in_region(o.state)) return true;
   // Fields extract() would refuse, or others besides, leave the object as it is.
   RecordFields f;
+  f.kind = region_.record;
   if (!make_record(o, &f)) return true;
   if (!let_region_go(f.refs, 3)) return false;
   uint64_t index = 0;
@@ -845,7 +859,7 @@ bool TypedReader::close_region() {
 // Which of `fields` the string `key` names (SIZE_MAX: none). In a pickle torch wrote a field name
 // is one memoized string, used by reference in every object; once it is older than the region (so
 // never let go), it is remembered in `refs` and matched by reference, not by its text.
-size_t TypedReader::field_slot(Ref key, const char* const* fields, Ref* refs) const {
+size_t TypedReader::field_slot(Ref key, const char* const* fields, Ref* refs) {
   for (size_t i = 0; fields[i]; ++i)
     if (refs[i] == key) return i;
   const std::string_view text = str_of(key);
@@ -858,21 +872,17 @@ size_t TypedReader::field_slot(Ref key, const char* const* fields, Ref* refs) co
   return SIZE_MAX;
 }
 
-// The record `o` makes: its fields checked as extract() checks them, and no field besides. One
-// pass over the state; a repeated key keeps its last value, as field() and a dict do.
+// The record of kind f->kind that `o` makes: its fields checked as extract() checks them, and no
+// field besides. One pass over the state; a repeated key keeps its last value, as field() and a
+// dict do.
 bool TypedReader::make_record(const Object& o, RecordFields* f) {
   static const char* const kChunkFields[] = {"offsets", "sizes", nullptr};
   static const char* const kIndexFields[] = {"fqn", "offset", "index", nullptr};
   static const char* const kStorageFields[] = {"relative_path", "offset", "length", "transform_descriptors",
                                                nullptr};
-  const std::string_view tail = class_tail(name_of(o));
-  const char* const* fields = kStorageFields;
-  f->kind = Kind::kStorage;
-  if (tail == "ChunkStorageMetadata") {
-    f->kind = Kind::kChunk, fields = kChunkFields;
-  } else if (tail == "MetadataIndex") {
-    f->kind = Kind::kIndex, fields = kIndexFields;
-  }
+  const char* const* fields = f->kind == Kind::kChunk   ? kChunkFields
+                              : f->kind == Kind::kIndex ? kIndexFields
+                                                        : kStorageFields;
   Ref* known = field_refs_[f->kind == Kind::kChunk ? 0 : f->kind == Kind::kIndex ? 1 : 2];
   if (kind(o.state) != Kind::kDict) return false;
   Ref value[4] = {kNoneRef, kNoneRef, kNoneRef, kNoneRef};
@@ -1179,10 +1189,11 @@ std::optional<Result<DcpTensor>> TypedReader::tensor(const std::string& fqn, con
   for (size_t k = 0; k < count; ++k) {
     if (kind(list[k]) != Kind::kChunk) return std::nullopt;
     const ChunkRecord& c = chunks_[cells_[list[k]].low()];
+    std::optional<SharedDims> offsets = shared_dims(c.offsets), sizes = shared_dims(c.sizes);
+    if (!offsets || !sizes) return std::nullopt;
     DcpChunk chunk;
-    if (!are_dims(c.offsets) || !are_dims(c.sizes)) return std::nullopt;
-    chunk.offsets = shared_dims(c.offsets);
-    chunk.sizes = shared_dims(c.sizes);
+    chunk.offsets = std::move(*offsets);
+    chunk.sizes = std::move(*sizes);
     if (!spend(16 * (chunk.offsets.size() + chunk.sizes.size()))) return std::nullopt;
     const Status fits = check_dcp_chunk(chunk, out.shape, at);
     if (!fits.is_ok()) return Result<DcpTensor>(fits);
@@ -1193,7 +1204,7 @@ std::optional<Result<DcpTensor>> TypedReader::tensor(const std::string& fqn, con
 
 // One storage_data pair, MetadataIndex(fqn, offset, index) -> _StorageInfo(relative_path, offset,
 // length[, transform_descriptors]).
-std::optional<Result<DcpItem>> TypedReader::item(Ref key, Ref value) {
+std::optional<DcpItem> TypedReader::item(Ref key, Ref value) {
   if (kind(key) != Kind::kIndex || kind(value) != Kind::kStorage) return std::nullopt;
   const IndexRecord& k = indexes_[cells_[key].low()];
   const StorageRecord& v = storages_[cells_[value].low()];
@@ -1204,13 +1215,14 @@ std::optional<Result<DcpItem>> TypedReader::item(Ref key, Ref value) {
   if (k.offsets == kNoneRef) {
     out.is_bytes = true;
   } else {
-    if (!are_dims(k.offsets)) return std::nullopt;
-    out.offsets = shared_dims(k.offsets);
+    std::optional<SharedDims> offsets = shared_dims(k.offsets);
+    if (!offsets) return std::nullopt;
+    out.offsets = std::move(*offsets);
   }
   out.offset = out.container_offset = out.recorded_offset = v.offset;
   out.length = out.recorded_length = v.length;
   if (v.transforms) out.transforms = transforms_[v.transforms - 1];
-  return Result<DcpItem>(std::move(out));
+  return out;
 }
 
 std::optional<Result<DcpMetadata>> TypedReader::extract(Ref root) {
@@ -1291,10 +1303,9 @@ std::optional<Status> TypedReader::read_items(const Object& m, std::vector<DcpIt
                               " storage items, more than the limit");
   items->reserve(pair_refs / 2);
   for (size_t k = 0; k < pair_refs; k += 2) {
-    std::optional<Result<DcpItem>> read = item(pairs[k], pairs[k + 1]);
+    std::optional<DcpItem> read = item(pairs[k], pairs[k + 1]);
     if (!read) return std::nullopt;
-    if (!read->is_ok()) return read->status();
-    items->push_back(std::move(**read));
+    items->push_back(std::move(*read));
   }
   return Status::ok();
 }
