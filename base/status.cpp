@@ -11,6 +11,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kNotSupported: return "not supported";
     case StatusCode::kInvalidArgument: return "invalid argument";
     case StatusCode::kNotFound: return "not found";
+    case StatusCode::kAmbiguous: return "ambiguous";
   }
   return "unknown";
 }
@@ -31,7 +32,8 @@ Status Status::with_note(const std::string& note) const {
 }
 
 bool is_damage(const Status& status) {
-  return status.code() == StatusCode::kCorruption || status.code() == StatusCode::kTruncated;
+  return status.code() == StatusCode::kCorruption || status.code() == StatusCode::kTruncated ||
+         status.code() == StatusCode::kAmbiguous;
 }
 
 }  // namespace ckpt

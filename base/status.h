@@ -17,6 +17,10 @@ enum class StatusCode {
   kNotSupported,     // a valid file we do not handle: unknown version, dtype, pickle global
   kInvalidArgument,  // the caller's input is malformed: bad flag, bad config key
   kNotFound,         // a named thing (tensor, checkpoint, key) does not exist
+  // Bytes that the loader a file is meant for and our reader could read differently (two zip end
+  // records, names equal ignoring case, a pickle ending inside its frame, a tar that is also a
+  // pickle stream): refused, since a gate must read what the loader reads (docs/verify-guarantees.md).
+  kAmbiguous,
 };
 
 const char* status_code_name(StatusCode code);
@@ -33,6 +37,7 @@ class [[nodiscard]] Status {
     return Status(StatusCode::kInvalidArgument, std::move(msg));
   }
   static Status not_found(std::string msg) { return Status(StatusCode::kNotFound, std::move(msg)); }
+  static Status ambiguous(std::string msg) { return Status(StatusCode::kAmbiguous, std::move(msg)); }
 
   bool is_ok() const { return code_ == StatusCode::kOk; }
   explicit operator bool() const { return is_ok(); }
@@ -51,7 +56,8 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-// Damage to the bytes themselves (corruption or a torn tail), as opposed to a refusal to read them.
+// Damage to the bytes themselves (corruption or a torn tail), or bytes readers would read differently
+// (kAmbiguous: hostile, so a check failure like damage), as opposed to a refusal to read them.
 bool is_damage(const Status& status);
 
 // A value or the Status that explains why there is none.

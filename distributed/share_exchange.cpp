@@ -18,6 +18,7 @@ Status status_from_code(int code, std::string message) {
     case StatusCode::kNotSupported: return Status::not_supported(std::move(message));
     case StatusCode::kInvalidArgument: return Status::invalid_argument(std::move(message));
     case StatusCode::kNotFound: return Status::not_found(std::move(message));
+    case StatusCode::kAmbiguous: return Status::ambiguous(std::move(message));
   }
   return Status::io_error(std::move(message));
 }

@@ -483,6 +483,7 @@ class TypedReader {
   size_t n_;
   const std::string& where_;
   size_t pos_ = 0, op_pos_ = 0;
+  size_t frame_end_ = 0;  // just past the current FRAME (0: none)
   size_t max_cells_ = 0, max_pool_ = 0, max_state_bytes_ = 0;
   const size_t budget_;
   size_t spent_ = 0;
@@ -554,7 +555,7 @@ bool TypedReader::run(Ref* root) {
     op_pos_ = pos_;
     if (!need(1)) return false;
     const uint8_t op = *at(pos_++);
-    if (op == '.') return pop(root);  // STOP
+    if (op == '.') return frame_end_ <= pos_ && pop(root);  // STOP, not inside a frame
     if (!step(op)) return false;
     if (ops % 4096 == 0 && state_bytes() > max_state_bytes_) return false;
   }
@@ -569,10 +570,13 @@ bool TypedReader::step(uint8_t op) {
       if (!need(1) || *at(pos_) > 5) return false;
       ++pos_;
       return true;
-    case 0x95:  // FRAME: a length hint
-      if (!need(8)) return false;
-      pos_ += 8;
+    case 0x95: {  // FRAME: a frame inside another, or one the STOP ends early, goes to the VM (Machine::run)
+      if (frame_end_ > op_pos_ || !need(8)) return false;
+      const uint64_t length = take_le(8);
+      if (length > n_ - pos_) return false;
+      frame_end_ = pos_ + length;
       return true;
+    }
     case '(':  // MARK
       if (marks_.size() >= kPickleMaxStack) return false;
       marks_.push_back(stack_.size());
@@ -765,6 +769,9 @@ bool TypedReader::reduce(Ref fn, Ref args) {
     std::vector<PickleArgShape> shapes;
     for (size_t k = 0; k < count; ++k) {
       const Kind ak = kind(a[k]);
+      // A global or a made object passed as an argument may be called by the callee: the VM's
+      // reading judges that (Machine::note_passed); DCP's own pickles never pass one.
+      if (ak == Kind::kGlobal || ak == Kind::kObject) return false;
       shapes.push_back(ak == Kind::kString ? PickleArgShape::kString
                        : ak == Kind::kNone || ak == Kind::kBool || ak == Kind::kInt || ak == Kind::kFloat
                            ? PickleArgShape::kScalar
@@ -790,6 +797,10 @@ bool TypedReader::reduce(Ref fn, Ref args) {
 bool TypedReader::new_object(Ref cls, Ref args) {
   if (kind(cls) != Kind::kGlobal || kind(args) != Kind::kTuple) return false;
   const bool no_args = items_of(args).second == 0;
+  const auto [a, count] = items_of(args);
+  for (size_t k = 0; k < count; ++k) {  // as in reduce(): the VM judges what is passed a global
+    if (kind(a[k]) == Kind::kGlobal || kind(a[k]) == Kind::kObject) return false;
+  }
   note_use(cls, no_args ? kPickleUseConstructed : kPickleUseOtherCall);
   if (specials_[cells_[cls].low()] == Special::kDict) return push_container(Kind::kDict);
   if (!push_object(cells_[cls].low(), args, false)) return false;

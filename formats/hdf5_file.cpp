@@ -141,7 +141,8 @@ herr_t collect_dataset(hid_t, const char* name, const H5O_info_t* info, void* da
 // Little-endian, the child's only way to speak to the parent:
 //   report   = u8 'E' error | u8 'F' facts
 //   error    = u8 status code, str message
-//   facts    = u8 has_metadata, [str metadata text], u64 dataset count, dataset...
+//   facts    = u8 has_metadata, [str metadata text], per Keras config attribute u8 present [str],
+//              u64 dataset count, dataset...
 //   dataset  = u8 'O' ours | u8 'G' generic
 //   ours     = str path, str name, str component, str dtype, str sha256, dims global_shape,
 //              dims offsets, u32 type_mask (bit d: the HDF5 type is the one we write for DType d),
@@ -461,21 +462,26 @@ Status report_file(const std::string& open_path, const std::string& path, bool s
   if (!file.valid())
     return Status::corruption(path + ": HDF5 cannot open the file (bad superblock or truncated)");
   w->u8(kReportFacts);
-  const bool ours = H5Aexists(file.get(), kHdf5MetadataAttribute) > 0;
+  // Our writer never writes a Keras config: a file carrying both is read as what Keras would load
+  // (a generic HDF5 file whose configs are checked), never trusted as one of our shards.
+  const bool keras = H5Aexists(file.get(), "model_config") > 0 || H5Aexists(file.get(), "training_config") > 0;
+  const bool ours = H5Aexists(file.get(), kHdf5MetadataAttribute) > 0 && !keras;
   if (ours) {
     CKPT_ASSIGN_OR_RETURN(std::string text, read_string_attr(file.get(), kHdf5MetadataAttribute, path));
     w->u8(1);
     w->str(text);
   } else {
     w->u8(0);
-    // A file we did not write may be a Keras model: its configs go to the parent, which looks for
-    // code in them (formats/keras_config.h) without libhdf5.
-    for (const char* name : kKerasConfigAttributes) {
-      bool present = false;
-      CKPT_ASSIGN_OR_RETURN(std::string text, read_text_attr(file.get(), name, path, &present));
-      w->u8(present ? 1 : 0);
-      if (present) w->str(text);
-    }
+  }
+  // Any file may be a Keras model, ours in name or not: keras.models.load_model reads these configs
+  // whatever other attribute sits beside them, so they go to the parent, which looks for code in them
+  // (formats/keras_config.h) without libhdf5. Skipping them when our attribute was present let a
+  // Lambda layer through.
+  for (const char* name : kKerasConfigAttributes) {
+    bool present = false;
+    CKPT_ASSIGN_OR_RETURN(std::string text, read_text_attr(file.get(), name, path, &present));
+    w->u8(present ? 1 : 0);
+    if (present) w->str(text);
   }
   VisitState state;
   if (H5Ovisit(file.get(), H5_INDEX_NAME, H5_ITER_INC, collect_dataset, &state) < 0) {
@@ -820,7 +826,7 @@ Result<ParsedHdf5> judge_report(const std::string& report, uint64_t file_size, c
   const std::string text = has_metadata ? r.str(kMaxStringAttribute, "metadata") : std::string();
   nlohmann::json keras_code = nlohmann::json::array();
   for (const char* name : kKerasConfigAttributes) {
-    if (has_metadata || !r.ok() || r.u8() == 0) continue;
+    if (!r.ok() || r.u8() == 0) continue;
     const std::string config = r.str(kMaxStringAttribute, name);
     if (!r.ok()) break;
     for (const KerasCodeReference& k : find_keras_code(name, config))

@@ -41,7 +41,15 @@ std::string code_reason(const std::string& class_name, const nlohmann::json& con
 
 void walk(const nlohmann::json& j, const std::string& attribute, int depth,
           std::vector<KerasCodeReference>& out) {
-  if (depth > kMaxKerasConfigDepth) return;
+  // Past the limit Keras still builds every layer, so what lies there is refused, never skipped (a
+  // Lambda 25 Sequentials deep passed when this returned quietly).
+  if (depth > kMaxKerasConfigDepth) {
+    const std::string too_deep = "the config nests deeper than " + std::to_string(kMaxKerasConfigDepth) +
+                                 " levels, so what loading builds there cannot be checked";
+    const bool said = !out.empty() && out.back().reason == too_deep;  // once per attribute
+    if ((j.is_object() || j.is_array()) && !said) out.push_back({attribute, "", "", too_deep});
+    return;
+  }
   if (j.is_array()) {
     for (const auto& item : j) walk(item, attribute, depth + 1, out);
     return;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -127,9 +129,25 @@ class Machine {
   Status call_op(uint8_t op);
   Status persistent_id_op(uint8_t op);
   Status set_op(uint8_t op);
+  // Protocols 0 and 1 (text operands, one per line) and the rest of what CPython's unpickler reads.
+  Status text_number_op(uint8_t op);
+  Status text_string_op(uint8_t op);
+  Status text_memo_op(uint8_t op);
+  Status mark_container_op(uint8_t op);
+  Status instantiate_op(uint8_t op);
+  Status extension_op(uint8_t op);
+  Status buffer_op(uint8_t op);
+  Status instantiate(Ref cls, std::vector<Ref> args);
+  Result<Ref> make_global(const std::string& module, const std::string& name);
+  // A value passed as argument `k` to `fn`: where a loader calls it, that is a call of the value.
+  void note_passed(Ref fn, size_t k, Ref arg);
 
   Status fail(const std::string& what) const {
     return Status::corruption(where_ + " @" + hex_offset(op_pos_) + ": " + what);
+  }
+  // Where CPython's unpickler and this reading could differ: refused (StatusCode::kAmbiguous).
+  Status ambiguous(const std::string& what) const {
+    return Status::ambiguous(where_ + " @" + hex_offset(op_pos_) + ": " + what);
   }
   Status need(size_t k) const {
     if (k > n_ - pos_)
@@ -189,16 +207,17 @@ class Machine {
     if (it == memo_.end()) return fail("memo key " + std::to_string(key) + " was never stored");
     return push(it->second);
   }
-  Result<std::string> take_line() {
-    constexpr size_t kMaxLine = 256;
-    for (size_t k = 0; pos_ + k < n_ && k <= kMaxLine; ++k) {
+  // One text operand up to its '\n' (not included). `max` bounds names (GLOBAL, INST) and numbers;
+  // a protocol 0 string may be as long as the pickle.
+  Result<std::string> take_line(size_t max = 256) {
+    for (size_t k = 0; pos_ + k < n_ && k <= max; ++k) {
       if (p_[pos_ + k] == '\n') {
         std::string s(reinterpret_cast<const char*>(p_ + pos_), k);
         pos_ += k + 1;
         return s;
       }
     }
-    return fail("GLOBAL name line longer than 256 bytes or unterminated");
+    return fail("text operand longer than " + std::to_string(max) + " bytes or unterminated");
   }
   Status push_string(Kind kind, uint64_t len) {
     if (len > n_ - pos_) return need(len);
@@ -249,6 +268,9 @@ class Machine {
   size_t n_;
   std::string where_;
   size_t pos_ = 0, op_pos_ = 0;
+  // Just past the current FRAME's bytes (0: no frame). CPython's unpickler reads a whole frame
+  // before running it; Machine::run refuses a pickle whose reading could differ from that.
+  size_t frame_end_ = 0;
   std::vector<Value> values_;
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
@@ -308,6 +330,11 @@ Value global_value(const std::string& module, const std::string& name) {
 }
 
 Status Machine::push_global(const std::string& module, const std::string& name) {
+  CKPT_ASSIGN_OR_RETURN(Ref r, make_global(module, name));
+  return push(r);
+}
+
+Result<Ref> Machine::make_global(const std::string& module, const std::string& name) {
   const std::string full = module + "." + name;
   auto [it, added] = global_index_.emplace(full, globals_.size());
   // The listed name is UTF-8-clean: inspect --json dumps it (a global spelled with invalid UTF-8
@@ -320,7 +347,7 @@ Status Machine::push_global(const std::string& module, const std::string& name) 
     globals_.push_back(std::move(g));
   }
   ++globals_[it->second].count;
-  return push_new(global_value(module, name));
+  return make(global_value(module, name));
 }
 
 Result<std::vector<int64_t>> Machine::int_tuple(Ref r, const char* what) const {
@@ -468,6 +495,7 @@ Status Machine::reduce(Ref callable, Ref args_ref) {
   } else {
     note_use(callable, call_use(a));
   }
+  for (size_t k = 0; k < a.size(); ++k) note_passed(callable, k, a[k]);
   const ReduceCall call{callable, args_ref, a, name};
   const auto handler = reducer_for(fn.callable);
   if (handler) {
@@ -697,6 +725,34 @@ void Machine::note_use(Ref r, uint32_t use) {
   if (use == kPickleUseOtherCall) ++g.other_calls;
 }
 
+// Loaders call some arguments: _rebuild_from_type_v2(func, new_type, args, state) runs func(*args),
+// copyreg._reconstructor(cls, base, state) runs base.__init__, numpy's _reconstruct(subtype, ...)
+// runs subtype.__new__, defaultdict(factory) calls factory on a missing key, and any function the
+// gate does not model may call what it is given. So a global, or what getattr returned, passed as an
+// argument counts as a call of it (kPickleUseOtherCall), except in the positions the reader itself
+// interprets: a tensor rebuild function and tensor class given to _rebuild_from_type_v2, the class
+// and `object` given to _reconstructor, ndarray given to _reconstruct. A global that torch.load's
+// allowlist holds stays accepted (the loader may call it: it is harmless); what changes is that a
+// profile class accepted only as data, or an attribute read, is no longer accepted when passed so.
+void Machine::note_passed(Ref fn_ref, size_t k, Ref arg) {
+  const Value& fn = values_[fn_ref];
+  const Value& v = values_[arg];
+  if (v.kind == Kind::kObject) {
+    note_result_called(arg);
+    return;
+  }
+  if (v.kind != Kind::kGlobal) return;
+  const bool interpreted_position =
+      (fn.callable == Callable::kRebuildFromType && k == 0 && v.callable == Callable::kRebuildTensor) ||
+      (fn.callable == Callable::kRebuildFromType && k == 1 &&
+       (v.s == "torch.Tensor" || v.s == "torch.nn.parameter.Parameter" || v.s == "torch.nn.Parameter")) ||
+      (fn.callable == Callable::kReconstructor && k == 0) ||
+      (fn.callable == Callable::kReconstructor && k == 1 &&
+       (v.s == "builtins.object" || v.s == "__builtin__.object")) ||
+      (fn.callable == Callable::kNumpyReconstruct && k == 0 && v.s == "numpy.ndarray");
+  if (!interpreted_position) note_use(arg, kPickleUseOtherCall);
+}
+
 // What getattr returned is called (getattr(pathlib.PosixPath, 'unlink') then REDUCE): that is no
 // enum member read, so the getattr is no data use.
 void Machine::note_result_called(Ref obj) {
@@ -732,6 +788,7 @@ Status Machine::new_object(Ref cls, Ref args, bool keyword_args) {
   if (c.kind != Kind::kGlobal && c.kind != Kind::kObject) return fail("NEWOBJ of a non-class");
   note_use(cls, values_[args].items.empty() && !keyword_args ? kPickleUseConstructed : kPickleUseOtherCall);
   if (c.kind == Kind::kObject) note_result_called(cls);
+  for (size_t k = 0; k < values_[args].items.size(); ++k) note_passed(cls, k, values_[args].items[k]);
   if (c.kind == Kind::kGlobal) {
     if (c.callable == Callable::kOrderedDict || c.callable == Callable::kDefaultDict) {
       Value d;
@@ -845,6 +902,14 @@ constexpr Machine::OpTable Machine::op_table() {
   on(&t, "Rb\x81\x92", &Machine::call_op);
   on(&t, "\x8f\x90\x91", &Machine::set_op);
   on(&t, "Q", &Machine::persistent_id_op);
+  on(&t, "ILF", &Machine::text_number_op);
+  on(&t, "STUV", &Machine::text_string_op);
+  on(&t, "pgP", &Machine::text_memo_op);
+  on(&t, "dl", &Machine::mark_container_op);
+  on(&t, "io", &Machine::instantiate_op);
+  on(&t, "\x82\x83\x84", &Machine::extension_op);
+  on(&t, "\x96", &Machine::string_op);
+  on(&t, "\x97\x98", &Machine::buffer_op);
   return t;
 }
 
@@ -853,22 +918,35 @@ Result<Ref> Machine::run() {
   while (pos_ < n_) {
     op_pos_ = pos_;
     const uint8_t op = p_[pos_++];
-    if (op == '.') return pop();  // STOP
+    if (op == '.') {  // STOP
+      if (frame_end_ > pos_) {
+        return ambiguous("STOP inside a frame that runs to " + hex_offset(frame_end_) +
+                    ": CPython's unpickler has read the whole frame, so whatever follows this pickle "
+                    "starts there for it, not after the STOP; refused (the readings could differ)");
+      }
+      return pop();
+    }
     const Handler h = kOps.at[op];
     if (h == nullptr) {
       return Status::not_supported(where_ + " @" + hex_offset(op_pos_) + ": unsupported pickle opcode " +
                                    to_hex(&op, 1));
     }
     CKPT_RETURN_IF_ERROR((this->*h)(op));
+    if (frame_end_ > op_pos_ && pos_ > frame_end_)
+      return ambiguous("opcode runs past the end of its frame at " + hex_offset(frame_end_));
   }
   return Status::truncated(where_ + ": pickle ends without STOP after " + std::to_string(n_) + " bytes");
 }
 
 // PROTO, FRAME
 Status Machine::framing_op(uint8_t op) {
-  if (op == 0x95) {  // a length hint; the opcodes inside are read as usual
+  if (op == 0x95) {  // FRAME: the next `length` bytes are read whole, then run as usual
+    if (frame_end_ > op_pos_) return ambiguous("FRAME inside a frame that runs to " + hex_offset(frame_end_));
     CKPT_RETURN_IF_ERROR(need(8));
-    pos_ += 8;
+    const uint64_t length = take_le(8);
+    if (length > n_ - pos_) return Status::truncated(where_ + " @" + hex_offset(op_pos_) + ": FRAME of " +
+                                                     std::to_string(length) + " bytes runs past the pickle's end");
+    frame_end_ = pos_ + length;
     return Status::ok();
   }
   CKPT_RETURN_IF_ERROR(need(1));
@@ -958,9 +1036,10 @@ Status Machine::scalar_op(uint8_t op) {
 
 // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8, SHORT_BINBYTES, BINBYTES, BINBYTES8
 Status Machine::string_op(uint8_t op) {
-  const size_t k = op == 0x8c || op == 'C' ? 1 : op == 0x8d || op == 0x8e ? 8 : 4;
+  const size_t k = op == 0x8c || op == 'C' ? 1 : op == 0x8d || op == 0x8e || op == 0x96 ? 8 : 4;
   CKPT_RETURN_IF_ERROR(need(k));
-  return push_string(op == 'C' || op == 'B' || op == 0x8e ? Kind::kBytes : Kind::kString, take_le(k));
+  return push_string(op == 'C' || op == 'B' || op == 0x8e || op == 0x96 ? Kind::kBytes : Kind::kString,
+                     take_le(k));
 }
 
 // EMPTY_DICT, EMPTY_LIST, EMPTY_TUPLE, TUPLE, TUPLE1..3
@@ -1060,6 +1139,293 @@ Status Machine::set_op(uint8_t op) {
   if (values_[l].kind != Kind::kList) return fail("ADDITEMS on a non-set");
   values_[l].items.insert(values_[l].items.end(), items.begin(), items.end());
   return Status::ok();
+}
+
+namespace {
+
+// The canonical decimal text pickle writes (repr of an int): an optional '-', then digits with no
+// leading zero. CPython's readers accept more (C's strtol takes "010" as octal, Python's int() takes
+// "0o10", "1_0" and blanks), and they do not all agree, so anything else is refused.
+bool canonical_decimal(const std::string& s) {
+  const size_t start = !s.empty() && s[0] == '-' ? 1 : 0;
+  if (start == s.size() || (s[start] == '0' && s.size() > start + 1)) return false;
+  return std::all_of(s.begin() + static_cast<std::ptrdiff_t>(start), s.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A decimal integer too wide for int64, as the machine keeps wide ints: "int:0x<hex>" (LONG1's
+// spelling), or "int:-0x<hex>" below zero.
+std::string wide_decimal(const std::string& s) {
+  const bool negative = s[0] == '-';
+  std::string digits = s.substr(negative ? 1 : 0);
+  std::string hex;
+  while (!(digits.size() == 1 && digits[0] == '0')) {  // divide by 16 until nothing is left
+    std::string quotient;
+    int remainder = 0;
+    for (char c : digits) {
+      const int cur = remainder * 10 + (c - '0');
+      if (!quotient.empty() || cur / 16) quotient += static_cast<char>('0' + cur / 16);
+      remainder = cur % 16;
+    }
+    hex.insert(hex.begin(), "0123456789abcdef"[remainder]);
+    digits = quotient.empty() ? "0" : quotient;
+  }
+  return std::string("int:") + (negative ? "-" : "") + "0x" + (hex.size() % 2 ? "0" : "") + hex;
+}
+
+}  // namespace
+
+// INT, LONG, FLOAT: protocol 0's numbers, one per line.
+Status Machine::text_number_op(uint8_t op) {
+  CKPT_ASSIGN_OR_RETURN(std::string text, take_line(op == 'F' ? 64 : 4096));
+  Value v;
+  if (op == 'I' && (text == "00" || text == "01")) {  // protocol 0's False and True
+    v.kind = Kind::kBool;
+    v.i = text == "01";
+    return push_new(std::move(v));
+  }
+  if (op == 'L' && !text.empty() && text.back() == 'L') text.pop_back();
+  if (op == 'F') {
+    // repr(float): digits, '.', exponent, or inf / nan. Anything else is refused (C's strtod and
+    // Python's float() differ on blanks, '_' and hex).
+    static const char kAllowed[] = "0123456789.eE+-";
+    const bool special = text == "inf" || text == "-inf" || text == "nan";
+    if (text.empty() || (!special && text.find_first_not_of(kAllowed) != std::string::npos))
+      return ambiguous("FLOAT operand '" + utf8_clean(text) + "' is not a float as pickle writes it");
+    char* end = nullptr;
+    v.kind = Kind::kFloat;
+    v.f = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size())
+      return ambiguous("FLOAT operand '" + utf8_clean(text) + "' is not a float as pickle writes it");
+    return push_new(std::move(v));
+  }
+  if (!canonical_decimal(text)) {
+    return ambiguous(std::string(op == 'I' ? "INT" : "LONG") + " operand '" + utf8_clean(text.substr(0, 64)) +
+                "' is not a plain decimal (CPython's readers would not agree on it)");
+  }
+  errno = 0;
+  char* end = nullptr;
+  const long long i = std::strtoll(text.c_str(), &end, 10);
+  if (errno == ERANGE) {
+    v.kind = Kind::kString;
+    v.s = wide_decimal(text);
+  } else {
+    v.kind = Kind::kInt;
+    v.i = i;
+  }
+  return push_new(std::move(v));
+}
+
+namespace {
+
+// UTF-8 of one code point (below 0x110000, not a surrogate: checked by the caller).
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xc0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xe0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    out += static_cast<char>(0xf0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool valid_utf8(const std::string& s) { return utf8_clean(s) == s; }
+
+// Python's codecs.escape_decode, as STRING's quoted operand is read: \\ \' \" \a \b \f \n \r \t \v,
+// \xhh (exactly two hex digits), \ooo (one to three octal digits); any other backslash stays. Empty
+// optional when the escape is malformed (CPython raises).
+std::optional<std::string> escape_decode(const std::string& in) {
+  std::string out;
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (in[k] != '\\' || k + 1 == in.size()) {
+      if (in[k] == '\\') return std::nullopt;  // a trailing backslash: "\\ at end of string"
+      out += in[k];
+      continue;
+    }
+    const char c = in[++k];
+    switch (c) {
+      case '\\': out += '\\'; break;
+      case '\'': out += '\''; break;
+      case '"': out += '"'; break;
+      case 'a': out += '\a'; break;
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      case 't': out += '\t'; break;
+      case 'v': out += '\v'; break;
+      case 'x': {
+        const int hi = k + 1 < in.size() ? hex_digit(in[k + 1]) : -1;
+        const int lo = k + 2 < in.size() ? hex_digit(in[k + 2]) : -1;
+        if (hi < 0 || lo < 0) return std::nullopt;
+        out += static_cast<char>(hi * 16 + lo);
+        k += 2;
+        break;
+      }
+      default:
+        if (c >= '0' && c <= '7') {
+          int value = c - '0';
+          for (int more = 0; more < 2 && k + 1 < in.size() && in[k + 1] >= '0' && in[k + 1] <= '7'; ++more)
+            value = value * 8 + (in[++k] - '0');
+          out += static_cast<char>(value & 0xff);
+        } else {
+          out += '\\';
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// STRING, BINSTRING, SHORT_BINSTRING (Python 2's str, decoded as torch.load decodes them: UTF-8),
+// UNICODE (protocol 0's str, raw-unicode-escape).
+Status Machine::text_string_op(uint8_t op) {
+  std::string raw;
+  if (op == 'S') {
+    CKPT_ASSIGN_OR_RETURN(std::string line, take_line(n_));
+    if (line.size() < 2 || line.front() != line.back() || (line.front() != '\'' && line.front() != '"'))
+      return fail("STRING operand is not quoted");
+    const auto decoded = escape_decode(line.substr(1, line.size() - 2));
+    if (!decoded) return fail("STRING operand has a malformed escape");
+    raw = *decoded;
+  } else if (op == 'T' || op == 'U') {
+    const size_t k = op == 'T' ? 4 : 1;
+    CKPT_RETURN_IF_ERROR(need(k));
+    const uint64_t length = take_le(k);
+    if (op == 'T' && length > 0x7fffffff) return fail("BINSTRING has a negative byte count");
+    if (length > n_ - pos_) return need(length);
+    raw.assign(reinterpret_cast<const char*>(p_ + pos_), length);
+    pos_ += length;
+  } else {  // UNICODE: bytes are Latin-1 code points, except \uXXXX and \UXXXXXXXX
+    CKPT_ASSIGN_OR_RETURN(std::string line, take_line(n_));
+    Value v;
+    v.kind = Kind::kString;
+    for (size_t k = 0; k < line.size(); ++k) {
+      const auto c = static_cast<uint8_t>(line[k]);
+      if (c != '\\') {
+        append_utf8(v.s, c);
+        continue;
+      }
+      // pickle escapes every backslash it writes as \u005c, so a bare one is never its own writing;
+      // how CPython counts runs of them is subtle, so anything but one escape is refused.
+      const char kind = k + 1 < line.size() ? line[k + 1] : '\0';
+      const size_t digits = kind == 'u' ? 4 : kind == 'U' ? 8 : 0;
+      if (digits == 0 || k + 2 + digits > line.size())
+        return ambiguous("UNICODE operand has a backslash that is not a \\u or \\U escape");
+      uint32_t cp = 0;
+      for (size_t d = 0; d < digits; ++d) {
+        const int h = hex_digit(line[k + 2 + d]);
+        if (h < 0) return fail("UNICODE operand has a malformed \\u escape");
+        cp = cp * 16 + static_cast<uint32_t>(h);
+      }
+      if (cp >= 0x110000 || (cp >= 0xd800 && cp < 0xe000))
+        return fail("UNICODE operand escapes a surrogate or a code point past U+10FFFF");
+      append_utf8(v.s, cp);
+      k += 1 + digits;
+    }
+    return push_new(std::move(v));
+  }
+  // torch.load passes encoding='utf-8' for Python 2 strings (pickle.load's default, ASCII, refuses
+  // more); bytes that are no UTF-8 make it raise, so they are refused here too.
+  if (!valid_utf8(raw)) return fail("Python 2 string is not UTF-8 (torch.load's unpickler would raise)");
+  Value v;
+  v.kind = Kind::kString;
+  v.s = std::move(raw);
+  return push_new(std::move(v));
+}
+
+// PUT, GET (decimal memo keys), PERSID (a persistent id as text: torch.load refuses it, as does
+// pickle.load without persistent_load).
+Status Machine::text_memo_op(uint8_t op) {
+  CKPT_ASSIGN_OR_RETURN(std::string text, take_line(op == 'P' ? 4096 : 32));
+  if (op == 'P') {
+    Value v;
+    v.kind = Kind::kString;
+    v.s = text;
+    CKPT_ASSIGN_OR_RETURN(Ref r, make(std::move(v)));
+    return persistent_load(r);
+  }
+  if (!canonical_decimal(text) || text[0] == '-')
+    return ambiguous(std::string(op == 'p' ? "PUT" : "GET") + " key '" + utf8_clean(text.substr(0, 32)) +
+                "' is not a plain non-negative decimal");
+  errno = 0;
+  const unsigned long long key = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE) return fail("memo key out of range");
+  return op == 'p' ? memo_put(key) : memo_get(key);
+}
+
+// DICT, LIST: the items above the last MARK.
+Status Machine::mark_container_op(uint8_t op) {
+  CKPT_ASSIGN_OR_RETURN(std::vector<Ref> items, pop_mark());
+  Value v;
+  if (op == 'l') {
+    v.kind = Kind::kList;
+    v.items = std::move(items);
+    return push_new(std::move(v));
+  }
+  if (items.size() % 2) return fail("DICT with an odd number of items");
+  v.kind = Kind::kDict;
+  for (size_t k = 0; k < items.size(); k += 2) v.dict.emplace_back(items[k], items[k + 1]);
+  return push_new(std::move(v));
+}
+
+// INST "module\nname\n" and OBJ: CPython's _instantiate(cls, args) calls cls(*args), or with no
+// arguments and a class only cls.__new__(cls): the same as REDUCE or NEWOBJ(cls, ()).
+Status Machine::instantiate_op(uint8_t op) {
+  if (op == 'i') {
+    CKPT_ASSIGN_OR_RETURN(std::string module, take_line());
+    CKPT_ASSIGN_OR_RETURN(std::string name, take_line());
+    CKPT_ASSIGN_OR_RETURN(std::vector<Ref> args, pop_mark());
+    CKPT_ASSIGN_OR_RETURN(Ref cls, make_global(module, name));
+    return instantiate(cls, std::move(args));
+  }
+  CKPT_ASSIGN_OR_RETURN(std::vector<Ref> items, pop_mark());
+  if (items.empty()) return fail("OBJ without a class");
+  const Ref cls = items.front();
+  return instantiate(cls, std::vector<Ref>(items.begin() + 1, items.end()));
+}
+
+Status Machine::instantiate(Ref cls, std::vector<Ref> args) {
+  Value t;
+  t.kind = Kind::kTuple;
+  const bool no_args = args.empty();
+  t.items = std::move(args);
+  CKPT_ASSIGN_OR_RETURN(Ref tuple, make(std::move(t)));
+  return no_args ? new_object(cls, tuple, false) : reduce(cls, tuple);
+}
+
+// EXT1, EXT2, EXT4: a global looked up in copyreg's extension registry, which the loading process
+// fills; what it names cannot be known from the file, so it is listed as a global of its own
+// ("copyreg._extension_registry[7]") that no allowlist holds.
+Status Machine::extension_op(uint8_t op) {
+  const size_t k = op == 0x82 ? 1 : op == 0x83 ? 2 : 4;
+  CKPT_RETURN_IF_ERROR(need(k));
+  const uint64_t code = take_le(k);
+  return push_global("copyreg", "_extension_registry[" + std::to_string(code) + "]");
+}
+
+// NEXT_BUFFER, READONLY_BUFFER (protocol 5's out-of-band data): pickle.load and torch.load pass no
+// buffers, so they raise; nothing a checkpoint loader reads.
+Status Machine::buffer_op(uint8_t) {
+  return Status::not_supported(where_ + " @" + hex_offset(op_pos_) +
+                               ": out-of-band buffer (protocol 5): no checkpoint loader supplies one");
 }
 
 // BINPERSID
@@ -1357,13 +1723,41 @@ size_t pickle_output_limit(size_t pickle_size) {
 
 Result<PickledStateDict> read_tensor_pickle(const uint8_t* data, size_t size, const std::string& where) {
   Machine m(data, size, where);
-  CKPT_ASSIGN_OR_RETURN(Ref root, m.run());
+  Result<Ref> ran = m.run();
+  if (!ran.is_ok()) {
+    std::vector<PickleGlobal> named = m.take_globals();
+    named.erase(std::remove_if(named.begin(), named.end(),
+                               [](const PickleGlobal& g) { return g.risk == PickleGlobalRisk::kSafe; }),
+                named.end());
+    if (named.empty()) return ran.status();
+    std::string list;
+    for (size_t k = 0; k < named.size() && k < 8; ++k) {
+      list += (k ? ", " : "") + named[k].name + " (" + pickle_global_risk_name(named[k].risk) + ", @" +
+              hex_offset(named[k].first_offset) + ")";
+    }
+    if (named.size() > 8) list += " and " + std::to_string(named.size() - 8) + " more";
+    return ran.status().with_note("before that it names " + list +
+                                  ", which an unpickler imports (and may call) before it fails there");
+  }
+  const Ref root = *ran;
   PickledStateDict out;
   CKPT_RETURN_IF_ERROR(Flattener(m.values(), where, size).run(root, &out));
   out.globals = m.take_globals();
   out.storages = m.take_storages();
   out.end_offset = m.position();
   return out;
+}
+
+std::vector<PickleGlobal> pickle_globals_before_error(const uint8_t* data, size_t size) {
+  Machine m(data, size, "");
+  (void)m.run();  // success or not, what it named is what an unpickler had imported by then
+  return m.take_globals();
+}
+
+bool is_legacy_magic(const PickledStateDict& pickle) {
+  const auto it = pickle.metadata.find("value");
+  return pickle.tensors.empty() && it != pickle.metadata.end() && it->is_string() &&
+         it->get<std::string>() == "int:0x1950a86a20f9469cfc6c";
 }
 
 }  // namespace ckpt

@@ -100,6 +100,16 @@ bool pickle_global_is_interpreted(const std::string& module, const std::string& 
 // Runs the restricted VM over `data` (the bytes of data.pkl) up to its first STOP and flattens the
 // result. `where` names the file in messages. Unsupported opcodes are kNotSupported; malformed
 // pickles are kCorruption or kTruncated.
+// A pickle that fails to read says in its message which globals it had named before the failure:
+// a real unpickler imports (and may call) each of them before it reaches the same point.
 Result<PickledStateDict> read_tensor_pickle(const uint8_t* data, size_t size, const std::string& where);
+
+// The globals a pickle names up to its STOP or up to the first opcode that cannot be read, whichever
+// comes first: what an unpickler would have imported before finishing or failing.
+std::vector<PickleGlobal> pickle_globals_before_error(const uint8_t* data, size_t size);
+
+// Whether a pickle's value is torch.save's legacy magic number (0x1950a86a20f9469cfc6c), in any
+// protocol's spelling (LONG1, protocol 0's text LONG).
+bool is_legacy_magic(const PickledStateDict& pickle);
 
 }  // namespace ckpt

@@ -7,6 +7,7 @@
 #include "base/byte_coding.h"
 #include "base/text.h"
 #include "formats/pickle_reader.h"
+#include "formats/torch_load_dispatch.h"
 #include "formats/zip_archive.h"
 
 namespace ckpt {
@@ -234,6 +235,13 @@ Result<std::string> archive_prefix(const ZipArchive& zip, const std::string& fil
   }
   if (prefix.empty())
     return Status::not_supported(file + ": zip has no <archive>/data.pkl (not a torch.save file)");
+  // PyTorchFileReader takes the archive's folder from the directory's first member, and reads
+  // <that folder>/data.pkl; a data.pkl in another folder is one torch.load would not read.
+  const std::string& first = zip.entries().front().name;
+  if (first.substr(0, first.find('/')) != prefix) {
+    return Status::ambiguous(file + ": data.pkl is in '" + prefix + "/' but the first member, '" + first +
+                             "', names another archive folder, the one torch.load reads; refused");
+  }
   return prefix;
 }
 
@@ -263,13 +271,13 @@ Result<std::unique_ptr<TensorFile>> make_file(std::unique_ptr<ByteSource> source
 
 namespace {
 
-// torch.jit.save writes the module's TorchScript source under <archive>/code/ (and constants.pkl);
-// torch.save never does.
-bool is_torchscript(const ZipArchive& zip, const std::string& prefix) {
+// torch.jit.save writes the module's TorchScript source under <archive>/code/ and constants.pkl;
+// torch.save never does. torch.load dispatches on constants.pkl (formats/torch_load_dispatch.h).
+bool is_torchscript(const ZipArchive& zip) {
   for (const auto& e : zip.entries()) {
-    if (starts_with(e.name, prefix + "/code/")) return true;
+    if (is_torchscript_member(e.name)) return true;
   }
-  return zip.find(prefix + "/constants.pkl") != nullptr;
+  return false;
 }
 
 // A TorchScript archive's other parts: constants.pkl (read and gated like data.pkl, its tensors named
@@ -319,7 +327,7 @@ Result<std::unique_ptr<TensorFile>> open_pytorch(std::unique_ptr<ByteSource> sou
                         read_tensor_pickle(reinterpret_cast<const uint8_t*>(pkl.data()), pkl.size(),
                                            file + ": " + prefix + "/data.pkl"));
   for (PickleGlobal& g : dict.globals) g.pickle = prefix + "/data.pkl";
-  const bool torchscript = is_torchscript(zip, prefix);
+  const bool torchscript = is_torchscript(zip);
   if (torchscript) CKPT_RETURN_IF_ERROR(add_torchscript_parts(zip, *source, prefix, &dict));
   auto storage_of = [&](const PickledTensor& t) -> Result<StorageBytes> {
     const std::string where = file + ": tensor '" + t.name + "'";
@@ -354,9 +362,13 @@ struct LegacyPickles {
   uint64_t storages_offset = 0;  // where the first storage record starts
 };
 
-Result<LegacyPickles> read_legacy_pickles(const uint8_t* head, size_t n, const std::string& file) {
+// Runs the pickles torch.load runs, in its order, from the start of `head`. A first pickle that is
+// no magic number is a plain pickle: `plain` gets it, and the rest of the stream is never read
+// (torch.load raises "Invalid magic number" once it has run it).
+Result<LegacyPickles> read_legacy_pickles(const uint8_t* head, size_t n, const std::string& file,
+                                          std::optional<PickledStateDict>* plain) {
   LegacyPickles out;
-  size_t pos = sizeof kPytorchLegacyMagic;
+  size_t pos = 0;
   // torch.load runs all four pickles through its unpickler, so the globals of each are the file's.
   std::vector<PickleGlobal> globals;
   auto next = [&](const char* what) -> Result<PickledStateDict> {
@@ -371,6 +383,12 @@ Result<LegacyPickles> read_legacy_pickles(const uint8_t* head, size_t n, const s
     pos += d.end_offset;
     return d;
   };
+  CKPT_ASSIGN_OR_RETURN(PickledStateDict magic, next("first"));
+  if (!is_legacy_magic(magic)) {
+    magic.globals = std::move(globals);
+    *plain = std::move(magic);
+    return out;
+  }
   CKPT_ASSIGN_OR_RETURN(PickledStateDict version, next("protocol version"));
   if (version.metadata.value("value", nlohmann::json()) != 1001) {
     return Status::not_supported(file + ": legacy torch.save protocol version " +
@@ -399,20 +417,16 @@ Result<LegacyPickles> read_legacy_pickles(const uint8_t* head, size_t n, const s
 Result<std::unique_ptr<TensorFile>> open_pytorch_legacy(std::unique_ptr<ByteSource> source) {
   const std::string file = source->name();
   const uint64_t size = source->size();
-  uint8_t magic[sizeof kPytorchLegacyMagic] = {};
-  if (size < sizeof magic || !source->read_at(0, magic, sizeof magic).is_ok() ||
-      std::memcmp(magic, kPytorchLegacyMagic, sizeof magic) != 0) {
-    return Status::not_supported(file + ": no legacy torch.save magic number");
-  }
   // The pickles' length is known only by running them: read a prefix, and a longer one if they
   // run past it, up to the pickle limit.
   std::vector<uint8_t> head;
   Result<LegacyPickles> pickles = Status::truncated(file);
+  std::optional<PickledStateDict> plain;
   for (uint64_t want = 1 << 20;; want *= 4) {
     const uint64_t n = std::min({want, size, kPytorchMaxPickleBytes});
     head.resize(static_cast<size_t>(n));
     CKPT_RETURN_IF_ERROR(source->read_at(0, head.data(), head.size()));
-    pickles = read_legacy_pickles(head.data(), head.size(), file);
+    pickles = read_legacy_pickles(head.data(), head.size(), file, &plain);
     if (pickles.is_ok() || pickles.status().code() != StatusCode::kTruncated || n == size) break;
     if (n == kPytorchMaxPickleBytes) {
       return Status::not_supported(file + ": legacy torch.save pickles run past " +
@@ -421,6 +435,15 @@ Result<std::unique_ptr<TensorFile>> open_pytorch_legacy(std::unique_ptr<ByteSour
   }
   if (!pickles.is_ok()) return pickles.status();
   head = {};
+  if (plain) {  // what pickle.load gives: numpy arrays are tensors; a storage needs torch's loader
+    auto no_storage = [&](const PickledTensor& t) -> Result<StorageBytes> {
+      return Status::corruption(file + ": tensor '" + t.name +
+                                "': a plain pickle names a storage (a persistent id), which only torch.load's "
+                                "own formats hold; pickle.load refuses it");
+    };
+    std::optional<ZipArchive> none;
+    return make_file(std::move(source), std::move(*plain), no_storage, &none, "pickle");
+  }
   // The storage records: numel (u64 LE), then the elements, in key-list order, to the end of file.
   std::unordered_map<std::string, DType> dtypes;
   for (const auto& s : pickles->object.storages) dtypes.emplace(s.key, s.dtype);
@@ -471,11 +494,10 @@ Result<std::unique_ptr<TensorFile>> open_pytorch_legacy(std::unique_ptr<ByteSour
 
 Result<std::unique_ptr<TensorFile>> open_pytorch_file(const std::string& path) {
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
-  uint8_t magic[sizeof kPytorchLegacyMagic] = {};
+  uint8_t magic[4] = {};
   if (source->size() >= sizeof magic) CKPT_RETURN_IF_ERROR(source->read_at(0, magic, sizeof magic));
-  if (std::memcmp(magic, kPytorchLegacyMagic, sizeof magic) == 0)
-    return open_pytorch_legacy(std::move(source));
-  return open_pytorch(std::move(source));
+  if (std::memcmp(magic, "PK\3\4", 4) == 0) return open_pytorch(std::move(source));
+  return open_pytorch_legacy(std::move(source));  // what torch.load reads with pickle.load
 }
 
 bool is_torchscript_file(const std::string& path) {
@@ -483,8 +505,10 @@ bool is_torchscript_file(const std::string& path) {
   if (!source.is_ok()) return false;
   auto zip = ZipArchive::open(**source);
   if (!zip.is_ok()) return false;
-  auto prefix = archive_prefix(*zip, path);
-  return prefix.is_ok() && is_torchscript(*zip, *prefix);
+  for (const auto& e : zip->entries()) {
+    if (is_torchscript_member(e.name)) return true;
+  }
+  return false;
 }
 
 }  // namespace ckpt

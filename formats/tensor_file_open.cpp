@@ -9,8 +9,10 @@
 #include "base/byte_source.h"
 #include "base/sha256.h"
 #include "formats/native_shard.h"
+#include "formats/numpy_file.h"
 #include "formats/pytorch_file.h"
 #include "formats/safetensors_file.h"
+#include "formats/torch_load_dispatch.h"
 #ifdef CKPTCHECK_WITH_HDF5
 #include "formats/hdf5_file.h"
 #endif
@@ -72,9 +74,9 @@ std::string what_else(const uint8_t* head, size_t n) {
              4))
     return "an ELF executable or library";
   if (starts("GGUF", 4)) return "a GGUF file (llama.cpp), which ckptcheck does not read";
-  if (starts("\x93NUMPY", 6)) return "a NumPy .npy array file, which ckptcheck does not read";
   if (n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5)
-    return "a plain pickle, not a torch.save file (ckptcheck reads torch.save zips and legacy files)";
+    return "a pickle that CPython's unpickler rejects before it names any global (so nothing a loader "
+           "would run), not a torch.save file";
   if (head[k < n ? k : 0] == '{' || head[k < n ? k : 0] == '[') return "a JSON document (or other text)";
   bool printable = true;
   for (size_t i = 0; i < n; ++i) {
@@ -93,13 +95,16 @@ bool looks_like_safetensors(const uint8_t* head, size_t n, uint64_t file_size) {
 
 }  // namespace
 
+// In torch.load's order where it has one (formats/torch_load_dispatch.h): a zip, then a tar, then
+// the formats with a magic of their own, then a pickle stream.
 TensorFileFormat sniff_tensor_file_format(const uint8_t* head, size_t n, uint64_t file_size) {
   if (starts_with(head, n, kZipMagic, sizeof kZipMagic)) return TensorFileFormat::kPytorchZip;
-  if (starts_with(head, n, kPytorchLegacyMagic, sizeof kPytorchLegacyMagic))
-    return TensorFileFormat::kPytorchLegacy;
+  if (tarfile_would_open(head, n)) return TensorFileFormat::kTar;
   if (starts_with(head, n, kHdf5Magic, sizeof kHdf5Magic)) return TensorFileFormat::kHdf5;
   if (starts_with(head, n, kNativeMagic, sizeof kNativeMagic)) return TensorFileFormat::kNative;
   if (looks_like_safetensors(head, n, file_size)) return TensorFileFormat::kSafetensors;
+  if (starts_with(head, n, kNumpyMagic, sizeof kNumpyMagic)) return TensorFileFormat::kNumpy;
+  if (n > 0 && is_pickle_opcode(head[0])) return TensorFileFormat::kPickleStream;
   return TensorFileFormat::kUnknown;
 }
 
@@ -108,7 +113,15 @@ Result<TensorFileFormat> sniff_tensor_file_format(const std::string& path) {
   uint8_t head[kTensorFileSniffBytes] = {};
   const size_t n = static_cast<size_t>(std::min<uint64_t>(source->size(), sizeof head));
   CKPT_RETURN_IF_ERROR(source->read_at(0, head, n));
-  return sniff_tensor_file_format(head, n, source->size());
+  TensorFileFormat format = sniff_tensor_file_format(head, n, source->size());
+  if (format == TensorFileFormat::kPickleStream) {
+    switch (pickle_stream_route(*source)) {
+      case PickleStreamRoute::kLegacy: return TensorFileFormat::kPytorchLegacy;
+      case PickleStreamRoute::kPlain: return TensorFileFormat::kPickle;
+      case PickleStreamRoute::kNone: return TensorFileFormat::kUnknown;
+    }
+  }
+  return format;
 }
 
 void register_tensor_file_opener(const char* name, TensorFileSniffer sniff, TensorFileOpener open) {
@@ -117,7 +130,7 @@ void register_tensor_file_opener(const char* name, TensorFileSniffer sniff, Tens
 
 Result<std::unique_ptr<TensorFile>> open_tensor_file(const std::string& path) {
   CKPT_ASSIGN_OR_RETURN(auto source, FileByteSource::open(path));
-  uint8_t head[512] = {};  // registered sniffers need kTensorFileSniffBytes; a tar header needs 262
+  uint8_t head[kTensorFileSniffBytes] = {};  // a tar header is 512 bytes
   const size_t n = static_cast<size_t>(std::min<uint64_t>(source->size(), sizeof head));
   CKPT_RETURN_IF_ERROR(source->read_at(0, head, n));
   for (const auto& opener : registry()) {
@@ -125,7 +138,17 @@ Result<std::unique_ptr<TensorFile>> open_tensor_file(const std::string& path) {
   }
   switch (sniff_tensor_file_format(head, n, source->size())) {
     case TensorFileFormat::kPytorchZip: return open_pytorch(std::move(source));
-    case TensorFileFormat::kPytorchLegacy: return open_pytorch_legacy(std::move(source));
+    case TensorFileFormat::kTar:
+      return Status::ambiguous(path +
+                               ": a tar archive to Python's tarfile, which torch.load tries before the pickle "
+                               "stream (its pre-0.4 format): ckptcheck reads no tar, so it cannot say what "
+                               "torch.load would run; refused (extract it, or re-save with torch.save)");
+    case TensorFileFormat::kPickleStream:
+      if (pickle_stream_route(*source) == PickleStreamRoute::kNone) break;  // nothing a loader runs
+      return open_pytorch_legacy(std::move(source));
+    case TensorFileFormat::kPytorchLegacy:
+    case TensorFileFormat::kPickle: return open_pytorch_legacy(std::move(source));
+    case TensorFileFormat::kNumpy: return open_numpy(std::move(source));
     case TensorFileFormat::kHdf5:
 #ifdef CKPTCHECK_WITH_HDF5
       return open_hdf5(path);
@@ -142,7 +165,7 @@ Result<std::unique_ptr<TensorFile>> open_tensor_file(const std::string& path) {
   const std::string what = what_else(head, n);
   if (!what.empty()) return Status::not_supported(path + ": " + what + ", not a tensor file");
   return Status::not_supported(path + ": unknown tensor file format (first bytes " +
-                               to_hex(head, std::min<size_t>(n, kTensorFileSniffBytes)) + ")");
+                               to_hex(head, std::min<size_t>(n, 16)) + ")");
 }
 
 }  // namespace ckpt

@@ -36,6 +36,35 @@ Status no_end_record(const ByteSource& src) {
                             ": no zip end-of-central-directory record (not a zip, or truncated)");
 }
 
+// torch.load reads a zip through miniz, which takes the LAST end-record signature with 22 bytes
+// after it, whatever its comment length says; Python's zipfile takes the last signature too; other
+// readers take the first plausible one. Where those choices could differ, each reader would see its
+// own central directory (and its own data.pkl), so a second end record is refused rather than
+// picked: a signature after ours (inside its comment), or one before it whose central directory
+// would parse. `chosen` is our record's index in `tail`, which starts at file offset `tail_at`.
+Status refuse_other_end_records(const ByteSource& src, const std::vector<uint8_t>& tail, uint64_t chosen,
+                                uint64_t tail_at) {
+  const uint64_t size = src.size();
+  for (uint64_t j = 0; j + 4 <= tail.size(); ++j) {
+    if (j == chosen || decode_le(tail.data() + j, 4) != kEndSig) continue;
+    bool plausible = j > chosen && j + kEndBytes <= tail.size();  // miniz would take this one
+    if (!plausible && j < chosen && j + kEndBytes <= tail.size()) {
+      const uint8_t* p = tail.data() + j;
+      const uint64_t offset = decode_le(p + 16, 4), length = decode_le(p + 12, 4);
+      uint8_t sig[4] = {};
+      plausible = range_within(offset, length, size) &&
+                  (length == 0 || (length >= 4 && src.read_at(offset, sig, 4).is_ok() &&
+                                   decode_le(sig, 4) == kCentralSig));
+    }
+    if (!plausible) continue;
+    return Status::ambiguous(src.name() + " @" + hex_offset(tail_at + j) + ": a second zip end record (" +
+                              "another at " + hex_offset(tail_at + chosen) +
+                              "): zip readers disagree about which one holds the archive (torch.load's " +
+                              "miniz takes the last), so each would read another directory; refused");
+  }
+  return Status::ok();
+}
+
 Result<Directory> find_directory(const ByteSource& src) {
   const std::string& file = src.name();
   const uint64_t size = src.size();
@@ -53,6 +82,7 @@ Result<Directory> find_directory(const ByteSource& src) {
       continue;
     }
     const uint64_t end_pos = size - tail_len + i;
+    CKPT_RETURN_IF_ERROR(refuse_other_end_records(src, tail, i, size - tail_len));
     Directory d{decode_le(p + 10, 2), decode_le(p + 16, 4), decode_le(p + 12, 4)};
     const bool needs_zip64 = d.entries == 0xffff || d.offset == 0xffffffff || d.size == 0xffffffff;
     if (end_pos >= kZip64LocatorBytes) {
@@ -113,6 +143,32 @@ Status apply_zip64_extra(const uint8_t* extra, size_t n, uint64_t* usize, uint64
       }
     }
     pos += 4 + len;
+  }
+  return Status::ok();
+}
+
+// miniz (torch.load's zip reader) looks members up ignoring ASCII case, by a binary search that may
+// land on either of two names equal that way; Python's zipfile takes the last of two equal names.
+// Two members whose names are equal ignoring case are therefore read differently by different
+// loaders (data.pkl and DATA.PKL): refused, naming both. `order` is any permutation of the indices.
+Status refuse_names_equal_ignoring_case(const std::string& file, const std::vector<ZipEntry>& entries,
+                                        std::vector<uint32_t> order) {
+  const auto lower = [](unsigned char c) { return static_cast<unsigned char>(c >= 'A' && c <= 'Z' ? c + 32 : c); };
+  const auto less = [&](uint32_t a, uint32_t b) {
+    const std::string &x = entries[a].name, &y = entries[b].name;
+    return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end(), [&](char p, char q) {
+      return lower(static_cast<unsigned char>(p)) < lower(static_cast<unsigned char>(q));
+    });
+  };
+  std::sort(order.begin(), order.end(), less);
+  for (size_t k = 1; k < order.size(); ++k) {
+    if (less(order[k - 1], order[k])) continue;
+    const ZipEntry &a = entries[std::min(order[k - 1], order[k])], &b = entries[std::max(order[k - 1], order[k])];
+    return Status::ambiguous(file + ": zip members '" + a.name + "' and '" + b.name + "' " +
+                              (a.name == b.name ? "have the same name"
+                                                : "have the same name ignoring case") +
+                              ": torch.load's miniz finds either one (its lookup ignores case) and "
+                              "Python's zipfile the last; refused");
   }
   return Status::ok();
 }
@@ -188,6 +244,7 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
   }
   zip.by_name_.resize(zip.entries_.size());
   for (size_t i = 0; i < zip.by_name_.size(); ++i) zip.by_name_[i] = static_cast<uint32_t>(i);
+  CKPT_RETURN_IF_ERROR(refuse_names_equal_ignoring_case(file, zip.entries_, zip.by_name_));
   std::stable_sort(zip.by_name_.begin(), zip.by_name_.end(),
                    [&](uint32_t a, uint32_t b) { return zip.entries_[a].name < zip.entries_[b].name; });
   return zip;

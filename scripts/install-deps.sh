@@ -20,6 +20,7 @@ packages=(
   openmpi-bin libopenmpi-dev  # verify --distributed gathers through MPI
   pybind11-dev python3-dev python3-pytest pre-commit  # the Python package (Python.h), its tests, its pre-commit hook
   libsimdjson-dev  # the manifest parser for checkpoints of many chunks
+  fuse3 libfuse3-dev  # the fault file system (ckptcheck-faultfs) under the drill's storage faults
 )
 
 # A fast BLAS for LibTorch, for speed only. Debian's libtorch calls whichever libblas.so.3 the

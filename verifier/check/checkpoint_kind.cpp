@@ -24,9 +24,13 @@ CheckpointKind kind_of_file(const std::string& path) {
     case TensorFileFormat::kPytorchZip:
       return is_torchscript_file(path) ? CheckpointKind::kTorchScript : CheckpointKind::kTorchSave;
     case TensorFileFormat::kPytorchLegacy: return CheckpointKind::kTorchSaveLegacy;
+    case TensorFileFormat::kPickle: return CheckpointKind::kPickle;
+    case TensorFileFormat::kNumpy: return CheckpointKind::kNumpy;
     case TensorFileFormat::kHdf5: return CheckpointKind::kHdf5;
     case TensorFileFormat::kNative: return CheckpointKind::kCkptcheckShard;
     case TensorFileFormat::kSafetensors: return CheckpointKind::kSafetensors;
+    case TensorFileFormat::kTar:           // refused when opened (formats/torch_load_dispatch.h)
+    case TensorFileFormat::kPickleStream:  // resolved by the path overload; never returned by it
     case TensorFileFormat::kUnknown: break;
   }
   return CheckpointKind::kUnknownFile;
@@ -43,6 +47,8 @@ const char* checkpoint_kind_name(CheckpointKind kind) {
     case CheckpointKind::kTorchSave: return "torch_save";
     case CheckpointKind::kTorchScript: return "torchscript";
     case CheckpointKind::kTorchSaveLegacy: return "torch_save_legacy";
+    case CheckpointKind::kPickle: return "pickle";
+    case CheckpointKind::kNumpy: return "numpy";
     case CheckpointKind::kSafetensors: return "safetensors";
     case CheckpointKind::kSafetensorsIndex: return "safetensors_index";
     case CheckpointKind::kHdf5: return "hdf5";
@@ -60,6 +66,8 @@ bool kind_holds_pickles(CheckpointKind kind) {
     case CheckpointKind::kTorchSave:
     case CheckpointKind::kTorchScript:
     case CheckpointKind::kTorchSaveLegacy:
+    case CheckpointKind::kPickle:
+    case CheckpointKind::kNumpy:
     case CheckpointKind::kModelFolder:
     case CheckpointKind::kSealedDirectory:
     case CheckpointKind::kUnknownFile: return true;

@@ -34,6 +34,8 @@ enum class CheckpointKind {
   kTorchSave,          // a torch.save zip (.pt, .bin, Lightning .ckpt)
   kTorchSaveLegacy,    // a pre-1.6 torch.save stream
   kTorchScript,        // a torch.jit.save archive (TorchScript code, data.pkl, constants.pkl)
+  kPickle,             // a plain pickle: torch.load and pickle.load run it (torch.load then raises)
+  kNumpy,              // numpy.save's .npy (an object array's pickle runs under allow_pickle=True)
   kSafetensors,        // one .safetensors file
   kSafetensorsIndex,   // a sharded model's *.safetensors.index.json and the files it names
   kHdf5,               // an HDF5 file (our shards, Keras weights)

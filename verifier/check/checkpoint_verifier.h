@@ -79,6 +79,11 @@ constexpr const char* kShardSizeMismatch = "shard_size_mismatch";
 constexpr const char* kShardSha256Mismatch = "shard_sha256_mismatch";
 constexpr const char* kShardUnreadable = "shard_unreadable";
 constexpr const char* kShardTruncated = "shard_truncated";
+// Bytes that the loader and our reader could read differently (formats/torch_load_dispatch.h,
+// StatusCode::kAmbiguous): refused, since the gate must read what the loader reads.
+constexpr const char* kReadingAmbiguous = "reading_ambiguous";
+// A TorchScript archive under --weights-only: torch.load would hand it to torch.jit.load.
+constexpr const char* kTorchScriptRefused = "torchscript_refused";
 constexpr const char* kChunkMissingInShard = "chunk_missing_in_shard";
 constexpr const char* kChunkHeaderMismatch = "chunk_header_mismatch";
 constexpr const char* kCoverageGap = "coverage_gap";

@@ -87,10 +87,30 @@ void check_keras_code(const TensorFile& file, const std::string& shard, VerifyRe
   }
 }
 
+// torch.load hands a TorchScript archive to torch.jit.load (formats/torch_load_dispatch.h), which
+// compiles and runs its code/ and its classes' __setstate__, with weights_only=True too before torch
+// 2.6 (CVE-2025-32434). A weights-only gate cannot pass a program.
+void refuse_torchscript(const std::string& path, const std::string& shard, VerifyReport& report) {
+  report.add_error(verify_code::kTorchScriptRefused, shard, "",
+                   path + ": a TorchScript archive (torch.jit.save): torch.load hands it to torch.jit.load, "
+                          "which runs its code, even with weights_only=True before torch 2.6 "
+                          "(CVE-2025-32434); --weights-only refuses programs (without it, verify reports it "
+                          "as kind torchscript)");
+}
+
+// The error code for a file that cannot be opened: ambiguous bytes, a torn tail, or unreadable.
+const char* unreadable_code(const Status& st) {
+  if (st.code() == StatusCode::kAmbiguous) return verify_code::kReadingAmbiguous;
+  return st.code() == StatusCode::kTruncated ? verify_code::kShardTruncated : verify_code::kShardUnreadable;
+}
+
 void check_tensor_file(const TensorFile& file, const std::string& shard, const VerifyOptions& options,
                        VerifyReport& report, PickleLoader loader = PickleLoader::kTorchLoad) {
   // TorchScript's pickles are read by torch.jit.load's own unpickler, whatever holds the archive.
-  if (std::strcmp(file.format_name(), "torchscript") == 0) loader = PickleLoader::kTorchScript;
+  if (std::strcmp(file.format_name(), "torchscript") == 0) {
+    loader = PickleLoader::kTorchScript;
+    if (options.weights_only) refuse_torchscript(file.path(), shard, report);
+  }
   check_pickle_globals(file.pickle_globals(), loader, options.allowed_globals, file.path(), shard, "",
                        report);
   check_keras_code(file, shard, report);
@@ -459,16 +479,18 @@ VerifyReport verify_foreign_file(const std::string& path, const VerifyOptions& o
   report.path = path;
   auto file = open_tensor_file(path);
   if (!file.is_ok()) {
-    report.add_error(file.status().code() == StatusCode::kTruncated ? verify_code::kShardTruncated
-                                                                    : verify_code::kShardUnreadable,
-                     base_name(path), "", file.status().message());
+    report.add_error(unreadable_code(file.status()), base_name(path), "", file.status().message());
     report.seconds = seconds_since(start);
     return report;
   }
   report.shards = 1;
   report.tensors = (*file)->chunks().size();
   check_tensor_file(**file, base_name(path), options, report);
-  if (!options.weights_only) check_file_resumability(**file, base_name(path), report);
+  // A plain pickle is no checkpoint to resume from (torch.load raises once it has run it): the gate
+  // is its whole check.
+  const bool no_checkpoint = std::strcmp((*file)->format_name(), "pickle") == 0 ||
+                             std::strcmp((*file)->format_name(), "numpy") == 0;
+  if (!options.weights_only && !no_checkpoint) check_file_resumability(**file, base_name(path), report);
   report.seconds = seconds_since(start);
   return report;
 }
@@ -488,10 +510,8 @@ VerifyReport verify_foreign_dir(const std::string& raw_dir, const VerifyOptions&
     for (const char* e : kTensorExtensions) tensor_ext = tensor_ext || ends_with(name, e);
     auto file = open_tensor_file(path);
     if (!file.is_ok()) {
-      if (tensor_ext)
-        report.add_error(file.status().code() == StatusCode::kTruncated ? verify_code::kShardTruncated
-                                                                        : verify_code::kShardUnreadable,
-                         name, "", file.status().message());
+      if (tensor_ext || file.status().code() == StatusCode::kAmbiguous)
+        report.add_error(unreadable_code(file.status()), name, "", file.status().message());
       continue;
     }
     ++report.shards;
@@ -551,7 +571,7 @@ VerifyReport verify_safetensors_index(const std::string& index_path, const Verif
   for (const SafetensorsIndexShard& shard : index->shards) {
     auto file = open_tensor_file(shard.path);
     if (!file.is_ok()) {
-      report.add_error(verify_code::kShardUnreadable, shard.file, "", file.status().message());
+      report.add_error(unreadable_code(file.status()), shard.file, "", file.status().message());
       continue;
     }
     ++report.shards;
@@ -581,14 +601,16 @@ void check_pickles_under(const std::string& raw_dir, int min_depth, const Verify
     }
     const CheckpointKind kind = detect_checkpoint_kind(path);
     if (kind != CheckpointKind::kTorchSave && kind != CheckpointKind::kTorchSaveLegacy &&
-        kind != CheckpointKind::kTorchScript)
+        kind != CheckpointKind::kTorchScript && kind != CheckpointKind::kPickle &&
+        kind != CheckpointKind::kNumpy)
       continue;
     auto file = open_tensor_file(path);
     if (!file.is_ok()) {
       // A pickle we cannot read is not one we can vouch for.
-      report.add_error(verify_code::kShardUnreadable, name, "", file.status().message());
+      report.add_error(unreadable_code(file.status()), name, "", file.status().message());
       continue;
     }
+    if (kind == CheckpointKind::kTorchScript && options.weights_only) refuse_torchscript(path, name, report);
     check_pickle_globals(
         (*file)->pickle_globals(),
         kind == CheckpointKind::kTorchScript ? PickleLoader::kTorchScript : PickleLoader::kTorchLoad,

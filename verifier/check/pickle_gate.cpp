@@ -11,16 +11,19 @@ namespace ckpt {
 namespace {
 
 // builtins.getattr is how Python 3.11+ pickles an enum member (getattr(WriteItemType, 'SHARD')):
-// accepted when every call looked up an attribute of an enum the loader's profile holds, and its
-// result was never called; refused otherwise (getattr(posix, 'system'), getattr(PosixPath, 'unlink')).
+// accepted when every call looked up a member name (enum_member_name_ok) of an enum the loader's
+// profile holds, and its result was never called nor passed where a loader calls it; refused
+// otherwise (getattr(posix, 'system'), getattr(PosixPath, 'unlink'), getattr(WriteItemType,
+// '__init__'), whose __globals__ reach builtins).
 bool is_accepted_attribute_lookup(PickleLoader loader, const PickleGlobal& g) {
   if (g.name != "builtins.getattr" && g.name != "__builtin__.getattr") return false;
   if (g.other_calls != 0 || g.attribute_lookups.empty()) return false;
   for (const std::string& lookup : g.attribute_lookups) {
     const size_t dot = lookup.rfind('.');
     if (dot == std::string::npos) return false;
-    const auto shape = profile_shape(loader, lookup.substr(0, dot));
-    if (shape != PickleDataShape::kEnum) return false;
+    const std::string enum_class = lookup.substr(0, dot);
+    if (profile_shape(loader, enum_class) != PickleDataShape::kEnum) return false;
+    if (!enum_member_name_ok(loader, enum_class, lookup.substr(dot + 1))) return false;
   }
   return true;
 }

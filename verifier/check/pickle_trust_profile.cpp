@@ -146,6 +146,37 @@ std::optional<PickleDataShape> profile_shape(PickleLoader loader, const std::str
   return std::nullopt;
 }
 
+bool enum_member_name_ok(PickleLoader loader, const std::string& enum_class, const std::string& attribute) {
+  if (attribute.empty() || attribute[0] == '_') return false;
+  for (char c : attribute) {
+    const bool word = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    if (!word) return false;
+  }
+  if (attribute[0] >= '0' && attribute[0] <= '9') return false;
+  // DCP's enums, torch 1.13 to 2.x (torch/distributed/checkpoint/planner.py, metadata.py).
+  struct Members {
+    const char* enum_name;
+    std::initializer_list<const char*> members;
+  };
+  static const Members kDcpEnums[] = {
+      {"WriteItemType", {"TENSOR", "SHARD", "BYTE_IO"}},
+      {"LoadItemType", {"TENSOR", "BYTE_IO"}},
+      {"MEM_FORMAT_ENCODING", {"TORCH_CONTIGUOUS_FORMAT", "TORCH_CHANNELS_LAST", "TORCH_PRESERVE_FORMAT"}},
+      {"_MEM_FORMAT_ENCODING", {"TORCH_CONTIGUOUS_FORMAT", "TORCH_CHANNELS_LAST", "TORCH_PRESERVE_FORMAT"}},
+  };
+  if (loader == PickleLoader::kDcpMetadata || loader == PickleLoader::kMegatronMetadata) {
+    const std::string cls = enum_class.substr(enum_class.rfind('.') + 1);
+    for (const Members& e : kDcpEnums) {
+      if (cls != e.enum_name || !dcp_shape(enum_class)) continue;
+      for (const char* m : e.members) {
+        if (attribute == m) return true;
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
 bool used_as(const PickleGlobal& g, PickleDataShape shape) {
   uint32_t allowed = 0;
   switch (shape) {

@@ -47,6 +47,12 @@ enum class PickleDataShape {
 // The shape in which `loader`'s profile accepts `full_name` ("module.qualname"), if it does.
 std::optional<PickleDataShape> profile_shape(PickleLoader loader, const std::string& full_name);
 
+// Whether `attribute` may be read from the profile's enum `enum_class` by getattr: a member name.
+// Where the profile knows the enum's members (DCP's), exactly one of them; otherwise a public
+// identifier (letters, digits, '_', not starting with '_'), so never a dunder or private attribute
+// (`__init__`, `__class__`, `_missing_`) through which a function's globals could be reached.
+bool enum_member_name_ok(PickleLoader loader, const std::string& enum_class, const std::string& attribute);
+
 // Whether every use the pickle made of `g` is one `shape` allows.
 bool used_as(const PickleGlobal& g, PickleDataShape shape);
 

@@ -883,6 +883,23 @@ Result<VerifyReport> verify_sealed(const std::string& raw, const VerifyOptions& 
   const bool has_integrity = !target.single_file && path_exists(integrity_path);
   CKPT_ASSIGN_OR_RETURN(Seal seal, read_seal_to_verify(seal_path_for(raw), integrity_path, has_integrity,
                                                        options.pubkey_path, report));
+  // A single file's seal covers the file it is found beside, whatever name it was sealed under: the
+  // bytes of *that* file are hashed, so a file renamed with its seal (ckpt_10.pt -> best.pt) verifies,
+  // and a seal (or its signature) copied beside another file fails naming both, never vouching for
+  // bytes it did not cover by checking the file named inside it.
+  std::string sealed_as;
+  const size_t errors_before = report.errors.size();
+  if (target.single_file && !seal.files.empty()) {
+    if (seal.files.size() != 1) {
+      report.add_error(verify_code::kSealInvalid, "", "",
+                       seal_path_for(raw) + ": a single file's seal lists " + std::to_string(seal.files.size()) +
+                           " files; it must list the one file it is found beside");
+      seal.files.clear();
+    } else {
+      sealed_as = seal.files[0].path;
+      seal.files[0].path = target.files[0];
+    }
+  }
 
   SealHashWork work = plan_seal_hashing(target.dir, seal, options.quick);
   CKPT_RETURN_IF_ERROR(hash_seal_units(seal, work, options));
@@ -891,6 +908,18 @@ Result<VerifyReport> verify_sealed(const std::string& raw, const VerifyOptions& 
   if (has_integrity && !options.quick)
     check_integrity_file(integrity_path, target.dir, hashed_now, seal, report);
   if (!target.single_file && !seal.files.empty()) warn_unlisted_files(target.dir, seal, report);
+  if (!sealed_as.empty() && sealed_as != target.files[0]) {
+    if (report.errors.size() > errors_before) {
+      report.add_error(verify_code::kSealFileSha256Mismatch, target.files[0], "",
+                       report.path + ": its seal " + seal_path_for(raw) + " was made for '" + sealed_as +
+                           "' and does not match this file: a seal (or signature) copied beside another "
+                           "file, or the file replaced by another");
+    } else {
+      report.add_warning(verify_code::kSealFileRenamed, target.files[0], "",
+                         report.path + ": sealed as '" + sealed_as + "' and renamed since, with its seal; "
+                                       "its bytes are the sealed ones");
+    }
+  }
   report.seconds = seconds_since(start);
   return report;
 }

@@ -27,7 +27,9 @@
 //   seal_file_sha256_mismatch a sealed file's bytes changed; the tensor errors below say where
 //   seal_tensor_sha256_mismatch a tensor's byte range no longer hashes to its seal
 //   integrity_sha256_mismatch a file differs from integrity.json (or is missing)
-// Warning: seal_unlisted_file (a file the seal does not list; seals and signatures excepted).
+// Warnings: seal_unlisted_file (a file the seal does not list; seals and signatures excepted),
+// seal_file_renamed (a single file sealed under another name, renamed with its seal, bytes intact).
+// A single file's seal is checked against the file it is found beside, never the name inside it.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +59,7 @@ constexpr const char* kSealFileSha256Mismatch = "seal_file_sha256_mismatch";
 constexpr const char* kSealTensorSha256Mismatch = "seal_tensor_sha256_mismatch";
 constexpr const char* kIntegritySha256Mismatch = "integrity_sha256_mismatch";
 constexpr const char* kSealUnlistedFile = "seal_unlisted_file";
+constexpr const char* kSealFileRenamed = "seal_file_renamed";
 }  // namespace verify_code
 
 // One tensor's payload as a plain byte range of its file.
