@@ -495,7 +495,9 @@ Status Machine::reduce(Ref callable, Ref args_ref) {
   } else {
     note_use(callable, call_use(a));
   }
-  for (size_t k = 0; k < a.size(); ++k) note_passed(callable, k, a[k]);
+  // getattr's arguments are judged above (an attribute read of a[0]); everyone else's here.
+  const bool getattr_call = name == "builtins.getattr" || name == "__builtin__.getattr";
+  for (size_t k = 0; k < a.size() && !getattr_call; ++k) note_passed(callable, k, a[k]);
   const ReduceCall call{callable, args_ref, a, name};
   const auto handler = reducer_for(fn.callable);
   if (handler) {

@@ -109,8 +109,21 @@ for t in $targets; do
   printf '%-14s %12s %8s %7s %8s  %s\n' "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$result"
 done
 
+# The differential target (issue 63): mutants of the attack files through `ckptcheck verify` and the
+# real readers (scripts/loader_oracle.py); a pass where they disagree is a finding. Not in --ci:
+# python/tests/test_gate_differential.py runs a short, fixed-seed round of it in `make test`.
+if [ "$seconds" -gt 6 ] && [ -x "$root/build/ckptcheck" ]; then
+  if /usr/bin/python3 "$root/scripts/differential_fuzz.py" --seconds "$seconds" --seed "$RANDOM" \
+      --binary "$root/build/ckptcheck" --corpus "$root/fuzz/corpus/differential" \
+      --findings "$build/fuzz-artifacts/differential"; then
+    echo "differential   no disagreement in $seconds s"
+  else
+    echo "differential   findings in $build/fuzz-artifacts/differential" && crashed=1
+  fi
+fi
+
 if [ "$crashed" -ne 0 ]; then
-  echo "fuzz.sh: a target crashed; reproduce with: build-fuzz/fuzz/<target>_fuzz <input>" >&2
+  echo "fuzz.sh: a target crashed or disagreed; reproduce with: build-fuzz/fuzz/<target>_fuzz <input>" >&2
   exit 1
 fi
 [ "$failed" -eq 0 ] || exit 2

@@ -23,8 +23,9 @@ using namespace ckpt::testing;
 const std::string kGate = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/gate/";
 const std::string kPytorch = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/";
 // What the fixtures would create if anything ever ran them.
-const char* kSentinels[] = {"/tmp/ckptcheck_gate_fixture_was_executed",
-                            "/tmp/ckptcheck_fixture_was_executed"};
+const std::string kAttack = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/attack/";
+const char* kSentinels[] = {"/tmp/ckptcheck_gate_fixture_was_executed", "/tmp/ckptcheck_fixture_was_executed",
+                            "/tmp/ckptcheck_attack_fixture_was_executed"};
 
 nlohmann::json load_json(const std::string& path) {
   const auto bytes = read_file_bytes(path);
@@ -314,6 +315,90 @@ TEST_F(PickleGateTest, TiedWeightsAreListedUnderEveryNameAndHashedOnce) {
   const nlohmann::json diff = nlohmann::json::parse(r.output);
   for (const auto& [name, c] : diff["components"].items()) compared += c["tensors"].get<size_t>();
   EXPECT_EQ(compared, 3u) << r.output;
+}
+
+// The parser differentials (issue 63, scripts/make_attack_fixtures.py): files our reader once read
+// otherwise than the loader they are meant for, each proven by the real loader running its payload
+// when the fixtures were made. Each fails verify in the modes listed, by a refusal of the ambiguity
+// (reading_ambiguous), of a program (torchscript_refused) or by naming the call it would run.
+TEST_F(PickleGateTest, EveryParserDifferentialIsRefused) {
+  const nlohmann::json expected = load_json(kAttack + "expected.json");
+  ASSERT_GE(expected["hostile"].size(), 20u);
+  std::set<int> classes;
+  for (const auto& [file, want] : expected["hostile"].items()) {
+    classes.insert(want["class"].get<int>());
+    for (const auto& mode : want["refuse"]) {
+      const CommandResult r = run_ckptcheck("verify --json " + mode.get<std::string>() + " '" + kAttack + file + "'");
+      EXPECT_EQ(r.exit_code, 1) << mode << " " << file << ": " << r.output;
+      const auto j = nlohmann::json::parse(r.output, nullptr, false);
+      ASSERT_FALSE(j.is_discarded()) << file << ": --json printed no JSON: " << r.output;
+      std::string codes, messages;
+      for (const auto& e : j["errors"]) {
+        codes += e["code"].get<std::string>() + " ";
+        messages += e["message"].get<std::string>() + "\n";
+      }
+      const bool refused_whole = codes.find("reading_ambiguous") != std::string::npos ||
+                                 codes.find("torchscript_refused") != std::string::npos;
+      EXPECT_TRUE(refused_whole || codes.find("pickle_global_refused") != std::string::npos ||
+                  codes.find("keras_code_refused") != std::string::npos)
+          << file << ": refused for another reason than the gate's: " << codes << "\n" << messages;
+      if (refused_whole) continue;  // the structure is refused: no one reading to name calls from
+      for (const auto& name : want["names"])
+        EXPECT_NE(messages.find(name.get<std::string>()), std::string::npos) << file << ": " << messages;
+    }
+  }
+  for (int c : {1, 2, 3, 4, 5, 6, 7, 9, 10}) EXPECT_TRUE(classes.count(c)) << "no fixture for class " << c;
+}
+
+// The other side of every rule: what torch.load(weights_only=True) reads, in every pickle protocol
+// and both formats, still passes --weights-only, each tensor as torch read it.
+TEST_F(PickleGateTest, LegitimateFilesOfEveryProtocolPass) {
+  const nlohmann::json expected = load_json(kAttack + "expected.json");
+  ASSERT_GE(expected["legit"].size(), 8u);
+  for (const auto& [file, want] : expected["legit"].items()) {
+    const CommandResult r = run_ckptcheck("verify --weights-only '" + kAttack + file + "'");
+    EXPECT_EQ(r.exit_code, 0) << file << ": " << r.output;
+    const CommandResult listed = run_ckptcheck("inspect --json '" + kAttack + file + "'");
+    ASSERT_EQ(listed.exit_code, 0) << file << ": " << listed.output;
+    const auto j = nlohmann::json::parse(listed.output, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << listed.output;
+    const auto key = [](const nlohmann::json& t) {
+      return t["name"].get<std::string>() + " " + t["dtype"].get<std::string>() + " " + t["shape"].dump() + " " +
+             t["sha256"].get<std::string>();
+    };
+    std::set<std::string> ours, torch;
+    for (const auto& t : j["tensors"]) ours.insert(key(t));
+    for (const auto& t : want["tensors"]) torch.insert(key(t));
+    EXPECT_EQ(ours, torch) << file;
+  }
+}
+
+// A file torch.load itself cannot load (protocol 0 writes persistent ids as text) is no pass.
+TEST_F(PickleGateTest, FilesTorchCannotLoadDoNotPass) {
+  const nlohmann::json expected = load_json(kAttack + "expected.json");
+  for (const auto& [file, why] : expected["unloadable"].items()) {
+    const CommandResult r = run_ckptcheck("verify --weights-only '" + kAttack + file + "'");
+    EXPECT_EQ(r.exit_code, 1) << file << " (" << why << "): " << r.output;
+  }
+}
+
+// A seal vouches for the bytes of the file it is found beside: copied beside another file it fails
+// naming both; renamed together with its file it verifies (best.pt promoted from ckpt_10.pt).
+TEST_F(PickleGateTest, ASealChecksTheFileItIsFoundBeside) {
+  TempDir dir;
+  const std::string good = dir / "good.pt", other = dir / "other.pt", best = dir / "best.pt";
+  std::filesystem::copy_file(kAttack + "legit_proto2.pt", good);
+  std::filesystem::copy_file(kAttack + "legit_proto4.pt", other);
+  ASSERT_EQ(run_ckptcheck("seal '" + good + "'").exit_code, 0);
+  std::filesystem::copy_file(good + ".ckptcheck.seal.json", other + ".ckptcheck.seal.json");
+  CommandResult r = run_ckptcheck("verify --weights-only '" + other + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("was made for 'good.pt'"), std::string::npos) << r.output;
+  std::filesystem::rename(good, best);
+  std::filesystem::rename(good + ".ckptcheck.seal.json", best + ".ckptcheck.seal.json");
+  r = run_ckptcheck("verify --weights-only '" + best + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("seal_file_renamed"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -238,7 +238,7 @@ TEST(PickleReader, BadPersistentId) {
 }
 
 TEST(PickleReader, UnsupportedOpcode) {
-  expect_pickle_error(proto() + "i", StatusCode::kNotSupported, "opcode 69");
+  expect_pickle_error(proto() + "\xff", StatusCode::kNotSupported, "opcode ff");
 }
 
 TEST(PickleReader, MissingStop) {
@@ -409,6 +409,117 @@ TEST(PickleReader, MutationsNeverCrash) {
     if (r.is_ok()) (void)r->metadata.dump();
   }
   EXPECT_LT(ok, fuzz_iterations());
+}
+
+// Protocols 0 and 1 as CPython's pickle writes them (Python 2's and `pickle_protocol=0/1` files):
+// text numbers, quoted and raw-unicode-escape strings, PUT/GET by decimal key, DICT and LIST.
+TEST(PickleReaderOldProtocols, ReadsTextOpcodes) {
+  const std::string p =
+      "(dp0\nVw\np1\nI3\nsVx\np2\nF0.5\nsVbig\np3\nL119547037146038801333356L\nsVb\np4\nI01\nsVs\np5\n"
+      "S'a\\x41\\n\\'q'\np6\nsVu\np7\nV\\u00e9t\\u00e9\np8\nsVl\np9\n(lp10\nI-7\nag1\nas.";
+  auto r = run(p);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const nlohmann::json& v = r->metadata["value"];
+  EXPECT_EQ(v["w"], 3);
+  EXPECT_EQ(v["x"], 0.5);
+  EXPECT_EQ(v["big"], "int:0x1950a86a20f9469cfc6c");
+  EXPECT_EQ(v["b"], true);
+  EXPECT_EQ(v["s"], "aA\n'q");
+  EXPECT_EQ(v["u"], "\xc3\xa9t\xc3\xa9");
+  EXPECT_EQ(v["l"], nlohmann::json::parse("[-7, \"w\"]"));
+}
+
+TEST(PickleReaderOldProtocols, LegacyMagicInEverySpelling) {
+  const std::string binary("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15);
+  for (const std::string& p : {binary, std::string("L119547037146038801333356L\n."),
+                               std::string("I119547037146038801333356\n.")}) {
+    auto r = run(p);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_TRUE(is_legacy_magic(*r)) << p;
+  }
+  EXPECT_FALSE(is_legacy_magic(*run("I1001\n.")));
+}
+
+// Text that CPython's C and Python readers could take differently is refused, not guessed.
+TEST(PickleReaderOldProtocols, NonCanonicalOperandsAreAmbiguous) {
+  for (const char* p : {"I010\n.", "I0x1f\n.", "I1_0\n.", "I 1\n.", "L+5L\n.", "F1_0.5\n.", "F 1.0\n.",
+                        "V\\x41\n.", "Vab\\\n.", "N(p01\n."}) {
+    auto r = run(p);
+    ASSERT_FALSE(r.is_ok()) << p;
+    EXPECT_EQ(r.status().code(), StatusCode::kAmbiguous) << p << ": " << r.status().to_string();
+  }
+}
+
+// CPython reads a whole FRAME before running it: a STOP before the frame's end leaves the next pickle
+// of a stream at the frame's end for CPython, not after the STOP. Refused; a frame the STOP ends is read.
+TEST(PickleReaderFrames, StopInsideItsFrameIsAmbiguous) {
+  const auto frame = [](uint64_t n) {
+    std::string f("\x95", 1);
+    for (int k = 0; k < 8; ++k) f += static_cast<char>((n >> (8 * k)) & 0xff);
+    return f;
+  };
+  const std::string body = "K\x05.";  // BININT1 5, STOP
+  auto whole = run("\x80\x04" + frame(body.size()) + body);
+  ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
+  EXPECT_EQ(whole->end_offset, 2 + 9 + body.size());
+  expect_pickle_error("\x80\x04" + frame(body.size() + 4) + body + "cos\n", StatusCode::kAmbiguous,
+                      "STOP inside a frame");
+  expect_pickle_error("\x80\x04" + frame(1) + body, StatusCode::kAmbiguous, "past the end of its frame");
+  expect_pickle_error("\x80\x04" + frame(12) + frame(1) + body, StatusCode::kAmbiguous, "FRAME inside a frame");
+}
+
+// INST and OBJ call their class; EXT names a global from the loading process's registry.
+TEST(PickleReaderOldProtocols, InstObjAndExtensionCodesAreCalls) {
+  auto inst = run("(S'touch x'\niposix\nsystem\np0\n.");
+  ASSERT_TRUE(inst.is_ok()) << inst.status().to_string();
+  ASSERT_EQ(inst->globals.size(), 1u);
+  EXPECT_EQ(inst->globals[0].name, "posix.system");
+  EXPECT_NE(inst->globals[0].uses & kPickleUseCalledWithStrings, 0u);
+  auto obj = run("(cposix\nsystem\nS'x'\no.");
+  ASSERT_TRUE(obj.is_ok()) << obj.status().to_string();
+  EXPECT_EQ(obj->globals.at(0).name, "posix.system");
+  auto ext = run(std::string("\x80\x02\x82\x05)R.", 7));
+  ASSERT_TRUE(ext.is_ok()) << ext.status().to_string();
+  EXPECT_EQ(ext->globals.at(0).name, "copyreg._extension_registry[5]");
+  EXPECT_EQ(ext->globals.at(0).risk, PickleGlobalRisk::kExecutes);
+  expect_pickle_error(std::string("\x80\x05\x97.", 4), StatusCode::kNotSupported, "out-of-band buffer");
+}
+
+// What a loader calls counts as a call wherever it sits: _rebuild_from_type_v2 calls its first
+// argument, so a getattr result or a global there is no attribute read or named value.
+TEST(PickleReaderCalls, ArgumentsALoaderCallsAreCalls) {
+  const std::string lookup = global("builtins", "getattr") + global("torch", "Tensor") + str("__init__") +
+                             tuple2() + reduce();
+  const std::string p = proto() + global("torch._tensor", "_rebuild_from_type_v2") + mark() + lookup +
+                        global("torch", "Tensor") + empty_tuple() + empty_dict() + tuple() + reduce() + stop();
+  auto r = run(p);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  bool saw_getattr = false;
+  for (const PickleGlobal& g : r->globals) {
+    if (g.name != "builtins.getattr") continue;
+    saw_getattr = true;
+    EXPECT_GT(g.other_calls, 0u) << "a getattr result passed where the loader calls it";
+  }
+  EXPECT_TRUE(saw_getattr);
+  const std::string q = proto() + global("torch._tensor", "_rebuild_from_type_v2") + mark() +
+                        global("pathlib", "PosixPath") + global("torch", "Tensor") + empty_tuple() + empty_dict() +
+                        tuple() + reduce() + stop();
+  auto s = run(q);
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  for (const PickleGlobal& g : s->globals) {
+    if (g.name == "pathlib.PosixPath") EXPECT_NE(g.uses & kPickleUseOtherCall, 0u);
+  }
+}
+
+// An unpickler imports (and may call) what a pickle names before it fails: the failure says so.
+TEST(PickleReaderCalls, AFailingPickleNamesItsCallsFirst) {
+  const std::string p = std::string("cposix\nsystem\n(S'x'\ntR") + std::string("\x00\x00", 2);
+  auto r = run(p);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("posix.system (dangerous"), std::string::npos) << r.status().to_string();
+  const auto named = pickle_globals_before_error(reinterpret_cast<const uint8_t*>(p.data()), p.size());
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0].name, "posix.system");
 }
 
 }  // namespace

@@ -37,12 +37,10 @@ TEST(ZipArchive, ReadsStoredEntries) {
   expect_entries(build_zip(kEntries));
 }
 
-TEST(ZipArchive, FindsTheFirstEntryOfANameAmongManyInAnyOrder) {
-  // find() is a binary search over names (issue 44): a name repeated keeps the first entry, as a
-  // scan in order found it, and names out of order are found all the same.
+TEST(ZipArchive, FindsEveryEntryAmongManyInAnyOrder) {
+  // find() is a binary search over names (issue 44): names out of order are found all the same.
   std::vector<std::pair<std::string, std::string>> entries;
   for (int i = 300; i-- > 0;) entries.push_back({"a/data/" + std::to_string(i), "x" + std::to_string(i)});
-  entries.push_back({"a/data/7", "second"});
   entries.push_back({"a/data.pkl", "p"});
   MemoryByteSource src(build_zip(entries), "a.pt");
   auto z = ZipArchive::open(src);
@@ -210,6 +208,35 @@ TEST(ZipArchiveLocalHeaders, EveryFlippedByteBeforeTheCentralDirectoryIsCaught) 
     EXPECT_FALSE(z->check_crc32(src).is_ok()) << "byte at " << at << " flipped unseen";
   }
   EXPECT_GT(by_header, 100u);
+}
+
+// miniz (torch.load) finds a member ignoring case, by a binary search that may land on either of
+// two such names; zipfile takes the last of two equal names. Either pair is refused, naming both.
+TEST(ZipArchiveDefects, NamesEqualIgnoringCaseAreRefusedNamingBoth) {
+  for (const char* twin : {"a/DATA.PKL", "a/data.pkl", "A/Data.Pkl"}) {
+    auto z = open_zip_bytes(build_zip({{"a/data.pkl", "harmless"}, {"a/data/0", "0123"}, {twin, "evil"}}));
+    ASSERT_FALSE(z.is_ok()) << twin;
+    EXPECT_EQ(z.status().code(), StatusCode::kAmbiguous) << z.status().to_string();
+    EXPECT_NE(z.status().message().find("'a/data.pkl'"), std::string::npos) << z.status().to_string();
+    EXPECT_NE(z.status().message().find(std::string("'") + twin + "'"), std::string::npos) << z.status().to_string();
+  }
+  EXPECT_TRUE(open_zip_bytes(build_zip({{"a/data.pkl", "p"}, {"a/data/0", "0"}, {"a/data/00", "1"}})).is_ok());
+}
+
+// miniz takes the last end-record signature with 22 bytes after it, whatever the comment length of
+// the record before it says: a second end record hidden in the first one's comment is refused.
+TEST(ZipArchiveDefects, SecondEndRecordInsideTheCommentIsRefused) {
+  std::vector<uint8_t> b = build_zip(kEntries);
+  const std::vector<uint8_t> end_record(b.end() - 22, b.end());
+  b[b.size() - 2] = 22;  // the comment now holds a copy of the end record
+  b.insert(b.end(), end_record.begin(), end_record.end());
+  auto z = open_zip_bytes(b);
+  ASSERT_FALSE(z.is_ok());
+  EXPECT_EQ(z.status().code(), StatusCode::kAmbiguous) << z.status().to_string();
+  EXPECT_NE(z.status().message().find("second zip end record"), std::string::npos) << z.status().to_string();
+  // The same bytes in the comment with the signature broken are only a comment.
+  b[b.size() - 22] = 'Q';
+  EXPECT_TRUE(open_zip_bytes(b).is_ok());
 }
 
 }  // namespace
