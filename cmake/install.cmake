@@ -13,7 +13,8 @@ set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 # ---- programs ---------------------------------------------------------------------------------
 # Both in bin/: `ckptcheck train` execs ckptcheck-train beside it (verifier/process/training_binary.h
 # also looks in ../libexec), and torchrun runs ckptcheck-train directly.
-install(TARGETS ckptcheck ckptcheck-train RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+# ckptcheck-faultfs beside them too: `drill --faults power-loss,...` mounts it (faultfs_program_beside).
+install(TARGETS ckptcheck ckptcheck-train ckptcheck-faultfs RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 # The hardware catalog `plan` reads by default: found at <exe dir>/../share/ckptcheck/hardware.yaml
 # (verifier/plan/hardware_catalog.h), so an installed ckptcheck plans from any directory.
 install(FILES ${CMAKE_SOURCE_DIR}/fixtures/hardware.yaml DESTINATION ${CMAKE_INSTALL_DATADIR}/ckptcheck
@@ -44,7 +45,7 @@ set_target_properties(ckpt_api_torch PROPERTIES EXPORT_NAME ckptcheck_torch OUTP
 target_include_directories(ckpt_api INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 set(CKPTCHECK_LIB_DIR ${CMAKE_INSTALL_LIBDIR}/ckptcheck)
 set(CKPTCHECK_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ckptcheck)
-install(TARGETS ckpt_api ckpt_drill ckpt_check ckpt_pins ckpt_tensors ckpt_process ckpt_fixtures ckpt_shards
+install(TARGETS ckpt_api ckpt_drill ckpt_check ckpt_pins ckpt_tensors ckpt_layouts ckpt_faultfs ckpt_process ckpt_fixtures ckpt_shards
                 ckpt_distributed ckpt_formats ckpt_base
         EXPORT ckptcheckTargets ARCHIVE DESTINATION ${CKPTCHECK_LIB_DIR} COMPONENT development)
 install(TARGETS ckpt_api_torch ckpt_shards_torch ckpt_distributed_torch

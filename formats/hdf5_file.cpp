@@ -464,7 +464,8 @@ Status report_file(const std::string& open_path, const std::string& path, bool s
   w->u8(kReportFacts);
   // Our writer never writes a Keras config: a file carrying both is read as what Keras would load
   // (a generic HDF5 file whose configs are checked), never trusted as one of our shards.
-  const bool keras = H5Aexists(file.get(), "model_config") > 0 || H5Aexists(file.get(), "training_config") > 0;
+  const bool keras =
+      H5Aexists(file.get(), "model_config") > 0 || H5Aexists(file.get(), "training_config") > 0;
   const bool ours = H5Aexists(file.get(), kHdf5MetadataAttribute) > 0 && !keras;
   if (ours) {
     CKPT_ASSIGN_OR_RETURN(std::string text, read_string_attr(file.get(), kHdf5MetadataAttribute, path));

@@ -260,7 +260,8 @@ std::string pickle_uses_text(uint32_t uses) {
       {kPickleUseCalledWithScalar, "called with one scalar"},
       {kPickleUseCalledWithStrings, "called with strings"},
       {kPickleUseAttributeRead, "read by getattr"},
-      {kPickleUseOtherCall, "called with other arguments"}};
+      {kPickleUseOtherCall, "called with other arguments"},
+      {kPickleUseNumpyArray, "numpy's pickling of an array"}};
   std::string out;
   for (const auto& [bit, word] : kWords) {
     if (!(uses & bit)) continue;

@@ -61,6 +61,9 @@ enum PickleUse : uint32_t {
   kPickleUseCalledWithStrings = 4,  // REDUCE(cls, (str, ...)), one string or more
   kPickleUseAttributeRead = 8,      // the class in getattr(cls, 'NAME')
   kPickleUseOtherCall = 16,         // called or constructed with anything else
+  // numpy's own pickling of an array: _reconstruct(ndarray, (0,), b'b') (both globals get the bit),
+  // and numpy.dtype(str, bool, bool), as np.random.get_state()'s key array is written.
+  kPickleUseNumpyArray = 32,
 };
 // What one REDUCE argument is, for the rule below: a str, a plain scalar (None, bool, int, float,
 // bytes) or anything else.

@@ -1,8 +1,8 @@
 #include "formats/pickle_reader.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -492,6 +492,17 @@ Status Machine::reduce(Ref callable, Ref args_ref) {
                        kind_of(2) == Kind::kNone;
     note_use(callable, call_use(a));
     if (!a.empty()) note_use(a[0], plain ? kPickleUseConstructed : kPickleUseOtherCall);
+  } else if (fn.callable == Callable::kNumpyReconstruct || fn.callable == Callable::kNumpyDtype) {
+    // numpy's pickler writes an array as _reconstruct(ndarray, (0,), b'b') and its dtype as
+    // dtype('u4', False, True): only those shapes are kPickleUseNumpyArray.
+    const bool array_shape = fn.callable == Callable::kNumpyReconstruct && a.size() == 3 &&
+                             kind_of(0) == Kind::kGlobal && values_[a[0]].s == "numpy.ndarray" &&
+                             kind_of(1) == Kind::kTuple && kind_of(2) == Kind::kBytes;
+    const bool dtype_shape = fn.callable == Callable::kNumpyDtype && a.size() == 3 &&
+                             kind_of(0) == Kind::kString && kind_of(1) == Kind::kBool &&
+                             kind_of(2) == Kind::kBool;
+    note_use(callable, array_shape || dtype_shape ? kPickleUseNumpyArray : call_use(a));
+    if (array_shape) note_use(a[0], kPickleUseNumpyArray);
   } else {
     note_use(callable, call_use(a));
   }
@@ -923,8 +934,8 @@ Result<Ref> Machine::run() {
     if (op == '.') {  // STOP
       if (frame_end_ > pos_) {
         return ambiguous("STOP inside a frame that runs to " + hex_offset(frame_end_) +
-                    ": CPython's unpickler has read the whole frame, so whatever follows this pickle "
-                    "starts there for it, not after the STOP; refused (the readings could differ)");
+                         ": CPython's unpickler has read the whole frame, so whatever follows this pickle "
+                         "starts there for it, not after the STOP; refused (the readings could differ)");
       }
       return pop();
     }
@@ -946,8 +957,9 @@ Status Machine::framing_op(uint8_t op) {
     if (frame_end_ > op_pos_) return ambiguous("FRAME inside a frame that runs to " + hex_offset(frame_end_));
     CKPT_RETURN_IF_ERROR(need(8));
     const uint64_t length = take_le(8);
-    if (length > n_ - pos_) return Status::truncated(where_ + " @" + hex_offset(op_pos_) + ": FRAME of " +
-                                                     std::to_string(length) + " bytes runs past the pickle's end");
+    if (length > n_ - pos_)
+      return Status::truncated(where_ + " @" + hex_offset(op_pos_) + ": FRAME of " + std::to_string(length) +
+                               " bytes runs past the pickle's end");
     frame_end_ = pos_ + length;
     return Status::ok();
   }
@@ -1203,7 +1215,7 @@ Status Machine::text_number_op(uint8_t op) {
   }
   if (!canonical_decimal(text)) {
     return ambiguous(std::string(op == 'I' ? "INT" : "LONG") + " operand '" + utf8_clean(text.substr(0, 64)) +
-                "' is not a plain decimal (CPython's readers would not agree on it)");
+                     "' is not a plain decimal (CPython's readers would not agree on it)");
   }
   errno = 0;
   char* end = nullptr;
@@ -1246,7 +1258,9 @@ int hex_digit(char c) {
   return -1;
 }
 
-bool valid_utf8(const std::string& s) { return utf8_clean(s) == s; }
+bool valid_utf8(const std::string& s) {
+  return utf8_clean(s) == s;
+}
 
 // Python's codecs.escape_decode, as STRING's quoted operand is read: \\ \' \" \a \b \f \n \r \t \v,
 // \xhh (exactly two hex digits), \ooo (one to three octal digits); any other backslash stays. Empty
@@ -1366,7 +1380,7 @@ Status Machine::text_memo_op(uint8_t op) {
   }
   if (!canonical_decimal(text) || text[0] == '-')
     return ambiguous(std::string(op == 'p' ? "PUT" : "GET") + " key '" + utf8_clean(text.substr(0, 32)) +
-                "' is not a plain non-negative decimal");
+                     "' is not a plain non-negative decimal");
   errno = 0;
   const unsigned long long key = std::strtoull(text.c_str(), nullptr, 10);
   if (errno == ERANGE) return fail("memo key out of range");

@@ -106,6 +106,9 @@ class PytorchTensorFile final : public TensorFile {
     CKPT_RETURN_IF_ERROR(zip_->check_local_headers(*source_));
     return zip_->check_crc32(*source_);
   }
+  std::vector<std::pair<uint64_t, uint64_t>> damaged_ranges() const override {
+    return zip_ ? zip_->crc_mismatch_ranges(*source_) : std::vector<std::pair<uint64_t, uint64_t>>{};
+  }
 
   Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const override {
     CKPT_RETURN_IF_ERROR(check_chunk_read(path(), chunks_, index, offset, length));
@@ -437,9 +440,10 @@ Result<std::unique_ptr<TensorFile>> open_pytorch_legacy(std::unique_ptr<ByteSour
   head = {};
   if (plain) {  // what pickle.load gives: numpy arrays are tensors; a storage needs torch's loader
     auto no_storage = [&](const PickledTensor& t) -> Result<StorageBytes> {
-      return Status::corruption(file + ": tensor '" + t.name +
-                                "': a plain pickle names a storage (a persistent id), which only torch.load's "
-                                "own formats hold; pickle.load refuses it");
+      return Status::corruption(
+          file + ": tensor '" + t.name +
+          "': a plain pickle names a storage (a persistent id), which only torch.load's "
+          "own formats hold; pickle.load refuses it");
     };
     std::optional<ZipArchive> none;
     return make_file(std::move(source), std::move(*plain), no_storage, &none, "pickle");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/byte_source.h"
@@ -91,6 +92,10 @@ class TensorFile {
   // Checks of the container that need a full read and belong to no chunk: a torch.save zip's
   // CRC-32 of every member. OK for formats without such checks.
   virtual Status check_container() const { return Status::ok(); }
+  // The byte ranges [begin, end) of the file that check_container finds damaged (a torch.save zip
+  // member whose CRC-32 differs), so that a report names the tensors stored there; empty for
+  // formats without such checks, or when nothing is damaged.
+  virtual std::vector<std::pair<uint64_t, uint64_t>> damaged_ranges() const { return {}; }
 };
 
 }  // namespace ckpt

@@ -139,10 +139,11 @@ Result<std::unique_ptr<TensorFile>> open_tensor_file(const std::string& path) {
   switch (sniff_tensor_file_format(head, n, source->size())) {
     case TensorFileFormat::kPytorchZip: return open_pytorch(std::move(source));
     case TensorFileFormat::kTar:
-      return Status::ambiguous(path +
-                               ": a tar archive to Python's tarfile, which torch.load tries before the pickle "
-                               "stream (its pre-0.4 format): ckptcheck reads no tar, so it cannot say what "
-                               "torch.load would run; refused (extract it, or re-save with torch.save)");
+      return Status::ambiguous(
+          path +
+          ": a tar archive to Python's tarfile, which torch.load tries before the pickle "
+          "stream (its pre-0.4 format): ckptcheck reads no tar, so it cannot say what "
+          "torch.load would run; refused (extract it, or re-save with torch.save)");
     case TensorFileFormat::kPickleStream:
       if (pickle_stream_route(*source) == PickleStreamRoute::kNone) break;  // nothing a loader runs
       return open_pytorch_legacy(std::move(source));

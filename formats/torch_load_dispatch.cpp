@@ -79,7 +79,7 @@ bool tarfile_would_open(const uint8_t* head, size_t n) {
   // no number makes tarfile refuse the file, and torch.load go on to the pickle stream. Headers
   // that tarfile parses further (a GNU long name, a pax header) count as opened: a refusal then is
   // the safe side of any difference.
-  constexpr std::pair<size_t, size_t> kNumbers[] = {{100, 8}, {108, 8}, {116, 8}, {124, 12},
+  constexpr std::pair<size_t, size_t> kNumbers[] = {{100, 8},  {108, 8}, {116, 8}, {124, 12},
                                                     {136, 12}, {329, 8}, {337, 8}};
   for (const auto& [at, width] : kNumbers) {
     int64_t ignored = 0;
@@ -122,7 +122,7 @@ PickleStreamRoute pickle_stream_route(const ByteSource& source) {
     // Bytes CPython could read otherwise than we do: whatever runs, the opener refuses them.
     if (first_pickle.status().code() == StatusCode::kAmbiguous) return PickleStreamRoute::kPlain;
     return pickle_globals_before_error(head.data(), head.size()).empty() ? PickleStreamRoute::kNone
-                                                                          : PickleStreamRoute::kPlain;
+                                                                         : PickleStreamRoute::kPlain;
   }
 }
 

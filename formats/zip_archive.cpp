@@ -53,14 +53,14 @@ Status refuse_other_end_records(const ByteSource& src, const std::vector<uint8_t
       const uint64_t offset = decode_le(p + 16, 4), length = decode_le(p + 12, 4);
       uint8_t sig[4] = {};
       plausible = range_within(offset, length, size) &&
-                  (length == 0 || (length >= 4 && src.read_at(offset, sig, 4).is_ok() &&
-                                   decode_le(sig, 4) == kCentralSig));
+                  (length == 0 ||
+                   (length >= 4 && src.read_at(offset, sig, 4).is_ok() && decode_le(sig, 4) == kCentralSig));
     }
     if (!plausible) continue;
     return Status::ambiguous(src.name() + " @" + hex_offset(tail_at + j) + ": a second zip end record (" +
-                              "another at " + hex_offset(tail_at + chosen) +
-                              "): zip readers disagree about which one holds the archive (torch.load's " +
-                              "miniz takes the last), so each would read another directory; refused");
+                             "another at " + hex_offset(tail_at + chosen) +
+                             "): zip readers disagree about which one holds the archive (torch.load's " +
+                             "miniz takes the last), so each would read another directory; refused");
   }
   return Status::ok();
 }
@@ -153,7 +153,9 @@ Status apply_zip64_extra(const uint8_t* extra, size_t n, uint64_t* usize, uint64
 // loaders (data.pkl and DATA.PKL): refused, naming both. `order` is any permutation of the indices.
 Status refuse_names_equal_ignoring_case(const std::string& file, const std::vector<ZipEntry>& entries,
                                         std::vector<uint32_t> order) {
-  const auto lower = [](unsigned char c) { return static_cast<unsigned char>(c >= 'A' && c <= 'Z' ? c + 32 : c); };
+  const auto lower = [](unsigned char c) {
+    return static_cast<unsigned char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+  };
   const auto less = [&](uint32_t a, uint32_t b) {
     const std::string &x = entries[a].name, &y = entries[b].name;
     return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end(), [&](char p, char q) {
@@ -163,12 +165,12 @@ Status refuse_names_equal_ignoring_case(const std::string& file, const std::vect
   std::sort(order.begin(), order.end(), less);
   for (size_t k = 1; k < order.size(); ++k) {
     if (less(order[k - 1], order[k])) continue;
-    const ZipEntry &a = entries[std::min(order[k - 1], order[k])], &b = entries[std::max(order[k - 1], order[k])];
+    const ZipEntry &a = entries[std::min(order[k - 1], order[k])],
+                   &b = entries[std::max(order[k - 1], order[k])];
     return Status::ambiguous(file + ": zip members '" + a.name + "' and '" + b.name + "' " +
-                              (a.name == b.name ? "have the same name"
-                                                : "have the same name ignoring case") +
-                              ": torch.load's miniz finds either one (its lookup ignores case) and "
-                              "Python's zipfile the last; refused");
+                             (a.name == b.name ? "have the same name" : "have the same name ignoring case") +
+                             ": torch.load's miniz finds either one (its lookup ignores case) and "
+                             "Python's zipfile the last; refused");
   }
   return Status::ok();
 }
@@ -485,22 +487,39 @@ bool is_torchscript_code_member(const std::string& name) {
   return name.find("/code/") != std::string::npos || ends_with(name, ".debug_pkl");
 }
 
-Status ZipArchive::check_crc32(const ByteSource& src) const {
+namespace {
+
+// The CRC-32 of a member's (uncompressed) bytes, streamed.
+Result<uint32_t> member_crc32(const ByteSource& src, const ZipEntry& e, std::vector<uint8_t>& buffer) {
   constexpr uint64_t kBuffer = 256 << 10;  // stays in L2 between the read's copy and the CRC
+  if (e.method == kZipDeflated) return inflated_crc32(src, e);
+  uint32_t crc = 0;
+  buffer.resize(static_cast<size_t>(std::min<uint64_t>(e.size, kBuffer)));
+  for (uint64_t done = 0; done < e.size;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(e.size - done, buffer.size()));
+    CKPT_RETURN_IF_ERROR(src.read_at(e.data_offset + done, buffer.data(), n));
+    crc = crc32_update(crc, buffer.data(), n);
+    done += n;
+  }
+  return crc;
+}
+
+}  // namespace
+
+std::vector<std::pair<uint64_t, uint64_t>> ZipArchive::crc_mismatch_ranges(const ByteSource& src) const {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
   std::vector<uint8_t> buffer;
   for (const ZipEntry& e : entries_) {
-    uint32_t crc = 0;
-    if (e.method == kZipDeflated) {
-      CKPT_ASSIGN_OR_RETURN(crc, inflated_crc32(src, e));
-    } else {
-      buffer.resize(static_cast<size_t>(std::min<uint64_t>(e.size, kBuffer)));
-      for (uint64_t done = 0; done < e.size;) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(e.size - done, buffer.size()));
-        CKPT_RETURN_IF_ERROR(src.read_at(e.data_offset + done, buffer.data(), n));
-        crc = crc32_update(crc, buffer.data(), n);
-        done += n;
-      }
-    }
+    const Result<uint32_t> crc = member_crc32(src, e, buffer);
+    if (!crc.is_ok() || *crc != e.crc32) out.emplace_back(e.data_offset, e.data_offset + e.stored_bytes());
+  }
+  return out;
+}
+
+Status ZipArchive::check_crc32(const ByteSource& src) const {
+  std::vector<uint8_t> buffer;
+  for (const ZipEntry& e : entries_) {
+    CKPT_ASSIGN_OR_RETURN(const uint32_t crc, member_crc32(src, e, buffer));
     if (crc != e.crc32) {
       char values[64];
       std::snprintf(values, sizeof values, "stored 0x%08x, computed 0x%08x", e.crc32, crc);

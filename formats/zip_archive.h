@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/byte_source.h"
@@ -65,6 +66,9 @@ class ZipArchive {
   // Streams every member through CRC-32; the first mismatch is kCorruption naming the member, its
   // byte range and both values.
   Status check_crc32(const ByteSource& source) const;
+  // Every member whose CRC-32 differs (or that cannot be read), as its byte range [begin, end) in
+  // the archive: what a forensic report ties to the tensors stored there.
+  std::vector<std::pair<uint64_t, uint64_t>> crc_mismatch_ranges(const ByteSource& source) const;
   // Checks every byte outside the members' data that the central directory does not already
   // depend on: the local headers, taken in file order, tile the archive from offset 0 to the
   // central directory with no gap or overlap (header, name, extra, data, data descriptor); each

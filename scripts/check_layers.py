@@ -21,9 +21,11 @@ import sys
 
 LAYERS = [
     "base",
+    "faultfs",
     "formats",
     "distributed",
     "shards",
+    "layouts",
     "fixtures",
     "verifier/process",
     "verifier/plan",

@@ -24,10 +24,14 @@ END = "<!-- layers:end -->"
 
 DESCRIPTIONS = {
     "base": "Status/Result, byte coding, SHA-256, file I/O, JSON fields, parallel jobs, progress",
+    "faultfs": "the fault file system: a durability model (what a power loss keeps, ENOSPC, EIO) tested in "
+               "process; ckptcheck-faultfs mounts it with libfuse3 ([faultfs.md](faultfs.md))",
     "formats": "chunks <-> bytes on disk: native, safetensors, HDF5, torch.save zip + pickle (torch-free)",
     "distributed": "torchrun's environment, the byte collective: the c10d process group (`*_torch`) and MPI (`mpi_*`, linked only into the commands), the size-balanced share split",
     "shards": "training state <-> named tensor chunks: plans, the one save pipeline, manifest, commit, "
               "mapped and resharded loads",
+    "layouts": "the folders trainers write (HF Trainer, Accelerate, DeepSpeed): each detected by evidence, "
+               "its files' roles and what its trainer loads on resume",
     "fixtures": "the built-in workload (LibTorch): model, AdamW, schedule, loss scaler, data, configs",
     "verifier/process": "the one child-process spawner, the launcher (local and Slurm steps), the drill's event protocol",
     "verifier/plan": "reservation planning from drill measurements, the hardware catalog",

@@ -19,6 +19,7 @@ packages=(
   slurmctld slurmd slurm-client munge  # real Slurm for the multi-node drill and verify tests
   openmpi-bin libopenmpi-dev  # verify --distributed gathers through MPI
   pybind11-dev python3-dev python3-pytest pre-commit  # the Python package (Python.h), its tests, its pre-commit hook
+  python3-pip python3-venv  # `pip install .` of the package (pyproject.toml), tested in a venv
   libsimdjson-dev  # the manifest parser for checkpoints of many chunks
   fuse3 libfuse3-dev  # the fault file system (ckptcheck-faultfs) under the drill's storage faults
 )

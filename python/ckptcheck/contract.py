@@ -71,12 +71,16 @@ class Run:
         return step > 0 and step % self.save_every == 0
 
     def log(self, step, loss=None, **metrics):
-        """Appends {"step": step, "loss": loss, ...} to the metrics file (flushed at once, so a
-        SIGKILL loses nothing logged). Every value must be a number (a 0-d tensor is fine); the
+        """Appends {"step": step, "loss": loss, ...} to the metrics file, flushed at once so a
+        SIGKILL loses nothing logged. `loss` is required: the drill compares it at every step. Every value must be a number (a 0-d tensor is fine); the
         drill compares them all between runs except timings (names ending in _ms or _seconds) and
         peak_memory_bytes. Writes nothing outside a drill."""
-        values = [] if loss is None else [("loss", loss)]
-        values += list(metrics.items())
+        if loss is None:
+            # The drill's metrics contract needs a loss on every line (it refuses a line without
+            # one): say so here, at the call, rather than in a drill that fails later.
+            raise UsageError("run.log(%r): pass loss=... (the drill compares the loss at every step; "
+                             "other metrics go beside it as keywords)" % (step,))
+        values = [("loss", loss)] + list(metrics.items())
         numbers = []
         for name, value in values:
             try:

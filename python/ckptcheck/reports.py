@@ -107,10 +107,14 @@ class InspectReport(_EveryField):
 
 
 class DiffReport(_EveryField):
-    """What diff found: `identical` (every tensor on both sides, within tolerance) and the fields
+    """What diff found: `identical` (every tensor and every non-tensor value on both sides, tensors
+    within tolerance), `headline` ("step 20 vs 15 ..." when the sides are different steps), `values`
+    (each differing value: path, a, b) and the fields
     of `ckptcheck diff --json` (`to_dict()`)."""
 
     identical = property(lambda self: self._data["identical"])
+    headline = property(lambda self: self._data.get("headline", ""))
+    values = property(lambda self: self._data.get("values", []))
 
     def __repr__(self):
         return "<DiffReport %s>" % ("identical" if self.identical else "different")

@@ -39,5 +39,7 @@ class InspectReport:
 
 class DiffReport:
     identical: bool
+    headline: str
+    values: List[Dict[str, Any]]
     def to_dict(self) -> Dict[str, Any]: ...
     def __getattr__(self, name: str) -> Any: ...

@@ -172,19 +172,34 @@ def load(path, *, map_location=None, allow_globals=(), pubkey=None):
     globals_list = [allow_globals] if isinstance(allow_globals, str) else list(allow_globals)
     # weights_only: a file of model weights is a fine thing to load; whether a checkpoint holds
     # everything a resume needs is ckptcheck.verify's question, not torch.load's.
-    _ckptcheck.verify(path, weights_only=True, allow_globals=globals_list, pubkey=pubkey).raise_if_failed()
+    report = _ckptcheck.verify(path, weights_only=True, allow_globals=globals_list, pubkey=pubkey)
+    report.raise_if_failed()
     torch = _torch()
     context, how = _loader(torch, globals_list)
 
     def load_one(f):
+        kind = report.kind if f == path else "torch_save"  # a directory's .pt files: verified above
+        if kind not in ("torch_save", "torch_save_legacy"):
+            # torch.load reads torch.save's formats only: a safetensors file would fail with
+            # "invalid load key", a TorchScript archive is refused by the gate above.
+            hint = {"safetensors": "read it with safetensors.torch.load_file(path)",
+                    "hdf5": "read it with h5py"}.get(kind, "ckptcheck.torch.load reads torch.save files")
+            raise UsageError("%s: a %s file, not a torch.save file: %s" % (f, kind, hint))
         try:
             if "pickle_module" in how:
                 return _load_restricted(torch, f, map_location, how["pickle_module"])
             return torch.load(f, map_location=map_location, **how)
         except _pickle.UnpicklingError as e:
-            # Still nothing ran: the unpickler refused before constructing anything it does not allow.
-            raise Error("%s: verify accepted it, but torch %s's restricted load refused it: %s"
+            # The second layer: nothing ran (the unpickler refused before constructing anything it
+            # does not allow), but the gate and torch's unpickler disagree about this file.
+            raise Error("%s: torch %s's restricted load refused what ckptcheck's gate read as data (%s); nothing "
+                        "ran. The two readers disagree about this file: please report it"
                         % (f, torch.__version__, str(e).rpartition("WeightsUnpickler error: ")[2]), 2) from None
+        except RuntimeError as e:
+            if map_location is None and "CUDA" in str(e):
+                raise UsageError("%s: saved on a CUDA device, and this torch has none: pass map_location='cpu' "
+                                 "(torch says: %s)" % (f, str(e).splitlines()[0])) from None
+            raise
 
     with context:
         if not _os.path.isdir(path):

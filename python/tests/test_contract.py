@@ -40,6 +40,8 @@ def test_under_a_drill_every_value_comes_from_the_environment(tmp_path, clean_en
     assert lines[1] == {"event": "checkpoint", "step": 8, "path": str(tmp_path / "ckpt" / "step_8")}
     with pytest.raises(ValueError, match="loss"):
         run.log(6, loss="high")
+    with pytest.raises(ckptcheck.UsageError, match="pass loss="):
+        run.log(7)  # a line without a loss is one the drill refuses: said at the call
     with pytest.raises(ValueError, match="does not exist"):
         run.checkpoint(9, tmp_path / "nowhere")
 

@@ -59,3 +59,17 @@ def test_a_short_differential_fuzz_finds_no_disagreement(tmp_path):
                         "--findings", str(tmp_path / "findings")],
                        capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_python_diff_sees_every_value(tmp_path):
+    """ckptcheck.diff: the same tensors at another step are not identical (issue 65)."""
+    import ckptcheck
+    import torch
+    w = torch.ones(2, 2)
+    torch.save({"w": w, "step": 20, "scheduler": {"last_epoch": 20}}, tmp_path / "a.pt")
+    torch.save({"w": w, "step": 15, "scheduler": {"last_epoch": 3}}, tmp_path / "b.pt")
+    d = ckptcheck.diff(str(tmp_path / "a.pt"), str(tmp_path / "b.pt"))
+    assert not d.identical
+    assert d.headline.startswith("step 20 vs 15")
+    assert {v["path"] for v in d.values} >= {"step", "scheduler.last_epoch"}
+    assert ckptcheck.diff(str(tmp_path / "a.pt"), str(tmp_path / "a.pt")).identical

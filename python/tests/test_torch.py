@@ -203,7 +203,7 @@ def test_the_unpickler_refuses_a_global_even_if_verify_were_bypassed(tmp_path, m
                 body = body.replace(b"\x58" + len(touched).to_bytes(4, "little") + touched,
                                     b"\x58" + len(b"touch " + bytes(marker)).to_bytes(4, "little") + b"touch " + bytes(marker))
             out.writestr(item, body)
-    monkeypatch.setattr(ckptcheck, "verify", lambda *a, **k: type("Passed", (), {"raise_if_failed": lambda s: s})())
+    monkeypatch.setattr(ckptcheck, "verify", lambda *a, **k: type("Passed", (), {"raise_if_failed": lambda s: s, "kind": "torch_save"})())
     with pytest.raises(ckptcheck.Error, match="posix.system"):
         ckptcheck.torch.load(evil)
     assert not marker.exists()

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "base/sha256.h"
@@ -142,6 +143,51 @@ TEST_F(InspectErrorsTest, PinsLineIsASummaryAndJsonHasThemWhole) {
   ASSERT_EQ(j.exit_code, 0) << j.output;
   const auto pins = nlohmann::json::parse(j.output)["metadata"]["pins"];
   EXPECT_EQ(pins["config_sha256"].get<std::string>().size(), 64u) << j.output;
+}
+
+// A torch.save file with a flipped payload byte: its zip member's CRC-32 is what catches it, and the
+// finding names the tensor stored there, marks its row, and its JSON chunk reads "ok": false (issue 65).
+TEST(InspectTorchSaveDamage, TheCrcFindingNamesTheTensorItDamages) {
+  TempDir dir;
+  const std::string file = dir / "model_state.pt";
+  std::filesystem::copy_file(std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/model_state.pt", file);
+  const auto clean = nlohmann::json::parse(run_ckptcheck("inspect --json '" + file + "'").output);
+  // The largest tensor: flip the first byte of its payload, found by its sha256 in the file.
+  std::string name;
+  uint64_t largest = 0;
+  for (const auto& t : clean["tensors"]) {
+    if (t["bytes"].get<uint64_t>() > largest) {
+      largest = t["bytes"].get<uint64_t>();
+      name = t["name"].get<std::string>();
+    }
+  }
+  ASSERT_FALSE(name.empty());
+  auto bytes = read_file_bytes(file);
+  const auto plain =
+      nlohmann::json::parse(run_ckptcheck("inspect --json '" + file + "' --tensor '" + name + "'").output);
+  size_t at = std::string::npos;
+  for (size_t i = 0; i + largest <= bytes.size() && at == std::string::npos; ++i) {
+    if (sha256_hex(bytes.data() + i, largest) == plain["tensors"][0]["sha256"].get<std::string>()) at = i;
+  }
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] ^= 1;
+  write_file_bytes(file, bytes);
+  const CommandResult text = run_ckptcheck("inspect '" + file + "'");
+  EXPECT_EQ(text.exit_code, 1) << text.output;
+  EXPECT_NE(text.output.find("<-- FAIL zip_crc_mismatch"), std::string::npos) << text.output;
+  const auto j = nlohmann::json::parse(run_ckptcheck("inspect --json '" + file + "'").output);
+  bool named = false, marked = false;
+  for (const auto& i : j["issues"]) named = named || (i["code"] == "zip_crc_mismatch" && i["tensor"] == name);
+  for (const auto& t : j["tensors"]) {
+    if (t["name"] == name) marked = !t["chunks"][0]["ok"].get<bool>();
+  }
+  EXPECT_TRUE(named) << j["issues"].dump();
+  EXPECT_TRUE(marked) << "the damaged tensor's chunk reads ok: " << j.dump();
+  const auto v = nlohmann::json::parse(run_ckptcheck("verify --json --weights-only '" + file + "'").output);
+  bool verify_named = false;
+  for (const auto& e : v["errors"])
+    verify_named = verify_named || (e["code"] == "zip_crc_mismatch" && e["tensor"] == name);
+  EXPECT_TRUE(verify_named) << v.dump();
 }
 
 }  // namespace

@@ -36,12 +36,30 @@ class NotACheckpointTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(NotACheckpointTest, TextNumpyAndJsonFilesAreUsageErrorsInVerifyAndInspect) {
+TEST_F(NotACheckpointTest, TextAndJsonFilesAreUsageErrorsInVerifyAndInspect) {
   expect_usage_error(dir_.write("notes.txt", "loss went down\n"),
                      "notes.txt: a text file, not a tensor file");
-  expect_usage_error(dir_.write("arr.npy", std::string("\x93NUMPY\x01\x00v\x00{'descr': '<f4'}", 24)),
-                     "arr.npy: a NumPy .npy array file");
   expect_usage_error(dir_.write("manifest.json", "{\"version\": 1}"), "manifest.json: a JSON document");
+}
+
+// numpy.save's .npy is read (formats/numpy_file.h): an array is one tensor, and a header in any other
+// form than numpy.save writes is refused, since numpy's literal_eval could read it otherwise.
+TEST_F(NotACheckpointTest, NumpyArraysAreReadAndOddHeadersRefused) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
+  while ((10 + header.size() + 1) % 64) header += ' ';
+  header += '\n';
+  const std::string preamble = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0';
+  const std::string data("\0\0\x80\x3f\0\0\0\x40", 8);  // 1.0f, 2.0f
+  const std::string array = dir_.write("arr.npy", preamble + header + data);
+  CommandResult r = run_ckptcheck("inspect --json '" + array + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"name\":\"array\""), std::string::npos) << r.output;
+  EXPECT_EQ(run_ckptcheck("verify '" + array + "'").exit_code, 0);
+  std::string odd = header;
+  odd.replace(odd.find("'descr'"), 7, "\"descr\"");
+  r = run_ckptcheck("verify '" + dir_.write("odd.npy", preamble + odd + data) + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("reading_ambiguous"), std::string::npos) << r.output;
 }
 
 TEST_F(NotACheckpointTest, ACheckpointsManifestNamesItsDirectory) {

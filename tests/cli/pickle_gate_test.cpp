@@ -328,7 +328,8 @@ TEST_F(PickleGateTest, EveryParserDifferentialIsRefused) {
   for (const auto& [file, want] : expected["hostile"].items()) {
     classes.insert(want["class"].get<int>());
     for (const auto& mode : want["refuse"]) {
-      const CommandResult r = run_ckptcheck("verify --json " + mode.get<std::string>() + " '" + kAttack + file + "'");
+      const CommandResult r =
+          run_ckptcheck("verify --json " + mode.get<std::string>() + " '" + kAttack + file + "'");
       EXPECT_EQ(r.exit_code, 1) << mode << " " << file << ": " << r.output;
       const auto j = nlohmann::json::parse(r.output, nullptr, false);
       ASSERT_FALSE(j.is_discarded()) << file << ": --json printed no JSON: " << r.output;
@@ -341,7 +342,8 @@ TEST_F(PickleGateTest, EveryParserDifferentialIsRefused) {
                                  codes.find("torchscript_refused") != std::string::npos;
       EXPECT_TRUE(refused_whole || codes.find("pickle_global_refused") != std::string::npos ||
                   codes.find("keras_code_refused") != std::string::npos)
-          << file << ": refused for another reason than the gate's: " << codes << "\n" << messages;
+          << file << ": refused for another reason than the gate's: " << codes << "\n"
+          << messages;
       if (refused_whole) continue;  // the structure is refused: no one reading to name calls from
       for (const auto& name : want["names"])
         EXPECT_NE(messages.find(name.get<std::string>()), std::string::npos) << file << ": " << messages;
@@ -363,8 +365,8 @@ TEST_F(PickleGateTest, LegitimateFilesOfEveryProtocolPass) {
     const auto j = nlohmann::json::parse(listed.output, nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << listed.output;
     const auto key = [](const nlohmann::json& t) {
-      return t["name"].get<std::string>() + " " + t["dtype"].get<std::string>() + " " + t["shape"].dump() + " " +
-             t["sha256"].get<std::string>();
+      return t["name"].get<std::string>() + " " + t["dtype"].get<std::string>() + " " + t["shape"].dump() +
+             " " + t["sha256"].get<std::string>();
     };
     std::set<std::string> ours, torch;
     for (const auto& t : j["tensors"]) ours.insert(key(t));

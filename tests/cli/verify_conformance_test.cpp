@@ -113,7 +113,8 @@ std::vector<Kind> kinds() {
       {"dcp", kData + "dcp/dcp2_storage_meta", "", true, false, nullptr},
       {"torch_save", kData + "pytorch/adamw_state.pt", "", true, false, nullptr},
       {"torch_save", kData + "gate/lightning_scores.ckpt", "", true, false, nullptr},
-      {"torchscript", kData + "pytorch/torchscript_tiny.pt", "--weights-only", true, false, nullptr},
+      // A program: it passes only as what it is (kind torchscript), never under --weights-only.
+      {"torchscript", kData + "pytorch/torchscript_tiny.pt", "", true, false, nullptr},
       {"torch_save_legacy", kData + "pytorch/legacy_model_state.pt", "--weights-only", false, false, nullptr},
       {"torch_save_legacy", kRealWorld + "torch-legacy/pytorch_model.bin", "--weights-only", false, false,
        nullptr},
@@ -122,6 +123,10 @@ std::vector<Kind> kinds() {
       {"hdf5", kData + "gate/clean_weights.h5", "--weights-only", false, false, nullptr},
       {"hdf5", kData + "gate/keras_clean.h5", "--weights-only", false, false, nullptr},
       {"model_folder", "", "--weights-only", true, false, model_folder},
+      // The trainers' folders in their real layouts (scripts/make_trainer_fixtures.py).
+      {"hf_trainer", kData + "trainers/hf/checkpoint-10", "", false, false, nullptr},
+      {"accelerate", kData + "trainers/accelerate/save_state_bin", "", true, false, nullptr},
+      {"deepspeed", kData + "trainers/deepspeed/zero2", "", true, false, nullptr},
       {"safetensors_index", "", "--weights-only", false, false, sharded_index, true},
   };
 }

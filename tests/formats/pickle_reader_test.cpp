@@ -431,8 +431,8 @@ TEST(PickleReaderOldProtocols, ReadsTextOpcodes) {
 
 TEST(PickleReaderOldProtocols, LegacyMagicInEverySpelling) {
   const std::string binary("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15);
-  for (const std::string& p : {binary, std::string("L119547037146038801333356L\n."),
-                               std::string("I119547037146038801333356\n.")}) {
+  for (const std::string& p :
+       {binary, std::string("L119547037146038801333356L\n."), std::string("I119547037146038801333356\n.")}) {
     auto r = run(p);
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     EXPECT_TRUE(is_legacy_magic(*r)) << p;
@@ -465,7 +465,8 @@ TEST(PickleReaderFrames, StopInsideItsFrameIsAmbiguous) {
   expect_pickle_error("\x80\x04" + frame(body.size() + 4) + body + "cos\n", StatusCode::kAmbiguous,
                       "STOP inside a frame");
   expect_pickle_error("\x80\x04" + frame(1) + body, StatusCode::kAmbiguous, "past the end of its frame");
-  expect_pickle_error("\x80\x04" + frame(12) + frame(1) + body, StatusCode::kAmbiguous, "FRAME inside a frame");
+  expect_pickle_error("\x80\x04" + frame(12) + frame(1) + body, StatusCode::kAmbiguous,
+                      "FRAME inside a frame");
 }
 
 // INST and OBJ call their class; EXT names a global from the loading process's registry.
@@ -488,10 +489,11 @@ TEST(PickleReaderOldProtocols, InstObjAndExtensionCodesAreCalls) {
 // What a loader calls counts as a call wherever it sits: _rebuild_from_type_v2 calls its first
 // argument, so a getattr result or a global there is no attribute read or named value.
 TEST(PickleReaderCalls, ArgumentsALoaderCallsAreCalls) {
-  const std::string lookup = global("builtins", "getattr") + global("torch", "Tensor") + str("__init__") +
-                             tuple2() + reduce();
+  const std::string lookup =
+      global("builtins", "getattr") + global("torch", "Tensor") + str("__init__") + tuple2() + reduce();
   const std::string p = proto() + global("torch._tensor", "_rebuild_from_type_v2") + mark() + lookup +
-                        global("torch", "Tensor") + empty_tuple() + empty_dict() + tuple() + reduce() + stop();
+                        global("torch", "Tensor") + empty_tuple() + empty_dict() + tuple() + reduce() +
+                        stop();
   auto r = run(p);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   bool saw_getattr = false;
@@ -502,12 +504,14 @@ TEST(PickleReaderCalls, ArgumentsALoaderCallsAreCalls) {
   }
   EXPECT_TRUE(saw_getattr);
   const std::string q = proto() + global("torch._tensor", "_rebuild_from_type_v2") + mark() +
-                        global("pathlib", "PosixPath") + global("torch", "Tensor") + empty_tuple() + empty_dict() +
-                        tuple() + reduce() + stop();
+                        global("pathlib", "PosixPath") + global("torch", "Tensor") + empty_tuple() +
+                        empty_dict() + tuple() + reduce() + stop();
   auto s = run(q);
   ASSERT_TRUE(s.is_ok()) << s.status().to_string();
   for (const PickleGlobal& g : s->globals) {
-    if (g.name == "pathlib.PosixPath") EXPECT_NE(g.uses & kPickleUseOtherCall, 0u);
+    if (g.name == "pathlib.PosixPath") {
+      EXPECT_NE(g.uses & kPickleUseOtherCall, 0u);
+    }
   }
 }
 
@@ -516,7 +520,8 @@ TEST(PickleReaderCalls, AFailingPickleNamesItsCallsFirst) {
   const std::string p = std::string("cposix\nsystem\n(S'x'\ntR") + std::string("\x00\x00", 2);
   auto r = run(p);
   ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find("posix.system (dangerous"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("posix.system (dangerous"), std::string::npos)
+      << r.status().to_string();
   const auto named = pickle_globals_before_error(reinterpret_cast<const uint8_t*>(p.data()), p.size());
   ASSERT_EQ(named.size(), 1u);
   EXPECT_EQ(named[0].name, "posix.system");

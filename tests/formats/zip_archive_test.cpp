@@ -218,9 +218,11 @@ TEST(ZipArchiveDefects, NamesEqualIgnoringCaseAreRefusedNamingBoth) {
     ASSERT_FALSE(z.is_ok()) << twin;
     EXPECT_EQ(z.status().code(), StatusCode::kAmbiguous) << z.status().to_string();
     EXPECT_NE(z.status().message().find("'a/data.pkl'"), std::string::npos) << z.status().to_string();
-    EXPECT_NE(z.status().message().find(std::string("'") + twin + "'"), std::string::npos) << z.status().to_string();
+    EXPECT_NE(z.status().message().find(std::string("'") + twin + "'"), std::string::npos)
+        << z.status().to_string();
   }
-  EXPECT_TRUE(open_zip_bytes(build_zip({{"a/data.pkl", "p"}, {"a/data/0", "0"}, {"a/data/00", "1"}})).is_ok());
+  EXPECT_TRUE(
+      open_zip_bytes(build_zip({{"a/data.pkl", "p"}, {"a/data/0", "0"}, {"a/data/00", "1"}})).is_ok());
 }
 
 // miniz takes the last end-record signature with 22 bytes after it, whatever the comment length of

@@ -6,6 +6,7 @@
 #include "formats/megatron_dist_checkpoint.h"
 #include "formats/pytorch_file.h"
 #include "formats/tensor_file_open.h"
+#include "layouts/trainer_layout.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/manifest.h"
 #include "verifier/check/foreign_verifier.h"
@@ -52,6 +53,9 @@ const char* checkpoint_kind_name(CheckpointKind kind) {
     case CheckpointKind::kSafetensors: return "safetensors";
     case CheckpointKind::kSafetensorsIndex: return "safetensors_index";
     case CheckpointKind::kHdf5: return "hdf5";
+    case CheckpointKind::kHfTrainer: return "hf_trainer";
+    case CheckpointKind::kAccelerate: return "accelerate";
+    case CheckpointKind::kDeepSpeed: return "deepspeed";
     case CheckpointKind::kModelFolder: return "model_folder";
     case CheckpointKind::kSealedDirectory: return "sealed_directory";
     case CheckpointKind::kUnknownFile: return "unknown_file";
@@ -68,6 +72,9 @@ bool kind_holds_pickles(CheckpointKind kind) {
     case CheckpointKind::kTorchSaveLegacy:
     case CheckpointKind::kPickle:
     case CheckpointKind::kNumpy:
+    case CheckpointKind::kHfTrainer:
+    case CheckpointKind::kAccelerate:
+    case CheckpointKind::kDeepSpeed:
     case CheckpointKind::kModelFolder:
     case CheckpointKind::kSealedDirectory:
     case CheckpointKind::kUnknownFile: return true;
@@ -91,6 +98,15 @@ CheckpointKind detect_checkpoint_kind(const std::string& path) {
   if (is_dcp_directory(path)) {
     return path_exists(path + "/" + kMegatronConfigFileName) ? CheckpointKind::kMegatronTorchDist
                                                              : CheckpointKind::kDcp;
+  }
+  if (const auto layout = detect_trainer_layout(path); !layout.is_ok() || *layout) {
+    // A folder of two trainers, or whose `latest` names nothing, is refused by its verifier.
+    const TrainerLayoutKind kind = layout.is_ok() ? (*layout)->kind : TrainerLayoutKind::kHfTrainer;
+    switch (kind) {
+      case TrainerLayoutKind::kHfTrainer: return CheckpointKind::kHfTrainer;
+      case TrainerLayoutKind::kAccelerate: return CheckpointKind::kAccelerate;
+      case TrainerLayoutKind::kDeepSpeed: return CheckpointKind::kDeepSpeed;
+    }
   }
   if (is_foreign_checkpoint_dir(path)) return CheckpointKind::kModelFolder;
   return CheckpointKind::kSealedDirectory;

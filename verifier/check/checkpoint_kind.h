@@ -39,7 +39,10 @@ enum class CheckpointKind {
   kSafetensors,        // one .safetensors file
   kSafetensorsIndex,   // a sharded model's *.safetensors.index.json and the files it names
   kHdf5,               // an HDF5 file (our shards, Keras weights)
-  kModelFolder,        // a Hugging Face Trainer checkpoint or model folder (incl. sharded index)
+  kHfTrainer,          // an HF Trainer checkpoint-N/ (or the run dir above it): layouts/trainer_layout.h
+  kAccelerate,         // an Accelerate save_state folder
+  kDeepSpeed,          // a DeepSpeed checkpoint: `latest` and global_stepN/, or a tag folder
+  kModelFolder,        // a Hugging Face model folder (weights, config, a sharded index)
   kSealedDirectory,    // a directory of other files that only its seal describes
   kUnknownFile,        // a file no reader recognises (verify reports it unreadable)
 };

@@ -38,6 +38,7 @@
 #include "verifier/check/resumability.h"
 #include "verifier/check/seal.h"
 #include "verifier/check/signature.h"
+#include "verifier/check/trainer_verifier.h"
 #include "verifier/check/what_to_pass.h"
 #include "verifier/pins/drift.h"
 #include "verifier/tensors/shard_scan.h"
@@ -705,6 +706,24 @@ Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind
       check_pickles_under(path, 2, kind_options, report);  // verify_foreign_dir read the top level
       break;
     case CheckpointKind::kSafetensorsIndex: report = verify_safetensors_index(path, kind_options); break;
+    case CheckpointKind::kHfTrainer:
+    case CheckpointKind::kAccelerate:
+    case CheckpointKind::kDeepSpeed: {
+      auto layout = detect_trainer_layout(path);
+      if (!layout.is_ok() || !*layout) {  // two trainers' files, or a `latest` naming nothing
+        const Status st =
+            layout.is_ok() ? Status::not_found(path + ": no trainer folder here any more") : layout.status();
+        report.path = path;
+        report.add_error(
+            st.code() == StatusCode::kAmbiguous ? verify_code::kReadingAmbiguous : verify_code::kShardMissing,
+            "", "", st.message());
+        break;
+      }
+      report = verify_trainer_folder(**layout, kind_options);
+      check_pickles_under((*layout)->dir, 2, kind_options,
+                          report);  // nested folders the layout does not list
+      break;
+    }
     case CheckpointKind::kSealedDirectory:
       // Only its seal describes it; its torch.save files still pass the pickle gate.
       report.path = path;

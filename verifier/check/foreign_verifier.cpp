@@ -19,6 +19,7 @@
 #include "verifier/check/chunk_coverage.h"
 #include "verifier/check/pickle_gate.h"
 #include "verifier/check/resume_state.h"
+#include "verifier/check/trainer_verifier.h"
 #include "verifier/tensors/nonfinite_count.h"
 
 namespace ckpt {
@@ -92,10 +93,11 @@ void check_keras_code(const TensorFile& file, const std::string& shard, VerifyRe
 // 2.6 (CVE-2025-32434). A weights-only gate cannot pass a program.
 void refuse_torchscript(const std::string& path, const std::string& shard, VerifyReport& report) {
   report.add_error(verify_code::kTorchScriptRefused, shard, "",
-                   path + ": a TorchScript archive (torch.jit.save): torch.load hands it to torch.jit.load, "
-                          "which runs its code, even with weights_only=True before torch 2.6 "
-                          "(CVE-2025-32434); --weights-only refuses programs (without it, verify reports it "
-                          "as kind torchscript)");
+                   path +
+                       ": a TorchScript archive (torch.jit.save): torch.load hands it to torch.jit.load, "
+                       "which runs its code, even with weights_only=True before torch 2.6 "
+                       "(CVE-2025-32434); --weights-only refuses programs (without it, verify reports it "
+                       "as kind torchscript)");
 }
 
 // The error code for a file that cannot be opened: ambiguous bytes, a torn tail, or unreadable.
@@ -104,8 +106,14 @@ const char* unreadable_code(const Status& st) {
   return st.code() == StatusCode::kTruncated ? verify_code::kShardTruncated : verify_code::kShardUnreadable;
 }
 
+}  // namespace
+
+const char* unreadable_verify_code(const Status& st) {
+  return unreadable_code(st);
+}
+
 void check_tensor_file(const TensorFile& file, const std::string& shard, const VerifyOptions& options,
-                       VerifyReport& report, PickleLoader loader = PickleLoader::kTorchLoad) {
+                       VerifyReport& report, PickleLoader loader) {
   // TorchScript's pickles are read by torch.jit.load's own unpickler, whatever holds the archive.
   if (std::strcmp(file.format_name(), "torchscript") == 0) {
     loader = PickleLoader::kTorchScript;
@@ -117,7 +125,23 @@ void check_tensor_file(const TensorFile& file, const std::string& shard, const V
   warn_unsupported_datasets(file, shard, report);
   if (options.quick) return;
   const Status crc = file.check_container();
-  if (!crc.is_ok()) report.add_error(container_issue_code(crc), shard, "", crc.message());
+  if (!crc.is_ok()) {
+    // Name the tensors stored in the damaged members, as inspect does.
+    std::string names;
+    size_t hit = 0;
+    for (const auto& [begin, end] : file.damaged_ranges()) {
+      for (const ChunkInfo& c : file.chunks()) {
+        if (c.data_bytes == 0 || c.data_offset < begin || c.data_offset >= end || !c.alias_of.empty())
+          continue;
+        if (++hit <= 8) names += (hit > 1 ? ", " : "") + c.name;
+      }
+    }
+    if (hit > 8) names += " and " + std::to_string(hit - 8) + " more";
+    report.add_error(
+        container_issue_code(crc), shard, names,
+        crc.message() +
+            (names.empty() ? "" : "; it holds tensor" + std::string(hit > 1 ? "s " : " ") + names));
+  }
   const size_t count = file.chunks().size();
   std::vector<VerifyReport> per_chunk(count);
   run_parallel(count, resolve_jobs(options.jobs, count), [&](size_t i) {
@@ -139,6 +163,8 @@ void check_tensor_file(const TensorFile& file, const std::string& shard, const V
   });
   for (VerifyReport& r : per_chunk) merge_report(std::move(r), report);
 }
+
+namespace {
 
 void require_weights_only_note(VerifyReport& report, const char* code, const std::string& shard,
                                const std::string& what) {
@@ -488,9 +514,15 @@ VerifyReport verify_foreign_file(const std::string& path, const VerifyOptions& o
   check_tensor_file(**file, base_name(path), options, report);
   // A plain pickle is no checkpoint to resume from (torch.load raises once it has run it): the gate
   // is its whole check.
+  std::string why;
+  if (options.weights_only && is_zero3_placeholder_states(**file, &why))
+    report.add_error(verify_code::kZeroPlaceholdersOnly, base_name(path), "", path + ": " + why);
+  // A plain pickle, a numpy array or a TorchScript program is no training state to resume.
   const bool no_checkpoint = std::strcmp((*file)->format_name(), "pickle") == 0 ||
-                             std::strcmp((*file)->format_name(), "numpy") == 0;
+                             std::strcmp((*file)->format_name(), "numpy") == 0 ||
+                             std::strcmp((*file)->format_name(), "torchscript") == 0;
   if (!options.weights_only && !no_checkpoint) check_file_resumability(**file, base_name(path), report);
+  if (!no_checkpoint) check_state_steps(**file, report, !options.weights_only);
   report.seconds = seconds_since(start);
   return report;
 }

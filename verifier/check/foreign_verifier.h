@@ -37,7 +37,9 @@
 #include <string>
 
 #include "base/status.h"
+#include "formats/tensor_file.h"
 #include "verifier/check/checkpoint_verifier.h"
+#include "verifier/check/pickle_trust_profile.h"
 #include "verifier/check/verify_report.h"
 
 namespace ckpt {
@@ -68,6 +70,14 @@ VerifyReport verify_foreign_dir(const std::string& dir, const VerifyOptions& opt
 // weight_map puts there (shard_missing, chunk_missing_in_shard), and each is checked as a
 // safetensors file.
 VerifyReport verify_safetensors_index(const std::string& index_path, const VerifyOptions& options);
+
+// The checks of one opened tensor file: its pickle globals for `loader` (the gate; a TorchScript
+// archive is read by torch.jit.load's unpickler, and refused under --weights-only), Keras code in its
+// configs, then unless --quick its container's CRC-32s and every chunk's NaN/Inf counts.
+void check_tensor_file(const TensorFile& file, const std::string& shard, const VerifyOptions& options,
+                       VerifyReport& report, PickleLoader loader = PickleLoader::kTorchLoad);
+// The error code for a file that cannot be opened: reading_ambiguous, shard_truncated, shard_unreadable.
+const char* unreadable_verify_code(const Status& status);
 
 // The pickle gate over every torch.save file (zip or legacy, told apart by their first bytes) below
 // `dir`, `min_depth` levels down or deeper (1: the top level too; 2: subdirectories only), up to 16:

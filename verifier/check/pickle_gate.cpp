@@ -35,6 +35,8 @@ const char* shape_words(PickleDataShape shape) {
     case PickleDataShape::kPath: return "a path rebuilt from its parts (REDUCE(cls, (str, ...)))";
     case PickleDataShape::kValue: return "a named value, never called";
     case PickleDataShape::kHelper: return "a helper its loader interprets";
+    case PickleDataShape::kNumpyArray:
+      return "numpy's pickling of an array (_reconstruct(ndarray, (0,), b'b'))";
   }
   return "data";
 }

@@ -97,6 +97,28 @@ constexpr ProfileClass kTorchScriptHelpers[] = {
     {"torch.jit._pickle.restore_type_tag", PickleDataShape::kHelper},
 };
 
+// numpy's RNG state as the trainers save it (np.random.get_state(): ('MT19937', uint32 keys, pos,
+// has_gauss, cached_gaussian)), in the RNG files of the trainer folders only: an HF Trainer's
+// rng_state*.pth (transformers loads it under torch.serialization.safe_globals of exactly these),
+// an Accelerate random_states_<r>.pkl. numpy 2 spells the module numpy._core.
+constexpr ProfileClass kTrainerRng[] = {
+    {"numpy.core.multiarray._reconstruct", PickleDataShape::kNumpyArray},
+    {"numpy._core.multiarray._reconstruct", PickleDataShape::kNumpyArray},
+    {"numpy.ndarray", PickleDataShape::kNumpyArray},
+    {"numpy.dtype", PickleDataShape::kNumpyArray},
+    {"numpy.dtypes.UInt32DType", PickleDataShape::kValue},
+};
+
+// What DeepSpeed pickles beside tensors in its model and optimizer states (deepspeed/runtime/
+// engine.py, zero/stage_1_and_2.py, stage3.py): its loss scaler's fields, the ZeRO stage enum and
+// the fragment addresses of param_slice_mappings, records and an enum of plain fields.
+constexpr ProfileClass kDeepSpeedStates[] = {
+    {"deepspeed.runtime.fp16.loss_scaler.LossScaler", PickleDataShape::kRecord},
+    {"deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler", PickleDataShape::kRecord},
+    {"deepspeed.runtime.zero.config.ZeroStageEnum", PickleDataShape::kEnum},
+    {"deepspeed.utils.tensor_fragment.fragment_address", PickleDataShape::kRecord},
+};
+
 template <size_t N>
 std::optional<PickleDataShape> find_in(const ProfileClass (&list)[N], const std::string& full_name) {
   for (const ProfileClass& c : list) {
@@ -125,6 +147,8 @@ const char* pickle_profile_name(PickleLoader loader) {
     case PickleLoader::kMegatronMetadata: return "Megatron-Core dist-checkpointing metadata";
     case PickleLoader::kMegatronCommon: return "Megatron-Core common.pt";
     case PickleLoader::kTorchScript: return "TorchScript archive";
+    case PickleLoader::kTrainerRng: return "trainer RNG state (numpy)";
+    case PickleLoader::kDeepSpeed: return "DeepSpeed states";
   }
   return "torch.load weights-only";
 }
@@ -142,6 +166,8 @@ std::optional<PickleDataShape> profile_shape(PickleLoader loader, const std::str
       // The archive's own TorchScript classes (compiled from its code/ files), never Python imports.
       if (starts_with(full_name, "__torch__.")) return PickleDataShape::kRecord;
       return find_in(kTorchScriptHelpers, full_name);
+    case PickleLoader::kTrainerRng: return find_in(kTrainerRng, full_name);
+    case PickleLoader::kDeepSpeed: return find_in(kDeepSpeedStates, full_name);
   }
   return std::nullopt;
 }
@@ -187,6 +213,7 @@ bool used_as(const PickleGlobal& g, PickleDataShape shape) {
     case PickleDataShape::kPath: allowed = kPickleUseCalledWithStrings; break;
     case PickleDataShape::kValue: allowed = 0; break;
     case PickleDataShape::kHelper: return true;
+    case PickleDataShape::kNumpyArray: allowed = kPickleUseNumpyArray; break;
   }
   return (g.uses & ~allowed) == 0;
 }

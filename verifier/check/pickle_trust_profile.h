@@ -31,17 +31,20 @@ enum class PickleLoader {
   kMegatronMetadata,  // the `.metadata` of a Megatron-Core torch_dist checkpoint
   kMegatronCommon,    // Megatron-Core's common.pt
   kTorchScript,       // torch.jit.load's unpickler (data.pkl, constants.pkl of a TorchScript archive)
+  kTrainerRng,        // an HF Trainer's rng_state*.pth, an Accelerate random_states_<r>.pkl (numpy RNG)
+  kDeepSpeed,         // DeepSpeed's model and optimizer states (loss scaler, ZeRO stage enum)
 };
 
 // "DCP metadata", "Megatron-Core dist-checkpointing", ...: the profile's name in reports.
 const char* pickle_profile_name(PickleLoader loader);
 
 enum class PickleDataShape {
-  kRecord,  // NEWOBJ(cls, ()) (or copyreg._reconstructor(cls, object, None)), fields by BUILD
-  kEnum,    // REDUCE(cls, (value,)), getattr(cls, 'NAME')
-  kPath,    // REDUCE(cls, (str, ...))
-  kValue,   // only named, never called (torch.strided, torch.contiguous_format)
-  kHelper,  // a helper the loader itself interprets (TorchScript's torch.jit._pickle.build_*)
+  kRecord,      // NEWOBJ(cls, ()) (or copyreg._reconstructor(cls, object, None)), fields by BUILD
+  kEnum,        // REDUCE(cls, (value,)), getattr(cls, 'NAME')
+  kPath,        // REDUCE(cls, (str, ...))
+  kValue,       // only named, never called (torch.strided, torch.contiguous_format)
+  kHelper,      // a helper the loader itself interprets (TorchScript's torch.jit._pickle.build_*)
+  kNumpyArray,  // numpy's own pickling of an array: _reconstruct(ndarray, (0,), b'b'), dtype(str, bool, bool)
 };
 
 // The shape in which `loader`'s profile accepts `full_name` ("module.qualname"), if it does.

@@ -892,7 +892,8 @@ Result<VerifyReport> verify_sealed(const std::string& raw, const VerifyOptions& 
   if (target.single_file && !seal.files.empty()) {
     if (seal.files.size() != 1) {
       report.add_error(verify_code::kSealInvalid, "", "",
-                       seal_path_for(raw) + ": a single file's seal lists " + std::to_string(seal.files.size()) +
+                       seal_path_for(raw) + ": a single file's seal lists " +
+                           std::to_string(seal.files.size()) +
                            " files; it must list the one file it is found beside");
       seal.files.clear();
     } else {
@@ -916,8 +917,9 @@ Result<VerifyReport> verify_sealed(const std::string& raw, const VerifyOptions& 
                            "file, or the file replaced by another");
     } else {
       report.add_warning(verify_code::kSealFileRenamed, target.files[0], "",
-                         report.path + ": sealed as '" + sealed_as + "' and renamed since, with its seal; "
-                                       "its bytes are the sealed ones");
+                         report.path + ": sealed as '" + sealed_as +
+                             "' and renamed since, with its seal; "
+                             "its bytes are the sealed ones");
     }
   }
   report.seconds = seconds_since(start);

@@ -11,6 +11,7 @@
 #include "verifier/drill/drill_history.h"
 #include "verifier/drill/drill_junit.h"
 #include "verifier/drill/drill_report.h"
+#include "verifier/drill/fault_catalogue.h"
 
 namespace ckpt {
 namespace {
@@ -88,8 +89,14 @@ class DrillCommand : public Command {
            "stale-shard and --faults)")
         ->check(CLI::PositiveNumber);
     sub->add_option("--faults", o_.faults,
-                    "fault drills on copies of the checkpoint: truncate,bitflip,drop-file,stale-file")
+                    "fault drills: on copies of the checkpoint (" + fault_names(FaultKind::kCopy) +
+                        ") and below the process, through the fault file system (" +
+                        fault_names(FaultKind::kStorage) + "); docs/drill.md")
         ->delimiter(',');
+    sub->add_option("--relaunch-dir", o_.relaunch_dir,
+                    "the relaunch after a kill finds the subject's checkpoint dir as the kill left it (same, "
+                    "as a restarted job does) or a new, empty one (fresh)")
+        ->capture_default_str();
     sub->add_flag("--control", o_.control,
                   "run a second uninterrupted reference to measure run-to-run noise (default when the world "
                   "size changes)");
@@ -266,6 +273,7 @@ const FieldFlags& drill_field_flags() {
                                    {"slurm_args", "--slurm-args"},
                                    {"slurm_start_timeout_seconds", "--slurm-start-timeout"},
                                    {"faults", "--faults"},
+                                   {"relaunch_dir", "--relaunch-dir"},
                                    {"control", "--control"},
                                    {"control_multiple", "--control-multiple"},
                                    {"live_metrics", "--live"},

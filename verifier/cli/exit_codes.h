@@ -6,6 +6,8 @@
 //   2  usage or I/O: bad flags, a bad config, an unreadable or unsupported path
 #pragma once
 
+#include <string>
+
 #include "base/status.h"
 
 namespace ckpt {
@@ -19,5 +21,9 @@ int exit_code_for(const Status& status);
 
 // Prints "ckptcheck <command>: <status>" on stderr and returns exit_code_for(status).
 int report_failure(const char* command, const Status& status);
+// The same for a command run with --json, which always answers in JSON: also prints
+// {"ok": false, "path", "exit_code", "errors": [{"code", "message"}]} on stdout, the code the status's
+// ("corruption", "truncated", "ambiguous", "io error", "not supported", ...).
+int report_failure_json(const char* command, const std::string& path, const Status& status);
 
 }  // namespace ckpt

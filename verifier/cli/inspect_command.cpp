@@ -52,8 +52,10 @@ class InspectCommand : public Command {
                    world->host().c_str(), report.status().to_string().c_str());
       world->abort(2);
     }
-    if (!report.is_ok())
-      return report_failure("inspect", with_what_to_pass(path_, "inspect", report.status()));
+    if (!report.is_ok()) {
+      const Status failed = with_what_to_pass(path_, "inspect", report.status());
+      return json_ ? report_failure_json("inspect", path_, failed) : report_failure("inspect", failed);
+    }
     const int code = report->ok() ? kExitOk : kExitCheckFailed;
     // Every task built the same report from the gathered results; rank 0 prints it.
     if (world && world->rank() != 0) {

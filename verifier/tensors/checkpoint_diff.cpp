@@ -1,6 +1,8 @@
 #include "verifier/tensors/checkpoint_diff.h"
 
+#include <cstdio>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -50,6 +52,69 @@ Result<DiffedTensor> compare_one(const DigestedSource& a, const DigestedSource& 
   return row;
 }
 
+// The non-tensor state a side holds: a tensor file's values (its pickle's numbers, strings, objects),
+// a ckptcheck checkpoint's step and extra state (its config, pins, creation time and shard list are
+// how it was written, not what it holds). An index or DCP folder has none beyond its tensors.
+nlohmann::json state_values(const TensorSource& s) {
+  const nlohmann::json& m = s.metadata();
+  if (std::strcmp(s.kind(), "checkpoint") == 0)
+    return {{"step", m.value("step", nlohmann::json())}, {"extra", m.value("extra", nlohmann::json())}};
+  if (std::strcmp(s.kind(), "safetensors_index") == 0 || std::strcmp(s.kind(), "dcp") == 0) return nullptr;
+  return m;
+}
+
+// A value's text for a message: a string as itself, anything else as JSON.
+std::string value_text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>()
+                       : v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void diff_values(const nlohmann::json& a, const nlohmann::json& b, const std::string& path,
+                 CheckpointDiff& out) {
+  const auto add = [&](nlohmann::json va, nlohmann::json vb, std::string missing_on, std::string at) {
+    ++out.values_differing;
+    if (out.values.size() < kDiffMaxListedValues)
+      out.values.push_back({at.empty() ? "(root)" : at, std::move(va), std::move(vb), std::move(missing_on)});
+  };
+  if (a.is_object() && b.is_object()) {
+    std::set<std::string> keys;
+    for (auto it = a.begin(); it != a.end(); ++it) keys.insert(it.key());
+    for (auto it = b.begin(); it != b.end(); ++it) keys.insert(it.key());
+    for (const std::string& k : keys) {
+      const std::string sub = path.empty() ? k : path + "." + k;
+      const bool in_a = a.contains(k), in_b = b.contains(k);
+      if (in_a && in_b) {
+        diff_values(a[k], b[k], sub, out);
+      } else {
+        add(in_a ? a[k] : nullptr, in_b ? b[k] : nullptr, in_a ? "b" : "a", sub);
+      }
+    }
+    return;
+  }
+  if (a.is_array() && b.is_array() && a.size() == b.size()) {
+    for (size_t i = 0; i < a.size(); ++i) diff_values(a[i], b[i], path + "." + std::to_string(i), out);
+    return;
+  }
+  // A number compares by value (an int 3 and a float 3.0 are one step), anything else exactly.
+  if (a.is_number() && b.is_number() && a.get<double>() == b.get<double>()) return;
+  if (a != b) add(a, b, "", path);
+}
+
+// The step a side says it holds: the manifest's, or a file's top-level global_step / step /
+// iteration / epoch.
+std::optional<double> step_of(const nlohmann::json& values) {
+  if (!values.is_object()) return std::nullopt;
+  const nlohmann::json* root = &values;
+  if (values.contains("value") && values["value"].is_object()) root = &values["value"];
+  for (const char* key : {"global_step", "step", "iteration", "epoch"}) {
+    for (const nlohmann::json* j : {root, &values}) {
+      const auto it = j->find(key);
+      if (it != j->end() && it->is_number()) return it->get<double>();
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<CheckpointDiff> diff_checkpoints(const std::string& path_a, const std::string& path_b,
@@ -92,6 +157,28 @@ Result<CheckpointDiff> diff_sources(const TensorSource& a, const TensorSource& b
     c.summary.add(row.diff);
     c.rows.push_back(std::move(row));
   }
+  // Values compare between two sources of one kind (two torch.save files, two ckptcheck
+  // checkpoints); across kinds (a checkpoint and its `convert`ed copy) each format keeps other
+  // bookkeeping, and only the step both name is compared.
+  const nlohmann::json va = state_values(a), vb = state_values(b);
+  if (!va.is_null() && !vb.is_null()) {
+    const auto sa = step_of(va), sb = step_of(vb);
+    if (std::strcmp(a.kind(), b.kind()) == 0) {
+      diff_values(va, vb, "", out);
+    } else if (sa && sb && *sa != *sb) {
+      diff_values(nlohmann::json{{"step", *sa}}, nlohmann::json{{"step", *sb}}, "", out);
+    }
+    out.identical = out.identical && out.values_differing == 0;
+    if (sa && sb && *sa != *sb) {
+      const auto number = [](double v) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.17g", v);
+        return std::string(buf);
+      };
+      out.headline = "step " + number(*sa) + " vs " + number(*sb) + " (" + (*sb < *sa ? "b" : "a") +
+                     " is an older checkpoint, or another run's)";
+    }
+  }
   return out;
 }
 
@@ -109,16 +196,35 @@ nlohmann::json checkpoint_diff_to_json(const CheckpointDiff& diff) {
     }
     comps[name] = std::move(j);
   }
+  nlohmann::json values = nlohmann::json::array();
+  for (const ValueDifference& v : diff.values)
+    values.push_back({{"path", v.path}, {"a", v.a}, {"b", v.b}, {"missing_on", v.missing_on}});
   return {{"a", diff.a},
           {"b", diff.b},
           {"rtol", diff.tolerance.rtol},
           {"atol", diff.tolerance.atol},
           {"identical", diff.identical},
-          {"components", comps}};
+          {"headline", diff.headline},
+          {"components", comps},
+          {"values_differing", diff.values_differing},
+          {"values", values}};
 }
 
 std::string checkpoint_diff_to_text(const CheckpointDiff& diff) {
   std::string out = std::string(diff.identical ? "SAME " : "DIFF ") + diff.a + " vs " + diff.b + "\n";
+  if (!diff.headline.empty()) out += diff.headline + "\n";
+  if (diff.values_differing > 0) {
+    out += "values: " + std::to_string(diff.values_differing) + " differ\n";
+    for (const ValueDifference& v : diff.values) {
+      out += "  " + v.path + ": " +
+             (v.missing_on == "a"   ? "absent in a, " + value_text(v.b) + " in b"
+              : v.missing_on == "b" ? value_text(v.a) + " in a, absent in b"
+                                    : value_text(v.a) + " vs " + value_text(v.b)) +
+             "\n";
+    }
+    if (diff.values_differing > diff.values.size())
+      out += "  ... and " + std::to_string(diff.values_differing - diff.values.size()) + " more\n";
+  }
   const auto& components = diff.components;
   for (const auto& [name, c] : components) {
     const ComponentDiff& s = c.summary;

@@ -26,12 +26,30 @@ struct ComponentRows {
   std::vector<DiffedTensor> rows;
 };
 
+// A non-tensor value of the training state (a step, a data position, a scheduler's last_epoch, an
+// RNG's Python state, an object's class) that differs, by dotted path; a side where it is absent
+// holds null and `missing_on` names it.
+struct ValueDifference {
+  std::string path;
+  nlohmann::json a, b;
+  std::string missing_on;  // "a" | "b" | ""
+};
+
 struct CheckpointDiff {
   std::string a, b;  // the sources as opened
   Tolerance tolerance;
   std::map<std::string, ComponentRows> components;
-  bool identical = true;  // every tensor on both sides and within tolerance
+  // Every non-tensor value of the state compared too (the values each side's reader gives: a
+  // torch.save file's pickle values, a ckptcheck checkpoint's step and extra state); the first
+  // kDiffMaxListedValues differences are listed, all are counted.
+  std::vector<ValueDifference> values;
+  size_t values_differing = 0;
+  // One line before the details when the sides are different steps: "step 20 vs 15 (b is an older
+  // checkpoint)"; empty otherwise.
+  std::string headline;
+  bool identical = true;  // every tensor and value on both sides, within tolerance
 };
+constexpr size_t kDiffMaxListedValues = 200;
 
 // kIoError and friends when a side cannot be opened or read; a difference is a result.
 Result<CheckpointDiff> diff_checkpoints(const std::string& a, const std::string& b,

@@ -281,10 +281,30 @@ Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectO
   } else {
     for (const auto& t : src.tensors()) selected.push_back(&t);
   }
-  for (const auto& f : src.files()) {
+  for (size_t fi = 0; fi < src.files().size(); ++fi) {
+    const auto& f = src.files()[fi];
     const Status st = f->check_container();
-    if (!st.is_ok())
-      out.issues.push_back({container_issue_code(st), file_label(src, f->path()), "", st.message()});
+    if (st.is_ok()) continue;
+    // The tensors stored in the damaged members: named in the finding, their rows marked.
+    std::vector<std::string> hit;
+    for (const auto& [begin, end] : f->damaged_ranges()) {
+      for (const SourceTensor& t : src.tensors()) {
+        for (const SourceChunk& c : t.chunks) {
+          if (c.file != fi) continue;
+          const ChunkPlace p = src.place(c);
+          if (p.data_bytes > 0 && p.data_offset >= begin && p.data_offset < end &&
+              out.damaged_tensors.insert(t.name).second)
+            hit.push_back(t.name);
+        }
+      }
+    }
+    std::string names;
+    for (size_t k = 0; k < hit.size() && k < 8; ++k) names += (k ? ", " : "") + hit[k];
+    if (hit.size() > 8) names += " and " + std::to_string(hit.size() - 8) + " more";
+    out.issues.push_back(
+        {container_issue_code(st), file_label(src, f->path()), names,
+         st.message() +
+             (hit.empty() ? "" : "; it holds tensor" + std::string(hit.size() > 1 ? "s " : " ") + names)});
   }
   // Tensors are independent: each streams its own chunks (pread, thread-safe) on its own core. An
   // alias (a second name of one tensor object) reuses its target's hashes when the target is read
@@ -385,7 +405,7 @@ nlohmann::json inspect_report_to_json(const InspectReport& report, bool errors_o
                         {"file", c.file},
                         {"sha256", c.computed},
                         {"stored_sha256", c.stored},
-                        {"ok", c.ok()}});
+                        {"ok", c.ok() && !report.damaged_tensors.count(r.tensor->name)}});
     }
     nlohmann::json t = {{"name", r.tensor->name},
                         {"component", r.tensor->component},
@@ -429,11 +449,14 @@ std::string inspect_report_to_text(const InspectReport& report, bool errors_only
     bool damaged = false;
     for (size_t i = 0; i < r.chunk_sha256.size(); ++i)
       damaged = damaged || !source.chunk_matches(*r.read, i, r.chunk_sha256[i]);
+    const bool in_damaged_member = report.damaged_tensors.count(t.name) != 0;
     char line[512];
     std::snprintf(line, sizeof(line), "%-44s %-10s %-5s %-14s %10llu  %s%s\n", t.name.c_str(),
                   t.component.c_str(), dtype_name(t.dtype), shape_to_string(t.shape).c_str(),
                   static_cast<unsigned long long>(t.bytes), hash.c_str(),
-                  damaged ? "  <-- FAIL chunk_sha256_mismatch" : "");
+                  damaged             ? "  <-- FAIL chunk_sha256_mismatch"
+                  : in_damaged_member ? "  <-- FAIL zip_crc_mismatch"
+                                      : "");
     out += line;
     if (!t.alias_of.empty()) out += "    alias of " + t.alias_of + " (one tensor object: same bytes)\n";
     if (report.with_stats) out += stats_line(r.stats);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,9 @@ struct InspectReport {
   // Container findings (a zip member's CRC-32 or header) first, then chunks whose bytes contradict
   // a recorded hash, in tensor order.
   std::vector<InspectIssue> issues;
+  // Tensors whose bytes lie in a damaged container member (a zip member's CRC-32): their rows are
+  // marked and their chunks read "ok": false, though no stored hash of theirs differs.
+  std::set<std::string> damaged_tensors;
   bool ok() const { return issues.empty(); }
   // Chunk `chunk` of `t` as read, against every hash recorded for it.
   ChunkCheck chunk_check(const InspectedTensor& t, size_t chunk) const {

@@ -23,6 +23,7 @@ import array
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -79,6 +80,7 @@ def main():
             log.write(event)
             log.flush()
         tmp = final + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)  # left by a save that was killed (a relaunch finds it)
         os.makedirs(tmp)
         write_safetensors(os.path.join(tmp, "model.safetensors"), {"w": w})
         write_safetensors(os.path.join(tmp, "optimizer.safetensors"), {"exp_avg": m})

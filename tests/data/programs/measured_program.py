@@ -11,6 +11,7 @@ import argparse
 import array
 import json
 import os
+import shutil
 import struct
 import time
 
@@ -93,6 +94,7 @@ def main():
         if step % every == 0:
             final = os.path.join(ckpt_dir, "step_%d" % step)
             tmp = final + ".tmp"
+            shutil.rmtree(tmp, ignore_errors=True)  # left by a save that was killed (a relaunch finds it)
             os.makedirs(tmp)
             write_safetensors(os.path.join(tmp, "model.safetensors"), {"w": w})
             write_safetensors(os.path.join(tmp, "optimizer.safetensors"), {"exp_avg": m, "exp_avg_sq": v})

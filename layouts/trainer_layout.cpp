@@ -1,0 +1,281 @@
+#include "layouts/trainer_layout.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "base/file_io.h"
+#include "base/text.h"
+
+namespace ckpt {
+
+namespace {
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.size() < 19 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "<prefix><digits><suffix>" -> the digits as a number, or -1.
+int numbered(const std::string& name, const std::string& prefix, const std::string& suffix) {
+  if (name.size() <= prefix.size() + suffix.size() || !starts_with(name, prefix) || !ends_with(name, suffix))
+    return -1;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  return all_digits(digits) && digits.size() < 9 ? std::stoi(digits) : -1;
+}
+
+bool is_model_weights(const std::string& n) {
+  return n == "model.safetensors" || n == "pytorch_model.bin" || n == "adapter_model.safetensors" ||
+         n == "adapter_model.bin" || (starts_with(n, "model-") && ends_with(n, ".safetensors")) ||
+         (starts_with(n, "pytorch_model-") && ends_with(n, ".bin"));
+}
+
+LayoutFile hf_file(const std::string& n) {
+  LayoutFile f{n, FileRole::kOther, false, -1};
+  if (is_model_weights(n)) {
+    f.role = FileRole::kModel;
+  } else if (n == "optimizer.pt" || n == "optimizer.bin") {
+    f.role = FileRole::kOptimizer;
+  } else if (n == "scheduler.pt") {
+    f.role = FileRole::kScheduler;
+  } else if (n == "scaler.pt") {
+    f.role = FileRole::kScaler;
+  } else if (n == "rng_state.pth" || (f.rank = numbered(n, "rng_state_", ".pth")) >= 0) {
+    f.role = FileRole::kRng;
+  } else if (n == "trainer_state.json") {
+    f.role = FileRole::kTrainerState;
+  } else if (n == "training_args.bin") {
+    f.role = FileRole::kTrainingArgs;
+  } else if (ends_with(n, ".json")) {
+    f.role = FileRole::kConfig;
+  }
+  f.loaded_on_resume = f.role != FileRole::kTrainingArgs && f.role != FileRole::kOther;
+  return f;
+}
+
+LayoutFile accelerate_file(const std::string& n) {
+  LayoutFile f{n, FileRole::kOther, false, -1};
+  const bool weights = (starts_with(n, "model") && ends_with(n, ".safetensors")) ||
+                       (starts_with(n, "pytorch_model") && ends_with(n, ".bin"));
+  if (weights) {
+    f.role = FileRole::kModel;
+  } else if (starts_with(n, "optimizer") && ends_with(n, ".bin")) {
+    f.role = FileRole::kOptimizer;
+  } else if (starts_with(n, "scheduler") && ends_with(n, ".bin")) {
+    f.role = FileRole::kScheduler;
+  } else if (n == "scaler.pt") {
+    f.role = FileRole::kScaler;
+  } else if ((f.rank = numbered(n, "random_states_", ".pkl")) >= 0) {
+    f.role = FileRole::kRng;
+  } else if (numbered(n, "custom_checkpoint_", ".pkl") >= 0 ||
+             (starts_with(n, "sampler") && ends_with(n, ".bin")) || n == "dl_state_dict.bin") {
+    f.role = FileRole::kCustomState;
+  } else if (ends_with(n, ".json")) {
+    f.role = FileRole::kConfig;
+  }
+  f.loaded_on_resume = f.role != FileRole::kOther && f.role != FileRole::kConfig;
+  return f;
+}
+
+LayoutFile deepspeed_file(const std::string& n) {
+  LayoutFile f{n, FileRole::kOther, false, -1};
+  std::string rest = n;
+  if (starts_with(rest, "bf16_")) rest = rest.substr(5);
+  if (numbered(n, "mp_rank_", "_model_states.pt") >= 0) {
+    f.role = FileRole::kModel;
+  } else if (starts_with(rest, "zero_pp_rank_") && ends_with(rest, "_model_states.pt")) {
+    f.role = FileRole::kModel;
+    f.rank = std::atoi(rest.c_str() + 13);
+  } else if (starts_with(rest, "zero_pp_rank_") && ends_with(rest, "_optim_states.pt")) {
+    f.role = FileRole::kOptimizer;
+    f.rank = std::atoi(rest.c_str() + 13);
+  }
+  f.loaded_on_resume = f.role != FileRole::kOther;
+  return f;
+}
+
+std::vector<std::string> top_files(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const std::string& name : list_files_under(dir, 1)) {
+    if (name.find('/') == std::string::npos && is_regular_file(dir + "/" + name)) out.push_back(name);
+  }
+  return out;
+}
+
+std::vector<std::string> subdirs(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.is_directory(ec)) out.push_back(e.path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool has_deepspeed_states(const std::vector<std::string>& files) {
+  return std::any_of(files.begin(), files.end(),
+                     [](const std::string& n) { return deepspeed_file(n).role == FileRole::kModel; });
+}
+
+// Evidence found in one folder, by layout; empty strings where none.
+struct Evidence {
+  std::string hf, accelerate, deepspeed;
+  int count() const { return !hf.empty() + !accelerate.empty() + !deepspeed.empty(); }
+};
+
+Evidence evidence_in(const std::string& dir, const std::vector<std::string>& files) {
+  Evidence e;
+  const auto has = [&](const std::string& n) {
+    return std::find(files.begin(), files.end(), n) != files.end();
+  };
+  if (has("trainer_state.json")) e.hf = "trainer_state.json";
+  for (const std::string& n : files) {
+    const FileRole r = accelerate_file(n).role;
+    const bool own = r == FileRole::kRng || (r == FileRole::kCustomState && ends_with(n, ".pkl")) ||
+                     (r == FileRole::kOptimizer) || (r == FileRole::kScheduler);
+    if (own && e.accelerate.empty() && !(r == FileRole::kOptimizer && n == "optimizer.pt")) e.accelerate = n;
+  }
+  // HF's Trainer writes optimizer.pt, never optimizer.bin; but a Trainer under DeepSpeed leaves
+  // global_stepN/ beside its own files, which is the Trainer's folder, not a DeepSpeed root.
+  if (!e.hf.empty() && e.accelerate == "optimizer.bin") e.accelerate.clear();
+  if (has_deepspeed_states(files)) e.deepspeed = "DeepSpeed model states";
+  if (has("latest")) {
+    // DeepSpeed's `latest` names a tag folder of model states; ckptcheck's own roots keep a `latest`
+    // too (naming a step_* folder with a manifest), which is no DeepSpeed evidence.
+    auto tag = read_small_file(dir + "/latest", 4096);
+    std::string t = tag.is_ok() ? *tag : std::string();
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+    const bool names_states = !t.empty() && t.find('/') == std::string::npos && is_directory(dir + "/" + t) &&
+                              has_deepspeed_states(top_files(dir + "/" + t));
+    const bool names_missing_tag = starts_with(t, "global_step") && !is_directory(dir + "/" + t);
+    if (names_states || names_missing_tag) e.deepspeed = "latest";
+  }
+  if (!e.hf.empty() && !e.deepspeed.empty() && e.deepspeed == "latest")
+    e.deepspeed.clear();  // Trainer + DeepSpeed
+  return e;
+}
+
+Result<TrainerLayout> layout_of(const std::string& dir, const std::vector<std::string>& files,
+                                const Evidence& e) {
+  TrainerLayout out;
+  out.dir = dir;
+  if (!e.hf.empty()) {
+    out.kind = TrainerLayoutKind::kHfTrainer;
+    out.evidence = e.hf;
+    for (const std::string& n : files) out.files.push_back(hf_file(n));
+    return out;
+  }
+  if (!e.accelerate.empty()) {
+    out.kind = TrainerLayoutKind::kAccelerate;
+    out.evidence = e.accelerate;
+    for (const std::string& n : files) out.files.push_back(accelerate_file(n));
+    return out;
+  }
+  out.kind = TrainerLayoutKind::kDeepSpeed;
+  if (e.deepspeed == "latest") {
+    auto tag = read_small_file(dir + "/latest", 4096);
+    std::string t = tag.is_ok() ? *tag : std::string();
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+    if (t.empty() || t.find('/') != std::string::npos || t == "." || t == "..")
+      return Status::corruption(dir + "/latest: names no tag folder ('" + t + "')");
+    if (!is_directory(dir + "/" + t))
+      return Status::not_found(dir + "/latest names '" + t +
+                               "', which is missing: DeepSpeed's resume would fail");
+    out.dir = dir + "/" + t;
+    out.given = dir;
+    out.evidence = "latest -> " + t;
+    for (const std::string& n : top_files(out.dir)) out.files.push_back(deepspeed_file(n));
+    return out;
+  }
+  out.evidence = "DeepSpeed model states";
+  for (const std::string& n : files) out.files.push_back(deepspeed_file(n));
+  return out;
+}
+
+}  // namespace
+
+const char* trainer_layout_name(TrainerLayoutKind kind) {
+  switch (kind) {
+    case TrainerLayoutKind::kHfTrainer: return "hf_trainer";
+    case TrainerLayoutKind::kAccelerate: return "accelerate";
+    case TrainerLayoutKind::kDeepSpeed: return "deepspeed";
+  }
+  return "hf_trainer";
+}
+
+const char* file_role_name(FileRole role) {
+  switch (role) {
+    case FileRole::kModel: return "model";
+    case FileRole::kOptimizer: return "optimizer";
+    case FileRole::kScheduler: return "scheduler";
+    case FileRole::kScaler: return "scaler";
+    case FileRole::kRng: return "rng";
+    case FileRole::kTrainerState: return "trainer state";
+    case FileRole::kTrainingArgs: return "training arguments";
+    case FileRole::kCustomState: return "custom state";
+    case FileRole::kConfig: return "config";
+    case FileRole::kLatestTag: return "latest tag";
+    case FileRole::kOther: return "other";
+  }
+  return "other";
+}
+
+const LayoutFile* TrainerLayout::find(FileRole role) const {
+  for (const LayoutFile& f : files) {
+    if (f.role == role) return &f;
+  }
+  return nullptr;
+}
+
+std::vector<const LayoutFile*> TrainerLayout::all(FileRole role) const {
+  std::vector<const LayoutFile*> out;
+  for (const LayoutFile& f : files) {
+    if (f.role == role) out.push_back(&f);
+  }
+  return out;
+}
+
+long long layout_step_from_dir_name(const std::string& name) {
+  for (const char* prefix : {"checkpoint-", "checkpoint_", "global_step"}) {
+    const std::string p = prefix;
+    if (starts_with(name, p) && all_digits(name.substr(p.size()))) return std::stoll(name.substr(p.size()));
+  }
+  return -1;
+}
+
+Result<std::optional<TrainerLayout>> detect_trainer_layout(const std::string& raw) {
+  const std::string path = strip_trailing_slashes(raw);
+  if (!is_directory(path)) return std::optional<TrainerLayout>();
+  const std::vector<std::string> files = top_files(path);
+  const Evidence here = evidence_in(path, files);
+  if (here.count() > 1) {
+    return Status::ambiguous(path + ": holds the files of two trainers (" +
+                             (here.hf.empty() ? "" : "HF Trainer: " + here.hf + "; ") +
+                             (here.accelerate.empty() ? "" : "Accelerate: " + here.accelerate + "; ") +
+                             (here.deepspeed.empty() ? "" : "DeepSpeed: " + here.deepspeed) +
+                             "): which one resumes decides what must be there; refused");
+  }
+  if (here.count() == 1) {
+    CKPT_ASSIGN_OR_RETURN(TrainerLayout layout, layout_of(path, files, here));
+    return std::optional<TrainerLayout>(std::move(layout));
+  }
+  // A run directory: the trainer resumes from its highest-numbered checkpoint folder.
+  std::string best;
+  long long best_step = -1;
+  for (const std::string& sub : subdirs(path)) {
+    const long long step = layout_step_from_dir_name(sub);
+    if (step < 0 || (!starts_with(sub, "checkpoint"))) continue;
+    const std::string dir = path + "/" + sub;
+    if (evidence_in(dir, top_files(dir)).count() != 1) continue;
+    if (step > best_step) {
+      best_step = step;
+      best = sub;
+    }
+  }
+  if (best.empty()) return std::optional<TrainerLayout>();
+  CKPT_ASSIGN_OR_RETURN(auto inner, detect_trainer_layout(path + "/" + best));
+  if (inner) inner->given = path;
+  return inner;
+}
+
+}  // namespace ckpt

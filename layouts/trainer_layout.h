@@ -1,0 +1,74 @@
+// The folders the big trainers write, each read as ONE checkpoint with its trainer's own resume
+// contract (issue 64). A layout detects itself from evidence (the files only that trainer writes),
+// names every file's role and whether the trainer loads it on resume, and is found where the
+// trainer's own resume finds it: from the run directory above (HF's get_last_checkpoint takes the
+// highest checkpoint-N; DeepSpeed's `latest` names the tag folder).
+//
+//   hf_trainer  checkpoint-N/: model.safetensors | pytorch_model.bin (sharded with an index or not) |
+//               adapter_model.* (PEFT), optimizer.pt, scheduler.pt, scaler.pt, rng_state[_<r>].pth,
+//               trainer_state.json (the step), training_args.bin (never loaded on resume)
+//               (transformers trainer.py _save_checkpoint, _load_from_checkpoint, _load_rng_state,
+//               _load_optimizer_and_scheduler)
+//   accelerate  save_state(): model*.safetensors | pytorch_model*.bin, optimizer*.bin, scheduler*.bin,
+//               sampler*.bin, scaler.pt, random_states_<r>.pkl, custom_checkpoint_<i>.pkl
+//               (accelerate checkpointing.py save_accelerator_state / load_accelerator_state)
+//   deepspeed   `latest` naming global_stepN/: mp_rank_XX_model_states.pt (ZeRO 0-2) or
+//               zero_pp_rank_R_mp_rank_XX_model_states.pt (ZeRO-3), [bf16_]zero_pp_rank_R_mp_rank_XX_
+//               optim_states.pt (deepspeed runtime/engine.py _save_checkpoint, load_checkpoint)
+// Evidence of two layouts in one folder is refused (kAmbiguous): which trainer wrote it decides
+// what a resume reads, and guessing would check the wrong contract.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace ckpt {
+
+enum class TrainerLayoutKind { kHfTrainer, kAccelerate, kDeepSpeed };
+const char* trainer_layout_name(TrainerLayoutKind kind);  // "hf_trainer", "accelerate", "deepspeed"
+
+enum class FileRole {
+  kModel,         // weights (safetensors, .bin, adapters), or DeepSpeed's model states
+  kOptimizer,     // optimizer.pt / optimizer*.bin, or DeepSpeed's ZeRO optimizer states
+  kScheduler,     // scheduler.pt / scheduler*.bin
+  kScaler,        // scaler.pt
+  kRng,           // rng_state*.pth, random_states_<r>.pkl
+  kTrainerState,  // trainer_state.json
+  kTrainingArgs,  // training_args.bin: a pickle of the arguments, never loaded on resume
+  kCustomState,   // custom_checkpoint_<i>.pkl, sampler*.bin: loaded (weights_only=False)
+  kConfig,        // config.json, adapter_config.json, generation_config.json, *.index.json
+  kLatestTag,     // DeepSpeed's `latest`
+  kOther,         // anything else: listed, checked if it is a tensor file
+};
+const char* file_role_name(FileRole role);
+
+struct LayoutFile {
+  std::string name;  // relative to TrainerLayout::dir
+  FileRole role = FileRole::kOther;
+  bool loaded_on_resume = false;
+  int rank = -1;  // rng_state_<r>, random_states_<r>, zero_pp_rank_<r>: the rank; -1 otherwise
+};
+
+struct TrainerLayout {
+  TrainerLayoutKind kind = TrainerLayoutKind::kHfTrainer;
+  std::string dir;       // the checkpoint folder (DeepSpeed: the tag folder `latest` names)
+  std::string given;     // the path the user passed, when the layout was found from above it
+  std::string evidence;  // "trainer_state.json", "random_states_0.pkl", "latest -> global_step10", ...
+  std::vector<LayoutFile> files;
+  const LayoutFile* find(FileRole role) const;
+  std::vector<const LayoutFile*> all(FileRole role) const;
+};
+
+// The trainer layout at `path` (the checkpoint folder, or the run directory above it), nullopt when
+// none; kAmbiguous when the folder shows two trainers' evidence; kNotFound when `latest` names a
+// folder that is missing.
+Result<std::optional<TrainerLayout>> detect_trainer_layout(const std::string& path);
+
+// The checkpoint number in HF's `checkpoint-N`, Accelerate's `checkpoint_N` or DeepSpeed's
+// `global_stepN` folder name; -1 for another name.
+long long layout_step_from_dir_name(const std::string& name);
+
+}  // namespace ckpt

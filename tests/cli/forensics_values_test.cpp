@@ -1,0 +1,101 @@
+// Forensics that never says "identical" wrongly (issue 65): diff compares every value of the state,
+// not only tensors, and says in one line when a file is another step; a single file's step is read
+// from its state and must agree with its optimizer and scheduler. Files written by Debian's PyTorch.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_paths.h"
+#include "tests/support/test_support.h"
+
+namespace ckpt {
+namespace {
+
+using namespace ckpt::testing;
+
+// torch.save of the same tensors with `step`, a scheduler's last_epoch and an optimizer's step.
+std::string save_state(const TempDir& dir, const std::string& name, int step, int last_epoch,
+                       int optimizer_step) {
+  const std::string path = dir / name;
+  const CommandResult r = run_command(
+      "/usr/bin/python3 -c \"import torch; torch.manual_seed(0); w = torch.randn(4, 3); "
+      "torch.save({'model': {'w': w}, 'step': " +
+      std::to_string(step) + ", 'data': {'epoch': 0, 'position': 7}, 'scheduler': {'last_epoch': " +
+      std::to_string(last_epoch) + ", 'base_lrs': [0.1], '_step_count': " + std::to_string(last_epoch + 1) +
+      "}, 'optimizer': {'state': {0: {'step': torch.tensor(" + std::to_string(optimizer_step) +
+      ".), 'exp_avg': torch.zeros(4, 3), 'exp_avg_sq': torch.zeros(4, 3)}}, 'param_groups': [{'lr': 0.1, "
+      "'params': [0]}]}}, '" +
+      path + "')\"");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return path;
+}
+
+TEST(ForensicsValues, DiffSaysDifferentForAnotherStepWithTheSameTensors) {
+  TempDir dir;
+  const std::string a = save_state(dir, "a.pt", 20, 20, 20), b = save_state(dir, "b.pt", 15, 3, 20);
+  CommandResult r = run_ckptcheck("diff '" + a + "' '" + b + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.output.rfind("DIFF ", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("step 20 vs 15 (b is an older checkpoint"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("scheduler.last_epoch: 20 vs 3"), std::string::npos) << r.output;
+  EXPECT_LT(r.output.find("step 20 vs 15"), r.output.find("values:")) << "the headline comes first";
+  r = run_ckptcheck("diff --json '" + a + "' '" + b + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_FALSE(j["identical"].get<bool>());
+  bool saw_step = false;
+  for (const auto& v : j["values"])
+    saw_step = saw_step || (v["path"] == "step" && v["a"] == 20 && v["b"] == 15);
+  EXPECT_TRUE(saw_step) << r.output;
+  // The same file twice is still SAME.
+  EXPECT_EQ(run_ckptcheck("diff '" + a + "' '" + a + "'").exit_code, 0);
+}
+
+TEST(ForensicsValues, VerifyReadsTheStepAndChecksItAgainstOptimizerAndScheduler) {
+  TempDir dir;
+  const std::string good = save_state(dir, "good.pt", 20, 20, 20);
+  CommandResult r = run_ckptcheck("verify --json '" + good + "'");
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["step"], 20) << r.output;
+  EXPECT_FALSE(r.output.find("step_disagreement") != std::string::npos) << r.output;
+  const std::string torn = save_state(dir, "torn.pt", 20, 12, 20);
+  r = run_ckptcheck("verify --json '" + torn + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  j = nlohmann::json::parse(r.output);
+  bool found = false;
+  for (const auto& e : j["errors"])
+    found = found || (e["code"] == "step_disagreement" &&
+                      e["message"].get<std::string>().find("last_epoch is 12") != std::string::npos);
+  EXPECT_TRUE(found) << r.output;
+  const std::string ahead = save_state(dir, "ahead.pt", 20, 20, 25);
+  EXPECT_EQ(run_ckptcheck("verify '" + ahead + "'").exit_code, 1);
+  // --weights-only judges no resume state, but still reports the step.
+  r = run_ckptcheck("verify --json --weights-only '" + torn + "'");
+  EXPECT_EQ(nlohmann::json::parse(r.output)["step"], 20) << r.output;
+}
+
+// Every output mode answers: --json prints JSON also for a file that cannot be read at all.
+TEST(ForensicsValues, JsonAlwaysAnswersInJson) {
+  TempDir dir;
+  const std::string good = save_state(dir, "good.pt", 20, 20, 20);
+  auto bytes = read_file_bytes(good);
+  bytes.resize(bytes.size() / 2);
+  const std::string torn = dir / "torn.pt";
+  write_file_bytes(torn, bytes);
+  for (const std::string args : {"inspect --json --errors", "inspect --json", "verify --json"}) {
+    for (const std::string& path : {torn, dir / "missing.pt"}) {
+      const CommandResult r = run_ckptcheck(args + " '" + path + "'");
+      EXPECT_NE(r.exit_code, 0) << args << " " << path;
+      // stdout holds the JSON; the one stderr line beside it (merged here) comes first.
+      const size_t brace = r.output.find("\n{");
+      const std::string json = r.output.rfind('{', 0) == 0 ? r.output : r.output.substr(brace + 1);
+      const auto j = nlohmann::json::parse(json, nullptr, false);
+      ASSERT_FALSE(j.is_discarded()) << args << " " << path << ": not JSON: " << r.output;
+      EXPECT_FALSE(j["ok"].get<bool>()) << r.output;
+      EXPECT_FALSE(j["errors"].empty()) << r.output;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ckpt

@@ -1,0 +1,147 @@
+// The folders the big trainers write, verified as one checkpoint each with their trainer's resume
+// contract (issue 64; layouts/trainer_layout.h, verifier/check/trainer_verifier.h), on fixtures in
+// each trainer's real layout (scripts/make_trainer_fixtures.py: real key names and pickle shapes).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_paths.h"
+#include "tests/support/test_support.h"
+
+namespace ckpt {
+namespace {
+
+using namespace ckpt::testing;
+
+const std::string kTrainers = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/trainers/";
+
+nlohmann::json verify_json(const std::string& args, int expected_exit) {
+  const CommandResult r = run_ckptcheck("verify --json " + args);
+  EXPECT_EQ(r.exit_code, expected_exit) << args << ": " << r.output;
+  const auto j = nlohmann::json::parse(r.output, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.output;
+  return j;
+}
+
+bool has_code(const nlohmann::json& j, const char* list, const std::string& code) {
+  for (const auto& e : j.value(list, nlohmann::json::array())) {
+    if (e.value("code", "") == code) return true;
+  }
+  return false;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  write_file_bytes(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+std::string copy_of(const std::string& fixture, const TempDir& dir) {
+  const std::string to = dir / std::filesystem::path(fixture).filename().string();
+  std::filesystem::copy(kTrainers + fixture, to, std::filesystem::copy_options::recursive);
+  return to;
+}
+
+TEST(TrainerFolders, EveryRealLayoutPassesAsOneCheckpointOfItsKind) {
+  const std::pair<const char*, const char*> kFolders[] = {
+      {"hf/checkpoint-10", "hf_trainer"},      {"hf/checkpoint-10-bin", "hf_trainer"},
+      {"hf/checkpoint-10-peft", "hf_trainer"}, {"hf/run", "hf_trainer"},
+      {"accelerate/save_state", "accelerate"}, {"accelerate/save_state_bin", "accelerate"},
+      {"deepspeed/zero2", "deepspeed"},        {"deepspeed/zero2_bf16", "deepspeed"},
+      {"deepspeed/zero3", "deepspeed"},        {"deepspeed/zero2/global_step10", "deepspeed"}};
+  for (const auto& [folder, kind] : kFolders) {
+    for (const char* mode : {"", "--weights-only "}) {
+      const auto j = verify_json(std::string(mode) + "'" + kTrainers + folder + "'", 0);
+      EXPECT_EQ(j.value("kind", ""), kind) << folder;
+      EXPECT_GT(j.value("tensors", 0), 0) << folder;
+    }
+  }
+  // The run directory resolves to the checkpoint the Trainer's resume would take: the highest N.
+  const auto run = verify_json("'" + kTrainers + "hf/run'", 0);
+  EXPECT_NE(run.value("path", "").find("checkpoint-10"), std::string::npos) << run.dump();
+  EXPECT_EQ(run.value("step", -1), 10) << "step read from trainer_state.json";
+}
+
+// training_args.bin is never loaded on resume: a warning naming its globals, not a failed folder;
+// verified alone it still fails. numpy's RNG state is accepted in the RNG file, and only there.
+TEST(TrainerFolders, FilesAreJudgedByWhatTheTrainerLoads) {
+  const auto folder = verify_json("'" + kTrainers + "hf/checkpoint-10'", 0);
+  EXPECT_TRUE(has_code(folder, "warnings", "file_not_loaded_on_resume")) << folder.dump();
+  verify_json("--weights-only '" + kTrainers + "hf/checkpoint-10/training_args.bin'", 1);
+  const auto rng = verify_json("--weights-only '" + kTrainers + "hf/checkpoint-10/rng_state.pth'", 1);
+  EXPECT_TRUE(has_code(rng, "errors", "pickle_global_refused"))
+      << "numpy outside an RNG file: " << rng.dump();
+  verify_json("'" + kTrainers + "accelerate/save_state'", 0);
+}
+
+TEST(TrainerFolders, NumpyInAnotherShapeOrCodeInAnRngFileIsRefused) {
+  TempDir dir;
+  const std::string folder = copy_of("hf/checkpoint-10", dir);
+  // numpy's scalar() is no part of an RNG state: refused even in the RNG file.
+  const CommandResult made = run_command(
+      "/usr/bin/python3 -c \"import torch, numpy; torch.save({'cpu': torch.get_rng_state(), "
+      "'numpy': numpy.float64(1.5)}, '" +
+      folder + "/rng_state.pth')\"");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  auto j = verify_json("'" + folder + "'", 1);
+  EXPECT_TRUE(has_code(j, "errors", "pickle_global_refused")) << j.dump();
+  std::filesystem::copy_file(std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/malicious_os_system.pt",
+                             folder + "/rng_state.pth", std::filesystem::copy_options::overwrite_existing);
+  j = verify_json("--weights-only '" + folder + "'", 1);
+  EXPECT_NE(j.dump().find("posix.system"), std::string::npos) << j.dump();
+}
+
+TEST(TrainerFolders, ResumeRulesInTheTrainersWords) {
+  auto j = verify_json("'" + kTrainers + "hf/checkpoint-10-save-only-model'", 1);
+  EXPECT_TRUE(has_code(j, "errors", "optimizer_state_missing")) << j.dump();
+  EXPECT_NE(j.dump().find("save_only_model=True"), std::string::npos) << j.dump();
+  verify_json("--weights-only '" + kTrainers + "hf/checkpoint-10-save-only-model'", 0);
+  TempDir dir;
+  const std::string hf = copy_of("hf/checkpoint-10", dir);
+  std::filesystem::remove(hf + "/scheduler.pt");
+  j = verify_json("'" + hf + "'", 1);
+  EXPECT_NE(j.dump().find("only together"), std::string::npos) << j.dump();
+  const std::string ds = copy_of("deepspeed/zero2", dir);
+  std::filesystem::remove(ds + "/global_step10/zero_pp_rank_1_mp_rank_00_optim_states.pt");
+  j = verify_json("'" + ds + "'", 1);
+  EXPECT_NE(j.dump().find("zero_pp_rank_1"), std::string::npos) << j.dump();
+}
+
+TEST(TrainerFolders, TheStepMustAgreeAcrossTheFiles) {
+  TempDir dir;
+  const std::string hf = copy_of("hf/checkpoint-10", dir);
+  const std::string state = hf + "/trainer_state.json";
+  write_text(state,
+             replaced_once(read_text_file(state), "\n  \"global_step\": 10", "\n  \"global_step\": 7"));
+  const auto j = verify_json("'" + hf + "'", 1);
+  EXPECT_TRUE(has_code(j, "errors", "step_disagreement")) << j.dump();
+  EXPECT_NE(j.dump().find("global_step 7"), std::string::npos) << j.dump();
+  EXPECT_NE(j.dump().find("last_epoch 10"), std::string::npos) << j.dump();
+}
+
+TEST(TrainerFolders, TwoTrainersOrAMissingTagAreRefused) {
+  TempDir dir;
+  const std::string hf = copy_of("hf/checkpoint-10", dir);
+  std::filesystem::copy_file(kTrainers + "accelerate/save_state/random_states_0.pkl",
+                             hf + "/random_states_0.pkl");
+  CommandResult r = run_ckptcheck("verify '" + hf + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("two trainers"), std::string::npos) << r.output;
+  const std::string ds = copy_of("deepspeed/zero2", dir);
+  write_text(ds + "/latest", "global_step99");
+  r = run_ckptcheck("verify '" + ds + "'");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("global_step99"), std::string::npos) << r.output;
+}
+
+// A ZeRO-3 model-states file holds empty placeholders: alone, it is no file of weights.
+TEST(TrainerFolders, ALoneZero3ModelStatesFileIsNoWeightsFile) {
+  const auto j = verify_json("--weights-only '" + kTrainers +
+                                 "deepspeed/zero3/global_step10/zero_pp_rank_0_mp_rank_00_model_states.pt'",
+                             1);
+  EXPECT_TRUE(has_code(j, "errors", "zero_placeholders_only")) << j.dump();
+  EXPECT_NE(j.dump().find("optim_states"), std::string::npos) << j.dump();
+}
+
+}  // namespace
+}  // namespace ckpt

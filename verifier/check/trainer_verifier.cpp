@@ -1,0 +1,367 @@
+#include "verifier/check/trainer_verifier.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "base/file_io.h"
+#include "base/seconds_since.h"
+#include "base/text.h"
+#include "formats/tensor_file_open.h"
+#include "verifier/check/foreign_verifier.h"
+#include "verifier/check/pickle_gate.h"
+
+namespace ckpt {
+
+namespace {
+
+// Every non-tensor value of `j` whose dotted path ends with `key` (".last_epoch" or the whole path).
+void find_values(const nlohmann::json& j, const std::string& path, const std::string& key,
+                 std::vector<std::pair<std::string, nlohmann::json>>& out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      find_values(it.value(), path.empty() ? it.key() : path + "." + it.key(), key, out);
+    }
+    return;
+  }
+  if (path == key || ends_with(path, "." + key)) out.emplace_back(path, j);
+}
+
+// The value of a one-element tensor (torch 1.13 keeps an optimizer's `step` as tensor(10.)).
+std::optional<double> chunk_number(const TensorFile& file, size_t i) {
+  const ChunkInfo& c = file.chunks()[i];
+  if (c.data_bytes > 8 || c.data_bytes == 0) return std::nullopt;
+  uint8_t raw[8] = {};
+  if (!file.read_chunk(i, 0, raw, c.data_bytes).is_ok()) return std::nullopt;
+  if (c.dtype == DType::kF32) {
+    float f;
+    std::memcpy(&f, raw, 4);
+    return f;
+  }
+  if (c.dtype == DType::kF64) {
+    double d;
+    std::memcpy(&d, raw, 8);
+    return d;
+  }
+  if (c.dtype == DType::kI64) {
+    int64_t i64;
+    std::memcpy(&i64, raw, 8);
+    return static_cast<double>(i64);
+  }
+  return std::nullopt;
+}
+
+// The number a state holds at a path ending in `key`: a plain value, or a one-element tensor. The
+// first one found, in pickle order.
+std::optional<double> number_at(const TensorFile& file, const std::string& key) {
+  std::vector<std::pair<std::string, nlohmann::json>> found;
+  find_values(file.metadata(), "", key, found);
+  for (const auto& [path, v] : found) {
+    if (v.is_number()) return v.get<double>();
+  }
+  for (size_t i = 0; i < file.chunks().size(); ++i) {
+    const ChunkInfo& c = file.chunks()[i];
+    if (c.name != key && !ends_with(c.name, "." + key)) continue;
+    if (auto v = chunk_number(file, i)) return v;
+  }
+  return std::nullopt;
+}
+
+// An optimizer's per-parameter step: the first "...state.<n>.step" value.
+std::optional<double> optimizer_step(const TensorFile& file) {
+  const auto per_param = [](const std::string& path) {
+    if (!ends_with(path, ".step")) return false;
+    const std::string head = path.substr(0, path.size() - 5);
+    const size_t dot = head.rfind('.');
+    const std::string index = head.substr(dot == std::string::npos ? 0 : dot + 1);
+    const std::string state = dot == std::string::npos ? "" : head.substr(0, dot);
+    return !index.empty() && index.find_first_not_of("0123456789") == std::string::npos &&
+           (state == "state" || ends_with(state, ".state"));
+  };
+  for (size_t i = 0; i < file.chunks().size(); ++i) {
+    if (per_param(file.chunks()[i].name)) {
+      if (auto v = chunk_number(file, i)) return v;
+    }
+  }
+  std::vector<std::pair<std::string, nlohmann::json>> found;
+  find_values(file.metadata(), "", "step", found);
+  for (const auto& [path, v] : found) {
+    if (per_param(path) && v.is_number()) return v.get<double>();
+  }
+  return std::nullopt;
+}
+
+PickleLoader loader_for(const TrainerLayout& layout, const LayoutFile& f) {
+  if (layout.kind == TrainerLayoutKind::kDeepSpeed) return PickleLoader::kDeepSpeed;
+  if (f.role == FileRole::kRng) return PickleLoader::kTrainerRng;
+  return PickleLoader::kTorchLoad;
+}
+
+std::string join(const std::vector<std::string>& items, size_t max) {
+  std::string out;
+  for (size_t k = 0; k < items.size() && k < max; ++k) out += (k ? ", " : "") + items[k];
+  if (items.size() > max) out += " and " + std::to_string(items.size() - max) + " more";
+  return out;
+}
+
+// A file its trainer never loads on resume: the gate's refusals become one warning (never load it).
+void warn_not_loaded(const TensorFile& file, const LayoutFile& f, const TrainerLayout& layout,
+                     const VerifyOptions& options, VerifyReport& report) {
+  VerifyReport gate;
+  check_pickle_globals(file.pickle_globals(), PickleLoader::kTorchLoad, options.allowed_globals, file.path(),
+                       f.name, "", gate);
+  std::vector<std::string> refused;
+  for (const PickleGlobal& g : file.pickle_globals()) {
+    for (const VerifyIssue& e : gate.errors) {
+      if (e.message.find("'" + g.name + "'") != std::string::npos) {
+        refused.push_back(g.name);
+        break;
+      }
+    }
+  }
+  if (refused.empty()) return;
+  report.add_warning(verify_code::kFileNotLoadedOnResume, f.name, "",
+                     file.path() + ": " + file_role_name(f.role) + ", which " +
+                         trainer_layout_name(layout.kind) + " never loads on resume; it names " +
+                         std::to_string(refused.size()) + " globals torch.load(weights_only=True) refuses (" +
+                         join(refused, 4) +
+                         "), which torch.load(weights_only=False) would import and call: never load it so "
+                         "(verified on its own, it fails)");
+}
+
+struct Steps {
+  std::vector<std::pair<std::string, double>> said;  // "trainer_state.json global_step" -> 10
+  void add(const std::string& who, std::optional<double> v) {
+    if (v && std::isfinite(*v)) said.emplace_back(who, *v);
+  }
+};
+
+std::string number_text(double v);
+
+void check_steps(const Steps& steps, VerifyReport& report) {
+  if (steps.said.size() < 2) return;
+  bool agree = true;
+  for (const auto& [who, v] : steps.said) agree = agree && v == steps.said.front().second;
+  if (agree) return;
+  std::string list;
+  for (const auto& [who, v] : steps.said) list += (list.empty() ? "" : ", ") + who + " " + number_text(v);
+  report.add_error(verify_code::kStepDisagreement, "", "",
+                   report.path + ": the step disagrees across the checkpoint's files (" + list +
+                       "): a resume would continue from one step with state from another");
+}
+
+void need(VerifyReport& report, bool present, const char* code, const std::string& message) {
+  if (!present) report.add_error(code, "", "", message);
+}
+
+std::string number_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+void check_state_steps(const TensorFile& file, VerifyReport& report, bool judge) {
+  const nlohmann::json& m = file.metadata();
+  const nlohmann::json& root = m.contains("value") && m["value"].is_object() ? m["value"] : m;
+  const auto top = [&](const char* key) -> std::optional<double> {
+    const auto it = root.find(key);
+    if (it != root.end() && it->is_number()) return it->get<double>();
+    return std::nullopt;
+  };
+  const std::optional<double> step = top("global_step") ? top("global_step") : top("step");
+  const std::optional<double> epoch = top("epoch");
+  if (step) report.step = static_cast<int64_t>(*step);
+  if (!step || !judge) return;
+  const std::optional<double> opt = optimizer_step(file);
+  std::optional<double> sched;
+  {
+    std::vector<std::pair<std::string, nlohmann::json>> found;
+    find_values(m, "", "last_epoch", found);
+    for (const auto& [path, v] : found) {
+      if (v.is_number()) {
+        sched = v.get<double>();
+        break;
+      }
+    }
+  }
+  const std::string file_name = base_name(file.path());
+  const std::string s = number_text(*step);
+  if (opt && *opt > *step) {
+    report.add_error(verify_code::kStepDisagreement, file_name, "",
+                     file.path() + ": the optimizer took " + number_text(*opt) +
+                         " steps but the state says step " + s +
+                         ": optimizer state from a later step than the rest");
+  }
+  if (!sched || *sched == *step || (epoch && *sched == *epoch)) return;
+  if (*sched > *step || (opt && *opt == *step)) {
+    report.add_error(verify_code::kStepDisagreement, file_name, "",
+                     file.path() + ": the scheduler's last_epoch is " + number_text(*sched) +
+                         " but the state says step " + s +
+                         (opt ? " and the optimizer took " + number_text(*opt) + " steps" : std::string()) +
+                         ": a resume would continue the learning-rate schedule from another step");
+  } else {
+    report.add_warning(verify_code::kStepDisagreement, file_name, "",
+                       file.path() + ": the scheduler's last_epoch is " + number_text(*sched) +
+                           ", the step " + s +
+                           ": they agree only if the scheduler steps per epoch or every few steps");
+  }
+}
+
+bool is_zero3_placeholder_states(const TensorFile& file, std::string* why) {
+  const nlohmann::json& m = file.metadata();
+  if (!m.contains("ds_version") && !m.contains("param_shapes") && !m.contains("param_shapes.0")) {
+    bool any = false;
+    for (auto it = m.begin(); it != m.end() && !any; ++it) any = starts_with(it.key(), "param_shapes");
+    if (!any) return false;
+  }
+  size_t params = 0, empty = 0;
+  for (const ChunkInfo& c : file.chunks()) {
+    if (!starts_with(c.name, "module.")) continue;
+    ++params;
+    if (c.data_bytes == 0) ++empty;
+  }
+  if (params == 0 || empty == 0) return false;
+  if (why) {
+    *why = std::to_string(empty) + " of its " + std::to_string(params) +
+           " module tensors are empty ZeRO-3 placeholders: the weights live in the "
+           "zero_pp_rank_*_optim_states.pt fp32 partitions beside it";
+  }
+  return empty * 2 > params;  // buffers stay whole; the parameters are the placeholders
+}
+
+VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  VerifyReport report;
+  report.path = layout.dir;
+  Steps steps;
+  std::map<FileRole, std::unique_ptr<TensorFile>> first;  // the first opened file of each role
+  std::vector<int> optim_ranks;
+  std::optional<double> dp_world;
+  for (const LayoutFile& f : layout.files) {
+    const std::string path = layout.dir + "/" + f.name;
+    if (f.role == FileRole::kTrainerState) {
+      auto text = read_small_file(path, 64 << 20);
+      const auto j = text.is_ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+      if (!j.is_object()) {
+        report.add_error(verify_code::kShardUnreadable, f.name, "", path + ": not a JSON object");
+        continue;
+      }
+      if (j.contains("global_step") && j["global_step"].is_number_integer()) {
+        steps.add("trainer_state.json global_step", j["global_step"].get<double>());
+        report.step = j["global_step"].get<int64_t>();
+      }
+      continue;
+    }
+    if (f.role == FileRole::kConfig || f.role == FileRole::kLatestTag) continue;
+    auto sniffed = sniff_tensor_file_format(path);
+    const bool tensor_file = sniffed.is_ok() && *sniffed != TensorFileFormat::kUnknown;
+    if (!tensor_file && f.role == FileRole::kOther) continue;  // a README, zero_to_fp32.py
+    auto file = open_tensor_file(path);
+    if (!file.is_ok()) {
+      report.add_error(unreadable_verify_code(file.status()), f.name, "", file.status().message());
+      continue;
+    }
+    ++report.shards;
+    report.tensors += (*file)->chunks().size();
+    if (f.role == FileRole::kTrainingArgs) {
+      warn_not_loaded(**file, f, layout, options, report);
+      continue;
+    }
+    check_tensor_file(**file, f.name, options, report, loader_for(layout, f));
+    std::string why;
+    if (f.role == FileRole::kModel && layout.kind == TrainerLayoutKind::kDeepSpeed) {
+      if (!dp_world) dp_world = number_at(**file, "dp_world_size");
+      steps.add(f.name + " global_steps", number_at(**file, "global_steps"));
+      steps.add(f.name + " lr_scheduler last_epoch", number_at(**file, "last_epoch"));
+    }
+    if (f.role == FileRole::kOptimizer && f.rank >= 0) optim_ranks.push_back(f.rank);
+    if (f.role == FileRole::kScheduler) steps.add(f.name + " last_epoch", number_at(**file, "last_epoch"));
+    if (f.role == FileRole::kOptimizer && layout.kind != TrainerLayoutKind::kDeepSpeed)
+      steps.add(f.name + " step", number_at(**file, "step"));
+    if (!first.count(f.role)) first[f.role] = std::move(*file);
+  }
+  // The folder's own number (checkpoint-10, global_step10) is the step its trainer saved.
+  const long long named = layout_step_from_dir_name(base_name(layout.dir));
+  if (named >= 0 && layout.kind != TrainerLayoutKind::kAccelerate)
+    steps.add("the folder name " + base_name(layout.dir), static_cast<double>(named));
+  if (!options.weights_only) check_steps(steps, report);
+
+  const std::string dir = layout.dir;
+  const bool model = layout.find(FileRole::kModel) != nullptr;
+  switch (layout.kind) {
+    case TrainerLayoutKind::kHfTrainer: {
+      need(report, model, verify_code::kShardMissing,
+           dir +
+               ": no model weights (model.safetensors, pytorch_model.bin, their shards, or adapter_model.* "
+               "for PEFT): the Trainer's resume loads the model from here");
+      if (options.weights_only) break;
+      const bool optimizer = layout.find(FileRole::kOptimizer), scheduler = layout.find(FileRole::kScheduler);
+      if (!optimizer && !scheduler) {
+        report.add_error(
+            verify_code::kOptimizerStateMissing, "", "",
+            dir +
+                ": no optimizer.pt or scheduler.pt: what save_only_model=True writes; the Trainer "
+                "would resume the weights with a fresh optimizer and learning-rate schedule "
+                "(pass --weights-only to check the weights alone)");
+      } else if (!optimizer || !scheduler) {
+        report.add_error(
+            optimizer ? verify_code::kSchedulerStateMissing : verify_code::kOptimizerStateMissing, "", "",
+            dir + ": " + (optimizer ? "scheduler.pt" : "optimizer.pt") +
+                " is missing, and the Trainer loads optimizer.pt and scheduler.pt only together: "
+                "neither would be resumed");
+      }
+      need(
+          report, layout.find(FileRole::kTrainerState), verify_code::kStepStateMissing,
+          dir + ": trainer_state.json is missing: the Trainer reads the step, epoch and log history from it");
+      if (!layout.find(FileRole::kRng))
+        report.add_warning(verify_code::kRngStateMissing, "", "",
+                           dir +
+                               ": no rng_state*.pth: the Trainer resumes with fresh random state (it logs "
+                               "\"Didn't find an RNG file\"), so data order and dropout differ from an "
+                               "uninterrupted run");
+      break;
+    }
+    case TrainerLayoutKind::kAccelerate: {
+      need(report, model, verify_code::kShardMissing,
+           dir + ": no model weights (model*.safetensors, pytorch_model*.bin): load_state loads them first");
+      if (options.weights_only) break;
+      need(report, layout.find(FileRole::kOptimizer), verify_code::kOptimizerStateMissing,
+           dir + ": no optimizer*.bin: load_state would resume the weights with a fresh optimizer");
+      if (!layout.find(FileRole::kRng))
+        report.add_warning(verify_code::kRngStateMissing, "", "",
+                           dir + ": no random_states_<rank>.pkl: load_state resumes with fresh random state");
+      break;
+    }
+    case TrainerLayoutKind::kDeepSpeed: {
+      need(report, model, verify_code::kShardMissing,
+           dir +
+               ": no mp_rank_*_model_states.pt or zero_pp_rank_*_model_states.pt: load_checkpoint reads "
+               "the model from it");
+      if (options.weights_only && !layout.all(FileRole::kModel).empty()) {
+        std::string why;
+        const auto it = first.find(FileRole::kModel);
+        if (it != first.end() && is_zero3_placeholder_states(*it->second, &why) && optim_ranks.empty())
+          report.add_error(verify_code::kZeroPlaceholdersOnly, it->second->path(), "",
+                           it->second->path() + ": " + why);
+      }
+      if (options.weights_only) break;
+      const int world = dp_world ? static_cast<int>(*dp_world) : 0;
+      for (int r = 0; r < world && !optim_ranks.empty(); ++r) {
+        if (std::find(optim_ranks.begin(), optim_ranks.end(), r) == optim_ranks.end())
+          report.add_error(verify_code::kOptimizerStateMissing, "", "",
+                           dir + ": no zero_pp_rank_" + std::to_string(r) +
+                               "_mp_rank_*_optim_states.pt: the model states say dp_world_size " +
+                               std::to_string(world) + ", and load_checkpoint reads every rank's partition");
+      }
+      break;
+    }
+  }
+  report.seconds = seconds_since(start);
+  return report;
+}
+
+}  // namespace ckpt
