@@ -117,19 +117,39 @@ def log(path, record):
         f.write(json.dumps(record) + "\n")
 
 
+def save_file(obj, path):
+    """torch.save, then fsync: the data is durable before anyone renames the file."""
+    with open(path, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def fsync_dir(path):
+    """Makes the directory's entries (creates, renames, deletes) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def save(ckpt_dir, step, state, single_file):
-    """Writes into a temporary name and renames, so a checkpoint is whole or absent."""
+    """Writes a temporary name, fsyncs it, renames it and fsyncs the directory: a checkpoint is whole
+    or absent after a SIGKILL, and still there after a power loss (drill --faults power-loss)."""
     if single_file:
         final = os.path.join(ckpt_dir, "step_%d.pt" % step)
         tmp = final + ".tmp"
-        torch.save(state, tmp)
+        save_file(state, tmp)
     else:
         final = os.path.join(ckpt_dir, "step_%d" % step)
         tmp = final + ".tmp"
         os.makedirs(tmp, exist_ok=True)
         for name, part in state.items():
-            torch.save(part, os.path.join(tmp, name + ".pt"))
+            save_file(part, os.path.join(tmp, name + ".pt"))
+        fsync_dir(tmp)  # the files' entries in the temporary directory
     os.replace(tmp, final)
+    fsync_dir(ckpt_dir)  # the rename
     return final
 
 

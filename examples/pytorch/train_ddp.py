@@ -19,9 +19,10 @@ seeded JITTER_SEED + rank): restoring another rank's RNG changes the loss.
 A checkpoint is a directory step_XXXXXXXX of torch.save files holding state_dicts and tensors only
 (torch >= 2 reads them with weights_only=True): rank 0 writes model.pt, optimizer.pt, scheduler.pt
 and trainer.pt (the step); every rank R writes rng-rank{R}.pt (its RNG states, the data position).
-All ranks write into .tmp-step_XXXXXXXX; after a barrier rank 0 renames it and only then appends
-the checkpoint event, so a checkpoint is whole or absent. Only rank 0 writes the metrics file; the
-loss it logs is the mean over all ranks.
+All ranks write into .tmp-step_XXXXXXXX and fsync their files; after a barrier rank 0 fsyncs the
+directory, renames it, fsyncs the checkpoint dir and only then appends the checkpoint event, so a
+checkpoint is whole or absent after a SIGKILL and still there after a power loss. Only rank 0
+writes the metrics file; the loss it logs is the mean over all ranks.
 
 Resuming with another world size: a rank with no rng-rank{R}.pt (the world grew) reseeds its RNGs
 from (step, rank) and reads the data position from rng-rank0.pt; its random stream then differs
@@ -79,6 +80,23 @@ def log(path, record):
         f.write(json.dumps(record) + "\n")
 
 
+def save_file(obj, path):
+    """torch.save, then fsync: the data is durable before the directory is renamed."""
+    with open(path, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def fsync_dir(path):
+    """Makes the directory's entries (creates, renames, deletes) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def save(ckpt_dir, step, rank, shared, own):
     """Every rank writes into .tmp-step_X; once all have, rank 0 renames it to step_X."""
     final = os.path.join(ckpt_dir, "step_%08d" % step)
@@ -88,12 +106,14 @@ def save(ckpt_dir, step, rank, shared, own):
         os.makedirs(tmp)
     dist.barrier()
     for name, part in shared.items():  # empty on every rank but 0
-        torch.save(part, os.path.join(tmp, name + ".pt"))
-    torch.save(own, os.path.join(tmp, "rng-rank%d.pt" % rank))
-    dist.barrier()  # every rank's file is written
+        save_file(part, os.path.join(tmp, name + ".pt"))
+    save_file(own, os.path.join(tmp, "rng-rank%d.pt" % rank))
+    dist.barrier()  # every rank's file is written and fsynced
     if rank == 0:
+        fsync_dir(tmp)  # every rank's entry in the temporary directory
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
+        fsync_dir(ckpt_dir)  # the rename: durable before the checkpoint event
     return final
 
 

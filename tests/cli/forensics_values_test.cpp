@@ -3,10 +3,12 @@
 // from its state and must agree with its optimizer and scheduler. Files written by Debian's PyTorch.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
+#include "tests/support/training_state_fixture.h"
 
 namespace ckpt {
 namespace {
@@ -95,6 +97,27 @@ TEST(ForensicsValues, JsonAlwaysAnswersInJson) {
       EXPECT_FALSE(j["errors"].empty()) << r.output;
     }
   }
+}
+
+// A step directory whose name is another step's is refused; a root whose `latest` names an older
+// checkpoint than another committed one says so.
+TEST(ForensicsValues, StepDirectoriesAgreeWithTheirManifestAndLatestIsTheNewest) {
+  TempDir dir;
+  const std::string root = dir / "ckpt";
+  const std::string four = save_training_state(root, full_training_state(4), 4);
+  const std::string eight = root + "/step_00000008";
+  std::filesystem::copy(four, eight, std::filesystem::copy_options::recursive);
+  CommandResult r = run_ckptcheck("verify '" + eight + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("step_dir_mismatch"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("named for step 8 but its manifest is step 4"), std::string::npos) << r.output;
+  std::filesystem::remove_all(eight);
+  save_training_state(root, full_training_state(8), 8);
+  write_file_bytes(root + "/latest", {'s', 't', 'e', 'p', '_', '0', '0', '0', '0', '0', '0', '0', '4', '\n'});
+  r = run_ckptcheck("verify --json '" + root + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("newer_checkpoint_exists"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("step_00000008 the newest"), std::string::npos) << r.output;
 }
 
 }  // namespace

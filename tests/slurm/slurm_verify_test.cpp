@@ -104,7 +104,9 @@ TEST_F(SlurmVerify, SrunWithoutAnMpiPluginIsAUsageErrorNotAFailedCheckpoint) {
   // Without --kill-on-bad-exit, so the step's code is the tasks' own, not srun's SIGTERM of the
   // slower one.
   EXPECT_EQ(verify_on_two_nodes(Launcher::kSrun, -1, "--mpi=none --kill-on-bad-exit=0"), 2) << out_ << err_;
-  EXPECT_EQ(out_.find("\"ok\""), std::string::npos) << out_;
+  // --json answers in JSON even so: a usage error (exit_code 2), never a report of the checkpoint.
+  EXPECT_NE(out_.find("\"exit_code\":2"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("\"ok\":false"), std::string::npos) << out_;
   EXPECT_NE(err_.find("srun started without an MPI plugin"), std::string::npos) << err_;
   EXPECT_NE(err_.find("srun --mpi=pmix"), std::string::npos) << err_;
 }

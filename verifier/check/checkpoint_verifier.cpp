@@ -524,6 +524,25 @@ void check_resume_state(const std::string& dir, const Manifest& manifest,
   check_resumability(manifest, scalars, report);
 }
 
+// `verify ROOT` (or ROOT/latest) checks what `latest` names; a committed checkpoint of a later step
+// beside it is what a resume from `latest` would skip: said, as a warning.
+void warn_of_newer_checkpoints(const std::string& raw, const std::string& verified, VerifyReport& report) {
+  const std::string given = strip_trailing_slashes(raw);
+  if (given == verified || step_from_dir_name(base_name(verified)) < 0)
+    return;  // a checkpoint dir was passed
+  const std::string root = parent_dir(verified);
+  std::vector<std::string> newer;
+  for (const std::string& dir : list_checkpoints(root).committed) {
+    const int64_t step = step_from_dir_name(base_name(dir));
+    if (step > step_from_dir_name(base_name(verified))) newer.push_back(base_name(dir));
+  }
+  if (newer.empty()) return;
+  report.add_warning(verify_code::kNewerCheckpointExists, "", "",
+                     root + ": `latest` names " + base_name(verified) + ", but " +
+                         std::to_string(newer.size()) + " committed checkpoint(s) of later steps exist (" +
+                         newer.back() + " the newest): a resume from `latest` would skip them");
+}
+
 void report_uncommitted(const std::string& dir, VerifyReport& report) {
   if (step_from_dir_name(base_name(dir)) < 0) return;  // not inside a checkpoint root
   for (const auto& u : list_checkpoints(parent_dir(dir)).uncommitted) {
@@ -611,6 +630,14 @@ Result<VerifyReport> verify_one(const std::string& raw_dir, const VerifyOptions&
   if (text_was_large) release_freed_heap();
   check_manifest_digest(&digest, manifest_path, report);
   report.step = manifest->step;
+  // step_00000008/ holding step 4's manifest: a copy put in the wrong place, which a resume from
+  // `latest` would take for step 8.
+  if (const int64_t named = step_from_dir_name(base_name(dir)); named >= 0 && named != manifest->step) {
+    report.add_error(verify_code::kStepDirMismatch, "", "",
+                     dir + ": the folder is named for step " + std::to_string(named) +
+                         " but its manifest is step " + std::to_string(manifest->step) +
+                         ": a checkpoint copied into another step's place");
+  }
   report.shards = manifest->shards.size();
   report.tensors = manifest->tensors.size();
   // Version 2: the chunks are the headers', each shard's read (and its digest checked) in parallel.
@@ -771,6 +798,7 @@ Result<VerifyReport> verify_path(const std::string& raw_path, const VerifyOption
   VerifyReport report;
   if (target.kind == CheckpointKind::kCkptcheck) {
     CKPT_ASSIGN_OR_RETURN(report, verify_checkpoint(target.path, options));
+    warn_of_newer_checkpoints(raw_path, target.path, report);
   } else {
     CKPT_ASSIGN_OR_RETURN(report, verify_foreign_kind(target.path, target.kind, options));
   }

@@ -79,6 +79,10 @@ constexpr const char* kShardSizeMismatch = "shard_size_mismatch";
 constexpr const char* kShardSha256Mismatch = "shard_sha256_mismatch";
 constexpr const char* kShardUnreadable = "shard_unreadable";
 constexpr const char* kShardTruncated = "shard_truncated";
+// step_N/ whose manifest is another step's.
+constexpr const char* kStepDirMismatch = "step_dir_mismatch";
+// (warning) `latest` names a checkpoint older than another committed one in the root.
+constexpr const char* kNewerCheckpointExists = "newer_checkpoint_exists";
 // Bytes that the loader and our reader could read differently (formats/torch_load_dispatch.h,
 // StatusCode::kAmbiguous): refused, since the gate must read what the loader reads.
 constexpr const char* kReadingAmbiguous = "reading_ambiguous";

@@ -24,11 +24,20 @@ nlohmann::json issues_to_json(const std::vector<VerifyIssue>& issues) {
   return list;
 }
 
+// "[code] shard tensor: message", without repeating the shard when the message starts with it
+// ("x.pt: x.pt: ..." read as two files).
 std::string issue_line(const char* prefix, const VerifyIssue& i) {
   std::string line = std::string(prefix) + "[" + i.code + "]";
   if (!i.shard.empty()) line += " " + i.shard;
   if (!i.tensor.empty()) line += " " + i.tensor;
-  return line + ": " + i.message + "\n";
+  const std::string repeated = i.shard + ": ";
+  const bool starts_with_shard = !i.shard.empty() && i.tensor.empty() && i.message.rfind(repeated, 0) == 0;
+  return line + ": " + (starts_with_shard ? i.message.substr(repeated.size()) : i.message) + "\n";
+}
+
+// "1 shard", "2 shards".
+std::string count_of(size_t n, const char* one) {
+  return std::to_string(n) + " " + one + (n == 1 ? "" : "s");
 }
 
 }  // namespace
@@ -116,11 +125,12 @@ nlohmann::json report_to_json(const RootVerifyReport& r) {
 std::string report_to_text(const VerifyReport& r) {
   // A sealed foreign checkpoint has no step of ours to report.
   const std::string step = r.step >= 0 ? "step " + std::to_string(r.step) + ", " : "";
-  char summary[256];
-  std::snprintf(summary, sizeof(summary),
-                ": %s%zu shards, %zu tensors, %s hashed in %.2f s, %zu errors, %zu warnings\n", step.c_str(),
-                r.shards, r.tensors, byte_size_text(static_cast<double>(r.bytes_hashed)).c_str(), r.seconds,
-                r.errors.size(), r.warnings.size());
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.2f s", r.seconds);
+  const std::string summary =
+      ": " + step + count_of(r.shards, "shard") + ", " + count_of(r.tensors, "tensor") + ", " +
+      byte_size_text(static_cast<double>(r.bytes_hashed)) + " hashed in " + seconds + ", " +
+      count_of(r.errors.size(), "error") + ", " + count_of(r.warnings.size(), "warning") + "\n";
   std::string text = std::string(r.ok() ? "PASS " : "FAIL ") + r.path + summary;
   if (!r.resume_state.empty()) text += "resume state: " + describe_resume_state(r.resume_state) + "\n";
   for (const auto& e : r.errors) text += issue_line("", e);

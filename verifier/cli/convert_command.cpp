@@ -14,6 +14,7 @@
 #include "formats/shard_formats.h"
 #include "shards/checkpoint_writer.h"
 #include "verifier/cli/commands.h"
+#include "verifier/tensors/checkpoint_diff.h"
 #include "verifier/tensors/source_conversion.h"
 
 namespace ckpt {
@@ -25,9 +26,8 @@ CheckpointMetadata metadata_of(const TensorSource& source, int64_t step_override
   if (const Manifest* m = source.manifest()) {
     meta = {m->step, m->world_size, m->strategy, m->config, m->pins, m->extra};
   } else {
-    const nlohmann::json& j = source.metadata();
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer())
-      meta.step = j["step"].get<int64_t>();
+    // The step diff reads too (global_step, step, iteration), so a converted copy diffs SAME.
+    if (const auto step = step_of(source.metadata())) meta.step = static_cast<int64_t>(*step);
   }
   if (step_override >= 0) meta.step = step_override;
   return meta;

@@ -94,8 +94,8 @@ class DrillCommand : public Command {
                         fault_names(FaultKind::kStorage) + "); docs/drill.md")
         ->delimiter(',');
     sub->add_option("--relaunch-dir", o_.relaunch_dir,
-                    "the relaunch after a kill finds the subject's checkpoint dir as the kill left it (same, "
-                    "as a restarted job does) or a new, empty one (fresh)")
+                    "the relaunch after a kill gets a new, empty checkpoint dir (fresh) or the subject's own "
+                    "as the kill left it (same, as a restarted job finds it); storage faults always use same")
         ->capture_default_str();
     sub->add_flag("--control", o_.control,
                   "run a second uninterrupted reference to measure run-to-run noise (default when the world "

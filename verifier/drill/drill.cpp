@@ -21,6 +21,7 @@
 #include "verifier/drill/checkpoint_checks.h"
 #include "verifier/drill/drill_plan.h"
 #include "verifier/drill/drill_record.h"
+#include "verifier/drill/fault_catalogue.h"
 #include "verifier/drill/fault_drill.h"
 #include "verifier/drill/live_drill.h"
 #include "verifier/drill/missed_kill_point.h"
@@ -30,6 +31,7 @@
 #include "verifier/drill/resume_comparison.h"
 #include "verifier/drill/run_measurements.h"
 #include "verifier/drill/save_watch.h"
+#include "verifier/drill/storage_fault_drill.h"
 #include "verifier/process/child_process.h"
 #include "verifier/process/program_path.h"
 #include "verifier/tensors/state_snapshot.h"
@@ -63,12 +65,20 @@ const char* fault_outcome_name(FaultOutcome outcome) {
     case FaultOutcome::kRefused: return "refused";
     case FaultOutcome::kSilentDivergence: return "silent-divergence";
     case FaultOutcome::kSilentMatch: return "silent-match";
+    case FaultOutcome::kSurvived: return "survived";
+    case FaultOutcome::kFellBack: return "fell-back";
+    case FaultOutcome::kLost: return "lost";
+    case FaultOutcome::kAnnouncedIncomplete: return "announced-incomplete";
+    case FaultOutcome::kFreshStart: return "fresh-start";
+    case FaultOutcome::kResumedUnreadable: return "resumed-unreadable";
+    case FaultOutcome::kRelaunchFailed: return "relaunch-failed";
+    case FaultOutcome::kNotExercised: return "not-exercised";
   }
   return "?";
 }
 
 bool is_known_fault(const std::string& name) {
-  return name == "truncate" || name == "bitflip" || name == "drop-file" || name == "stale-file";
+  return find_fault(name) != nullptr;
 }
 
 int subject_world_size(const DrillOptions& o) {
@@ -164,13 +174,19 @@ class ResumeDrill {
     if (exe_.empty()) {
       CKPT_ASSIGN_OR_RETURN(exe_, current_executable());
     }
+    // The storage faults need FUSE: say so before anything runs.
+    if (std::any_of(o_.faults.begin(), o_.faults.end(), is_storage_fault)) {
+      faultfs_program_ = faultfs_program_beside(exe_);
+      CKPT_RETURN_IF_ERROR(check_storage_faults_usable(faultfs_program_));
+    }
     // A fresh dir per drill: a resume must never find a checkpoint of an earlier drill.
     CKPT_ASSIGN_OR_RETURN(work_, make_scratch_directory(o_.work_dir, "ckptcheck-drill"));
     out.work_dir = work_;
     launcher_ = std::make_unique<ProgramLauncher>(o_, exe_, config_path_);
     CKPT_RETURN_IF_ERROR(launcher_->prepare(work_));
     record_.phases_total = 1 + (plan_.control ? 1 : 0) + static_cast<long long>(o_.modes.size()) * 4 +
-                           static_cast<long long>(o_.faults.size());
+                           static_cast<long long>(o_.faults.size()) +
+                           2 * std::count_if(o_.faults.begin(), o_.faults.end(), is_storage_fault);
     // Recorded once a subject has kept the contract up to its kill point (kill_subject): a program
     // that never did gets no "ok contract" line above the reason.
     contract_check_ =
@@ -447,7 +463,10 @@ class ResumeDrill {
     record_.phase(std::string("resume (") + kill_mode_name(mode) + ")");
     std::vector<std::string> extra;
     if (!o_.inject.empty() && o_.inject != kStaleShardInject) extra = {"--inject", o_.inject};
-    const ProgramRun run = run_of("resumed", dir + "/resumed", from.path);
+    ProgramRun run = run_of("resumed", dir + "/resumed", from.path);
+    // --relaunch-dir same: the relaunch finds the subject's checkpoint dir as the kill left it, as a
+    // restarted job does; fresh: a new, empty one.
+    if (o_.relaunch_dir == "same") run.ckpt_dir = dir + "/ckpt";
     CKPT_RETURN_IF_ERROR(make_directory(dir + "/resumed"));
     CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child,
                           launcher_->start(run, dir + "/resumed", RunShape::kResumed, extra));
@@ -628,10 +647,58 @@ class ResumeDrill {
     return compare(mode, dir, m);
   }
 
+  // The storage faults (storage_fault_drill.h): each its own subject, writing through the fault
+  // file system, and its own relaunch.
+  Status run_storage_faults() {
+    StorageFaultSetup setup;
+    setup.record = &record_;
+    setup.launcher = launcher_.get();
+    setup.options = &o_;
+    setup.faultfs_program = faultfs_program_;
+    setup.n = plan_.n;
+    setup.save_every = plan_.save_every;
+    setup.steps = steps();
+    setup.golden.steps = &record_.out.reference_steps;
+    setup.golden.final_state = &reference_snapshot_;
+    setup.golden.final_step = steps();
+    setup.golden.tolerance = o_.tolerance;
+    setup.golden.built_in = built_in();
+    for (const auto& f : o_.faults) {
+      if (!is_storage_fault(f)) continue;
+      if (f == "disk-full" && setup.reference_save_bytes == 0) {
+        const std::string dir = work_ + "/reference";
+        CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(dir + "/metrics.jsonl", dir + "/ckpt"));
+        // The step-N checkpoint's size; a retention may have deleted it: then that of the newest
+        // checkpoint still on disk (a save's size rarely changes from one step to the next).
+        for (const auto& e : log.checkpoints)
+          if (e.step == plan_.n) setup.reference_save_bytes = bytes_on_disk(e.path);
+        for (auto e = log.checkpoints.rbegin();
+             setup.reference_save_bytes == 0 && e != log.checkpoints.rend(); ++e)
+          setup.reference_save_bytes = bytes_on_disk(e->path);
+        if (setup.reference_save_bytes == 0)
+          return Status::corruption(
+              "fault disk-full: no checkpoint of the reference run is on disk (the size of "
+              "its step-" +
+              std::to_string(plan_.n) + " save sets where the disk fills)");
+      }
+      record_.phase("fault " + f);
+      setup.dir = work_ + "/faults/" + f;
+      CKPT_RETURN_IF_ERROR(run_storage_fault(f, setup));
+    }
+    return Status::ok();
+  }
+
   Status run_faults() {
     if (o_.faults.empty()) return Status::ok();
-    if (!after_save_checkpoint_) return Status::invalid_argument("`faults` need the after-save kill");
     CKPT_RETURN_IF_ERROR(finish_reference());
+    const bool copy_faults = std::any_of(o_.faults.begin(), o_.faults.end(),
+                                         [](const std::string& f) { return !is_storage_fault(f); });
+    if (copy_faults) CKPT_RETURN_IF_ERROR(run_copy_faults());
+    return run_storage_faults();
+  }
+
+  Status run_copy_faults() {
+    if (!after_save_checkpoint_) return Status::invalid_argument("`faults` need the after-save kill");
     auto log = read_metrics_log(work_ + "/after-save/metrics.jsonl", work_ + "/after-save/ckpt");
     CheckpointEvent older;
     if (log.is_ok())
@@ -640,7 +707,8 @@ class ResumeDrill {
     if (older.path.empty())
       return Status::corruption("the subject announced no checkpoint of step " +
                                 std::to_string(plan_.n - plan_.save_every) + " for the stale-file fault");
-    for (const auto& f : o_.faults) CKPT_RETURN_IF_ERROR(run_fault(f, *after_save_checkpoint_, older));
+    for (const auto& f : o_.faults)
+      if (!is_storage_fault(f)) CKPT_RETURN_IF_ERROR(run_fault(f, *after_save_checkpoint_, older));
     return Status::ok();
   }
 
@@ -660,7 +728,7 @@ class ResumeDrill {
   const DrillOptions& o_;
   DrillRecord record_;
   DrillPlan plan_;
-  std::string config_path_, exe_, work_;
+  std::string config_path_, exe_, work_, faultfs_program_;
   // Declared before the runs: a Slurm allocation the launcher took outlives every step in it.
   std::unique_ptr<ProgramLauncher> launcher_;
   std::unique_ptr<RunningProgram> reference_, control_child_;

@@ -37,10 +37,25 @@ bool parse_kill_modes(const std::string& name, std::vector<KillMode>* out);
 constexpr const char* kStaleShardInject = "stale-shard";
 bool is_known_drill_inject(const std::string& name);
 
-// What a relaunch from a damaged checkpoint did.
-enum class FaultOutcome { kRefused, kSilentDivergence, kSilentMatch };
-const char* fault_outcome_name(FaultOutcome outcome);  // "refused" | "silent-divergence" | "silent-match"
-// "truncate", "bitflip", "drop-file", "stale-file"; false on anything else.
+// What a relaunch from a damaged checkpoint did (copy faults: refused passes), or what a storage
+// fault left (storage_fault_drill.h: survived, refused and fell-back pass).
+enum class FaultOutcome {
+  kRefused,
+  kSilentDivergence,
+  kSilentMatch,
+  kSurvived,             // the checkpoint that had to survive did, and the relaunch from it matched
+  kFellBack,             // read-error: the relaunch fell back to an older whole checkpoint and matched
+  kLost,                 // the checkpoint that had to survive did not (power loss, a failed save)
+  kAnnouncedIncomplete,  // disk-full: a checkpoint announced that the failed save left incomplete
+  kFreshStart,           // the relaunch started from scratch
+  kResumedUnreadable,    // read-error: the relaunch resumed from state it could not read
+  kRelaunchFailed,       // the relaunch from a checkpoint that survived failed or diverged
+  kNotExercised,         // the fault did not land where it is about (a warning, not a pass)
+};
+// "refused" | "silent-divergence" | "silent-match" | "survived" | "fell-back" | "lost" |
+// "announced-incomplete" | "fresh-start" | "resumed-unreadable" | "relaunch-failed" | "not-exercised"
+const char* fault_outcome_name(FaultOutcome outcome);
+// Whether the fault catalogue (fault_catalogue.h) has `name`.
 bool is_known_fault(const std::string& name);
 
 // Validation of these options (plan_drill, the live drill, check_launcher_options) names their
@@ -75,7 +90,13 @@ struct DrillOptions {
   int resume_nodes = 0;                     // slurm: nodes of the resumed run (0 = nodes)
   std::vector<std::string> slurm_args;      // given to every srun (and salloc), e.g. --partition=gpu
   double slurm_start_timeout_seconds = 60;  // a step or allocation still pending then is an error
-  std::vector<std::string> faults;          // fault drills on copies of the step-N checkpoint
+  std::vector<std::string> faults;          // fault_catalogue.h: copy faults and storage faults
+  // The relaunch after a kill (after-save, during-save) gets a new, empty checkpoint dir ("fresh")
+  // or the subject's own as the kill left it ("same", as a restarted job finds it). Fresh by default:
+  // the kill lands a few milliseconds after the kill point, and a fast subject may have written past
+  // it (a later checkpoint a crash at that instant would not have left). Storage faults always
+  // relaunch in the subject's dir.
+  std::string relaunch_dir = "fresh";
   // A second uninterrupted reference measures the run-to-run noise; a resumed value that differs
   // from the reference passes when it lies within control_multiple x that envelope. On by default
   // when the world size changes.
@@ -125,8 +146,9 @@ struct ModeOutcome {
 struct FaultResult {
   std::string fault;
   FaultOutcome outcome = FaultOutcome::kRefused;
+  bool passed = true;
   std::string detail;       // what was damaged, and how the program reacted
-  std::string would_catch;  // for a silent outcome: what would have caught it
+  std::string would_catch;  // for a silent outcome: what would have caught it; storage: the missing call
 };
 
 struct DrillOutcome {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "verifier/drill/fault_catalogue.h"
 #include "verifier/drill/program_launcher.h"
 
 namespace ckpt {
@@ -43,12 +44,21 @@ Result<DrillPlan> plan_drill(const DrillOptions& o, int64_t default_n) {
   if (o.inject == kStaleShardInject && o.modes.size() == 1 && o.modes[0] == KillMode::kDuringSave)
     return Status::invalid_argument(
         "`inject` stale-shard needs an after-save kill (`modes` after-save|both)");
-  for (const auto& f : o.faults)
-    if (!is_known_fault(f))
-      return Status::invalid_argument("`faults`: unknown fault '" + f +
-                                      "' (truncate, bitflip, drop-file, stale-file)");
-  if (!o.faults.empty() && std::count(o.modes.begin(), o.modes.end(), KillMode::kAfterSave) == 0)
-    return Status::invalid_argument("`faults` damage the after-save checkpoint: use `modes` after-save|both");
+  bool copy_faults = false, storage_faults = false;
+  for (const auto& f : o.faults) {
+    const FaultSpec* spec = find_fault(f);
+    if (!spec) return Status::invalid_argument("`faults`: unknown fault '" + f + "' (" + fault_names() + ")");
+    (spec->kind == FaultKind::kStorage ? storage_faults : copy_faults) = true;
+  }
+  if (copy_faults && std::count(o.modes.begin(), o.modes.end(), KillMode::kAfterSave) == 0)
+    return Status::invalid_argument("`faults` " + fault_names(FaultKind::kCopy) +
+                                    " damage the after-save checkpoint: use `modes` after-save|both");
+  if (storage_faults && o.launcher == "slurm")
+    return Status::invalid_argument("`faults` " + fault_names(FaultKind::kStorage) +
+                                    " mount the subject's checkpoint dir on this node: they need `launcher` "
+                                    "local");
+  if (o.relaunch_dir != "same" && o.relaunch_dir != "fresh")
+    return Status::invalid_argument("`relaunch_dir`: expected same or fresh, got '" + o.relaunch_dir + "'");
   if (o.shards < 1) return Status::invalid_argument("`shards` must be >= 1");
   CKPT_RETURN_IF_ERROR(check_launcher_options(o));
   p.control = o.control || changes_world_size(o);

@@ -197,6 +197,7 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
   for (const auto& f : o.faults)
     faults.push_back({{"fault", f.fault},
                       {"outcome", fault_outcome_name(f.outcome)},
+                      {"passed", f.passed},
                       {"detail", f.detail},
                       {"would_catch", f.would_catch}});
   std::string kill;

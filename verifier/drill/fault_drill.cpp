@@ -155,6 +155,7 @@ void record_fault_run(DrillRecord& record, const std::string& fault, const std::
     r.would_catch = fault_would_catch(golden.built_in);
   }
   const bool refused = r.outcome == FaultOutcome::kRefused;
+  r.passed = refused;
   record.add_check({"fault_" + fault,
                     "",
                     refused,

@@ -12,6 +12,7 @@
 #include "base/seconds_since.h"
 #include "verifier/drill/checkpoint_checks.h"
 #include "verifier/drill/drill_record.h"
+#include "verifier/drill/fault_catalogue.h"
 #include "verifier/drill/fault_drill.h"
 #include "verifier/drill/live_snapshot.h"
 #include "verifier/drill/program_launcher.h"
@@ -74,10 +75,14 @@ class LiveDrill {
     if (o_.modes.size() != 1 || o_.modes[0] != KillMode::kAfterSave)
       return Status::invalid_argument(
           "`modes` does not apply to `live_metrics`: the live run is never killed");
-    for (const auto& f : o_.faults)
+    for (const auto& f : o_.faults) {
       if (!is_known_fault(f))
-        return Status::invalid_argument("`faults`: unknown fault '" + f +
-                                        "' (truncate, bitflip, drop-file, stale-file)");
+        return Status::invalid_argument("`faults`: unknown fault '" + f + "' (" + fault_names() + ")");
+      if (is_storage_fault(f))
+        return Status::invalid_argument("`faults` " + f +
+                                        " needs a drill from scratch: the drill mounts the checkpoint dir of "
+                                        "a subject it starts, and a live run's dir is not its own");
+    }
     return check_launcher_options(o_);
   }
 

@@ -86,11 +86,16 @@ ChildExit ProgramLauncher::wait(RunningProgram& child, const std::string& what, 
                                 Progress* progress, int64_t total_steps) const {
   if (!progress || !progress->enabled()) return child.wait(options_.child_timeout_seconds, nullptr);
   MetricsTail tail(metrics);
-  return child.wait(options_.child_timeout_seconds, [&] {
+  const auto show = [&] {
     CheckpointEvent ignored;
     tail.poll_for_checkpoint(-1, &ignored);
     progress->update("drill: " + what + ", step", std::max<int64_t>(0, tail.last_step()), total_steps);
-  });
+  };
+  const ChildExit exit = child.wait(options_.child_timeout_seconds, show);
+  // Once more after the exit: a run that logs its last steps between two ticks (a fast resumed
+  // run) ends its line on the step it reached, not on the last tick's.
+  show();
+  return exit;
 }
 
 Status ProgramLauncher::wait_ok(RunningProgram& child, const std::string& what, const std::string& dir,

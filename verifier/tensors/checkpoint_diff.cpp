@@ -1,5 +1,6 @@
 #include "verifier/tensors/checkpoint_diff.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -100,13 +101,13 @@ void diff_values(const nlohmann::json& a, const nlohmann::json& b, const std::st
   if (a != b) add(a, b, "", path);
 }
 
-// The step a side says it holds: the manifest's, or a file's top-level global_step / step /
-// iteration / epoch.
+}  // namespace
+
 std::optional<double> step_of(const nlohmann::json& values) {
   if (!values.is_object()) return std::nullopt;
   const nlohmann::json* root = &values;
   if (values.contains("value") && values["value"].is_object()) root = &values["value"];
-  for (const char* key : {"global_step", "step", "iteration", "epoch"}) {
+  for (const char* key : {"global_step", "step", "iteration"}) {
     for (const nlohmann::json* j : {root, &values}) {
       const auto it = j->find(key);
       if (it != j->end() && it->is_number()) return it->get<double>();
@@ -114,8 +115,6 @@ std::optional<double> step_of(const nlohmann::json& values) {
   }
   return std::nullopt;
 }
-
-}  // namespace
 
 Result<CheckpointDiff> diff_checkpoints(const std::string& path_a, const std::string& path_b,
                                         const Tolerance& tolerance) {
@@ -166,7 +165,11 @@ Result<CheckpointDiff> diff_sources(const TensorSource& a, const TensorSource& b
     if (std::strcmp(a.kind(), b.kind()) == 0) {
       diff_values(va, vb, "", out);
     } else if (sa && sb && *sa != *sb) {
-      diff_values(nlohmann::json{{"step", *sa}}, nlohmann::json{{"step", *sb}}, "", out);
+      const auto number = [](double v) {
+        return v == std::floor(v) && std::fabs(v) < 9e15 ? nlohmann::json(static_cast<int64_t>(v))
+                                                         : nlohmann::json(v);
+      };
+      diff_values(nlohmann::json{{"step", number(*sa)}}, nlohmann::json{{"step", number(*sb)}}, "", out);
     }
     out.identical = out.identical && out.values_differing == 0;
     if (sa && sb && *sa != *sb) {

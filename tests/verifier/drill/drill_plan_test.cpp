@@ -38,7 +38,8 @@ TEST(DrillPlan, ValidationNamesTheOptionsFieldsNotFlags) {
   plan = plan_drill(o, -1);
   ASSERT_FALSE(plan.is_ok());
   EXPECT_EQ(plan.status().message(),
-            "`faults` damage the after-save checkpoint: use `modes` after-save|both");
+            "`faults` truncate, bitflip, drop-file, stale-file damage the after-save checkpoint: use `modes` "
+            "after-save|both");
   EXPECT_EQ(plan.status().message().find("--"), std::string::npos);
 }
 

@@ -1,0 +1,177 @@
+// `ckptcheck drill --faults power-loss,power-loss-mid-save,disk-full,read-error`: the storage faults,
+// through ckptcheck-faultfs (docs/faultfs.md) mounted over the subject's checkpoint dir. Each save
+// protocol is tests/data/programs/save_protocols.py (torch-free: it starts in milliseconds) on the
+// drill contract; the unsafe ones fail naming the call they lack, the safe one passes. This machine
+// has /dev/fuse: these tests run, they do not skip.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_paths.h"
+#include "tests/support/test_support.h"
+
+namespace ckpt {
+namespace {
+
+const std::string kSaveProtocols = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/programs/save_protocols.py";
+
+testing::CommandResult storage_drill(const std::string& faults, const std::string& program_args,
+                                     const std::string& exe = CKPTCHECK_BIN) {
+  return testing::run_command(exe + " drill --child-timeout 60 --save-at 4 --resume-steps 2 --faults " + faults +
+                              " --json -- /usr/bin/python3 " + kSaveProtocols + " " + program_args + " 2>&1");
+}
+
+nlohmann::json report_of(const testing::CommandResult& r) {
+  const size_t start = r.output.find("{\n");
+  if (start == std::string::npos) return nlohmann::json();
+  const size_t end = r.output.rfind("\n}");
+  return nlohmann::json::parse(r.output.substr(start, end + 2 - start), nullptr, false);
+}
+
+struct Verdict {
+  std::string outcome, detail, missing;
+  bool passed = false;
+};
+
+std::map<std::string, Verdict> verdicts(const nlohmann::json& report) {
+  std::map<std::string, Verdict> out;
+  if (!report.is_object()) return out;
+  for (const auto& f : report["faults"])
+    out[f["fault"]] = {f["outcome"], f["detail"], f["would_catch"], f["passed"].get<bool>()};
+  return out;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Each protocol under a power loss at the step-4 checkpoint event and a disk that fills halfway
+// through the step-4 save, with keep-last-1 retention (the protocols with their own names are
+// drilled without retention by the read-error test below).
+TEST(DrillStorageFaults, PowerLossAndDiskFullJudgeEachSaveProtocol) {
+  struct Case {
+    const char* args;
+    bool power_loss_passes;
+    const char* power_loss_says;  // in the detail
+    const char* missing;          // the call that would have kept it
+    bool disk_full_passes;
+    const char* disk_full_says;
+  };
+  const Case cases[] = {
+      {"--protocol final --keep-last 1", false, "ckpt/step_4.ckpt: 16.32 KiB written, never fsynced — lost", "fsync of ckpt/step_4.ckpt", true,
+       "step_2.ckpt whole"},
+      {"--protocol rename --keep-last 1", false, "never fsynced — lost", "fsync of ckpt/step_4.ckpt", true,
+       "step_2.ckpt whole"},
+      {"--protocol fsync-rename --keep-last 1", false,
+       "rename ckpt/step_4.ckpt.tmp -> ckpt/step_4.ckpt not durable: no fsync of ckpt/", "fsync of ckpt/", true,
+       "step_2.ckpt whole"},
+      {"--protocol durable --keep-last 1", true, "survived the power loss whole", "", true, "step_2.ckpt whole"},
+      // fsynced in place, but the file's first creation never had its directory fsynced
+      {"--protocol in-place", false, "ckpt/latest.ckpt: created, but its directory entry never became durable",
+       "fsync of ckpt/", false, "latest.ckpt, the checkpoint before, was destroyed"},
+  };
+  for (const Case& c : cases) {
+    const auto r = storage_drill("power-loss,disk-full", c.args);
+    const bool all_pass = c.power_loss_passes && c.disk_full_passes;
+    EXPECT_EQ(r.exit_code, all_pass ? 0 : 1) << c.args << ": " << r.output;
+    const auto report = report_of(r);
+    const auto v = verdicts(report);
+    ASSERT_EQ(v.count("power-loss"), 1u) << c.args << ": " << r.output;
+    ASSERT_EQ(v.count("disk-full"), 1u) << c.args << ": " << r.output;
+    const Verdict& pl = v.at("power-loss");
+    EXPECT_EQ(pl.passed, c.power_loss_passes) << c.args << ": " << pl.detail;
+    EXPECT_EQ(pl.outcome, c.power_loss_passes ? "survived" : "lost") << c.args << ": " << pl.detail;
+    EXPECT_TRUE(has(pl.detail, c.power_loss_says)) << c.args << ": " << pl.detail;
+    EXPECT_TRUE(has(pl.missing, c.missing)) << c.args << ": " << pl.missing;
+    const Verdict& df = v.at("disk-full");
+    EXPECT_EQ(df.passed, c.disk_full_passes) << c.args << ": " << df.detail;
+    EXPECT_TRUE(has(df.detail, c.disk_full_says)) << c.args << ": " << df.detail;
+    if (c.disk_full_passes) EXPECT_TRUE(has(df.detail, "the relaunch resumed from step 2")) << df.detail;
+    // The failure lines (the terminal's, JUnit's) say it too, with the missing call.
+    if (!c.power_loss_passes) {
+      const std::string failures = report["failures"].dump();
+      EXPECT_TRUE(has(failures, "fault power-loss: lost: ") && has(failures, "would have been kept by: ") &&
+                  has(failures, c.missing))
+          << failures;
+    }
+  }
+}
+
+// A save that swallows ENOSPC and announces the checkpoint anyway is named.
+TEST(DrillStorageFaults, AnAnnouncedIncompleteSaveFails) {
+  const auto r = storage_drill("disk-full", "--protocol final --swallow-save-errors");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const auto v = verdicts(report_of(r));
+  ASSERT_EQ(v.count("disk-full"), 1u) << r.output;
+  EXPECT_EQ(v.at("disk-full").outcome, "announced-incomplete") << v.at("disk-full").detail;
+  EXPECT_TRUE(has(v.at("disk-full").detail, "announced step_4.ckpt anyway")) << v.at("disk-full").detail;
+}
+
+// The power fails at the first file of the step-4 save: the step-2 checkpoint must have been durable.
+TEST(DrillStorageFaults, PowerLossMidSave) {
+  const auto safe = storage_drill("power-loss-mid-save", "--protocol durable --keep-last 1 --save-sleep 0.3");
+  EXPECT_EQ(safe.exit_code, 0) << safe.output;
+  auto v = verdicts(report_of(safe));
+  ASSERT_EQ(v.count("power-loss-mid-save"), 1u) << safe.output;
+  EXPECT_EQ(v.at("power-loss-mid-save").outcome, "survived") << v.at("power-loss-mid-save").detail;
+  EXPECT_TRUE(has(v.at("power-loss-mid-save").detail, "the relaunch resumed from step 2"))
+      << v.at("power-loss-mid-save").detail;
+
+  const auto unsafe = storage_drill("power-loss-mid-save", "--protocol rename --save-sleep 0.3");
+  EXPECT_EQ(unsafe.exit_code, 1) << unsafe.output;
+  v = verdicts(report_of(unsafe));
+  ASSERT_EQ(v.count("power-loss-mid-save"), 1u) << unsafe.output;
+  EXPECT_EQ(v.at("power-loss-mid-save").outcome, "lost") << v.at("power-loss-mid-save").detail;
+  EXPECT_TRUE(has(v.at("power-loss-mid-save").detail, "step_2.ckpt, the checkpoint announced before the step-4 save"))
+      << v.at("power-loss-mid-save").detail;
+}
+
+// EIO on every file of the step-4 checkpoint when the relaunch reads it.
+TEST(DrillStorageFaults, ReadErrorRefusedOrFallenBackPassesAFreshStartFails) {
+  const struct {
+    const char* on_read_error;
+    int exit_code;
+    const char* outcome;
+  } cases[] = {{"exit", 0, "refused"}, {"fallback", 0, "fell-back"}, {"fresh", 1, "fresh-start"}};
+  for (const auto& c : cases) {
+    const auto r = storage_drill("read-error", std::string("--on-read-error ") + c.on_read_error);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.on_read_error << ": " << r.output;
+    const auto v = verdicts(report_of(r));
+    ASSERT_EQ(v.count("read-error"), 1u) << r.output;
+    EXPECT_EQ(v.at("read-error").outcome, c.outcome) << v.at("read-error").detail;
+    EXPECT_TRUE(has(v.at("read-error").detail, "reads of step_4.ckpt (1 file) answered EIO"))
+        << v.at("read-error").detail;
+  }
+}
+
+// The example we ship (examples/pytorch/train.py, on Debian's python3-torch) survives a power loss at
+// its checkpoint event: it fsyncs the file, renames it and fsyncs the directory. Before it did, this
+// failed: "step_4.pt: ... written, never fsynced — lost" (docs/drill.md).
+TEST(DrillStorageFaults, TheShippedExampleSurvivesAPowerLoss) {
+  const auto r = testing::run_command(std::string(CKPTCHECK_BIN) +
+                                      " drill --child-timeout 120 --save-at 4 --resume-steps 2 --faults power-loss "
+                                      "--json -- /usr/bin/python3 " + testing::kExampleTrainScript + " --single-file 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const auto v = verdicts(report_of(r));
+  ASSERT_EQ(v.count("power-loss"), 1u) << r.output;
+  EXPECT_EQ(v.at("power-loss").outcome, "survived") << v.at("power-loss").detail;
+}
+
+// Without ckptcheck-faultfs beside ckptcheck (or /dev/fuse) the drill exits 2 saying what it needs,
+// before it runs anything.
+TEST(DrillStorageFaults, WithoutTheFaultFileSystemTheDrillSaysWhatItNeeds) {
+  testing::TempDir dir;
+  const std::string exe = dir / "ckptcheck";
+  std::error_code ec;
+  std::filesystem::create_hard_link(CKPTCHECK_BIN, exe, ec);
+  if (ec) std::filesystem::copy_file(CKPTCHECK_BIN, exe, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  const auto r = storage_drill("power-loss", "--protocol durable", exe);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(has(r.output, "ckptcheck-faultfs")) << r.output;
+  EXPECT_TRUE(has(r.output, "/dev/fuse")) << r.output;
+}
+
+}  // namespace
+}  // namespace ckpt
