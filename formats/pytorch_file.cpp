@@ -6,6 +6,7 @@
 
 #include "base/byte_coding.h"
 #include "base/text.h"
+#include "formats/keras_archive.h"
 #include "formats/pickle_reader.h"
 #include "formats/torch_load_dispatch.h"
 #include "formats/zip_archive.h"
@@ -318,6 +319,7 @@ Status add_torchscript_parts(const ZipArchive& zip, const ByteSource& source, co
 Result<std::unique_ptr<TensorFile>> open_pytorch(std::unique_ptr<ByteSource> source) {
   const std::string file = source->name();
   CKPT_ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::open(*source));
+  if (is_keras_archive(zip)) return open_keras_archive(std::move(source), std::move(zip));
   CKPT_ASSIGN_OR_RETURN(std::string prefix, archive_prefix(zip, file));
   if (const ZipEntry* bo = zip.find(prefix + "/byteorder")) {
     CKPT_ASSIGN_OR_RETURN(std::string order, zip.read(*source, *bo, 16));

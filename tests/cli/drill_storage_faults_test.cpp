@@ -16,12 +16,14 @@
 namespace ckpt {
 namespace {
 
-const std::string kSaveProtocols = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/programs/save_protocols.py";
+const std::string kSaveProtocols =
+    std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/programs/save_protocols.py";
 
 testing::CommandResult storage_drill(const std::string& faults, const std::string& program_args,
                                      const std::string& exe = CKPTCHECK_BIN) {
-  return testing::run_command(exe + " drill --child-timeout 60 --save-at 4 --resume-steps 2 --faults " + faults +
-                              " --json -- /usr/bin/python3 " + kSaveProtocols + " " + program_args + " 2>&1");
+  return testing::run_command(exe + " drill --child-timeout 60 --save-at 4 --resume-steps 2 --faults " +
+                              faults + " --json -- /usr/bin/python3 " + kSaveProtocols + " " + program_args +
+                              " 2>&1");
 }
 
 nlohmann::json report_of(const testing::CommandResult& r) {
@@ -44,7 +46,9 @@ std::map<std::string, Verdict> verdicts(const nlohmann::json& report) {
   return out;
 }
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // Each protocol under a power loss at the step-4 checkpoint event and a disk that fills halfway
 // through the step-4 save, with keep-last-1 retention (the protocols with their own names are
@@ -59,17 +63,19 @@ TEST(DrillStorageFaults, PowerLossAndDiskFullJudgeEachSaveProtocol) {
     const char* disk_full_says;
   };
   const Case cases[] = {
-      {"--protocol final --keep-last 1", false, "ckpt/step_4.ckpt: 16.32 KiB written, never fsynced — lost", "fsync of ckpt/step_4.ckpt", true,
-       "step_2.ckpt whole"},
+      {"--protocol final --keep-last 1", false, "ckpt/step_4.ckpt: 16.32 KiB written, never fsynced — lost",
+       "fsync of ckpt/step_4.ckpt", true, "step_2.ckpt whole"},
       {"--protocol rename --keep-last 1", false, "never fsynced — lost", "fsync of ckpt/step_4.ckpt", true,
        "step_2.ckpt whole"},
       {"--protocol fsync-rename --keep-last 1", false,
-       "rename ckpt/step_4.ckpt.tmp -> ckpt/step_4.ckpt not durable: no fsync of ckpt/", "fsync of ckpt/", true,
+       "rename ckpt/step_4.ckpt.tmp -> ckpt/step_4.ckpt not durable: no fsync of ckpt/", "fsync of ckpt/",
+       true, "step_2.ckpt whole"},
+      {"--protocol durable --keep-last 1", true, "survived the power loss whole", "", true,
        "step_2.ckpt whole"},
-      {"--protocol durable --keep-last 1", true, "survived the power loss whole", "", true, "step_2.ckpt whole"},
       // fsynced in place, but the file's first creation never had its directory fsynced
-      {"--protocol in-place", false, "ckpt/latest.ckpt: created, but its directory entry never became durable",
-       "fsync of ckpt/", false, "latest.ckpt, the checkpoint before, was destroyed"},
+      {"--protocol in-place", false,
+       "ckpt/latest.ckpt: created, but its directory entry never became durable", "fsync of ckpt/", false,
+       "latest.ckpt, the checkpoint before, was destroyed"},
   };
   for (const Case& c : cases) {
     const auto r = storage_drill("power-loss,disk-full", c.args);
@@ -123,7 +129,8 @@ TEST(DrillStorageFaults, PowerLossMidSave) {
   v = verdicts(report_of(unsafe));
   ASSERT_EQ(v.count("power-loss-mid-save"), 1u) << unsafe.output;
   EXPECT_EQ(v.at("power-loss-mid-save").outcome, "lost") << v.at("power-loss-mid-save").detail;
-  EXPECT_TRUE(has(v.at("power-loss-mid-save").detail, "step_2.ckpt, the checkpoint announced before the step-4 save"))
+  EXPECT_TRUE(
+      has(v.at("power-loss-mid-save").detail, "step_2.ckpt, the checkpoint announced before the step-4 save"))
       << v.at("power-loss-mid-save").detail;
 }
 
@@ -149,9 +156,11 @@ TEST(DrillStorageFaults, ReadErrorRefusedOrFallenBackPassesAFreshStartFails) {
 // its checkpoint event: it fsyncs the file, renames it and fsyncs the directory. Before it did, this
 // failed: "step_4.pt: ... written, never fsynced — lost" (docs/drill.md).
 TEST(DrillStorageFaults, TheShippedExampleSurvivesAPowerLoss) {
-  const auto r = testing::run_command(std::string(CKPTCHECK_BIN) +
-                                      " drill --child-timeout 120 --save-at 4 --resume-steps 2 --faults power-loss "
-                                      "--json -- /usr/bin/python3 " + testing::kExampleTrainScript + " --single-file 2>&1");
+  const auto r =
+      testing::run_command(std::string(CKPTCHECK_BIN) +
+                           " drill --child-timeout 120 --save-at 4 --resume-steps 2 --faults power-loss "
+                           "--json -- /usr/bin/python3 " +
+                           testing::kExampleTrainScript + " --single-file 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const auto v = verdicts(report_of(r));
   ASSERT_EQ(v.count("power-loss"), 1u) << r.output;

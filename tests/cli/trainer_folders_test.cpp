@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
@@ -134,6 +136,90 @@ TEST(TrainerFolders, TwoTrainersOrAMissingTagAreRefused) {
   EXPECT_NE(r.output.find("global_step99"), std::string::npos) << r.output;
 }
 
+// inspect and diff open a trainer's folder as one checkpoint too: its files' tensors under their
+// file's name, its values per file, the step its trainer saved.
+TEST(TrainerFolders, InspectAndDiffOpenTheFolderAsOneCheckpoint) {
+  const CommandResult listed = run_ckptcheck("inspect --json '" + kTrainers + "hf/checkpoint-10'");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  const auto j = nlohmann::json::parse(listed.output);
+  EXPECT_EQ(j["kind"], "hf_trainer");
+  EXPECT_EQ(j["metadata"]["step"], 10);
+  bool weights = false, moments = false;
+  for (const auto& t : j["tensors"]) {
+    weights = weights || t["name"] == "embed.weight";
+    moments = moments || t["name"] == "optimizer.pt/state.0.exp_avg";
+  }
+  EXPECT_TRUE(weights && moments) << listed.output;
+  const CommandResult same =
+      run_ckptcheck("diff '" + kTrainers + "hf/checkpoint-10' '" + kTrainers + "hf/checkpoint-10'");
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  const CommandResult older =
+      run_ckptcheck("diff '" + kTrainers + "hf/run/checkpoint-10' '" + kTrainers + "hf/run/checkpoint-5'");
+  EXPECT_EQ(older.exit_code, 1) << older.output;
+  EXPECT_NE(older.output.find("step 10 vs 5 (b is an older checkpoint"), std::string::npos) << older.output;
+  const CommandResult ds = run_ckptcheck("inspect '" + kTrainers + "deepspeed/zero2'");
+  EXPECT_EQ(ds.exit_code, 0) << ds.output;
+  EXPECT_NE(ds.output.find("(deepspeed, "), std::string::npos) << ds.output;
+}
+
+// DeepSpeed without DeepSpeed: every parameter as a full fp32 tensor reassembled from the ranks'
+// partitions (stages 2 and 3, fp32 and bf16 training), value for value the reference reconstruction
+// scripts/make_trainer_fixtures.py computed independently (zero_to_fp32's algorithm, in Python).
+TEST(TrainerFolders, ZeroPartitionsReassembleIntoTheParameters) {
+  const nlohmann::json expected = nlohmann::json::parse(read_text_file(kTrainers + "expected.json"));
+  for (const char* stage : {"deepspeed/zero2", "deepspeed/zero2_bf16", "deepspeed/zero3"}) {
+    const CommandResult r = run_ckptcheck("inspect --json '" + kTrainers + stage + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    std::map<std::string, std::string> ours;
+    std::set<std::string> buffers;  // whole in the model states' module, not in the partitions
+    for (const auto& t : j["tensors"]) {
+      const std::string name = t["name"];
+      if (name.rfind("zero_fp32/", 0) == 0)
+        ours[name.substr(10)] = t["shape"].dump() + " " + t["sha256"].get<std::string>();
+      const size_t module = name.find("_model_states.pt/module.");
+      if (module != std::string::npos) buffers.insert(name.substr(module + 24));
+    }
+    const auto& reference = expected[stage]["reference_fp32"];
+    ASSERT_FALSE(reference.empty()) << stage;
+    size_t parameters = 0;
+    for (const auto& [name, want] : reference.items()) {
+      if (!ours.count(name)) {  // zero_to_fp32 adds the buffers (as fp32): they are not reassembled
+        EXPECT_TRUE(buffers.count(name)) << stage << ": " << name << " is neither reassembled nor a buffer";
+        continue;
+      }
+      ++parameters;
+      EXPECT_EQ(ours[name], want["shape"].dump() + " " + want["sha256"].get<std::string>())
+          << stage << " " << name;
+    }
+    EXPECT_EQ(parameters, ours.size()) << stage;
+    EXPECT_GE(parameters, 8u) << stage;
+  }
+}
+
+// The ranks' flat fp32 partitions must hold every parameter once (what zero_to_fp32 reassembles): a
+// rank's file from another save (here rank 0's in rank 1's place) is named.
+TEST(TrainerFolders, ZeroPartitionsCoverEveryParameterOnce) {
+  TempDir dir;
+  for (const char* stage : {"deepspeed/zero2", "deepspeed/zero3"}) {
+    const std::string ds = copy_of(stage, dir);
+    std::filesystem::copy_file(ds + "/global_step10/zero_pp_rank_0_mp_rank_00_optim_states.pt",
+                               ds + "/global_step10/zero_pp_rank_1_mp_rank_00_optim_states.pt",
+                               std::filesystem::copy_options::overwrite_existing);
+    const auto j = verify_json("'" + ds + "'", std::string(stage) == "deepspeed/zero2" ? 1 : 0);
+    if (std::string(stage) == "deepspeed/zero2") {
+      EXPECT_TRUE(has_code(j, "errors", "zero_partition_mismatch")) << j.dump();
+      EXPECT_NE(j.dump().find("hold 16 elements, the model's param_shapes need 13"), std::string::npos)
+          << j.dump();
+    } else {
+      // ZeRO-3 gives every rank an equal share: a swapped copy has the right size (its values are another
+      // rank's; only a seal or the reassembled weights against a reference can tell).
+      EXPECT_FALSE(has_code(j, "errors", "zero_partition_mismatch")) << j.dump();
+    }
+    std::filesystem::remove_all(ds);
+  }
+}
+
 // A ZeRO-3 model-states file holds empty placeholders: alone, it is no file of weights.
 TEST(TrainerFolders, ALoneZero3ModelStatesFileIsNoWeightsFile) {
   const auto j = verify_json("--weights-only '" + kTrainers +
@@ -141,6 +227,24 @@ TEST(TrainerFolders, ALoneZero3ModelStatesFileIsNoWeightsFile) {
                              1);
   EXPECT_TRUE(has_code(j, "errors", "zero_placeholders_only")) << j.dump();
   EXPECT_NE(j.dump().find("optim_states"), std::string::npos) << j.dump();
+}
+
+// Keras 3's .keras archive: read (its weights listed and hashed), its config gated by Keras's own
+// rules, and two members of one name refused (the one Keras reads is the last).
+TEST(TrainerFolders, KerasArchivesAreReadAndTheirCodeRefused) {
+  auto j = verify_json("--weights-only '" + kTrainers + "keras/clean.keras'", 0);
+  EXPECT_EQ(j.value("kind", ""), "keras");
+  EXPECT_EQ(j.value("tensors", 0), 4);
+  for (const char* mode : {"", "--weights-only "}) {
+    j = verify_json(std::string(mode) + "'" + kTrainers + "keras/lambda.keras'", 1);
+    EXPECT_TRUE(has_code(j, "errors", "keras_code_refused")) << j.dump();
+    EXPECT_NE(j.dump().find("Lambda"), std::string::npos) << j.dump();
+    j = verify_json(std::string(mode) + "'" + kTrainers + "keras/duplicate_config.keras'", 1);
+    EXPECT_TRUE(has_code(j, "errors", "reading_ambiguous")) << j.dump();
+  }
+  const CommandResult listed = run_ckptcheck("inspect --json '" + kTrainers + "keras/clean.keras'");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find("layers/dense/vars/0"), std::string::npos) << listed.output;
 }
 
 }  // namespace

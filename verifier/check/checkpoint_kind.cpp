@@ -3,6 +3,7 @@
 #include "base/file_io.h"
 #include "base/text.h"
 #include "formats/dcp_checkpoint.h"
+#include "formats/keras_archive.h"
 #include "formats/megatron_dist_checkpoint.h"
 #include "formats/pytorch_file.h"
 #include "formats/tensor_file_open.h"
@@ -23,7 +24,8 @@ CheckpointKind kind_of_file(const std::string& path) {
   const Result<TensorFileFormat> format = sniff_tensor_file_format(path);
   switch (format.is_ok() ? *format : TensorFileFormat::kUnknown) {
     case TensorFileFormat::kPytorchZip:
-      return is_torchscript_file(path) ? CheckpointKind::kTorchScript : CheckpointKind::kTorchSave;
+      if (is_torchscript_file(path)) return CheckpointKind::kTorchScript;
+      return is_keras_file(path) ? CheckpointKind::kKeras : CheckpointKind::kTorchSave;
     case TensorFileFormat::kPytorchLegacy: return CheckpointKind::kTorchSaveLegacy;
     case TensorFileFormat::kPickle: return CheckpointKind::kPickle;
     case TensorFileFormat::kNumpy: return CheckpointKind::kNumpy;
@@ -50,6 +52,7 @@ const char* checkpoint_kind_name(CheckpointKind kind) {
     case CheckpointKind::kTorchSaveLegacy: return "torch_save_legacy";
     case CheckpointKind::kPickle: return "pickle";
     case CheckpointKind::kNumpy: return "numpy";
+    case CheckpointKind::kKeras: return "keras";
     case CheckpointKind::kSafetensors: return "safetensors";
     case CheckpointKind::kSafetensorsIndex: return "safetensors_index";
     case CheckpointKind::kHdf5: return "hdf5";

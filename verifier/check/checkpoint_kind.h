@@ -36,6 +36,7 @@ enum class CheckpointKind {
   kTorchScript,        // a torch.jit.save archive (TorchScript code, data.pkl, constants.pkl)
   kPickle,             // a plain pickle: torch.load and pickle.load run it (torch.load then raises)
   kNumpy,              // numpy.save's .npy (an object array's pickle runs under allow_pickle=True)
+  kKeras,              // a Keras 3 .keras archive (config.json, model.weights.h5)
   kSafetensors,        // one .safetensors file
   kSafetensorsIndex,   // a sharded model's *.safetensors.index.json and the files it names
   kHdf5,               // an HDF5 file (our shards, Keras weights)

@@ -76,14 +76,17 @@ void warn_unsupported_datasets(const TensorFile& file, const std::string& shard,
 // global, in every mode, since keras.models.load_model runs it.
 void check_keras_code(const TensorFile& file, const std::string& shard, VerifyReport& report) {
   const auto found = file.metadata().find("keras_code");
-  if (std::strcmp(file.format_name(), "hdf5") != 0 || found == file.metadata().end() || !found->is_array())
+  const bool keras_archive = std::strcmp(file.format_name(), "keras") == 0;
+  if ((std::strcmp(file.format_name(), "hdf5") != 0 && !keras_archive) || found == file.metadata().end() ||
+      !found->is_array())
     return;
   for (const auto& k : *found) {
     const std::string layer = k.value("layer", std::string());
+    const std::string where = keras_archive ? "member '" + k.value("attribute", std::string()) + "'"
+                                            : "root attribute '" + k.value("attribute", std::string()) + "'";
     report.add_error(verify_code::kKerasCodeRefused, shard, layer,
-                     file.path() + ": root attribute '" + k.value("attribute", std::string()) + "', layer '" +
-                         layer + "' (" + k.value("class_name", std::string()) +
-                         "): " + k.value("reason", std::string()) +
+                     file.path() + ": " + where + ", layer '" + layer + "' (" +
+                         k.value("class_name", std::string()) + "): " + k.value("reason", std::string()) +
                          "; keras.models.load_model would run it. Nothing was unmarshalled, imported or run");
   }
 }
@@ -520,6 +523,7 @@ VerifyReport verify_foreign_file(const std::string& path, const VerifyOptions& o
   // A plain pickle, a numpy array or a TorchScript program is no training state to resume.
   const bool no_checkpoint = std::strcmp((*file)->format_name(), "pickle") == 0 ||
                              std::strcmp((*file)->format_name(), "numpy") == 0 ||
+                             std::strcmp((*file)->format_name(), "keras") == 0 ||
                              std::strcmp((*file)->format_name(), "torchscript") == 0;
   if (!options.weights_only && !no_checkpoint) check_file_resumability(**file, base_name(path), report);
   if (!no_checkpoint) check_state_steps(**file, report, !options.weights_only);

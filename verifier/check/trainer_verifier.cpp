@@ -131,6 +131,53 @@ void warn_not_loaded(const TensorFile& file, const LayoutFile& f, const TrainerL
                          "(verified on its own, it fails)");
 }
 
+// ZeRO's flat fp32 partitions against the model's param_shapes, as zero_to_fp32.py reassembles them:
+// stage 1/2 saves each rank's slice of a group's flat buffer without its padding, so the slices of
+// all ranks hold every element of the group once; stage 3 pads each parameter to a multiple of the
+// world size and gives every rank ceil(numel / world) of it.
+struct ZeroPartitions {
+  nlohmann::json param_shapes;      // the model states' list of {name: shape} per group
+  std::map<size_t, uint64_t> held;  // group -> fp32 elements across the ranks' files
+  bool stage3 = false;
+
+  void add_partitions(const TensorFile& file) {
+    for (const ChunkInfo& c : file.chunks()) {
+      for (const char* key : {"single_partition_of_fp32_groups.", "fp32_flat_groups."}) {
+        const size_t at = c.name.find(key);
+        if (at == std::string::npos) continue;
+        const std::string index = c.name.substr(at + std::strlen(key));
+        if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos) continue;
+        stage3 = stage3 || std::strcmp(key, "fp32_flat_groups.") == 0;
+        held[std::stoul(index)] += c.data_bytes / dtype_size(c.dtype);
+      }
+    }
+  }
+
+  void check(int world, const std::string& dir, VerifyReport& report) const {
+    if (!param_shapes.is_array() || held.empty()) return;
+    for (size_t g = 0; g < param_shapes.size(); ++g) {
+      if (!param_shapes[g].is_object()) return;
+      uint64_t need = 0;
+      for (const auto& [name, shape] : param_shapes[g].items()) {
+        uint64_t numel = 1;
+        for (const auto& d : shape)
+          numel *= d.is_number_integer() && d.get<int64_t>() >= 0 ? d.get<uint64_t>() : 0;
+        need += stage3 ? (numel + world - 1) / world * world : numel;
+      }
+      const auto it = held.find(g);
+      const uint64_t have = it == held.end() ? 0 : it->second;
+      if (have == need) continue;
+      report.add_error(verify_code::kZeroPartitionMismatch, "", "",
+                       dir + ": parameter group " + std::to_string(g) + ": the " + std::to_string(world) +
+                           " ranks' ZeRO" + (stage3 ? "-3" : "-1/2") + " fp32 partitions hold " +
+                           std::to_string(have) + " elements, the model's param_shapes need " +
+                           std::to_string(need) +
+                           ": a rank's partition is from another save or another world size, and the "
+                           "weights cannot be reassembled (zero_to_fp32 would fail or mix steps)");
+    }
+  }
+};
+
 struct Steps {
   std::vector<std::pair<std::string, double>> said;  // "trainer_state.json global_step" -> 10
   void add(const std::string& who, std::optional<double> v) {
@@ -241,6 +288,7 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
   std::map<FileRole, std::unique_ptr<TensorFile>> first;  // the first opened file of each role
   std::vector<int> optim_ranks;
   std::optional<double> dp_world;
+  ZeroPartitions zero;
   for (const LayoutFile& f : layout.files) {
     const std::string path = layout.dir + "/" + f.name;
     if (f.role == FileRole::kTrainerState) {
@@ -278,7 +326,13 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
       steps.add(f.name + " global_steps", number_at(**file, "global_steps"));
       steps.add(f.name + " lr_scheduler last_epoch", number_at(**file, "last_epoch"));
     }
-    if (f.role == FileRole::kOptimizer && f.rank >= 0) optim_ranks.push_back(f.rank);
+    if (f.role == FileRole::kOptimizer && f.rank >= 0) {
+      optim_ranks.push_back(f.rank);
+      zero.add_partitions(**file);
+    }
+    if (f.role == FileRole::kModel && layout.kind == TrainerLayoutKind::kDeepSpeed &&
+        zero.param_shapes.is_null())
+      zero.param_shapes = (*file)->metadata().value("param_shapes", nlohmann::json());
     if (f.role == FileRole::kScheduler) steps.add(f.name + " last_epoch", number_at(**file, "last_epoch"));
     if (f.role == FileRole::kOptimizer && layout.kind != TrainerLayoutKind::kDeepSpeed)
       steps.add(f.name + " step", number_at(**file, "step"));
@@ -350,6 +404,7 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
       }
       if (options.weights_only) break;
       const int world = dp_world ? static_cast<int>(*dp_world) : 0;
+      if (world > 0 && static_cast<int>(optim_ranks.size()) == world) zero.check(world, dir, report);
       for (int r = 0; r < world && !optim_ranks.empty(); ++r) {
         if (std::find(optim_ranks.begin(), optim_ranks.end(), r) == optim_ranks.end())
           report.add_error(verify_code::kOptimizerStateMissing, "", "",

@@ -17,6 +17,8 @@
 //                              globals torch.load(weights_only=True) refuses
 //   zero_placeholders_only     a DeepSpeed ZeRO-3 model-states file verified alone: its parameters are
 //                              empty placeholders, the weights live in the optimizer states
+//   zero_partition_mismatch    the ranks' flat fp32 partitions do not hold every parameter element once
+//                              (stage 1/2), or ceil(numel / world) of each per rank (stage 3)
 #pragma once
 
 #include <string>
@@ -31,6 +33,7 @@ namespace ckpt {
 namespace verify_code {
 constexpr const char* kFileNotLoadedOnResume = "file_not_loaded_on_resume";
 constexpr const char* kZeroPlaceholdersOnly = "zero_placeholders_only";
+constexpr const char* kZeroPartitionMismatch = "zero_partition_mismatch";
 }  // namespace verify_code
 
 VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOptions& options);

@@ -194,6 +194,9 @@ class DrillCommand : public Command {
     if (outcome.exit_code == kExitUsage)
       std::fprintf(stderr, "ckptcheck drill: error: %s\n", outcome.error.c_str());
     std::fflush(stdout);
+    // One cause first (a fresh start, state the checkpoint lacks, a component not restored), then
+    // the failures it explains, earliest step first.
+    if (!outcome.headline.empty()) std::fprintf(stderr, "CAUSE: %s\n", outcome.headline.c_str());
     for (const auto& f : outcome.failures) std::fprintf(stderr, "FAIL: %s\n", f.c_str());
     return outcome.exit_code;
   }

@@ -8,6 +8,7 @@
 #include "base/seconds_since.h"
 #include "formats/native_shard.h"
 #include "shards/manifest.h"
+#include "verifier/check/checkpoint_verifier.h"
 #include "verifier/process/child_process.h"
 #include "verifier/tensors/state_snapshot.h"
 
@@ -123,6 +124,43 @@ bool check_readable(DrillRecord& record, const std::string& checkpoint, const st
   }
   record.add_check(c, c.detail);
   return snap.is_ok();
+}
+
+void check_resume_state(DrillRecord& record, const std::string& checkpoint, const std::string& mode) {
+  static const char* const kMissing[] = {
+      verify_code::kOptimizerStateMissing, verify_code::kSchedulerStateMissing,
+      verify_code::kStepStateMissing,      verify_code::kScalerStateMissing,
+      verify_code::kRngStateMissing,       verify_code::kDataStateMissing};
+  VerifyOptions options;
+  options.jobs = 1;
+  auto report = verify_path(checkpoint, options);
+  if (!report.is_ok()) return;  // nothing verify can judge: check_readable has said what it could read
+  nlohmann::json missing = nlohmann::json::array();
+  std::string detail;
+  for (const VerifyIssue& e : report->errors)
+    for (const char* code : kMissing)
+      if (e.code == code) {
+        missing.push_back({{"code", e.code}, {"message", e.message}});
+        detail += (detail.empty() ? "" : "; ") + e.code + ": " + e.message;
+      }
+  nlohmann::json found = nlohmann::json::array();
+  for (const ResumeStateFound& f : report->resume_state)
+    found.push_back({{"part", f.part}, {"where", f.where}});
+  DrillCheck c{"resume_state",
+               mode,
+               missing.empty(),
+               "",
+               {{"checkpoint", checkpoint}, {"missing", missing}, {"found", found}}};
+  c.skipped = !missing.empty();  // a warning: the comparison judges whether the resume lost anything
+  if (missing.empty()) {
+    std::string parts;
+    for (const auto& f : report->resume_state) parts += (parts.empty() ? "" : ", ") + f.part;
+    c.detail = fs::path(checkpoint).filename().string() + " holds " +
+               (parts.empty() ? "no resume state verify recognises" : parts);
+  } else {
+    c.detail = "verify " + fs::path(checkpoint).filename().string() + ": " + detail;
+  }
+  record.add_check(c);
 }
 
 }  // namespace ckpt

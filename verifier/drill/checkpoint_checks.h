@@ -21,4 +21,11 @@ Result<bool> verify_in_child(DrillRecord& record, const std::string& exe, const 
 // Reads every tensor and value of the checkpoint and records a "checkpoint_readable" check.
 bool check_readable(DrillRecord& record, const std::string& checkpoint, const std::string& mode);
 
+// The resume-state judgement `verify` makes (verifier/check/resume_state.h), on the checkpoint a
+// relaunch resumes from: a "resume_state" check that is a warning (never a failure: the comparison
+// judges the resume) listing each *_state_missing finding, e.g. optimizer_state_missing, with its
+// message. Only for checkpoints ckptcheck did not write (its own name every component). The
+// report's headline (drill_headline) names a missing state as the cause of a failed drill.
+void check_resume_state(DrillRecord& record, const std::string& checkpoint, const std::string& mode);
+
 }  // namespace ckpt

@@ -490,9 +490,7 @@ class ResumeDrill {
     record_.add_check({"resumed_from",
                        kill_mode_name(mode),
                        first == from.step + 1,
-                       "resumed from " + fs::path(from.path).filename().string() + " (step " +
-                           std::to_string(from.step) + "); first logged step " + std::to_string(first) +
-                           ", expected " + std::to_string(from.step + 1),
+                       resumed_from_words(fs::path(from.path).filename().string(), from.step, first),
                        {{"expected_step", from.step}, {"first_logged_step", first}, {"resume", from.path}}});
     if (built_in()) {
       CKPT_ASSIGN_OR_RETURN(m->resumed_summary,
@@ -639,6 +637,7 @@ class ResumeDrill {
                                                     o_.child_timeout_seconds, &m->verify_seconds));
     } else {
       usable = check_readable(record_, from.path, kill_mode_name(mode));
+      if (usable) check_resume_state(record_, from.path, kill_mode_name(mode));
     }
     if (!usable) return Status::ok();
     CKPT_ASSIGN_OR_RETURN(bool resumed, resume(mode, dir, from, m));

@@ -130,6 +130,9 @@ struct DrillCheck {
   // A warning: what the check is for did not happen (a torn save that was not exercised). Never
   // a pass and never a failure: `passed` is false, it adds no failure line, JUnit says skipped.
   bool skipped = false;
+  // How long establishing it took: from the check recorded before it (or the drill's start) to
+  // this one (DrillRecord stamps it); JUnit's time="...". -1 = not stamped.
+  double seconds = -1;
 };
 
 struct ModeOutcome {
@@ -155,6 +158,8 @@ struct DrillOutcome {
   int exit_code = 0;                  // 0 pass, 1 a check failed, 2 error
   std::string error;                  // the reason for exit 2
   std::vector<std::string> failures;  // one line each: "optimizer diverged: ... (after-save kill)"
+  // The one cause a failed drill leads with (drill_headline, drill_record.h); "" when none is named.
+  std::string headline;
   std::vector<DrillCheck> checks;
   std::vector<ModeOutcome> modes;
   int64_t save_at = 0;

@@ -1,21 +1,31 @@
 #include "verifier/drill/drill_history.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "base/file_io.h"
 #include "base/json_fields.h"
 
 namespace ckpt {
 
 namespace {
 
-nlohmann::json number_or_null(const nlohmann::json& v) {
-  return v.is_number() ? v : nlohmann::json();
+// Seconds as floating point and counts as integers, whatever mode wrote the report (a live drill and
+// a drill from scratch write 26603 alike, never 26603.0 in one of them).
+nlohmann::json seconds_or_null(const nlohmann::json& v) {
+  return v.is_number() ? nlohmann::json(v.get<double>()) : nlohmann::json();
+}
+nlohmann::json count_or_null(const nlohmann::json& v) {
+  return v.is_number() ? nlohmann::json(static_cast<int64_t>(std::llround(v.get<double>())))
+                       : nlohmann::json();
 }
 
 }  // namespace
@@ -46,13 +56,13 @@ nlohmann::json drill_history_entry(const nlohmann::json& report, std::time_t now
                                                       : "")},
           {"program", json_member_or_null(drill, "program")},
           {"verdict", json_member_or_null(report, "verdict")},
-          {"exit_code", json_member_or_null(report, "exit_code")},
-          {"save_at", json_member_or_null(drill, "save_at")},
-          {"resume_steps", json_member_or_null(drill, "resume_steps")},
-          {"checkpoint_bytes", number_or_null(json_member_or_null(timings, "checkpoint_bytes"))},
-          {"snapshot_seconds", number_or_null(json_member_or_null(timings, "snapshot_seconds"))},
-          {"restore_seconds", number_or_null(json_member_or_null(timings, "restore_seconds"))},
-          {"resume_seconds", number_or_null(json_member_or_null(timings, "resume_seconds"))},
+          {"exit_code", count_or_null(json_member_or_null(report, "exit_code"))},
+          {"save_at", count_or_null(json_member_or_null(drill, "save_at"))},
+          {"resume_steps", count_or_null(json_member_or_null(drill, "resume_steps"))},
+          {"checkpoint_bytes", count_or_null(json_member_or_null(timings, "checkpoint_bytes"))},
+          {"snapshot_seconds", seconds_or_null(json_member_or_null(timings, "snapshot_seconds"))},
+          {"restore_seconds", seconds_or_null(json_member_or_null(timings, "restore_seconds"))},
+          {"resume_seconds", seconds_or_null(json_member_or_null(timings, "resume_seconds"))},
           {"max_abs", max_abs},
           {"failures", json_member_or_null(report, "failures").is_array() ? report["failures"].size() : 0}};
 }
@@ -85,16 +95,58 @@ Result<std::vector<nlohmann::json>> read_drill_history(const std::string& path) 
   return entries;
 }
 
+// The lines of a history file as the next writer keeps them: every complete line, and a last line
+// without its newline (a crash mid-append) kept only when it is a whole JSON object.
+static std::string lines_to_keep(const std::string& text) {
+  const size_t last_newline = text.rfind('\n');
+  const size_t tail_start = last_newline == std::string::npos ? 0 : last_newline + 1;
+  std::string kept = text.substr(0, tail_start);
+  const std::string tail = text.substr(tail_start);
+  if (!tail.empty()) {
+    const nlohmann::json j = nlohmann::json::parse(tail, nullptr, false);
+    if (!j.is_discarded() && j.is_object()) kept += tail + "\n";
+  }
+  return kept;
+}
+
 Status append_drill_history(const std::string& path, const nlohmann::json& entry) {
-  const std::string line = entry.dump() + "\n";
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::io_error(path + ": open for append: " + std::strerror(errno));
-  const ssize_t n = ::write(fd, line.data(), line.size());
-  const int err = errno;
-  const int closed = ::close(fd);
-  if (n != static_cast<ssize_t>(line.size()) || closed != 0)
-    return Status::io_error(path + ": append: " + std::strerror(n < 0 ? err : errno));
-  return Status::ok();
+  // One writer at a time (flock on the file, taken again when another writer renamed a new file over
+  // it meanwhile); the whole file is rewritten beside it and renamed over it, so a crash at any
+  // moment leaves the old file or the new one, never a torn line.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::io_error(path + ": open: " + std::strerror(errno));
+    if (::flock(fd, LOCK_EX) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return Status::io_error(path + ": lock: " + std::strerror(err));
+    }
+    struct stat held {
+    }, now{};
+    if (::fstat(fd, &held) != 0 || ::stat(path.c_str(), &now) != 0 || held.st_ino != now.st_ino ||
+        held.st_dev != now.st_dev) {
+      ::close(fd);  // another drill replaced the file while this one waited: lock the new one
+      continue;
+    }
+    std::string text;
+    char buf[65536];
+    for (off_t at = 0;;) {
+      const ssize_t n = ::pread(fd, buf, sizeof buf, at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const int err = errno;
+        ::close(fd);
+        return Status::io_error(path + ": read: " + std::strerror(err));
+      }
+      if (n == 0) break;
+      text.append(buf, static_cast<size_t>(n));
+      at += n;
+    }
+    Status written = write_file_atomically(path, lines_to_keep(text) + entry.dump() + "\n");
+    ::close(fd);  // the lock is held until the new file is in place
+    return written;
+  }
+  return Status::io_error(path + ": another drill kept replacing the history file");
 }
 
 }  // namespace ckpt

@@ -23,7 +23,9 @@ nlohmann::json drill_history_entry(const nlohmann::json& report, std::time_t now
 // file and line.
 Result<std::vector<nlohmann::json>> read_drill_history(const std::string& path);
 
-// Appends one line with a single write (O_APPEND), so concurrent drills never interleave lines.
+// Appends one line: under a lock, the file is rewritten beside itself (its torn last line dropped, a
+// whole one given its newline) and renamed over itself, so a crash mid-write never leaves a line
+// that breaks the next drill, and concurrent drills never lose or interleave lines.
 Status append_drill_history(const std::string& path, const nlohmann::json& entry);
 
 }  // namespace ckpt

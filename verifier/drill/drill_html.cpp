@@ -316,6 +316,10 @@ std::string render_drill_html(const nlohmann::json& report) {
                    : verdict == "fail" ? "FAIL"
                                        : "ERROR");
   s << (json_member_or_null(report, "bit_identical") == true ? " &mdash; bit-identical" : "") << "</div>\n";
+  // One cause under the verdict, before the drill's parameters and the failures it explains.
+  if (json_member_or_null(report, "headline").is_string())
+    s << "<p id=\"headline\" class=\"headline\"><b>Cause:</b> "
+      << html_escape(report["headline"].get<std::string>()) << "</p>\n";
   summary_table(s, report);
   if (json_member_or_null(report, "error").is_string() && !report["error"].get<std::string>().empty())
     s << "<p id=\"error\"><b>Error:</b> " << html_escape(report["error"].get<std::string>()) << "</p>\n";
@@ -404,7 +408,11 @@ std::string render_drill_html(const nlohmann::json& report) {
   s << "<h2>Memory</h2>\n";
   key_value_table(s, json_member_or_null(measurements, "memory"), "memory", &sources);
   s << "<h2>Drill</h2>\n";
-  key_value_table(s, json_member_or_null(report, "drill"), "drill");
+  // The command as one line (the interpreter and its script), not the interpreter alone.
+  nlohmann::json drill = json_member_or_null(report, "drill");
+  if (drill.is_object() && drill.contains("program") && drill["program"].is_array())
+    drill["program"] = command_text(drill["program"]);
+  key_value_table(s, drill, "drill");
   s << "</body></html>\n";
   return s.str();
 }

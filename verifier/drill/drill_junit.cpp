@@ -1,6 +1,7 @@
 #include "verifier/drill/drill_junit.h"
 
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "base/file_io.h"
@@ -30,6 +31,14 @@ std::string xml_escape(const std::string& in) {
 
 std::string string_at(const nlohmann::json& j, const char* key) {
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+}
+
+// A check's own time ("0.412"), or "0" when the report has none.
+std::string check_time(const nlohmann::json& c) {
+  if (!c.is_object() || !c.contains("seconds") || !c["seconds"].is_number()) return "0";
+  char t[32];
+  std::snprintf(t, sizeof t, "%.3f", c["seconds"].get<double>());
+  return t;
 }
 
 }  // namespace
@@ -67,6 +76,8 @@ std::string drill_junit_xml(const nlohmann::json& report) {
     << "\" errors=\"" << (errored ? 1 : 0) << "\" skipped=\"" << skipped << "\" time=\"" << time << "\">\n";
   x << "    <properties>\n";
   x << "      <property name=\"verdict\" value=\"" << xml_escape(string_at(report, "verdict")) << "\"/>\n";
+  if (!string_at(report, "headline").empty())
+    x << "      <property name=\"cause\" value=\"" << xml_escape(string_at(report, "headline")) << "\"/>\n";
   for (const char* key : {"mode", "save_at", "resume_steps", "kill"})
     if (drill.contains(key) && !(live && std::string(key) == "kill"))
       x << "      <property name=\"" << key << "\" value=\""
@@ -75,17 +86,25 @@ std::string drill_junit_xml(const nlohmann::json& report) {
   for (const auto& c : checks) {
     const std::string mode = string_at(c, "mode");
     x << "    <testcase classname=\"ckptcheck.drill" << (mode.empty() ? "" : "." + xml_escape(mode))
-      << "\" name=\"" << xml_escape(string_at(c, "name")) << "\" time=\"0\"";
+      << "\" name=\"" << xml_escape(string_at(c, "name")) << "\" time=\"" << check_time(c) << "\"";
     if (skipped_check(c)) {
       x << ">\n      <skipped message=\"" << xml_escape(string_at(c, "detail")) << "\"/>\n    </testcase>\n";
       continue;
     }
     // final_state names the rule that judged each component (numbers.rules), pass or fail.
     std::string rules;
+    std::set<std::string> diverged;
+    if (c.contains("numbers") && c["numbers"].is_object() && c["numbers"].contains("diverged_components") &&
+        c["numbers"]["diverged_components"].is_array())
+      for (const auto& d : c["numbers"]["diverged_components"])
+        if (d.is_string()) diverged.insert(d.get<std::string>());
     if (c.contains("numbers") && c["numbers"].is_object() && c["numbers"].contains("rules") &&
         c["numbers"]["rules"].is_object())
-      for (const auto& [component, rule] : c["numbers"]["rules"].items())
-        rules += component + ": " + (rule.is_string() ? rule.get<std::string>() : rule.dump()) + "\n";
+      for (const auto& [component, rule] : c["numbers"]["rules"].items()) {
+        const std::string r = rule.is_string() ? rule.get<std::string>() : rule.dump();
+        // A diverged component failed its rule: say so, never "model: bit-exact" for it.
+        rules += component + ": " + (diverged.count(component) ? "diverged (required " + r + ")" : r) + "\n";
+      }
     const std::string system_out =
         rules.empty() ? "" : "      <system-out>" + xml_escape(rules) + "</system-out>\n";
     if (c.value("passed", true)) {

@@ -1,6 +1,7 @@
 #include "verifier/drill/drill_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "base/file_io.h"
@@ -15,8 +16,9 @@ nlohmann::json losses_json(const std::vector<StepRecord>& steps) {
   return a;
 }
 
-double number_at(const nlohmann::json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+// The number at `key`, null when there is none (never 0: "not measured" is not zero).
+nlohmann::json number_at(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key] : nlohmann::json();
 }
 
 // Memory of the reference's measured step (a full step including the optimizer step).
@@ -39,33 +41,52 @@ nlohmann::json timings_json(const DrillOutcome& o) {
   const nlohmann::json save = ref.contains("saves") && ref["saves"].is_array() && !ref["saves"].empty()
                                   ? ref["saves"].back()
                                   : nlohmann::json::object();
-  double restore = 0, verify = 0;
+  nlohmann::json restore, verify;
   for (const auto& m : o.modes) {
-    restore = std::max(restore, number_at(m.resumed_summary, "restore_seconds"));
-    verify = std::max(verify, m.verify_seconds);
+    const nlohmann::json r = number_at(m.resumed_summary, "restore_seconds");
+    if (r.is_number() && (restore.is_null() || r.get<double>() > restore.get<double>())) restore = r;
+    if (m.verify_seconds > 0 && (verify.is_null() || m.verify_seconds > verify.get<double>()))
+      verify = m.verify_seconds;
   }
-  return {{"step_seconds_mean", number_at(t, "step_seconds_mean")},
-          {"data_wait_seconds_mean", number_at(t, "data_wait_seconds_mean")},
-          {"forward_backward_seconds_mean", number_at(t, "forward_backward_seconds_mean")},
-          {"optimizer_seconds_mean", number_at(t, "optimizer_seconds_mean")},
-          {"eval_seconds", number_at(ref, "eval_seconds")},
-          {"checkpoint_save_seconds", number_at(save, "seconds")},
-          {"checkpoint_bytes", number_at(save, "bytes")},
-          {"checkpoint_mb_per_second", number_at(save, "mb_per_second")},
-          {"restore_seconds", restore},
-          {"verify_seconds", verify},
-          {"process_start_seconds", number_at(ref, "process_start_seconds")},
-          {"model_load_seconds", number_at(ref, "model_load_seconds")},
-          {"tokens_per_second", number_at(t, "tokens_per_second")},
-          {"drill_wall_seconds", o.wall_seconds}};
+  const nlohmann::json bytes = number_at(save, "bytes");
+  return {
+      {"step_seconds_mean", number_at(t, "step_seconds_mean")},
+      {"data_wait_seconds_mean", number_at(t, "data_wait_seconds_mean")},
+      {"forward_backward_seconds_mean", number_at(t, "forward_backward_seconds_mean")},
+      {"optimizer_seconds_mean", number_at(t, "optimizer_seconds_mean")},
+      {"eval_seconds", number_at(ref, "eval_seconds")},
+      {"checkpoint_save_seconds", number_at(save, "seconds")},
+      {"checkpoint_bytes",
+       bytes.is_number() ? nlohmann::json(static_cast<int64_t>(std::llround(bytes.get<double>()))) : bytes},
+      {"checkpoint_mb_per_second", number_at(save, "mb_per_second")},
+      {"restore_seconds", restore},
+      {"verify_seconds", verify},
+      {"process_start_seconds", number_at(ref, "process_start_seconds")},
+      {"model_load_seconds", number_at(ref, "model_load_seconds")},
+      {"tokens_per_second", number_at(t, "tokens_per_second")},
+      {"drill_wall_seconds", o.wall_seconds}};
 }
 
 // What the report's measurements hold and where each came from. The built-in workload measures
 // itself from inside (summary.json); any other program is measured by the drill from outside
 // (run_measurements.h), and its unmeasured values are null.
 nlohmann::json measurements_json(const DrillOutcome& o) {
-  if (!o.built_in && o.measured.is_object() && o.measured.contains("timings")) {
-    nlohmann::json m = o.measured;
+  if (!o.built_in) {
+    // A drill that stopped before the runs were measured (an error) measured nothing: null, not 0.
+    nlohmann::json m =
+        o.measured.is_object() && o.measured.contains("timings")
+            ? o.measured
+            : nlohmann::json{
+                  {"memory", {{"peak_rss_bytes", nullptr}, {"checkpoint_component_bytes", nullptr}}},
+                  {"timings",
+                   {{"checkpoint_bytes", nullptr},
+                    {"checkpoint_save_seconds", nullptr},
+                    {"restore_seconds", nullptr},
+                    {"step_seconds_mean", nullptr}}},
+                  {"sources", nlohmann::json::object()}};
+    for (const char* table : {"memory", "timings"})
+      for (const auto& [key, value] : m[table].items())
+        if (!m["sources"].contains(key)) m["sources"][key] = "not measured";
     m["timings"]["drill_wall_seconds"] = o.wall_seconds;
     m["sources"]["drill_wall_seconds"] = "measured: the whole drill";
     return m;
@@ -178,6 +199,7 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
                       {"passed", c.passed},
                       {"skipped", c.skipped},
                       {"detail", c.detail},
+                      {"seconds", c.seconds >= 0 ? nlohmann::json(c.seconds) : nlohmann::json()},
                       {"numbers", c.numbers}});
   nlohmann::json modes = nlohmann::json::array();
   nlohmann::json resumed_by_mode = nlohmann::json::object();
@@ -210,38 +232,44 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
        "tensors exactly"},
       {"applied", options.tolerance.exact() ? "exact (bit-identical required)"
                                             : "tolerance (bit identity reported, not required)"}};
-  return {{"verdict", o.verdict()},
-          {"exit_code", o.exit_code},
-          {"error", o.error},
-          {"failures", o.failures},
-          {"bit_identical", o.bit_identical},
-          {"tolerance", tolerance},
-          {"drill",
-           {{"mode", o.drill_mode},
-            {"save_at", o.save_at},
-            {"resume_steps", o.resume_steps},
-            {"kill", kill},
-            {"inject", options.inject},
-            {"shards", options.shards},
-            {"format", options.format},
-            {"work_dir", o.work_dir},
-            {"work_dir_kept", o.work_dir_kept},
-            {"config_path", options.config_path},
-            {"program", o.built_in ? nlohmann::json("built-in") : nlohmann::json(options.command)},
-            {"control", options.control || changes_world_size(options)}}},
-          {"faults", faults},
-          {"checks", checks},
-          {"components", merged_components(o)},
-          {"modes", modes},
-          {"diverging_metrics", diverging_metrics_json(o)},
-          {"losses",
-           {{"reference", losses_json(o.reference_steps)},
-            {"resumed", o.modes.empty() ? nlohmann::json::array() : losses_json(o.modes[0].resumed_steps)},
-            {"resumed_by_mode", resumed_by_mode}}},
-          {"live", o.live},
-          {"config", o.config},
-          {"pins", o.pins},
-          {"measurements", measurements_json(o)}};
+  nlohmann::json report = {
+      {"verdict", o.verdict()},
+      {"exit_code", o.exit_code},
+      {"error", o.error},
+      {"headline", o.headline.empty() ? nlohmann::json() : nlohmann::json(o.headline)},
+      {"failures", o.failures},
+      {"bit_identical", o.bit_identical},
+      {"tolerance", tolerance},
+      {"drill",
+       {{"mode", o.drill_mode},
+        {"save_at", o.save_at},
+        {"resume_steps", o.resume_steps},
+        {"kill", kill},
+        {"inject", options.inject},
+        {"shards", options.shards},
+        {"format", options.format},
+        {"work_dir", o.work_dir},
+        {"work_dir_kept", o.work_dir_kept},
+        {"config_path", options.config_path},
+        {"program", o.built_in ? nlohmann::json("built-in") : nlohmann::json(options.command)},
+        {"control", options.control || changes_world_size(options)}}},
+      {"faults", faults},
+      {"checks", checks},
+      {"components", merged_components(o)},
+      {"modes", modes},
+      {"diverging_metrics", diverging_metrics_json(o)},
+      {"losses",
+       {{"reference", losses_json(o.reference_steps)},
+        {"resumed", o.modes.empty() ? nlohmann::json::array() : losses_json(o.modes[0].resumed_steps)},
+        {"resumed_by_mode", resumed_by_mode}}},
+      {"live", o.live},
+      {"config", o.config},
+      {"pins", o.pins},
+      {"measurements", measurements_json(o)}};
+  // The built-in workload's own settings: a program drill has no format, shards or config.
+  if (!o.built_in)
+    for (const char* key : {"shards", "format", "config_path", "inject"}) report["drill"].erase(key);
+  return report;
 }
 
 Status write_drill_report(const std::string& dir, const nlohmann::json& report) {

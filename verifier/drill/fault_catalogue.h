@@ -15,7 +15,7 @@ namespace ckpt {
 enum class FaultKind { kCopy, kStorage };
 
 struct FaultSpec {
-  const char* name;     // what --faults takes
+  const char* name;  // what --faults takes
   FaultKind kind;
   const char* summary;  // one line: what the fault does
 };

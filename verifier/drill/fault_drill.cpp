@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "formats/tensor_file_open.h"
+#include "verifier/check/seal.h"
 #include "verifier/drill/resume_comparison.h"
 #include "verifier/process/child_process.h"
 
@@ -26,13 +27,24 @@ uint64_t file_size_of(const fs::path& p) {
   return ec ? 0 : static_cast<uint64_t>(n);
 }
 
-// The regular files of a checkpoint (itself, when it is one file), largest first.
+// A seal or a signature: what the checkpoint is verified with, never the state a fault damages.
+bool is_seal_file(const fs::path& p) {
+  const std::string name = p.filename().string();
+  auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return name == kSealFileName || ends_with(kSealFileSuffix) || ends_with(".sig");
+}
+
+// The regular files of a checkpoint (itself, when it is one file), largest first; its seals and
+// signatures left out (a fault damages the state they vouch for, not them).
 std::vector<fs::path> checkpoint_files(const fs::path& checkpoint) {
   std::vector<fs::path> files;
   std::error_code ec;
   if (fs::is_regular_file(checkpoint, ec)) return {checkpoint};
   for (const auto& e : fs::recursive_directory_iterator(checkpoint, ec))
-    if (e.is_regular_file()) files.push_back(e.path());
+    if (e.is_regular_file() && !is_seal_file(e.path())) files.push_back(e.path());
   std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
     const uint64_t x = file_size_of(a), y = file_size_of(b);
     return x != y ? x > y : a < b;
@@ -81,6 +93,16 @@ Result<std::string> flip_payload_byte(const fs::path& file) {
 
 }  // namespace
 
+std::vector<std::string> checkpoint_companions(const std::string& checkpoint) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  if (!fs::is_regular_file(checkpoint, ec)) return found;  // a directory's seal lies inside it
+  const std::string seal = checkpoint + kSealFileSuffix;
+  for (const std::string& p : {seal, seal + ".sig"})
+    if (fs::is_regular_file(p, ec)) found.push_back(p);
+  return found;
+}
+
 Result<std::string> damage_checkpoint_copy(const std::string& fault, const CheckpointEvent& checkpoint,
                                            const CheckpointEvent& older, const std::string& dir,
                                            std::string* copy_path) {
@@ -90,6 +112,13 @@ Result<std::string> damage_checkpoint_copy(const std::string& fault, const Check
   std::error_code ec;
   fs::copy(source, copy, fs::copy_options::recursive, ec);
   if (ec) return Status::io_error("fault " + fault + ": copy " + source.string() + ": " + ec.message());
+  // The seal beside a single file (and its signature) goes with it: a program that verifies its
+  // checkpoint before loading it must see the copy as it would see the checkpoint.
+  for (const std::string& companion : checkpoint_companions(source.string())) {
+    const fs::path to = fs::path(dir) / fs::path(companion).filename();
+    fs::copy_file(companion, to, fs::copy_options::overwrite_existing, ec);
+    if (ec) return Status::io_error("fault " + fault + ": copy " + companion + ": " + ec.message());
+  }
   std::vector<fs::path> files = checkpoint_files(copy);
   if (files.empty()) return Status::corruption(source.string() + ": the checkpoint holds no file");
   std::string damage;

@@ -17,9 +17,13 @@
 
 namespace ckpt {
 
-// Copies `checkpoint` (a file or a directory) into `dir` and damages the copy; `older` is the
-// previous checkpoint (the stale-file fault takes a file from it). Returns what was done, or ""
-// when the fault does not apply (drop-file on a one-file checkpoint). `copy` receives the copy's path.
+// What a single-file checkpoint is verified with, beside it: its seal `<file>.ckptcheck.seal.json`
+// and the seal's signature `.sig`, those that exist (none for a directory: its seal lies inside).
+std::vector<std::string> checkpoint_companions(const std::string& checkpoint);
+
+// Copies `checkpoint` (a file or a directory, with its companions above) into `dir` and damages the copy;
+// `older` is the previous checkpoint (the stale-file fault takes a file from it). Returns what was done, or
+// "" when the fault does not apply (drop-file on a one-file checkpoint). `copy` receives the copy's path.
 Result<std::string> damage_checkpoint_copy(const std::string& fault, const CheckpointEvent& checkpoint,
                                            const CheckpointEvent& older, const std::string& dir,
                                            std::string* copy);

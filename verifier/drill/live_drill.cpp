@@ -192,6 +192,8 @@ class LiveDrill {
     record_.phase("read the snapshot");
     bool usable = check_readable(record_, snapshot_.path, "live");
     std::error_code ec;
+    if (usable && !fs::exists(fs::path(snapshot_.path) / "manifest.json", ec))
+      check_resume_state(record_, snapshot_.path, "live");
     if (usable && fs::exists(fs::path(snapshot_.path) / "manifest.json", ec)) {
       double seconds = 0;
       CKPT_ASSIGN_OR_RETURN(usable, verify_in_child(record_, exe_, snapshot_.path, work_, "live",
@@ -297,9 +299,7 @@ class LiveDrill {
     record_.add_check({"resumed_from",
                        "live",
                        first == n_ + 1,
-                       "resumed from " + fs::path(snapshot_.path).filename().string() + " (step " +
-                           std::to_string(n_) + "); first logged step " + std::to_string(first) +
-                           ", expected " + std::to_string(n_ + 1),
+                       resumed_from_words(fs::path(snapshot_.path).filename().string(), n_, first),
                        {{"expected_step", n_}, {"first_logged_step", first}, {"resume", snapshot_.path}}});
     auto resumed_final = announced_snapshot(resumed, n_ + k_, "the resumed run");
     std::optional<StateSnapshot> control_state;

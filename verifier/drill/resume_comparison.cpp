@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <optional>
+#include <set>
 
 #include "base/json_fields.h"
+#include "formats/dtype.h"
 #include "verifier/drill/control_presence.h"
 
 namespace ckpt {
@@ -246,6 +249,83 @@ std::string rules_in_words(const std::map<std::string, ComponentDiff>& component
   return out;
 }
 
+// The value of a one-element step counter ("...step", "..._step_count", "...last_epoch",
+// "...global_step"), if `name` is one.
+bool is_step_counter(const std::string& name) {
+  const std::string last =
+      name.substr(name.find_last_of('.') == std::string::npos ? 0 : name.find_last_of('.') + 1);
+  return last == "step" || last == "_step_count" || last == "last_epoch" || last == "global_step";
+}
+
+std::optional<double> counter_value(const SnapshotTensor& t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  if (n != 1) return std::nullopt;
+  auto bytes = t.bytes();
+  if (!bytes.is_ok() || (*bytes)->size() < dtype_size(t.dtype)) return std::nullopt;
+  return element_as_double((*bytes)->data(), t.dtype);
+}
+
+// Evidence that a diverging component was saved but not restored: a step counter of it that the
+// resumed run's final state holds at the reference's value less N (it restarted at 0 on the
+// relaunch, and counted only the K steps since), e.g. AdamW's state.0.step 4 where the reference
+// has 8. One entry per component, its first such counter.
+nlohmann::json not_restored_evidence(const StateSnapshot& golden, const StateSnapshot& resumed,
+                                     const std::map<std::string, ComponentDiff>& components, int64_t n,
+                                     int64_t k) {
+  nlohmann::json out = nlohmann::json::array();
+  if (n <= 0) return out;
+  std::set<std::string> named;
+  auto consider = [&](const std::string& component, const std::string& name, double ref, double got) {
+    auto it = components.find(component);
+    if (it == components.end() || it->second.passed || named.count(component)) return;
+    if (!(ref - got == static_cast<double>(n))) return;
+    named.insert(component);
+    out.push_back(
+        {{"component", component},
+         {"name", name},
+         {"reference", ref},
+         {"resumed", got},
+         {"words", component + " not restored: its step count " + name + " is " + format_number(got) +
+                       " in the resumed run's final checkpoint where the reference's is " +
+                       format_number(ref) + ": it restarted at the relaunch from step " + std::to_string(n) +
+                       " (counted K=" + std::to_string(k) + " steps, not N+K)"}});
+  };
+  std::map<std::string, const SnapshotTensor*> by_name;
+  for (const auto& t : golden.tensors) by_name[t.name] = &t;
+  for (const auto& t : resumed.tensors) {
+    if (!is_step_counter(t.name)) continue;
+    auto g = by_name.find(t.name);
+    if (g == by_name.end()) continue;
+    const auto ref = counter_value(*g->second), got = counter_value(t);
+    if (ref && got) consider(g->second->component, t.name, *ref, *got);
+  }
+  for (const auto& [name, v] : resumed.values) {
+    if (!is_step_counter(name) || !v.value.is_number()) continue;
+    auto g = golden.values.find(name);
+    if (g == golden.values.end() || !g->second.value.is_number()) continue;
+    consider(g->second.component, name, g->second.value.get<double>(), v.value.get<double>());
+  }
+  return out;
+}
+
+// "1 of 3 components diverged: model (required bit-exact)": the rule each diverged one failed.
+std::string diverged_in_words(const std::vector<std::string>& names,
+                              const std::map<std::string, ComponentDiff>& components) {
+  std::map<std::string, std::vector<std::string>> by_rule;
+  for (const auto& n : names) by_rule[components.at(n).rule].push_back(n);
+  std::string out = std::to_string(names.size()) + " of " + std::to_string(components.size()) +
+                    (components.size() == 1 ? " component" : " components") + " diverged";
+  bool first = true;
+  for (const auto& [rule, list] : by_rule) {
+    out += first ? ": " : "; ";
+    first = false;
+    for (size_t i = 0; i < list.size(); ++i) out += (i ? ", " : "") + list[i];
+    out += " (required " + rule + ")";
+  }
+  return out;
+}
+
 }  // namespace
 
 bool check_final_state(DrillRecord& record, const std::string& mode, const ResumeComparison& c,
@@ -265,18 +345,32 @@ bool check_final_state(DrillRecord& record, const std::string& mode, const Resum
     rules[name] = diff.rule;
     if (!diff.passed) divergences.push_back(diff.divergence_message() + " [" + diff.rule + "]");
   }
+  const int64_t last_step =
+      c.golden_steps && !c.golden_steps->empty() ? c.golden_steps->back().step : c.expected_steps;
+  const nlohmann::json not_restored =
+      divergences.empty() ? nlohmann::json::array()
+                          : not_restored_evidence(golden, resumed, *components, last_step - c.expected_steps,
+                                                  c.expected_steps);
+  std::vector<std::string> diverged_names;
+  for (const auto& [name, diff] : *components)
+    if (!diff.passed) diverged_names.push_back(name);
   // After the mode's metric failures: the final checkpoint is the last step compared, and the
   // failures read in the order of the steps where things went wrong.
   for (const auto& d : divergences) record.out.failures.push_back(d + mode_suffix(mode));
   // Recorded without add_check: each divergence is already a failure line of its own.
-  record.out.checks.push_back(
-      {"final_state",
-       mode,
-       divergences.empty(),
-       (divergences.empty() ? std::to_string(components->size()) + " components match"
-                            : std::to_string(divergences.size()) + " component(s) diverged") +
-           rules_in_words(*components),
-       {{"components", components->size()}, {"diverged", divergences}, {"rules", rules}}});
+  DrillCheck final_check{"final_state",
+                         mode,
+                         divergences.empty(),
+                         divergences.empty() ? std::to_string(components->size()) + " components match" +
+                                                   rules_in_words(*components)
+                                             : diverged_in_words(diverged_names, *components),
+                         {{"components", components->size()},
+                          {"diverged", divergences},
+                          {"diverged_components", diverged_names},
+                          {"rules", rules},
+                          {"not_restored", not_restored}}};
+  record.stamp(final_check);
+  record.out.checks.push_back(std::move(final_check));
   return identical;
 }
 

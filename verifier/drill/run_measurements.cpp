@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -182,7 +183,10 @@ struct SourcedTable {
   nlohmann::json& sources;
   nlohmann::json values = nlohmann::json::object();
   void put(const char* key, const std::optional<double>& v, const std::string& source) {
-    values[key] = value_or_null(v);
+    // Bytes are counts: written as integers in every mode (26603, never 26603.0).
+    const std::string name = key;
+    const bool bytes = name.size() > 6 && name.compare(name.size() - 6, 6, "_bytes") == 0;
+    values[key] = v && bytes ? nlohmann::json(static_cast<int64_t>(std::llround(*v))) : value_or_null(v);
     sources[key] = v ? source : std::string("not measured");
   }
 };

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/json_fields.h"
+#include "verifier/check/seal.h"
 
 namespace ckpt {
 namespace {
@@ -139,6 +140,13 @@ std::string top_name_under(const std::string& dir, const std::string& path) {
   return rel.begin()->string();
 }
 
+// `name` is the seal of the checkpoint file `checkpoint`, or that seal's signature.
+bool is_companion_of(const std::string& checkpoint, const std::string& name) {
+  if (checkpoint.empty()) return false;
+  const std::string seal = checkpoint + kSealFileSuffix;
+  return name == seal || name == seal + ".sig";
+}
+
 }  // namespace
 
 Result<WatchOutcome> kill_during_save(RunningProgram& child, const std::string& metrics,
@@ -162,13 +170,14 @@ Result<WatchOutcome> kill_during_save(RunningProgram& child, const std::string& 
   bool armed = armed_after_step <= 0;
   std::vector<std::string> before_arming;  // names created before the arming event was read
   std::vector<std::string> candidates;     // names created after the arming save, not yet judged
+  std::string boundary;                    // the arming checkpoint's name directly under ckpt_dir
   while (Clock::now() < deadline && !out.triggered) {
     if (!armed && tail.poll_for_checkpoint(armed_after_step, &out.event)) {
       armed = true;
       for (auto& name : read_created_names(fd)) before_arming.push_back(std::move(name));
       // Everything up to the last appearance of the announced name belongs to that save; a
       // checkpoint announced outside the dir gives no boundary: all of it is taken as its own.
-      const std::string boundary = top_name_under(ckpt_dir, out.event.path);
+      boundary = top_name_under(ckpt_dir, out.event.path);
       const auto last = std::find(before_arming.rbegin(), before_arming.rend(), boundary);
       if (!boundary.empty() && last != before_arming.rend())
         candidates.assign(last.base(), before_arming.end());
@@ -182,6 +191,11 @@ Result<WatchOutcome> kill_during_save(RunningProgram& child, const std::string& 
       if (before_arming.size() > 65536)
         before_arming.erase(before_arming.begin(), before_arming.end() - 4096);
     }
+    // The arming checkpoint's own seal and signature (ckptcheck.torch.save renames them beside the
+    // file after it) end that save; they are never the next save's first name.
+    candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                    [&](const std::string& name) { return is_companion_of(boundary, name); }),
+                     candidates.end());
     if (armed && !candidates.empty()) {
       CheckpointEvent ignored;
       tail.poll_for_checkpoint(-1, &ignored);

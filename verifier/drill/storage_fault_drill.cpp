@@ -71,7 +71,8 @@ Contents contents_of(const std::string& path) {
   for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
     std::error_code fec;
-    if (it->is_regular_file(fec)) c[fs::relative(it->path(), path, fec).string()] = digest_of(it->path(), &size);
+    if (it->is_regular_file(fec))
+      c[fs::relative(it->path(), path, fec).string()] = digest_of(it->path(), &size);
   }
   return c;
 }
@@ -115,7 +116,8 @@ struct Fault {
 
   // "ckpt/step_8" for DIR/ckpt/step_8: how the journal names a path under the mount.
   std::string journal_name(const std::string& path) const {
-    const fs::path rel = fs::path(path).lexically_normal().lexically_relative(fs::path(ckpt).lexically_normal());
+    const fs::path rel =
+        fs::path(path).lexically_normal().lexically_relative(fs::path(ckpt).lexically_normal());
     if (rel.empty() || *rel.begin() == "..") return path;
     return rel == "." ? std::string(kRootName) : std::string(kRootName) + "/" + rel.string();
   }
@@ -191,8 +193,8 @@ struct Fault {
 
   // The losses that touch `path` (its files, its name), their messages, and the calls that would
   // have kept them.
-  void losses_of(const std::vector<LossLine>& losses, const std::string& path, std::vector<std::string>* messages,
-                 std::vector<std::string>* missing) const {
+  void losses_of(const std::vector<LossLine>& losses, const std::string& path,
+                 std::vector<std::string>* messages, std::vector<std::string>* missing) const {
     const std::string name = journal_name(path);
     std::set<std::string> seen;
     for (const auto& l : losses) {
@@ -216,7 +218,8 @@ struct Fault {
     const ProgramRun r = run("resumed", from.path);
     CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child, start(r));
     Relaunch out;
-    out.exit = s.launcher->wait(*child, "fault " + fault + " relaunch", r.metrics, s.record->progress, s.steps);
+    out.exit =
+        s.launcher->wait(*child, "fault " + fault + " relaunch", r.metrics, s.record->progress, s.steps);
     out.stderr_log = parent_dir(r.metrics) + "/stderr.log";
     auto log = read_metrics_log(r.metrics, ckpt);
     if (log.is_ok())
@@ -238,7 +241,8 @@ struct Fault {
     auto final_state = announced_snapshot(r.log, s.golden.final_step, "the relaunch");
     if (!final_state.is_ok()) return final_state.status().message();
     for (const auto& [name, c] : compare_snapshots(*s.golden.final_state, *final_state, s.golden.tolerance))
-      if (!c.passed) return "its final checkpoint's " + name + " diverged (max abs " + format_number(c.max_abs) + ")";
+      if (!c.passed)
+        return "its final checkpoint's " + name + " diverged (max abs " + format_number(c.max_abs) + ")";
     return "";
   }
 
@@ -251,7 +255,8 @@ struct Fault {
     const std::string given = "the relaunch, given CKPTCHECK_RESUME=" + short_name(from.path);
     if (r.first_step < 0) {
       record(FaultOutcome::kRelaunchFailed, false,
-             survived + "; " + given + ", logged no step (" + r.exit.describe() + "): " + log_tail(r.stderr_log, 300),
+             survived + "; " + given + ", logged no step (" + r.exit.describe() +
+                 "): " + log_tail(r.stderr_log, 300),
              "", std::move(numbers));
     } else if (r.first_step == 1 && from.step > 0) {
       record(FaultOutcome::kFreshStart, false,
@@ -261,7 +266,8 @@ struct Fault {
     } else if (r.first_step != from.step + 1) {
       record(FaultOutcome::kRelaunchFailed, false,
              survived + "; " + given + " (step " + std::to_string(from.step) + "), resumed at step " +
-                 std::to_string(r.first_step - 1) + " (first logged step " + std::to_string(r.first_step) + ")",
+                 std::to_string(r.first_step - 1) + " (first logged step " + std::to_string(r.first_step) +
+                 ")",
              "", std::move(numbers));
     } else if (const std::string why = divergence(r); !why.empty()) {
       record(FaultOutcome::kRelaunchFailed, false,
@@ -302,8 +308,8 @@ struct Fault {
       if (must.step >= s.n || last_step < s.n) {
         record(FaultOutcome::kNotExercised, false,
                "the power failed at step " + std::to_string(last_step) + " with " + short_name(must.path) +
-                   " the last checkpoint announced (" + w.created +
-                   " created): not inside the step-" + std::to_string(s.n) + " save; give the save more time",
+                   " the last checkpoint announced (" + w.created + " created): not inside the step-" +
+                   std::to_string(s.n) + " save; give the save more time",
                "", std::move(numbers));
         return Status::ok();
       }
@@ -324,8 +330,9 @@ struct Fault {
     numbers["losses"] = all;
     const Contents after = contents_of(must.path);
     const std::string name = short_name(must.path);
-    const std::string what = mid_save ? name + ", the checkpoint announced before the step-" + std::to_string(s.n) + " save,"
-                                      : name + ", announced at step " + std::to_string(must.step) + ",";
+    const std::string what =
+        mid_save ? name + ", the checkpoint announced before the step-" + std::to_string(s.n) + " save,"
+                 : name + ", announced at step " + std::to_string(must.step) + ",";
     if (before.empty()) {
       record(FaultOutcome::kLost, false,
              what + " was no longer on disk when the power failed" +
@@ -349,7 +356,8 @@ struct Fault {
       }
       if (!any) {
         std::string why;
-        if (!deleted.empty()) why += join(deleted, ", ") + " deleted by the program before " + name + " was durable";
+        if (!deleted.empty())
+          why += join(deleted, ", ") + " deleted by the program before " + name + " was durable";
         if (!lost.empty()) why += (why.empty() ? "" : ", ") + join(lost, ", ") + " lost too";
         detail += "; no checkpoint survives" + (why.empty() ? "" : " (" + why + ")");
       }
@@ -368,8 +376,9 @@ struct Fault {
     MetricsTail tail(r.metrics, ckpt);
     CheckpointEvent prev;
     WatchOutcome w;
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(static_cast<int64_t>(s.options->child_timeout_seconds * 1000));
+    const auto deadline =
+        std::chrono::steady_clock::now() +
+        std::chrono::milliseconds(static_cast<int64_t>(s.options->child_timeout_seconds * 1000));
     bool armed = false;
     while (std::chrono::steady_clock::now() < deadline) {
       if (tail.poll_for_checkpoint(prev_step, &prev)) {
@@ -390,7 +399,8 @@ struct Fault {
     const Contents prev_before = contents_of(prev.path);
     const uint64_t budget = std::max<uint64_t>(1, s.reference_save_bytes / 2);
     CKPT_RETURN_IF_ERROR(mount->enospc_after(budget));
-    const ChildExit e = s.launcher->wait(*child, "fault disk-full subject", r.metrics, s.record->progress, s.steps);
+    const ChildExit e =
+        s.launcher->wait(*child, "fault disk-full subject", r.metrics, s.record->progress, s.steps);
     CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(r.metrics, ckpt));
     std::optional<CheckpointEvent> announced_n;
     for (const auto& c : log.checkpoints)
@@ -402,16 +412,18 @@ struct Fault {
                               {"checkpoint", prev.path},
                               {"checkpoint_step", prev.step},
                               {"announced_step_n", announced_n.has_value()}};
-    std::string failed = "the step-" + std::to_string(s.n) + " save hit ENOSPC after " + byte_size_text(static_cast<double>(budget)) + " and ";
+    std::string failed = "the step-" + std::to_string(s.n) + " save hit ENOSPC after " +
+                         byte_size_text(static_cast<double>(budget)) + " and ";
     bool whole_n = false;
     if (announced_n) {
       const uint64_t bytes = bytes_on_disk(announced_n->path);
       numbers["announced_bytes"] = bytes;
       if (bytes < s.reference_save_bytes) {
         record(FaultOutcome::kAnnouncedIncomplete, false,
-               failed + "the program announced " + short_name(announced_n->path) + " anyway (" + e.describe() +
-                   "): " + byte_size_text(static_cast<double>(bytes)) + " on disk, the reference's step-" +
-                   std::to_string(s.n) + " checkpoint holds " + byte_size_text(static_cast<double>(s.reference_save_bytes)),
+               failed + "the program announced " + short_name(announced_n->path) + " anyway (" +
+                   e.describe() + "): " + byte_size_text(static_cast<double>(bytes)) +
+                   " on disk, the reference's step-" + std::to_string(s.n) + " checkpoint holds " +
+                   byte_size_text(static_cast<double>(s.reference_save_bytes)),
                "a save that raises on a failed write (and no checkpoint event after it)", std::move(numbers));
         return Status::ok();
       }
@@ -431,25 +443,29 @@ struct Fault {
       return Status::ok();
     }
     CKPT_RETURN_IF_ERROR(mount->clear_faults());
-    return judge_relaunch(whole_n ? *announced_n : prev, failed + "; " + prev_name + " whole", std::move(numbers));
+    return judge_relaunch(whole_n ? *announced_n : prev, failed + "; " + prev_name + " whole",
+                          std::move(numbers));
   }
 
   Status read_error() {
     const ProgramRun r = run("subject", "");
     s.record->phase("fault " + fault + ": subject");
     CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child, start(r));
-    const WatchOutcome w = kill_after_checkpoint(*child, r.metrics, ckpt, s.n, s.options->child_timeout_seconds);
+    const WatchOutcome w =
+        kill_after_checkpoint(*child, r.metrics, ckpt, s.n, s.options->child_timeout_seconds);
     if (!w.triggered) return missed(r, w, "after-save", s.n);
     CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(r.metrics, ckpt));
     std::vector<std::string> files;
     for (const auto& [file, digest] : contents_of(w.event.path)) {
       const std::string path = file == "." ? w.event.path : w.event.path + "/" + file;
-      const fs::path rel = fs::path(path).lexically_normal().lexically_relative(fs::path(ckpt).lexically_normal());
+      const fs::path rel =
+          fs::path(path).lexically_normal().lexically_relative(fs::path(ckpt).lexically_normal());
       CKPT_RETURN_IF_ERROR(mount->eio_read(rel.string()));
       files.push_back(rel.string());
     }
     if (files.empty())
-      return Status::io_error("fault read-error: the announced checkpoint " + w.event.path + " holds no file");
+      return Status::io_error("fault read-error: the announced checkpoint " + w.event.path +
+                              " holds no file");
     std::set<int64_t> older;
     for (const auto& c : log.checkpoints)
       if (c.step < s.n && !contents_of(c.path).empty()) older.insert(c.step);
@@ -465,33 +481,38 @@ struct Fault {
     if (first < 0) {
       if (!rl.exit.ok())
         record(FaultOutcome::kRefused, true,
-               eio + " refused it: " + rl.exit.describe() + " before a step (" + log_tail(rl.stderr_log, 200) + ")", "",
-               std::move(numbers));
+               eio + " refused it: " + rl.exit.describe() + " before a step (" +
+                   log_tail(rl.stderr_log, 200) + ")",
+               "", std::move(numbers));
       else
-        record(FaultOutcome::kRelaunchFailed, false, eio + " exited 0 without training a step", "", std::move(numbers));
+        record(FaultOutcome::kRelaunchFailed, false, eio + " exited 0 without training a step", "",
+               std::move(numbers));
     } else if (first == 1) {
-      record(FaultOutcome::kFreshStart, false,
-             eio + " started from scratch (first logged step 1): a job that loses its progress without a word",
-             "exit non-zero when the checkpoint cannot be read, or fall back to an older whole one", std::move(numbers));
+      record(
+          FaultOutcome::kFreshStart, false,
+          eio + " started from scratch (first logged step 1): a job that loses its progress without a word",
+          "exit non-zero when the checkpoint cannot be read, or fall back to an older whole one",
+          std::move(numbers));
     } else if (first == s.n + 1) {
       record(FaultOutcome::kResumedUnreadable, false,
-             eio + " resumed from step " + std::to_string(s.n) + " (first logged step " + std::to_string(first) +
-                 ") from state it could not read",
+             eio + " resumed from step " + std::to_string(s.n) + " (first logged step " +
+                 std::to_string(first) + ") from state it could not read",
              "treat a failed read as a failed load", std::move(numbers));
     } else if (older.count(first - 1)) {
       const std::string why = divergence(rl);
       if (why.empty())
         record(FaultOutcome::kFellBack, true,
-               eio + " fell back to the step-" + std::to_string(first - 1) + " checkpoint and matched the reference", "",
-               std::move(numbers));
+               eio + " fell back to the step-" + std::to_string(first - 1) +
+                   " checkpoint and matched the reference",
+               "", std::move(numbers));
       else
         record(FaultOutcome::kSilentDivergence, false,
                eio + " fell back to the step-" + std::to_string(first - 1) + " checkpoint and " + why, "",
                std::move(numbers));
     } else {
       record(FaultOutcome::kRelaunchFailed, false,
-             eio + " resumed at step " + std::to_string(first - 1) + " (first logged step " + std::to_string(first) +
-                 "), where it announced no checkpoint",
+             eio + " resumed at step " + std::to_string(first - 1) + " (first logged step " +
+                 std::to_string(first) + "), where it announced no checkpoint",
              "", std::move(numbers));
     }
     return Status::ok();
@@ -507,14 +528,17 @@ std::string faultfs_program_beside(const std::string& ckptcheck_exe) {
 Status check_storage_faults_usable(const std::string& program) {
   const std::string need =
       " (the storage faults mount ckptcheck-faultfs, a FUSE file system: they need /dev/fuse readable and "
-      "writable by this user, /usr/bin/fusermount3 from Debian's fuse3, and ckptcheck-faultfs beside ckptcheck; "
+      "writable by this user, /usr/bin/fusermount3 from Debian's fuse3, and ckptcheck-faultfs beside "
+      "ckptcheck; "
       "in a container: --device /dev/fuse --cap-add SYS_ADMIN)";
   if (::access(program.c_str(), X_OK) != 0)
     return Status::invalid_argument("cannot run " + program + ": " + std::strerror(errno) + need);
   if (::access(faultfs::kFusermount, X_OK) != 0)
-    return Status::invalid_argument(std::string("no ") + faultfs::kFusermount + ": " + std::strerror(errno) + need);
+    return Status::invalid_argument(std::string("no ") + faultfs::kFusermount + ": " + std::strerror(errno) +
+                                    need);
   const int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
-  if (fd < 0) return Status::invalid_argument(std::string("cannot open /dev/fuse: ") + std::strerror(errno) + need);
+  if (fd < 0)
+    return Status::invalid_argument(std::string("cannot open /dev/fuse: ") + std::strerror(errno) + need);
   ::close(fd);
   return Status::ok();
 }

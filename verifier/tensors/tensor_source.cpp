@@ -14,6 +14,7 @@
 #include "formats/dcp_checkpoint.h"
 #include "formats/safetensors_file.h"
 #include "formats/tensor_file_open.h"
+#include "layouts/trainer_layout.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
 #include "shards/file_chunk_index.h"
@@ -22,6 +23,7 @@
 #include "shards/shard_header_chunks.h"
 #include "verifier/tensors/integrity_codes.h"
 #include "verifier/tensors/shard_scan.h"
+#include "verifier/tensors/zero_reassembly.h"
 
 namespace ckpt {
 
@@ -74,8 +76,33 @@ const SourceTensor* TensorSource::find(const std::string& name) const {
   return it != tensors_.end() && it->name == name ? &*it : nullptr;
 }
 
-Status TensorSource::add_file_chunks(size_t file_index) {
+Status TensorSource::add_file_chunks(size_t file_index, const std::string& prefix,
+                                     const std::string& component) {
   const auto& chunks = files_[file_index]->chunks();
+  if (!prefix.empty() || !component.empty()) {
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const ChunkInfo& c = chunks[i];
+      const std::string name = prefix + c.name;
+      auto seen = tensor_by_name_.find(name);
+      if (seen != tensor_by_name_.end()) {
+        tensors_[seen->second].chunks.push_back({file_index, i, nullptr});
+        continue;
+      }
+      auto nbytes = checked_nbytes(c.global_shape, c.dtype);
+      if (!nbytes)
+        return Status::corruption(files_[file_index]->path() + ": " + c.name + ": shape overflows");
+      tensor_by_name_.emplace(name, tensors_.size());
+      tensors_.push_back({name,
+                          component.empty() ? c.component : component,
+                          c.dtype,
+                          c.global_shape,
+                          *nbytes,
+                          {},
+                          c.alias_of.empty() ? "" : prefix + c.alias_of});
+      tensors_.back().chunks.push_back({file_index, i, nullptr});
+    }
+    return Status::ok();
+  }
   // tensors_ is in first-seen order until finish_tensor_list; tensor_by_name_ finds a name in it
   // without a scan of every tensor (quadratic at 20,000 tensors, issue 44), across all files. No
   // reserve per file: at one chunk a file, exact reserves would copy and rehash everything each time.
@@ -107,6 +134,69 @@ Status TensorSource::finish_tensor_list() {
   return Status::ok();
 }
 
+// A trainer's folder as one source (layouts/trainer_layout.h): every tensor file it lists, each file's
+// tensors under "<file>/" but the model weights' own names, each file's values under its name, the
+// trainer's step at "step".
+Result<TensorSource> TensorSource::open_trainer_folder(const TrainerLayout& layout) {
+  TensorSource s;
+  s.path_ = layout.dir;
+  s.kind_ = trainer_layout_name(layout.kind);
+  s.metadata_ = nlohmann::json::object();
+  std::map<int, const TensorFile*> zero_ranks;  // DeepSpeed: each rank's optimizer states
+  nlohmann::json param_shapes, shared_params;
+  std::vector<std::string> module_order;  // the model states' parameters, in pickle order
+  for (const LayoutFile& f : layout.files) {
+    const std::string path = layout.dir + "/" + f.name;
+    if (f.role == FileRole::kTrainerState) {
+      auto text = read_small_file(path, 64 << 20);
+      const auto j = text.is_ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+      if (j.is_object()) {
+        s.metadata_[f.name] = j;
+        if (j.contains("global_step")) s.metadata_["step"] = j["global_step"];
+      }
+      continue;
+    }
+    if (f.role == FileRole::kConfig || f.role == FileRole::kLatestTag) continue;
+    auto sniffed = sniff_tensor_file_format(path);
+    if (!sniffed.is_ok() || *sniffed == TensorFileFormat::kUnknown) continue;
+    CKPT_ASSIGN_OR_RETURN(auto file, open_tensor_file(path));
+    if (layout.kind == TrainerLayoutKind::kDeepSpeed && f.role == FileRole::kModel &&
+        !s.metadata_.contains("step") && file->metadata().contains("global_steps"))
+      s.metadata_["step"] = file->metadata()["global_steps"];
+    s.metadata_[f.name] = file->metadata();
+    if (layout.kind == TrainerLayoutKind::kDeepSpeed && f.role == FileRole::kOptimizer && f.rank >= 0)
+      zero_ranks[f.rank] = file.get();
+    if (layout.kind == TrainerLayoutKind::kDeepSpeed && f.role == FileRole::kModel &&
+        param_shapes.is_null()) {
+      param_shapes = file->metadata().value("param_shapes", nlohmann::json());
+      shared_params = file->metadata().value("shared_params", nlohmann::json());
+      for (const ChunkInfo& c : file->chunks()) {
+        if (c.name.rfind("module.", 0) == 0) module_order.push_back(c.name.substr(7));
+      }
+    }
+    s.files_.push_back(std::move(file));
+    const bool weights = f.role == FileRole::kModel && layout.kind != TrainerLayoutKind::kDeepSpeed;
+    const std::string component = f.role == FileRole::kModel ? "model" : file_role_name(f.role);
+    CKPT_RETURN_IF_ERROR(s.add_file_chunks(s.files_.size() - 1, weights ? "" : f.name + "/", component));
+  }
+  // ZeRO: every parameter as a full fp32 tensor reassembled from all ranks' partitions, when every
+  // rank 0..W-1 is here (verify names what is missing or mismatched).
+  const bool every_rank =
+      !zero_ranks.empty() && zero_ranks.rbegin()->first + 1 == static_cast<int>(zero_ranks.size());
+  if (every_rank && param_shapes.is_array()) {
+    std::vector<const TensorFile*> ranks;
+    for (const auto& [rank, file] : zero_ranks) ranks.push_back(file);
+    auto reassembled =
+        reassemble_zero_fp32(ranks, param_shapes, shared_params, module_order, layout.dir + " (ZeRO fp32)");
+    if (reassembled.is_ok()) {
+      s.files_.push_back(std::move(*reassembled));
+      CKPT_RETURN_IF_ERROR(s.add_file_chunks(s.files_.size() - 1));
+    }
+  }
+  CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
+  return s;
+}
+
 Result<TensorSource> TensorSource::open(const std::string& path) {
   TensorSource s;
   if (is_regular_file(path) && ends_with(path, kIndexSuffix)) {
@@ -132,6 +222,10 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
     CKPT_RETURN_IF_ERROR(s.add_file_chunks(0));
     CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
     return s;
+  }
+  if (is_directory(path) && !path_exists(path + "/" + kManifestFileName)) {
+    CKPT_ASSIGN_OR_RETURN(auto layout, detect_trainer_layout(path));
+    if (layout) return open_trainer_folder(*layout);
   }
   if (is_dcp_directory(path) && !path_exists(path + "/" + kManifestFileName)) {
     CKPT_ASSIGN_OR_RETURN(DcpCheckpoint dcp, DcpCheckpoint::open(path));

@@ -19,6 +19,7 @@
 
 #include "base/sha256.h"
 #include "formats/tensor_file.h"
+#include "layouts/trainer_layout.h"
 #include "shards/laid_out_native_shard.h"
 #include "shards/manifest.h"
 #include "shards/tensor_view.h"
@@ -93,6 +94,8 @@ using ScannedChunkDigests = std::vector<std::optional<std::vector<Sha256Digest>>
 class TensorSource {
  public:
   static Result<TensorSource> open(const std::string& path);
+  // A trainer's folder (layouts/trainer_layout.h) as one source; open() takes this path for one.
+  static Result<TensorSource> open_trainer_folder(const TrainerLayout& layout);
 
   const std::string& path() const { return path_; }  // the resolved path (checkpoint dir, file, index)
   const char* kind() const { return kind_; }         // "checkpoint" | "safetensors_index" | <file format>
@@ -160,7 +163,10 @@ class TensorSource {
   // kCorruption unless the chunks of `tensor` hold as many bytes as the tensor needs.
   Status check_coverage(const SourceTensor& tensor) const;
   Status fill_tensor(const SourceTensor& tensor, LoadedTensor& out) const;
-  Status add_file_chunks(size_t file_index);
+  // `prefix` goes before each chunk's name (a trainer folder's "optimizer.pt/"), `component`, when
+  // given, replaces the file's own (the role its layout gives the file).
+  Status add_file_chunks(size_t file_index, const std::string& prefix = "",
+                         const std::string& component = "");
   // described_[file] where there is one, else null.
   const std::vector<ManifestChunkRef>* described(size_t file) const;
   size_t chunk_count(size_t file) const;

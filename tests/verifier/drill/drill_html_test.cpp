@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "tests/support/test_support.h"
+#include "verifier/drill/drill_report.h"
 
 namespace ckpt {
 namespace {
@@ -94,6 +95,33 @@ TEST(DrillHtml, EveryComponentNamesTheRuleThatJudgedIt) {
                 "as in an uninterrupted run</small></td>"),
       std::string::npos)
       << html;
+}
+
+// Issue 66 item 10: a program drill's Drill table names the whole command (interpreter and script)
+// and no built-in setting (format, shards); a failed drill's cause stands under the verdict.
+TEST(DrillHtml, AProgramDrillShowsItsCommandAndTheCauseUnderTheVerdict) {
+  DrillOutcome o;
+  o.built_in = false;
+  o.exit_code = 1;
+  o.failures = {"loss diverged at step 6 (after-save kill)"};
+  o.headline = "started from scratch: first logged step 1, expected 5 (after-save kill)";
+  DrillOptions options;
+  options.command = {"/usr/bin/python3", "my_train.py", "--lr", "3e-3"};
+  const nlohmann::json report = drill_report_json(o, options);
+  EXPECT_FALSE(report["drill"].contains("shards")) << report["drill"].dump();
+  EXPECT_FALSE(report["drill"].contains("format")) << report["drill"].dump();
+  const std::string html = render_drill_html(report);
+  const size_t drill_table = html.find("<h2>Drill</h2>");
+  ASSERT_NE(drill_table, std::string::npos);
+  EXPECT_NE(html.find("/usr/bin/python3 my_train.py --lr 3e-3", drill_table), std::string::npos)
+      << html.substr(drill_table);
+  EXPECT_EQ(html.find("native", drill_table), std::string::npos) << html.substr(drill_table);
+  const size_t verdict = html.find("id=\"verdict\""), cause = html.find("id=\"headline\"");
+  const size_t failures = html.find("id=\"failures\"");
+  ASSERT_NE(cause, std::string::npos) << html;
+  EXPECT_LT(verdict, cause);
+  EXPECT_LT(cause, failures);
+  EXPECT_NE(html.find("started from scratch: first logged step 1, expected 5", cause), std::string::npos);
 }
 
 }  // namespace
