@@ -105,7 +105,8 @@ Result<std::unique_ptr<TensorFile>> open_keras_archive(std::unique_ptr<ByteSourc
   CKPT_ASSIGN_OR_RETURN(std::string text, zip.read(*source, *config, kKerasMaxConfigBytes));
   nlohmann::json code = nlohmann::json::array();
   for (const KerasCodeReference& k : find_keras_code("config.json", text)) {
-    code.push_back({{"attribute", k.attribute}, {"layer", k.layer}, {"class_name", k.class_name}, {"reason", k.reason}});
+    code.push_back(
+        {{"attribute", k.attribute}, {"layer", k.layer}, {"class_name", k.class_name}, {"reason", k.reason}});
   }
   if (!code.empty()) metadata["keras_code"] = std::move(code);
   if (const ZipEntry* meta = zip.find("metadata.json")) {
@@ -115,8 +116,9 @@ Result<std::unique_ptr<TensorFile>> open_keras_archive(std::unique_ptr<ByteSourc
   }
   const ZipEntry* weights = zip.find("model.weights.h5");
   if (!weights) {
-    return Status::not_supported(file + ": a Keras archive whose weights are model.weights.npz, which ckptcheck "
-                                        "does not read");
+    return Status::not_supported(file +
+                                 ": a Keras archive whose weights are model.weights.npz, which ckptcheck "
+                                 "does not read");
   }
 #ifdef CKPTCHECK_WITH_HDF5
   CKPT_ASSIGN_OR_RETURN(std::string scratch, make_scratch_directory("", "ckptcheck-keras"));

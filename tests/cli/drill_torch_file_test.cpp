@@ -21,8 +21,8 @@ const std::string kProgram = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pr
 testing::CommandResult drill(const std::string& options, const std::string& program_args = "") {
   const std::string python_dir = (fs::path(CKPTCHECK_BIN).parent_path() / "python").string();
   return testing::run_command("PYTHONPATH=" + python_dir + " " + CKPTCHECK_BIN +
-                              " drill --save-at 4 --resume-steps 4 " + options + " --json -- /usr/bin/python3 " +
-                              kProgram + " " + program_args);
+                              " drill --save-at 4 --resume-steps 4 " + options +
+                              " --json -- /usr/bin/python3 " + kProgram + " " + program_args);
 }
 
 nlohmann::json report_of(const testing::CommandResult& r) {
@@ -32,7 +32,8 @@ nlohmann::json report_of(const testing::CommandResult& r) {
   return nlohmann::json::parse(r.output.substr(start, end + 2 - start), nullptr, false);
 }
 
-const nlohmann::json& check_of(const nlohmann::json& report, const std::string& name, const std::string& mode) {
+const nlohmann::json& check_of(const nlohmann::json& report, const std::string& name,
+                               const std::string& mode) {
   static const nlohmann::json none;
   for (const auto& c : report["checks"])
     if (c["name"] == name && c["mode"] == mode) return c;
@@ -76,7 +77,8 @@ TEST(DrillTorchFile, TheHeadlineNamesAMissingOptimizerFromVerifysJudgement) {
   EXPECT_NE(report["headline"].get<std::string>().find("optimizer_state_missing"), std::string::npos)
       << report["headline"];
   const auto& final_state = check_of(report, "final_state", "after-save");
-  EXPECT_EQ(final_state["detail"].get<std::string>().find("all bit-exact"), std::string::npos) << final_state.dump();
+  EXPECT_EQ(final_state["detail"].get<std::string>().find("all bit-exact"), std::string::npos)
+      << final_state.dump();
   EXPECT_NE(r.output.find("CAUSE: the checkpoint resumed from lacks state"), std::string::npos) << r.output;
 }
 
@@ -97,7 +99,9 @@ TEST(DrillTorchFile, AProgramThatIgnoresItsResumeIsToldItStartedFromScratch) {
   const auto report = report_of(r);
   ASSERT_TRUE(report.is_object()) << r.output;
   ASSERT_TRUE(report["headline"].is_string()) << report.dump();
-  EXPECT_EQ(report["headline"].get<std::string>().rfind("started from scratch: first logged step 1, expected 5", 0), 0u)
+  EXPECT_EQ(
+      report["headline"].get<std::string>().rfind("started from scratch: first logged step 1, expected 5", 0),
+      0u)
       << report["headline"];
 }
 

@@ -47,7 +47,8 @@ class ZeroReassembled final : public TensorFile {
       if (end <= offset || begin >= offset + length) continue;
       const uint64_t from = std::max<uint64_t>(begin, offset), to = std::min<uint64_t>(end, offset + length);
       const Partition& part = parts_[p.rank][g];
-      CKPT_RETURN_IF_ERROR(part.file->read_chunk(part.chunk, p.at * 4 + (from - begin), dst + (from - offset), to - from));
+      CKPT_RETURN_IF_ERROR(
+          part.file->read_chunk(part.chunk, p.at * 4 + (from - begin), dst + (from - offset), to - from));
     }
     return Status::ok();
   }
@@ -66,7 +67,8 @@ bool partition_index(const std::string& name, bool* stage3, size_t* group) {
     const size_t at = name.find(key);
     if (at == std::string::npos) continue;
     const std::string index = name.substr(at + std::strlen(key));
-    if (index.empty() || index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (index.empty() || index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos)
+      continue;
     *stage3 = std::strcmp(key, "fp32_flat_groups.") == 0;
     *group = std::stoul(index);
     return true;
@@ -100,21 +102,24 @@ Result<std::unique_ptr<TensorFile>> reassemble_zero_fp32(const std::vector<const
     }
     for (size_t g = 0; g < groups; ++g) {
       if (!parts[r][g].file)
-        return Status::corruption(where + ": rank " + std::to_string(r) + " has no partition of group " + std::to_string(g));
+        return Status::corruption(where + ": rank " + std::to_string(r) + " has no partition of group " +
+                                  std::to_string(g));
     }
   }
   std::vector<ChunkInfo> chunks;
   std::vector<size_t> group_of;
   std::vector<std::vector<Piece>> pieces;
   for (size_t g = 0; g < groups; ++g) {
-    if (!param_shapes[g].is_object()) return Status::corruption(where + ": param_shapes[" + std::to_string(g) + "]");
+    if (!param_shapes[g].is_object())
+      return Status::corruption(where + ": param_shapes[" + std::to_string(g) + "]");
     uint64_t slice = 0;  // stage 1/2: every rank's slice is this long but the last ones'
     for (size_t r = 0; r < world; ++r) slice = std::max(slice, parts[r][g].elements);
     uint64_t flat = 0, stage3_offset = 0;  // where the parameter starts: in the group, in each rank's group
     std::vector<std::pair<std::string, nlohmann::json>> ordered;
     for (const auto& item : param_shapes[g].items()) ordered.emplace_back(item.key(), item.value());
-    std::stable_sort(ordered.begin(), ordered.end(),
-                     [&](const auto& a, const auto& b) { return rank_in_module(a.first) < rank_in_module(b.first); });
+    std::stable_sort(ordered.begin(), ordered.end(), [&](const auto& a, const auto& b) {
+      return rank_in_module(a.first) < rank_in_module(b.first);
+    });
     for (const auto& [name, shape_json] : ordered) {
       ChunkInfo c;
       c.name = "zero_fp32/" + name;
@@ -122,7 +127,8 @@ Result<std::unique_ptr<TensorFile>> reassemble_zero_fp32(const std::vector<const
       c.dtype = DType::kF32;
       uint64_t numel = 1;
       for (const auto& d : shape_json) {
-        if (!d.is_number_integer() || d.get<int64_t>() < 0) return Status::corruption(where + ": shape of " + name);
+        if (!d.is_number_integer() || d.get<int64_t>() < 0)
+          return Status::corruption(where + ": shape of " + name);
         c.shape.push_back(d.get<int64_t>());
         numel *= d.get<uint64_t>();
       }
@@ -135,7 +141,8 @@ Result<std::unique_ptr<TensorFile>> reassemble_zero_fp32(const std::vector<const
         for (size_t r = 0; r < world && r * q < numel; ++r) {
           const uint64_t count = std::min<uint64_t>(q, numel - r * q);
           if (stage3_offset + count > parts[r][g].elements)
-            return Status::corruption(where + ": rank " + std::to_string(r) + "'s partition is too short for " + name);
+            return Status::corruption(where + ": rank " + std::to_string(r) +
+                                      "'s partition is too short for " + name);
           ps.push_back({r, stage3_offset, count});
         }
         stage3_offset += q;
@@ -171,8 +178,8 @@ Result<std::unique_ptr<TensorFile>> reassemble_zero_fp32(const std::vector<const
       }
     }
   }
-  return std::unique_ptr<TensorFile>(
-      new ZeroReassembled(where, std::move(parts), std::move(chunks), std::move(group_of), std::move(pieces)));
+  return std::unique_ptr<TensorFile>(new ZeroReassembled(where, std::move(parts), std::move(chunks),
+                                                         std::move(group_of), std::move(pieces)));
 }
 
 }  // namespace ckpt
