@@ -1627,8 +1627,14 @@ Status Flattener::flatten(Ref r, const std::string& prefix, size_t depth, Pickle
       out->tensors.push_back(std::move(alias));
       return Status::ok();
     }
-    CKPT_RETURN_IF_ERROR(spend(kValueCost + first.size(), prefix));
-    out->metadata[utf8_clean(prefix)] = "ref:" + first;
+    // A container of tensors reached again (blocks sharing one submodule, tied layers): walked again
+    // under this path, so every name torch.load gives is listed, each tensor as an alias of its first
+    // name. The budget bounds what a hostile pickle of shared references can make of that.
+    state_[r] = State::kOnPath;
+    auto again = [&](const std::string& key) { return prefix.empty() ? key : prefix + "." + key; };
+    for (const auto& [name, child] : parts(r))
+      CKPT_RETURN_IF_ERROR(flatten(child, again(name), depth + 1, out));
+    state_[r] = State::kDone;
     return Status::ok();
   }
   if (v.kind == Kind::kTensor) {

@@ -73,8 +73,8 @@ struct PickledStorage {
 // follows the paths of that graph, with these rules for a value reached by more than one path:
 //  - A tensor reached again is listed again under the later path, with `alias_of` naming its first
 //    path (torch.load gives every name; readers hash the bytes once).
-//  - A container that holds a tensor is expanded at its first path (in pickle order) only. Each
-//    later path becomes a metadata entry "<path>": "ref:<first path>".
+//  - A container that holds a tensor is expanded at every path (blocks sharing a submodule list all
+//    their names, as torch.load gives them): its tensors are aliases at every later path.
 //  - A value without tensors is written out in full at every path, as Python would see it
 //    (optimizers share one betas tuple among param groups); the output limit above bounds it.
 //  - A container that contains itself is an error: it nests deeper than kPickleMaxNesting.

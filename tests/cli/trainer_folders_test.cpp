@@ -197,6 +197,28 @@ TEST(TrainerFolders, ZeroPartitionsReassembleIntoTheParameters) {
   }
 }
 
+// A pickled nn.Module whose blocks share one submodule: inspect lists every reachable name (never
+// fewer than the same model's state_dict), the repeats as aliases (issue 64).
+TEST(TrainerFolders, InspectListsEveryNameOfASharedSubmodule) {
+  TempDir dir;
+  const std::string file = dir / "shared.pt";
+  const CommandResult made = run_command(
+      "/usr/bin/python3 -c \"import torch; torch.manual_seed(0); shared = torch.nn.Linear(4, 4); "
+      "m = torch.nn.Sequential(*[torch.nn.Sequential(shared, torch.nn.ReLU()) for _ in range(6)]); "
+      "torch.save(m, '" +
+      file + "'); print(len(m.state_dict()))\"");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const size_t state_dict_names =
+      std::stoul(made.output.substr(made.output.find_last_of('\n', made.output.size() - 2) + 1));
+  const CommandResult r = run_ckptcheck("inspect --json '" + file + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  size_t aliases = 0;
+  for (const auto& t : j["tensors"]) aliases += t.contains("alias_of") ? 1 : 0;
+  EXPECT_GE(j["tensors"].size(), state_dict_names) << r.output;
+  EXPECT_EQ(aliases, j["tensors"].size() - 2) << "one weight and one bias object, every other name an alias";
+}
+
 // The ranks' flat fp32 partitions must hold every parameter once (what zero_to_fp32 reassembles): a
 // rank's file from another save (here rank 0's in rank 1's place) is named.
 TEST(TrainerFolders, ZeroPartitionsCoverEveryParameterOnce) {
