@@ -89,6 +89,19 @@ void HashingFileTail::tail_loop() {
     }
     const size_t n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), end - hashed));
     const ssize_t got = ::pread(fd_, buffer.data(), n, static_cast<off_t>(hashed));
+    if (got == 0) {
+      // On FUSE, fstat asks the daemon, which has the writer's last write, while read stops at the
+      // kernel's own idea of the size, which that write's reply has not raised yet: nothing to read
+      // is "not yet" while the writer writes (ckptcheck.torch.save through ckptcheck-faultfs failed
+      // here one save in a few). Once finish() has the final size, the writer is done and the
+      // kernel's size with it: one more try, then the file did shrink.
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!closing_ || !empty_read_after_close_) {
+        empty_read_after_close_ = closing_;
+        if (!closing_) changed_.wait_for(lock, kPollInterval);
+        continue;
+      }
+    }
     if (got <= 0) {
       std::lock_guard<std::mutex> lock(mu_);
       tail_failed_ = got < 0 ? tail_error(digests_.path, "cannot read what was written")

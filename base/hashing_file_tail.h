@@ -85,7 +85,8 @@ class HashingFileTail {
   std::mutex mu_;
   std::condition_variable changed_;
   bool closing_ = false;
-  uint64_t final_bytes_ = 0;  // once closing_
+  uint64_t final_bytes_ = 0;             // once closing_
+  bool empty_read_after_close_ = false;  // the tail's: a read found nothing once closing_ (tail_loop)
   Status tail_failed_ = Status::ok();
   std::thread tail_;
 };

@@ -23,7 +23,8 @@ struct BenchSettings {
   std::string work_dir;       // scratch checkpoints; removed at the end
   std::string ckptcheck_bin;  // the CLI whose subcommands are timed as child processes
   std::string source_dir;     // for fixture configs
-  // run one group only: verify | scaling | save-load | pytorch | compression | drill | distributed | metadata
+  // run one group only: verify | scaling | save-load | pytorch | compression | drill | faultfs | distributed
+  // | metadata
   std::string only;
   std::string parse_dcp_bin;  // ckptcheck_bench_parse_dcp (bench/children/): the DCP .metadata parse
   std::string plot_path;      // where the scaling plot (SVG) goes; "" = not written
@@ -171,6 +172,9 @@ std::vector<BenchRow> run_memory_bench(const BenchSettings& settings, const Benc
 std::vector<BenchRow> run_save_load_bench(const BenchSettings& settings);
 std::vector<BenchRow> run_compression_bench(const BenchSettings& settings);
 std::vector<BenchRow> run_drill_bench(const BenchSettings& settings);
+// torch.save + fsync through ckptcheck-faultfs against the same beside it; the drill's cost per storage
+// fault.
+std::vector<BenchRow> run_faultfs_bench(const BenchSettings& settings);
 // verify --distributed: the split's balance at 8 and 64 tasks, 1 vs 2 tasks, the model's inputs.
 std::vector<BenchRow> run_distributed_bench(const BenchSettings& settings);
 // Checkpoints of 320k and 1M chunks (verify --quick, verify, inspect, diff, convert, the drill's

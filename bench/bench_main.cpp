@@ -115,6 +115,7 @@ std::vector<BenchRow> run_all(const BenchSettings& s) {
   if (wanted("python")) append(rows, run_python_bench(s));
   if (wanted("compression")) append(rows, run_compression_bench(s));
   if (wanted("drill")) append(rows, run_drill_bench(s));
+  if (wanted("faultfs")) append(rows, run_faultfs_bench(s));
   if (wanted("distributed")) append(rows, run_distributed_bench(s));
   if (wanted("metadata")) append(rows, run_metadata_bench(s, limit));
   return rows;
@@ -136,7 +137,7 @@ int bench_main(int argc, char** argv) {
   app.add_option("--ckptcheck", s.ckptcheck_bin, "the ckptcheck binary whose verify and drill are timed");
   app.add_option("--only", s.only, "run one group of rows")
       ->check(CLI::IsMember({"verify", "scaling", "save-load", "pytorch", "python", "compression", "drill",
-                             "distributed", "metadata"}));
+                             "faultfs", "distributed", "metadata"}));
   app.add_option("--python", s.python, "the Python with torch for the PyTorch rows (Debian's python3-torch)");
   app.add_option(
       "--python-package-dir", s.python_package_dir,

@@ -4,6 +4,7 @@
 // finish unharmed, its log and checkpoint dir untouched; every resume bug of the example must fail
 // the drill naming the metric; JUnit and the history are checked by parsing them.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -31,10 +32,11 @@ class LiveDrill : public ::testing::Test {
   void SetUp() override { ASSERT_EQ(::access(CKPTCHECK_BIN, X_OK), 0) << CKPTCHECK_BIN << " is not built"; }
 
   // The live run: `steps` steps, a checkpoint every 4, the last 2 kept; `step_sleep` slows it down.
-  ChildProcess start_live_run(int steps, double step_sleep) {
+  ChildProcess start_live_run(int steps, double step_sleep,
+                              const std::vector<std::string>& args = {"--keep-last", "2"}) {
     SpawnOptions spawn;
-    spawn.argv = {"/usr/bin/python3", kExampleTrainScript,       "--keep-last", "2",
-                  "--step-sleep",     std::to_string(step_sleep)};
+    spawn.argv = {"/usr/bin/python3", kExampleTrainScript, "--step-sleep", std::to_string(step_sleep)};
+    spawn.argv.insert(spawn.argv.end(), args.begin(), args.end());
     spawn.env = {"CKPTCHECK_CKPT_DIR=" + ckpt_dir(), "CKPTCHECK_STEPS=" + std::to_string(steps),
                  "CKPTCHECK_SAVE_EVERY=4", "CKPTCHECK_METRICS=" + metrics()};
     spawn.unset_env = {"CKPTCHECK_RESUME"};
@@ -44,8 +46,8 @@ class LiveDrill : public ::testing::Test {
     EXPECT_TRUE(child.is_ok()) << child.status().to_string();
     return std::move(*child);
   }
-  void run_live_to_the_end(int steps) {
-    ChildProcess live = start_live_run(steps, 0);
+  void run_live_to_the_end(int steps, const std::vector<std::string>& args = {"--keep-last", "2"}) {
+    ChildProcess live = start_live_run(steps, 0, args);
     const ChildExit e = live.wait(300);
     ASSERT_TRUE(e.ok()) << e.describe() << read_text_file(live_ / "stderr.log");
   }
@@ -176,6 +178,116 @@ TEST_F(LiveDrill, ARunThatNeverReachesNPlusKTimesOut) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("is at step 24: it did not reach step 28 within 2 s"), std::string::npos)
       << r.output;
+}
+
+// Issue 66 item 3: the live drill's report draws the resumed run against the live log (report.json's
+// losses.resumed, the HTML's resumed curve and each "resumed - live run" chart, checked in the DOM
+// headless Chromium builds) and says what happened: a snapshot resumed, nothing killed.
+TEST_F(LiveDrill, TheReportDrawsTheResumedRunAgainstTheLiveLogAndKillsNothing) {
+  run_live_to_the_end(24);  // retention left step_20 and step_24: N=20, K=4
+  const CommandResult r = drill("--report-dir " + out_ / "report", "--bug forget-scheduler");
+  ASSERT_EQ(r.exit_code, 1) << r.output;
+  const auto report = nlohmann::json::parse(read_text_file(out_ / "report/report.json"));
+  ASSERT_EQ(report["losses"]["resumed"].size(), 4u) << report["losses"].dump();
+  EXPECT_EQ(report["losses"]["resumed"][0]["step"], 21);
+  EXPECT_EQ(report["losses"]["resumed_by_mode"]["live"], report["losses"]["resumed"]);
+  EXPECT_FALSE(report["drill"].contains("kill")) << report["drill"].dump();
+  ASSERT_EQ(report["modes"].size(), 1u);
+  EXPECT_TRUE(report["modes"][0]["kill"].is_null());
+  EXPECT_EQ(report["modes"][0]["resumed_from_step"], 20);
+  ASSERT_FALSE(report["diverging_metrics"].empty());
+  const std::string field = report["diverging_metrics"][0]["field"];
+  EXPECT_EQ(report["diverging_metrics"][0]["resumed_by_mode"]["live"].size(), 4u);
+
+  const std::string html = read_text_file(out_ / "report/report.html");
+  EXPECT_NE(html.find("Live run, snapshot of step 20, resumed from it to step 24"), std::string::npos)
+      << html;
+  // "killed" only where it says that nothing was.
+  const std::string said = std::regex_replace(html, std::regex("nothing (was )?killed"), "");
+  EXPECT_EQ(said.find("killed"), std::string::npos) << html;
+  EXPECT_EQ(html.find("after-save"), std::string::npos) << html;
+
+  const char* chromium = "/usr/bin/chromium";
+  if (::access(chromium, X_OK) != 0) GTEST_SKIP() << "chromium not installed at " << chromium;
+  const CommandResult dom = run_command(
+      std::string("timeout 60 ") + chromium +
+      " --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update"
+      " --disable-sync --no-first-run --user-data-dir=" +
+      (out_ / "profile") + " --dump-dom file://" + (out_ / "report/report.html") + " 2>/dev/null");
+  ASSERT_EQ(dom.exit_code, 0) << dom.output;
+  // Points of a polyline as the browser parsed them: "x,y x,y ...".
+  const auto points_of = [&](const std::string& id) {
+    const std::regex polyline("<polyline id=\"" + id + "\"[^>]* points=\"([^\"]*)\"");
+    std::smatch m;
+    if (!std::regex_search(dom.output, m, polyline)) return -1;
+    std::istringstream in(m[1].str());
+    int n = 0;
+    for (std::string p; in >> p; ++n) EXPECT_NE(p.find(','), std::string::npos) << id << ": " << p;
+    return n;
+  };
+  EXPECT_EQ(points_of("curve-reference"), 4) << dom.output.substr(0, 3000);
+  EXPECT_EQ(points_of("curve-resumed-live"), 4) << dom.output.substr(0, 3000);
+  EXPECT_EQ(points_of("metric-" + field + "-resumed-live"), 4);
+  EXPECT_EQ(points_of("diff-" + field + "-live"), 4) << "the resumed - live run chart is drawn";
+  EXPECT_NE(dom.output.find("resumed from the snapshot of step 20"), std::string::npos);
+  EXPECT_NE(dom.output.find("live run (its log)"), std::string::npos);
+}
+
+// Issue 66 item 4: a stale file (the step-4 checkpoint as step 8's) makes the program resume from
+// step 4 and log steps 5..12, each equal to the live log's: silent-match, as a drill from scratch
+// calls it, not silent-divergence (the steps before N+1 are held against the live log too).
+TEST_F(LiveDrill, AStaleFileWhoseRunMatchesTheLiveLogIsASilentMatch) {
+  run_live_to_the_end(12, {"--single-file"});  // step_4.pt, step_8.pt, step_12.pt: N=8, K=4
+  const CommandResult r = drill("--faults stale-file --report-dir " + out_ / "report");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("fault stale-file: silent-match: replaced step_8.pt by the step-4 file"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("matched the live run"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("silent-divergence"), std::string::npos) << r.output;
+  const auto report = nlohmann::json::parse(read_text_file(out_ / "report/report.json"));
+  ASSERT_EQ(report["faults"].size(), 1u);
+  EXPECT_EQ(report["faults"][0]["outcome"], "silent-match");
+}
+
+// Issue 66 item 7: a live run that crashed (its log last written two hours ago) is named at once,
+// with its last step and when its log was last written, instead of waiting out --wait-timeout.
+TEST_F(LiveDrill, ARunThatCrashedLongAgoIsNamedAtOnce) {
+  run_live_to_the_end(24);
+  ASSERT_EQ(run_command("touch -d '-2 hours' " + metrics()).exit_code, 0);
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult r = drill("--checkpoint " + ckpt_dir() + "/step_20 --resume-steps 8");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("is not advancing: its last step is 24, its log last written at 20"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("longer than its stall time of 60 s"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("did it crash or stop? The drill needs step 28"), std::string::npos) << r.output;
+}
+
+// Issue 66 item 7: a run that crashes while the drill waits for it: its log stops changing, and
+// after --stall-timeout the drill says the run is not advancing.
+TEST_F(LiveDrill, ARunThatCrashesWhileTheDrillWaitsIsNotAdvancing) {
+  ChildProcess live = start_live_run(400, 0.05);
+  const auto start = std::chrono::steady_clock::now();
+  while (read_text_file(metrics()).find("\"event\"") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(120))
+        << read_text_file(live_ / "stderr.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::thread crash([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    live.send_signal(SIGKILL);
+  });
+  const auto drill_start = std::chrono::steady_clock::now();
+  const CommandResult r = drill("--resume-steps 300 --stall-timeout 3");
+  crash.join();
+  live.wait(30);
+  EXPECT_LT(std::chrono::steady_clock::now() - drill_start, std::chrono::seconds(120)) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("is not advancing: its last step is "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(--stall-timeout 3)"), std::string::npos) << r.output;
 }
 
 TEST_F(LiveDrill, OptionsThatDoNotApplyToALiveRunAreRefused) {

@@ -16,8 +16,14 @@
 namespace ckpt {
 namespace {
 
+namespace fs = std::filesystem;
+
 const std::string kSaveProtocols =
     std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/programs/save_protocols.py";
+const std::string kTorchProgram =
+    std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/programs/torch_file_program.py";
+const std::string kContractMistakes =
+    std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/programs/contract_mistakes.py";
 
 testing::CommandResult storage_drill(const std::string& faults, const std::string& program_args,
                                      const std::string& exe = CKPTCHECK_BIN) {
@@ -95,6 +101,12 @@ TEST(DrillStorageFaults, PowerLossAndDiskFullJudgeEachSaveProtocol) {
     EXPECT_TRUE(has(df.detail, c.disk_full_says)) << c.args << ": " << df.detail;
     if (c.disk_full_passes) EXPECT_TRUE(has(df.detail, "the relaunch resumed from step 2")) << df.detail;
     // The failure lines (the terminal's, JUnit's) say it too, with the missing call.
+    // keep-last 1 had deleted step_2 before step_4 was durable: nothing is left to resume from.
+    if (!c.power_loss_passes && has(c.args, "--keep-last 1"))
+      EXPECT_TRUE(has(pl.detail,
+                      "no checkpoint survives (step_2.ckpt deleted by the program before "
+                      "step_4.ckpt was durable)"))
+          << c.args << ": " << pl.detail;
     if (!c.power_loss_passes) {
       const std::string failures = report["failures"].dump();
       EXPECT_TRUE(has(failures, "fault power-loss: lost: ") && has(failures, "would have been kept by: ") &&
@@ -150,6 +162,123 @@ TEST(DrillStorageFaults, ReadErrorRefusedOrFallenBackPassesAFreshStartFails) {
     EXPECT_TRUE(has(v.at("read-error").detail, "reads of step_4.ckpt (1 file) answered EIO"))
         << v.at("read-error").detail;
   }
+}
+
+// The same protocols without retention (keep-last 0) under a power loss and a full disk: the verdict
+// and the missing call do not depend on it, what is left does (step_2 was on disk and was lost with
+// the rest; with keep-last 1, above, the program had deleted it). Under power-loss-mid-save retention
+// changes nothing (at the step-4 save keep-last 1 has deleted no checkpoint yet): PowerLossMidSave
+// drills one protocol with it and one without.
+TEST(DrillStorageFaults, PowerLossAndDiskFullWithoutRetention) {
+  struct Case {
+    const char* protocol;
+    bool power_loss_passes;
+    const char* missing;
+  };
+  const Case cases[] = {{"final", false, "fsync of ckpt/step_4.ckpt"},
+                        {"rename", false, "fsync of ckpt/step_4.ckpt"},
+                        {"fsync-rename", false, "fsync of ckpt/"},
+                        {"durable", true, ""}};
+  for (const Case& c : cases) {
+    const std::string args = std::string("--protocol ") + c.protocol + " --keep-last 0";
+    const auto r = storage_drill("power-loss,disk-full", args);
+    EXPECT_EQ(r.exit_code, c.power_loss_passes ? 0 : 1) << args << ": " << r.output;
+    const auto v = verdicts(report_of(r));
+    ASSERT_EQ(v.count("power-loss"), 1u) << args << ": " << r.output;
+    ASSERT_EQ(v.count("disk-full"), 1u) << args << ": " << r.output;
+    const Verdict& pl = v.at("power-loss");
+    EXPECT_EQ(pl.passed, c.power_loss_passes) << args << ": " << pl.detail;
+    EXPECT_TRUE(has(pl.missing, c.missing)) << args << ": " << pl.missing;
+    if (c.power_loss_passes)
+      EXPECT_TRUE(has(pl.detail, "the relaunch resumed from step 4 and matched"))
+          << args << ": " << pl.detail;
+    else
+      EXPECT_TRUE(has(pl.detail, "no checkpoint survives (step_2.ckpt lost too)"))
+          << args << ": " << pl.detail;
+    // A new name per save: a full disk leaves the one before whole, with or without retention.
+    EXPECT_TRUE(v.at("disk-full").passed) << args << ": " << v.at("disk-full").detail;
+    EXPECT_TRUE(has(v.at("disk-full").detail, "step_2.ckpt whole; the relaunch resumed from step 2"))
+        << args << ": " << v.at("disk-full").detail;
+  }
+}
+
+// ckptcheck.torch.save and ckptcheck.torch.load, the safe path we document for PyTorch users
+// (tests/data/programs/torch_file_program.py, Debian's python3-torch), pass every storage fault: the
+// announced file survives a power loss whole with its seal, the one before survives a power loss
+// inside the next save (--save-sleep: torch.save waits inside the save's temp dir), a full disk fails
+// the save before its announcement and leaves the one before whole, and a file that cannot be read
+// is refused by the load, before a step.
+TEST(DrillStorageFaults, CkptcheckTorchSavePassesEveryStorageFault) {
+  const std::string python_dir = (fs::path(CKPTCHECK_BIN).parent_path() / "python").string();
+  const auto r =
+      testing::run_command("PYTHONPATH=" + python_dir + " " + CKPTCHECK_BIN +
+                           " drill --child-timeout 120 --save-at 4 --resume-steps 2 --faults "
+                           "power-loss,power-loss-mid-save,disk-full,read-error --json -- /usr/bin/python3 " +
+                           kTorchProgram + " --save-sleep 0.2 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const auto v = verdicts(report_of(r));
+  ASSERT_EQ(v.size(), 4u) << r.output;
+  const struct {
+    const char* fault;
+    const char* outcome;
+    const char* says;
+  } expected[] = {
+      {"power-loss", "survived", "step_4.pt, announced at step 4, survived the power loss whole"},
+      {"power-loss-mid-save", "survived", "the relaunch resumed from step 2 and matched the reference"},
+      {"disk-full", "survived", "the relaunch resumed from step 2 and matched the reference"},
+      {"read-error", "refused", "Input/output error"},
+  };
+  for (const auto& e : expected) {
+    const Verdict& f = v.at(e.fault);
+    EXPECT_TRUE(f.passed) << e.fault << ": " << f.detail;
+    EXPECT_EQ(f.outcome, e.outcome) << e.fault << ": " << f.detail;
+    EXPECT_TRUE(has(f.detail, e.says)) << e.fault << ": " << f.detail;
+  }
+}
+
+// The built-in workload's writer (write_checkpoint: shards and manifest in a temp dir, fsynced,
+// renamed, the parent fsynced) keeps its announced checkpoint through a power loss, and a full disk
+// fails its save visibly and leaves the checkpoint before whole.
+TEST(DrillStorageFaults, TheBuiltInWriterSurvivesAPowerLossAndAFullDisk) {
+  const auto r = testing::run_command(
+      "CKPTCHECK_NO_PROGRESS=1 " + std::string(CKPTCHECK_BIN) + " drill --config " + testing::kPilotConfig +
+      " --save-at 4 --resume-steps 2 --faults power-loss,disk-full --json 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const auto v = verdicts(report_of(r));
+  ASSERT_EQ(v.count("power-loss"), 1u) << r.output;
+  ASSERT_EQ(v.count("disk-full"), 1u) << r.output;
+  EXPECT_EQ(v.at("power-loss").outcome, "survived") << v.at("power-loss").detail;
+  EXPECT_TRUE(has(v.at("power-loss").detail, "the relaunch resumed from step 4 and matched"))
+      << v.at("power-loss").detail;
+  EXPECT_EQ(v.at("disk-full").outcome, "survived") << v.at("disk-full").detail;
+  EXPECT_TRUE(has(v.at("disk-full").detail, "the relaunch resumed from step 2 and matched"))
+      << v.at("disk-full").detail;
+}
+
+// `--relaunch-dir same` (docs/drill.md): after a kill the relaunch finds the subject's own
+// checkpoint dir as the kill left it, torn save included. A program that cannot save over its own
+// leftovers (os.makedirs(step_4.tmp) without exist_ok) passes with the default, fresh, and fails with
+// same, as a restarted job would; one that removes them passes both.
+TEST(DrillStorageFaults, RelaunchDirSameFindsTheTornSaveOfTheKill) {
+  auto drill = [](const std::string& relaunch_dir, const std::string& mistake) {
+    return testing::run_command(std::string(CKPTCHECK_BIN) +
+                                " drill --save-at 4 --resume-steps 2 --kill during-save --relaunch-dir " +
+                                relaunch_dir + " --json -- /usr/bin/python3 " + kContractMistakes +
+                                " --save-sleep 0.3 --mistake " + mistake + " 2>&1");
+  };
+  const auto fresh = drill("fresh", "keep-leftovers");
+  EXPECT_EQ(fresh.exit_code, 0) << fresh.output;
+  const auto same = drill("same", "keep-leftovers");
+  EXPECT_EQ(same.exit_code, 1) << same.output;
+  const auto report = report_of(same);
+  ASSERT_TRUE(report.is_object()) << same.output;
+  const std::string failures = report["failures"].dump();
+  EXPECT_TRUE(has(failures, "FileExistsError") && has(failures, "step_4.tmp")) << failures;
+  const auto safe = drill("same", "none");
+  EXPECT_EQ(safe.exit_code, 0) << safe.output;
+  const auto safe_report = report_of(safe);
+  ASSERT_TRUE(safe_report.is_object()) << safe.output;
+  EXPECT_EQ(safe_report["modes"][0]["resumed_from_step"], 2) << safe.output;
 }
 
 // The example we ship (examples/pytorch/train.py, on Debian's python3-torch) survives a power loss at

@@ -113,6 +113,11 @@ class DrillCommand : public Command {
                     "--live: seconds to wait for the live run to reach step N+K")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
+    sub->add_option("--stall-timeout", o_.live_stall_seconds,
+                    "--live: a live run whose log has not changed for this many seconds is not advancing "
+                    "(crashed or stopped): exit 2 at once instead of waiting out --wait-timeout (default: "
+                    "max(60, 10 x the run's median step interval); 0: never)")
+        ->check(CLI::NonNegativeNumber);
     sub->add_option("--junit", junit_path_, "write a JUnit XML file: one testcase per check");
     sub->add_option("--history", history_path_,
                     "append one JSON line per drill to this file; report.html then charts the trend");
@@ -136,6 +141,10 @@ class DrillCommand : public Command {
   int run() override {
     if (!o_.live_checkpoint.empty() && o_.live_metrics.empty()) {
       std::fprintf(stderr, "ckptcheck drill: --checkpoint needs --live RUN_METRICS\n");
+      return kExitUsage;
+    }
+    if (o_.live_stall_seconds >= 0 && o_.live_metrics.empty()) {
+      std::fprintf(stderr, "ckptcheck drill: --stall-timeout needs --live RUN_METRICS\n");
       return kExitUsage;
     }
     if (o_.command.empty() == o_.config_path.empty()) {
@@ -281,7 +290,8 @@ const FieldFlags& drill_field_flags() {
                                    {"control_multiple", "--control-multiple"},
                                    {"live_metrics", "--live"},
                                    {"live_checkpoint", "--checkpoint"},
-                                   {"wait_timeout_seconds", "--wait-timeout"}};
+                                   {"wait_timeout_seconds", "--wait-timeout"},
+                                   {"live_stall_seconds", "--stall-timeout"}};
   return flags;
 }
 

@@ -108,6 +108,10 @@ struct DrillOptions {
   std::string live_metrics;
   std::string live_checkpoint;
   double wait_timeout_seconds = 3600;  // how long the drill waits for the live run to reach N+K
+  // A live run whose log has not changed for this long is not advancing (it crashed or stopped):
+  // the drill says so instead of waiting out wait_timeout_seconds. -1: the rule of live_drill.h
+  // (max(60 s, 10 x the run's median step interval)); 0: never (wait out the timeout).
+  double live_stall_seconds = -1;
 };
 
 // The tolerance a drill across world sizes defaults to: reductions run in another order there,

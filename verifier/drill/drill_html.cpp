@@ -114,57 +114,75 @@ std::string line_chart(const std::string& id, const std::string& label, const st
   return s.str();
 }
 
-// Where each mode's subject was killed and where its resumed run started.
+// The drill's mode: a live drill compares with the live run's log and kills nothing.
+bool is_live(const nlohmann::json& report) {
+  return json_member_or_null(json_member_or_null(report, "drill"), "mode") == "live";
+}
+
+// The golden curve's name, and a resumed curve's: "resumed after after-save kill", or for a live
+// drill "resumed from the snapshot" (a resumed_by_mode key is a kill mode, or "live").
+std::string golden_name(bool live) {
+  return live ? "live run (its log)" : "reference (uninterrupted)";
+}
+std::string resumed_name(const std::string& mode) {
+  return mode == "live" ? "resumed from the snapshot" : "resumed after " + mode + " kill";
+}
+
+// Where each mode's subject was killed and where its resumed run started (a live drill: only where
+// it resumed, from the snapshot of the live run's checkpoint).
 // `prefix` keeps element ids unique when several charts carry the markers.
-std::vector<Marker> kill_and_resume_markers(const nlohmann::json& modes, const std::string& prefix = "") {
+std::vector<Marker> kill_and_resume_markers(const nlohmann::json& modes, bool live,
+                                            const std::string& prefix = "") {
   std::vector<Marker> markers;
   if (!modes.is_array()) return markers;
   for (const auto& m : modes) {
-    const std::string kill = text_of(json_member_or_null(m, "kill"));
+    const std::string kill = live ? "live" : text_of(json_member_or_null(m, "kill"));
     const auto& killed = json_member_or_null(m, "killed_at_step");
     const auto& resumed = json_member_or_null(m, "resumed_from_step");
-    if (killed.is_number())
+    if (killed.is_number() && !live)
       markers.push_back({prefix + "marker-kill-" + kill, "marker-kill",
                          "killed (" + kill + ") at step " + text_of(killed), killed.get<double>()});
     if (resumed.is_number() && resumed.get<double>() >= 0)
       markers.push_back({prefix + "marker-resume-" + kill, "marker-resume",
-                         "resumed (" + kill + ") from step " + text_of(resumed), resumed.get<double>()});
+                         live ? "resumed from the snapshot of step " + text_of(resumed)
+                              : "resumed (" + kill + ") from step " + text_of(resumed),
+                         resumed.get<double>()});
   }
   return markers;
 }
 
-std::string loss_chart(const nlohmann::json& losses, const nlohmann::json& modes) {
+std::string loss_chart(const nlohmann::json& losses, const nlohmann::json& modes, bool live) {
   std::vector<Curve> curves;
-  curves.push_back({"curve-reference", "curve-reference", "reference (uninterrupted)",
+  curves.push_back({"curve-reference", "curve-reference", golden_name(live),
                     points_of(json_member_or_null(losses, "reference"))});
   const auto& by_mode = json_member_or_null(losses, "resumed_by_mode");
   if (by_mode.is_object() && !by_mode.empty()) {
     for (const auto& [mode, l] : by_mode.items())
-      curves.push_back(
-          {"curve-resumed-" + mode, "curve-resumed", "resumed after " + mode + " kill", points_of(l)});
+      curves.push_back({"curve-resumed-" + mode, "curve-resumed", resumed_name(mode), points_of(l)});
   } else {
     curves.push_back(
         {"curve-resumed", "curve-resumed", "resumed", points_of(json_member_or_null(losses, "resumed"))});
   }
-  return line_chart("loss-chart", "loss per step", curves, kill_and_resume_markers(modes));
+  return line_chart("loss-chart", "loss per step", curves, kill_and_resume_markers(modes, live));
 }
 
 // One diverging metric: reference against each resumed run, and resumed - reference per step.
-std::string diverging_metric_charts(const nlohmann::json& metric, const nlohmann::json& modes) {
+std::string diverging_metric_charts(const nlohmann::json& metric, const nlohmann::json& modes, bool live) {
   const std::string field = text_of(json_member_or_null(metric, "field"));
+  const std::string golden = live ? "live run" : "reference";
   const auto reference = pairs_of(json_member_or_null(metric, "reference"));
-  std::vector<Curve> values = {{"metric-" + field + "-reference", "curve-reference", "reference", reference}};
+  std::vector<Curve> values = {{"metric-" + field + "-reference", "curve-reference", golden, reference}};
   std::vector<Curve> diffs;
   std::map<double, double> by_step(reference.begin(), reference.end());
   const auto& by_mode = json_member_or_null(metric, "resumed_by_mode");
   if (by_mode.is_object())
     for (const auto& [mode, series] : by_mode.items()) {
       const auto resumed = pairs_of(series);
-      values.push_back({"metric-" + field + "-resumed-" + mode, "curve-resumed",
-                        "resumed after " + mode + " kill", resumed});
+      values.push_back(
+          {"metric-" + field + "-resumed-" + mode, "curve-resumed", resumed_name(mode), resumed});
       Curve diff{"diff-" + field + "-" + mode,
                  diffs.empty() ? "curve-reference" : "curve-resumed",
-                 "resumed - reference (" + mode + ")",
+                 live ? "resumed - live run" : "resumed - reference (" + mode + ")",
                  {}};
       for (const auto& [step, v] : resumed)
         if (auto it = by_step.find(step); it != by_step.end()) diff.points.emplace_back(step, v - it->second);
@@ -175,8 +193,8 @@ std::string diverging_metric_charts(const nlohmann::json& metric, const nlohmann
   s << "<h3 id=\"diverging-" << html_escape(field) << "\">" << html_escape(field)
     << (first.is_number() ? " (first diverged at step " + text_of(first) + ")" : std::string()) << "</h3>\n";
   s << line_chart("metric-chart-" + field, field + " per step", values,
-                  kill_and_resume_markers(modes, "metric-" + field + "-"), 220);
-  s << line_chart("diff-chart-" + field, field + ": resumed - reference", diffs, {}, 180);
+                  kill_and_resume_markers(modes, live, "metric-" + field + "-"), 220);
+  s << line_chart("diff-chart-" + field, field + ": resumed - " + golden, diffs, {}, 180);
   return s.str();
 }
 
@@ -278,7 +296,15 @@ void summary_table(std::ostringstream& s, const nlohmann::json& report) {
   row("command", program.is_array()
                      ? command_text(program)
                      : "built-in workload, config " + text_of(json_member_or_null(drill, "config_path")));
-  row("N (killed at the checkpoint of step)", text_of(json_member_or_null(drill, "save_at")));
+  if (is_live(report)) {
+    const auto& live = json_member_or_null(report, "live");
+    row("run", "live run " + text_of(json_member_or_null(live, "metrics")) + ": nothing killed");
+    row("N (the live run's checkpoint, snapshotted)", text_of(json_member_or_null(drill, "save_at")) + " (" +
+                                                          text_of(json_member_or_null(live, "checkpoint")) +
+                                                          ")");
+  } else {
+    row("N (killed at the checkpoint of step)", text_of(json_member_or_null(drill, "save_at")));
+  }
   row("K (steps after N)", text_of(json_member_or_null(drill, "resume_steps")));
   if (!json_member_or_null(drill, "kill").is_null()) row("kill", text_of(drill["kill"]));
   const auto& kept = json_member_or_null(drill, "work_dir_kept");
@@ -320,6 +346,18 @@ std::string render_drill_html(const nlohmann::json& report) {
   if (json_member_or_null(report, "headline").is_string())
     s << "<p id=\"headline\" class=\"headline\"><b>Cause:</b> "
       << html_escape(report["headline"].get<std::string>()) << "</p>\n";
+  // What happened, in one line: a live drill kills nothing; it resumes a snapshot of the live run.
+  if (is_live(report)) {
+    const auto& drill = json_member_or_null(report, "drill");
+    const auto& n = json_member_or_null(drill, "save_at");
+    const auto& k = json_member_or_null(drill, "resume_steps");
+    std::string to;
+    if (n.is_number_integer() && k.is_number_integer())
+      to = " to step " + std::to_string(n.get<int64_t>() + k.get<int64_t>());
+    s << "<p id=\"what-happened\">Live run, snapshot of step " << html_escape(text_of(n))
+      << ", resumed from it" << html_escape(to) << " and compared with the live run's log; nothing was "
+      << "killed.</p>\n";
+  }
   summary_table(s, report);
   if (json_member_or_null(report, "error").is_string() && !report["error"].get<std::string>().empty())
     s << "<p id=\"error\"><b>Error:</b> " << html_escape(report["error"].get<std::string>()) << "</p>\n";
@@ -343,11 +381,13 @@ std::string render_drill_html(const nlohmann::json& report) {
     s << "</ul>\n";
   }
   const auto& modes = json_member_or_null(report, "modes");
-  s << "<h2>Loss: reference vs resumed</h2>\n" << loss_chart(json_member_or_null(report, "losses"), modes);
+  const bool live = is_live(report);
+  s << "<h2>Loss: " << (live ? "live run" : "reference") << " vs resumed</h2>\n"
+    << loss_chart(json_member_or_null(report, "losses"), modes, live);
   const auto& diverging = json_member_or_null(report, "diverging_metrics");
   if (diverging.is_array() && !diverging.empty()) {
     s << "<h2 id=\"diverging-metrics\">Diverging metrics, earliest first</h2>\n";
-    for (const auto& m : diverging) s << diverging_metric_charts(m, modes);
+    for (const auto& m : diverging) s << diverging_metric_charts(m, modes, live);
   }
 
   s << "<h2>Final state by component</h2>\n<table "
@@ -376,7 +416,8 @@ std::string render_drill_html(const nlohmann::json& report) {
   s << "</tbody></table>\n";
 
   s << "<h2>Checks</h2>\n<table "
-       "id=\"checks\"><thead><tr><th>check</th><th>kill</th><th>passed</th><th>detail</th></tr>"
+       "id=\"checks\"><thead><tr><th>check</th><th>"
+    << (live ? "run" : "kill") << "</th><th>passed</th><th>detail</th></tr>"
     << "</thead><tbody>\n";
   if (checks.is_array())
     for (const auto& c : checks) {

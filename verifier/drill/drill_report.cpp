@@ -137,6 +137,12 @@ nlohmann::json merged_components(const DrillOutcome& o) {
   return merged;
 }
 
+// What names a mode in the report: its kill mode, or "live" for the live drill's resumed run (a live
+// drill kills nothing).
+std::string mode_key(const DrillOutcome& o, const ModeOutcome& m) {
+  return o.drill_mode == "live" ? "live" : kill_mode_name(m.mode);
+}
+
 // A metric's value per step, [[step, value], ...]: "loss" or a field of the step lines.
 nlohmann::json series_json(const std::vector<StepRecord>& steps, const std::string& field) {
   nlohmann::json a = nlohmann::json::array();
@@ -178,7 +184,7 @@ nlohmann::json diverging_metrics_json(const DrillOutcome& o) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& d : found) {
     nlohmann::json by_mode = nlohmann::json::object();
-    for (const auto& m : o.modes) by_mode[kill_mode_name(m.mode)] = series_json(m.resumed_steps, d.field);
+    for (const auto& m : o.modes) by_mode[mode_key(o, m)] = series_json(m.resumed_steps, d.field);
     out.push_back({{"field", d.field},
                    {"first_diverging_step", d.first_step == std::numeric_limits<int64_t>::max()
                                                 ? nlohmann::json()
@@ -207,13 +213,13 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
     nlohmann::json comps = nlohmann::json::object();
     for (const auto& [name, c] : m.components) comps[name] = to_json(c);
     modes.push_back(
-        {{"kill", kill_mode_name(m.mode)},
+        {{"kill", o.drill_mode == "live" ? nlohmann::json() : nlohmann::json(kill_mode_name(m.mode))},
          {"resumed_from_step", m.resumed_from_step},
          {"killed_at_step", o.drill_mode == "live" ? nlohmann::json() : nlohmann::json(o.save_at)},
          {"compared", m.compared},
          {"bit_identical", m.bit_identical},
          {"components", comps}});
-    resumed_by_mode[kill_mode_name(m.mode)] = losses_json(m.resumed_steps);
+    resumed_by_mode[mode_key(o, m)] = losses_json(m.resumed_steps);
   }
   nlohmann::json faults = nlohmann::json::array();
   for (const auto& f : o.faults)
@@ -269,6 +275,8 @@ nlohmann::json drill_report_json(const DrillOutcome& o, const DrillOptions& opti
   // The built-in workload's own settings: a program drill has no format, shards or config.
   if (!o.built_in)
     for (const char* key : {"shards", "format", "config_path", "inject"}) report["drill"].erase(key);
+  // A live drill kills nothing: no kill mode (options.modes holds the default, unused).
+  if (o.drill_mode == "live") report["drill"].erase("kill");
   return report;
 }
 

@@ -179,8 +179,8 @@ void record_fault_run(DrillRecord& record, const std::string& fault, const std::
     }
     r.outcome = diverged ? FaultOutcome::kSilentDivergence : FaultOutcome::kSilentMatch;
     r.detail = damage + "; the program resumed without complaint (" + std::to_string(steps) +
-               " steps logged, " + e.describe() + ") and " +
-               (diverged ? "diverged from the reference" : "matched the reference");
+               " steps logged, " + e.describe() + ") and " + (diverged ? "diverged from " : "matched ") +
+               golden.name;
     r.would_catch = fault_would_catch(golden.built_in);
   }
   const bool refused = r.outcome == FaultOutcome::kRefused;

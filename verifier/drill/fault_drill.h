@@ -35,6 +35,7 @@ struct FaultGolden {
   int64_t final_step = 0;
   Tolerance tolerance;
   bool built_in = false;  // what would have caught a silent fault differs for ckptcheck's own checkpoints
+  std::string name = "the reference";  // what the golden values are, in the verdict's words
 };
 
 // Classifies the relaunch from a damaged copy (its exit and its metrics file) and records the

@@ -15,6 +15,7 @@
 #include "verifier/drill/fault_catalogue.h"
 #include "verifier/drill/fault_drill.h"
 #include "verifier/drill/live_snapshot.h"
+#include "verifier/drill/live_stall.h"
 #include "verifier/drill/program_launcher.h"
 #include "verifier/drill/resume_comparison.h"
 #include "verifier/drill/run_measurements.h"
@@ -229,7 +230,13 @@ class LiveDrill {
     MetricsTail tail(o_.live_metrics);
     CheckpointEvent ignored;
     bool final_announced = tail.poll_for_checkpoint(n_ + k_, &ignored);
+    LiveStallWatch stall(o_.live_metrics, o_.live_stall_seconds, n_, snapshot_.newest_mtime_ns);
+    stall.observe(tail.last_step());
     while (tail.last_step() < n_ + k_) {
+      // A run that crashed or stopped: its log no longer changes (live_stall.h).
+      if (stall.stalled())
+        return Status::io_error("the live run (" + o_.live_metrics +
+                                ") is not advancing: " + stall.not_advancing_words(n_ + k_));
       if (seconds_since(start) > o_.wait_timeout_seconds)
         return Status::io_error("the live run (" + o_.live_metrics + ") is at step " +
                                 std::to_string(tail.last_step()) + ": it did not reach step " +
@@ -240,6 +247,7 @@ class LiveDrill {
                                  std::max<int64_t>(tail.last_step(), 0), n_ + k_);
       std::this_thread::sleep_for(nap);
       final_announced = tail.poll_for_checkpoint(n_ + k_, &ignored) || final_announced;
+      stall.observe(tail.last_step());
     }
     const auto reached = std::chrono::steady_clock::now();
     while (!final_announced && tail.last_step() == n_ + k_ &&
@@ -293,7 +301,19 @@ class LiveDrill {
     return std::optional<MetricsLog>(std::move(log));
   }
 
+  // The resumed run as the report's one mode (report.json's modes[0] and losses.resumed, the HTML's
+  // resumed curve): a live drill kills nothing, so drill_report names it "live", not a kill mode.
   Status compare(const MetricsLog& resumed, std::optional<MetricsLog> control) {
+    record_.out.modes.emplace_back();
+    ModeOutcome* mode = &record_.out.modes.back();
+    mode->resumed_from_step = n_;
+    mode->resumed_steps = resumed.steps;
+    Status s = compare_into(resumed, std::move(control), mode);
+    mode->bit_identical = mode->compared && identical_;
+    return s;
+  }
+
+  Status compare_into(const MetricsLog& resumed, std::optional<MetricsLog> control, ModeOutcome* mode) {
     record_.phase("compare with the live run");
     const int64_t first = resumed.steps.empty() ? -1 : resumed.steps.front().step;
     record_.add_check({"resumed_from",
@@ -333,6 +353,7 @@ class LiveDrill {
     if (!resumed_final.is_ok()) return Status::ok();
     if (!live_final_) {
       identical_ = false;  // not proven: only the metrics were compared
+      mode->compared = true;
       record_.add_check({"final_state",
                          "live",
                          true,
@@ -340,10 +361,10 @@ class LiveDrill {
                          {{"compared", false}, {"why", live_final_note_}}});
       return Status::ok();
     }
-    std::map<std::string, ComponentDiff> components;
     identical_ = check_final_state(record_, "live", c, *live_final_, std::move(*resumed_final), first_failure,
-                                   &components) &&
+                                   &mode->components) &&
                  identical_;
+    mode->compared = true;
     return Status::ok();
   }
 
@@ -375,14 +396,40 @@ class LiveDrill {
       CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child,
                             launcher_->start(run, dir, RunShape::kResumed));
       const ChildExit e = launcher_->wait(*child, "fault " + fault, run.metrics, record_.progress, n_ + k_);
+      // A fault run that resumed from an older step than N (a stale file of the checkpoint before)
+      // logs steps before N+1 too: they are held against the live log's own, as a drill from
+      // scratch holds them against its reference, so an exact match reads silent-match.
+      CKPT_ASSIGN_OR_RETURN(const std::vector<StepRecord> fault_golden,
+                            golden_from(first_step_of(run.metrics)));
       FaultGolden golden;
-      golden.steps = &golden_;
+      golden.steps = &fault_golden;
+      golden.name = "the live run";
       golden.final_state = live_final_ ? &*live_final_ : nullptr;
       golden.final_step = n_ + k_;
       golden.tolerance = o_.tolerance;
       record_fault_run(record_, fault, damage, e, run.metrics, run.ckpt_dir, dir + "/stderr.log", golden);
     }
     return Status::ok();
+  }
+
+  // The first step a run logged (a metrics file that is unreadable or empty: N+1).
+  int64_t first_step_of(const std::string& metrics) const {
+    auto log = read_metrics_log(metrics);
+    if (!log.is_ok() || log->steps.empty()) return n_ + 1;
+    int64_t first = log->steps.front().step;
+    for (const auto& s : log->steps) first = std::min(first, s.step);
+    return first;
+  }
+
+  // The live log's steps from `first` to N+K: the golden window N+1..N+K, read again from the log
+  // only when a run started before it.
+  Result<std::vector<StepRecord>> golden_from(int64_t first) const {
+    if (first > n_) return golden_;
+    CKPT_ASSIGN_OR_RETURN(const MetricsLog log, read_metrics_log(o_.live_metrics));
+    std::vector<StepRecord> steps;
+    for (const auto& s : log.steps)
+      if (s.step >= first && s.step <= n_ + k_) steps.push_back(s);
+    return steps;
   }
 
   // What the drill measured, in the report's measurements shape: null where nothing was measured.

@@ -7,7 +7,8 @@
 //   read       the snapshot through the readers (and `verify` for checkpoints ckptcheck wrote)
 //   resumed    PROGRAM in a fresh process from the snapshot to step N+K, with a scratch checkpoint
 //              dir and metrics file; --control resumes twice to measure the noise
-//   wait       until the live log reaches N+K (bounded by --wait-timeout)
+//   wait       until the live log reaches N+K (bounded by --wait-timeout); a log that stops
+//              changing for the stall time (live_stall.h) is a run that crashed or stopped
 //   compare    every metric at N+1..N+K with the live log; the live run's own step-N+K checkpoint,
 //              when it announced one that is still there, tensor by tensor
 //   faults     --faults on copies of the snapshot

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -92,6 +93,7 @@ Result<LiveSnapshot> snapshot_checkpoint(const std::string& source_path, const s
     }
     ++snap.files;
     snap.bytes += static_cast<uint64_t>(id.size);
+    snap.newest_mtime_ns = std::max(snap.newest_mtime_ns, id.mtime_ns);
   }
   // The same files, unchanged: otherwise the run was still writing (or already deleting) it.
   CKPT_ASSIGN_OR_RETURN(const auto after, list_files(source));

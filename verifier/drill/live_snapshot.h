@@ -17,6 +17,8 @@ struct LiveSnapshot {
   uint64_t files = 0, bytes = 0;
   uint64_t linked = 0, copied = 0;
   double seconds = 0;
+  // The newest modification time of its files (ns since the epoch): about when the run wrote it.
+  int64_t newest_mtime_ns = 0;
 };
 
 // Snapshots `source` (a checkpoint file or directory) as `dest_dir`/<its name>. kNotFound when the

@@ -9,6 +9,8 @@ breaks it the way newcomers do, one mistake at a time (--mistake):
   event-before-save  logs the checkpoint event before it saves (give --save-sleep: a slow save)
   relative-path      logs the checkpoint's path relative to CKPTCHECK_CKPT_DIR ("step_4")
   forget-rng         resumes without restoring its random state (a resume bug)
+  keep-leftovers     creates step_N.tmp without removing one a killed save left (os.makedirs without
+                     exist_ok): a relaunch in the killed run's own dir fails (drill --relaunch-dir same)
 
 --stop-at S stops at step S whatever CKPTCHECK_STEPS says; --save-sleep waits inside every save
 (between creating step_N.tmp and renaming it to step_N); --hidden-saves saves into
@@ -80,7 +82,8 @@ def main():
             log.write(event)
             log.flush()
         tmp = final + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)  # left by a save that was killed (a relaunch finds it)
+        if args.mistake != "keep-leftovers":
+            shutil.rmtree(tmp, ignore_errors=True)  # left by a save that was killed (a relaunch finds it)
         os.makedirs(tmp)
         write_safetensors(os.path.join(tmp, "model.safetensors"), {"w": w})
         write_safetensors(os.path.join(tmp, "optimizer.safetensors"), {"exp_avg": m})

@@ -8,12 +8,16 @@ path; `--save torch` uses a bare torch.save/torch.load instead.
 --bug forget-optimizer-load  saves the optimizer but never loads it on resume
 --bug ignore-resume          ignores CKPTCHECK_RESUME and starts over from step 0
 
+--save-sleep S  waits S seconds inside every save, after the save created its first name (torch.save
+                itself is made to wait first), so drill --faults power-loss-mid-save lands inside it
+
 Needs the ckptcheck package on the path for --save ckptcheck (PYTHONPATH=build/python).
 """
 import argparse
 import json
 import os
 import sys
+import time
 
 import torch
 import torch.nn as nn
@@ -24,6 +28,7 @@ def main():
     ap.add_argument("--save", choices=["ckptcheck", "torch"], default="ckptcheck")
     ap.add_argument("--bug", default="none",
                     choices=["none", "forget-optimizer-save", "forget-optimizer-load", "ignore-resume"])
+    ap.add_argument("--save-sleep", type=float, default=0)
     args = ap.parse_args()
     ckpt_dir, steps = os.environ["CKPTCHECK_CKPT_DIR"], int(os.environ["CKPTCHECK_STEPS"])
     every, metrics = int(os.environ["CKPTCHECK_SAVE_EVERY"]), os.environ["CKPTCHECK_METRICS"]
@@ -35,6 +40,14 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     step = 0
 
+    if args.save_sleep:
+        unhurried = torch.save
+
+        def slow_save(*a, **k):
+            time.sleep(args.save_sleep)
+            return unhurried(*a, **k)
+
+        torch.save = slow_save
     if args.save == "ckptcheck":
         import ckptcheck
         import ckptcheck.torch
