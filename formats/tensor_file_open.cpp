@@ -10,6 +10,7 @@
 #include "base/sha256.h"
 #include "formats/native_shard.h"
 #include "formats/numpy_file.h"
+#include "formats/pickle_reader.h"
 #include "formats/pytorch_file.h"
 #include "formats/safetensors_file.h"
 #include "formats/torch_load_dispatch.h"
@@ -93,6 +94,28 @@ bool looks_like_safetensors(const uint8_t* head, size_t n, uint64_t file_size) {
   return len >= 2 && len <= kSafetensorsMaxHeaderBytes && len <= file_size - 8;
 }
 
+// A file with a magic of its own whose first byte is also a pickle opcode (ckptcheck's "CKPTSHD\0"
+// starts with SHORT_BINBYTES; a safetensors header length may start with any byte): torch.load and
+// pickle.load read it as a pickle stream. If that reading names a global, the file is a polyglot a
+// loader would run: it is judged as the pickle (the gate names the call), never passed as its other
+// format. A file of the format itself fails that reading before naming anything.
+bool runs_as_pickle_too(TensorFileFormat format, const uint8_t* head, size_t n, const ByteSource& source) {
+  if (format != TensorFileFormat::kNative && format != TensorFileFormat::kSafetensors) return false;
+  if (n == 0 || !is_pickle_opcode(head[0])) return false;
+  // The first pickle's length is known only by reading it: a prefix, longer while it runs past it.
+  std::vector<uint8_t> prefix;
+  for (uint64_t want = 1 << 16;; want *= 8) {
+    const uint64_t size = std::min<uint64_t>({want, source.size(), kPickleStreamProbeBytes});
+    prefix.resize(static_cast<size_t>(size));
+    if (!source.read_at(0, prefix.data(), prefix.size()).is_ok()) return false;
+    auto read = read_tensor_pickle(prefix.data(), prefix.size(), source.name());
+    if (read.is_ok()) return !read->globals.empty();
+    if (read.status().code() != StatusCode::kTruncated || size == source.size() ||
+        size == kPickleStreamProbeBytes)
+      return !pickle_globals_before_error(prefix.data(), prefix.size()).empty();
+  }
+}
+
 }  // namespace
 
 // In torch.load's order where it has one (formats/torch_load_dispatch.h): a zip, then a tar, then
@@ -121,6 +144,7 @@ Result<TensorFileFormat> sniff_tensor_file_format(const std::string& path) {
       case PickleStreamRoute::kNone: return TensorFileFormat::kUnknown;
     }
   }
+  if (runs_as_pickle_too(format, head, n, *source)) return TensorFileFormat::kPickle;
   return format;
 }
 
@@ -133,10 +157,12 @@ Result<std::unique_ptr<TensorFile>> open_tensor_file(const std::string& path) {
   uint8_t head[kTensorFileSniffBytes] = {};  // a tar header is 512 bytes
   const size_t n = static_cast<size_t>(std::min<uint64_t>(source->size(), sizeof head));
   CKPT_RETURN_IF_ERROR(source->read_at(0, head, n));
+  const TensorFileFormat sniffed = sniff_tensor_file_format(head, n, source->size());
+  if (runs_as_pickle_too(sniffed, head, n, *source)) return open_pytorch_legacy(std::move(source));
   for (const auto& opener : registry()) {
     if (opener.sniff(head, n)) return opener.open(path);
   }
-  switch (sniff_tensor_file_format(head, n, source->size())) {
+  switch (sniffed) {
     case TensorFileFormat::kPytorchZip: return open_pytorch(std::move(source));
     case TensorFileFormat::kTar:
       return Status::ambiguous(

@@ -403,5 +403,22 @@ TEST_F(PickleGateTest, ASealChecksTheFileItIsFoundBeside) {
   EXPECT_NE(r.output.find("seal_file_renamed"), std::string::npos) << r.output;
 }
 
+// A file with a magic of its own that torch.load reads as a pickle too: ckptcheck's "CKPTSHD\0"
+// starts with SHORT_BINBYTES, which skips 75 bytes, and a pickle may follow. Named as the pickle it is
+// to a loader, never passed as a shard.
+TEST_F(PickleGateTest, AShardMagicFollowedByAPickleIsJudgedAsThePickle) {
+  TempDir dir;
+  std::string bytes("CKPTSHD\0", 8);
+  bytes.resize(77, ' ');
+  bytes += "cposix\nsystem\n(S'touch /tmp/ckptcheck_attack_fixture_was_executed'\ntR.";
+  const std::string file = dir.write("polyglot.pt", bytes);
+  for (const std::string mode : {"", "--weights-only "}) {
+    const CommandResult r = run_ckptcheck("verify --json " + mode + "'" + file + "'");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("pickle_global_refused"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("posix.system"), std::string::npos) << r.output;
+  }
+}
+
 }  // namespace
 }  // namespace ckpt
