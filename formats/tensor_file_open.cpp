@@ -10,7 +10,6 @@
 #include "base/sha256.h"
 #include "formats/native_shard.h"
 #include "formats/numpy_file.h"
-#include "formats/pickle_reader.h"
 #include "formats/pytorch_file.h"
 #include "formats/safetensors_file.h"
 #include "formats/torch_load_dispatch.h"
@@ -101,19 +100,7 @@ bool looks_like_safetensors(const uint8_t* head, size_t n, uint64_t file_size) {
 // format. A file of the format itself fails that reading before naming anything.
 bool runs_as_pickle_too(TensorFileFormat format, const uint8_t* head, size_t n, const ByteSource& source) {
   if (format != TensorFileFormat::kNative && format != TensorFileFormat::kSafetensors) return false;
-  if (n == 0 || !is_pickle_opcode(head[0])) return false;
-  // The first pickle's length is known only by reading it: a prefix, longer while it runs past it.
-  std::vector<uint8_t> prefix;
-  for (uint64_t want = 1 << 16;; want *= 8) {
-    const uint64_t size = std::min<uint64_t>({want, source.size(), kPickleStreamProbeBytes});
-    prefix.resize(static_cast<size_t>(size));
-    if (!source.read_at(0, prefix.data(), prefix.size()).is_ok()) return false;
-    auto read = read_tensor_pickle(prefix.data(), prefix.size(), source.name());
-    if (read.is_ok()) return !read->globals.empty();
-    if (read.status().code() != StatusCode::kTruncated || size == source.size() ||
-        size == kPickleStreamProbeBytes)
-      return !pickle_globals_before_error(prefix.data(), prefix.size()).empty();
-  }
+  return n > 0 && is_pickle_opcode(head[0]) && probe_pickle_stream(source).names_globals;
 }
 
 }  // namespace

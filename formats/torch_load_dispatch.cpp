@@ -102,28 +102,33 @@ bool is_torchscript_member(const std::string& name) {
   return record == "constants.pkl" || record.rfind("code/", 0) == 0;
 }
 
-PickleStreamRoute pickle_stream_route(const ByteSource& source) {
+PickleStreamProbe probe_pickle_stream(const ByteSource& source) {
   const uint64_t size = source.size();
   uint8_t first = 0;
-  if (size == 0 || !source.read_at(0, &first, 1).is_ok() || !is_pickle_opcode(first))
-    return PickleStreamRoute::kNone;
+  if (size == 0 || !source.read_at(0, &first, 1).is_ok() || !is_pickle_opcode(first)) return {};
   // The first pickle's length is known only by reading it: a prefix, then a longer one while it
   // runs past the prefix.
   std::vector<uint8_t> head;
   for (uint64_t want = 1 << 16;; want *= 8) {
     const uint64_t n = std::min({want, size, kPickleStreamProbeBytes});
     head.resize(static_cast<size_t>(n));
-    if (!source.read_at(0, head.data(), head.size()).is_ok()) return PickleStreamRoute::kNone;
+    if (!source.read_at(0, head.data(), head.size()).is_ok()) return {};
     auto first_pickle = read_tensor_pickle(head.data(), head.size(), source.name());
-    if (first_pickle.is_ok())
-      return is_legacy_magic(*first_pickle) ? PickleStreamRoute::kLegacy : PickleStreamRoute::kPlain;
+    if (first_pickle.is_ok()) {
+      return {is_legacy_magic(*first_pickle) ? PickleStreamRoute::kLegacy : PickleStreamRoute::kPlain,
+              !first_pickle->globals.empty()};
+    }
     if (first_pickle.status().code() == StatusCode::kTruncated && n < size && n < kPickleStreamProbeBytes)
       continue;
+    const bool named = !pickle_globals_before_error(head.data(), head.size()).empty();
     // Bytes CPython could read otherwise than we do: whatever runs, the opener refuses them.
-    if (first_pickle.status().code() == StatusCode::kAmbiguous) return PickleStreamRoute::kPlain;
-    return pickle_globals_before_error(head.data(), head.size()).empty() ? PickleStreamRoute::kNone
-                                                                         : PickleStreamRoute::kPlain;
+    const bool ambiguous = first_pickle.status().code() == StatusCode::kAmbiguous;
+    return {named || ambiguous ? PickleStreamRoute::kPlain : PickleStreamRoute::kNone, named};
   }
+}
+
+PickleStreamRoute pickle_stream_route(const ByteSource& source) {
+  return probe_pickle_stream(source).route;
 }
 
 }  // namespace ckpt

@@ -44,6 +44,13 @@ enum class PickleStreamRoute {
 // Reads the first pickle of `source` (up to kPickleStreamProbeBytes). A pickle that fails after it
 // named a global is kPlain: what it named was imported, and maybe called, before the error.
 PickleStreamRoute pickle_stream_route(const ByteSource& source);
+// The same reading, with whether the first pickle names a global (before it ends or fails): what
+// makes a file with a magic of its own a pickle a loader would run too.
+struct PickleStreamProbe {
+  PickleStreamRoute route = PickleStreamRoute::kNone;
+  bool names_globals = false;
+};
+PickleStreamProbe probe_pickle_stream(const ByteSource& source);
 constexpr uint64_t kPickleStreamProbeBytes = 256ull << 20;
 
 }  // namespace ckpt

@@ -103,16 +103,11 @@ void refuse_torchscript(const std::string& path, const std::string& shard, Verif
                        "as kind torchscript)");
 }
 
-// The error code for a file that cannot be opened: ambiguous bytes, a torn tail, or unreadable.
-const char* unreadable_code(const Status& st) {
-  if (st.code() == StatusCode::kAmbiguous) return verify_code::kReadingAmbiguous;
-  return st.code() == StatusCode::kTruncated ? verify_code::kShardTruncated : verify_code::kShardUnreadable;
-}
-
 }  // namespace
 
 const char* unreadable_verify_code(const Status& st) {
-  return unreadable_code(st);
+  if (st.code() == StatusCode::kAmbiguous) return verify_code::kReadingAmbiguous;
+  return st.code() == StatusCode::kTruncated ? verify_code::kShardTruncated : verify_code::kShardUnreadable;
 }
 
 void check_tensor_file(const TensorFile& file, const std::string& shard, const VerifyOptions& options,
@@ -129,21 +124,14 @@ void check_tensor_file(const TensorFile& file, const std::string& shard, const V
   if (options.quick) return;
   const Status crc = file.check_container();
   if (!crc.is_ok()) {
-    // Name the tensors stored in the damaged members, as inspect does.
-    std::string names;
-    size_t hit = 0;
-    for (const auto& [begin, end] : file.damaged_ranges()) {
-      for (const ChunkInfo& c : file.chunks()) {
-        if (c.data_bytes == 0 || c.data_offset < begin || c.data_offset >= end || !c.alias_of.empty())
-          continue;
-        if (++hit <= 8) names += (hit > 1 ? ", " : "") + c.name;
-      }
+    // Name the tensors stored in the damaged members, as inspect does (an alias's bytes are its
+    // first name's).
+    std::vector<std::string> hit;
+    for (const size_t i : chunks_in_damaged_members(file)) {
+      if (file.chunks()[i].alias_of.empty()) hit.push_back(file.chunks()[i].name);
     }
-    if (hit > 8) names += " and " + std::to_string(hit - 8) + " more";
-    report.add_error(
-        container_issue_code(crc), shard, names,
-        crc.message() +
-            (names.empty() ? "" : "; it holds tensor" + std::string(hit > 1 ? "s " : " ") + names));
+    report.add_error(container_issue_code(crc), shard, damaged_tensor_list(hit),
+                     container_finding_message(crc.message(), hit));
   }
   const size_t count = file.chunks().size();
   std::vector<VerifyReport> per_chunk(count);
@@ -508,15 +496,13 @@ VerifyReport verify_foreign_file(const std::string& path, const VerifyOptions& o
   report.path = path;
   auto file = open_tensor_file(path);
   if (!file.is_ok()) {
-    report.add_error(unreadable_code(file.status()), base_name(path), "", file.status().message());
+    report.add_error(unreadable_verify_code(file.status()), base_name(path), "", file.status().message());
     report.seconds = seconds_since(start);
     return report;
   }
   report.shards = 1;
   report.tensors = (*file)->chunks().size();
   check_tensor_file(**file, base_name(path), options, report);
-  // A plain pickle is no checkpoint to resume from (torch.load raises once it has run it): the gate
-  // is its whole check.
   std::string why;
   if (options.weights_only && is_zero3_placeholder_states(**file, &why))
     report.add_error(verify_code::kZeroPlaceholdersOnly, base_name(path), "", path + ": " + why);
@@ -547,7 +533,7 @@ VerifyReport verify_foreign_dir(const std::string& raw_dir, const VerifyOptions&
     auto file = open_tensor_file(path);
     if (!file.is_ok()) {
       if (tensor_ext || file.status().code() == StatusCode::kAmbiguous)
-        report.add_error(unreadable_code(file.status()), name, "", file.status().message());
+        report.add_error(unreadable_verify_code(file.status()), name, "", file.status().message());
       continue;
     }
     ++report.shards;
@@ -607,7 +593,7 @@ VerifyReport verify_safetensors_index(const std::string& index_path, const Verif
   for (const SafetensorsIndexShard& shard : index->shards) {
     auto file = open_tensor_file(shard.path);
     if (!file.is_ok()) {
-      report.add_error(unreadable_code(file.status()), shard.file, "", file.status().message());
+      report.add_error(unreadable_verify_code(file.status()), shard.file, "", file.status().message());
       continue;
     }
     ++report.shards;
@@ -643,7 +629,7 @@ void check_pickles_under(const std::string& raw_dir, int min_depth, const Verify
     auto file = open_tensor_file(path);
     if (!file.is_ok()) {
       // A pickle we cannot read is not one we can vouch for.
-      report.add_error(unreadable_code(file.status()), name, "", file.status().message());
+      report.add_error(unreadable_verify_code(file.status()), name, "", file.status().message());
       continue;
     }
     if (kind == CheckpointKind::kTorchScript && options.weights_only) refuse_torchscript(path, name, report);

@@ -259,12 +259,13 @@ void check_state_steps(const TensorFile& file, VerifyReport& report, bool judge)
 }
 
 bool is_zero3_placeholder_states(const TensorFile& file, std::string* why) {
+  // DeepSpeed's model states: its version, or the param_shapes (flattened under "param_shapes.*"
+  // when a pickle reader lists them per group) that ZeRO's reassembly needs.
   const nlohmann::json& m = file.metadata();
-  if (!m.contains("ds_version") && !m.contains("param_shapes") && !m.contains("param_shapes.0")) {
-    bool any = false;
-    for (auto it = m.begin(); it != m.end() && !any; ++it) any = starts_with(it.key(), "param_shapes");
-    if (!any) return false;
-  }
+  bool deepspeed = m.contains("ds_version");
+  for (auto it = m.begin(); it != m.end() && !deepspeed; ++it)
+    deepspeed = starts_with(it.key(), "param_shapes");
+  if (!deepspeed) return false;
   size_t params = 0, empty = 0;
   for (const ChunkInfo& c : file.chunks()) {
     if (!starts_with(c.name, "module.")) continue;

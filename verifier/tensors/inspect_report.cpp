@@ -286,25 +286,17 @@ Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectO
     const Status st = f->check_container();
     if (st.is_ok()) continue;
     // The tensors stored in the damaged members: named in the finding, their rows marked.
+    const std::vector<size_t> damaged = chunks_in_damaged_members(*f);
     std::vector<std::string> hit;
-    for (const auto& [begin, end] : f->damaged_ranges()) {
-      for (const SourceTensor& t : src.tensors()) {
-        for (const SourceChunk& c : t.chunks) {
-          if (c.file != fi) continue;
-          const ChunkPlace p = src.place(c);
-          if (p.data_bytes > 0 && p.data_offset >= begin && p.data_offset < end &&
-              out.damaged_tensors.insert(t.name).second)
-            hit.push_back(t.name);
-        }
+    for (const SourceTensor& t : src.tensors()) {
+      for (const SourceChunk& c : t.chunks) {
+        if (c.file == fi && std::binary_search(damaged.begin(), damaged.end(), c.index) &&
+            out.damaged_tensors.insert(t.name).second)
+          hit.push_back(t.name);
       }
     }
-    std::string names;
-    for (size_t k = 0; k < hit.size() && k < 8; ++k) names += (k ? ", " : "") + hit[k];
-    if (hit.size() > 8) names += " and " + std::to_string(hit.size() - 8) + " more";
-    out.issues.push_back(
-        {container_issue_code(st), file_label(src, f->path()), names,
-         st.message() +
-             (hit.empty() ? "" : "; it holds tensor" + std::string(hit.size() > 1 ? "s " : " ") + names)});
+    out.issues.push_back({container_issue_code(st), file_label(src, f->path()), damaged_tensor_list(hit),
+                          container_finding_message(st.message(), hit)});
   }
   // Tensors are independent: each streams its own chunks (pread, thread-safe) on its own core. An
   // alias (a second name of one tensor object) reuses its target's hashes when the target is read

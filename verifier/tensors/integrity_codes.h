@@ -10,8 +10,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
+#include "formats/tensor_file.h"
 
 namespace ckpt {
 
@@ -26,5 +28,13 @@ std::string chunk_sha256_mismatch_message(uint64_t offset, const std::string& la
 
 // The code for a failed TensorFile::check_container(): a member's CRC-32, or its local header.
 const char* container_issue_code(const Status& status);
+
+// The chunks of `file` (by index) whose payload starts in a member check_container found damaged
+// (TensorFile::damaged_ranges): the tensors a container finding is about.
+std::vector<size_t> chunks_in_damaged_members(const TensorFile& file);
+// A container finding's tensor field and message for the tensors it damages: "a, b and 3 more", and
+// "<message>; it holds tensors a, b and 3 more" (the message alone when `tensors` is empty).
+std::string damaged_tensor_list(const std::vector<std::string>& tensors);
+std::string container_finding_message(const std::string& message, const std::vector<std::string>& tensors);
 
 }  // namespace ckpt

@@ -79,15 +79,16 @@ const SourceTensor* TensorSource::find(const std::string& name) const {
 Status TensorSource::add_file_chunks(size_t file_index, const std::string& prefix,
                                      const std::string& component) {
   const auto& chunks = files_[file_index]->chunks();
-  if (!prefix.empty() || !component.empty()) {
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      const ChunkInfo& c = chunks[i];
-      const std::string name = prefix + c.name;
-      auto seen = tensor_by_name_.find(name);
-      if (seen != tensor_by_name_.end()) {
-        tensors_[seen->second].chunks.push_back({file_index, i, nullptr});
-        continue;
-      }
+  // tensors_ is in first-seen order until finish_tensor_list; tensor_by_name_ finds a name in it
+  // without a scan of every tensor (quadratic at 20,000 tensors, issue 44), across all files. No
+  // reserve per file: at one chunk a file, exact reserves would copy and rehash everything each time.
+  std::string prefixed;  // the name under `prefix`; no copy per chunk without one
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ChunkInfo& c = chunks[i];
+    const std::string& name = prefix.empty() ? c.name : (prefixed = prefix + c.name);
+    auto seen = tensor_by_name_.find(name);
+    auto it = seen == tensor_by_name_.end() ? tensors_.end() : tensors_.begin() + seen->second;
+    if (it == tensors_.end()) {
       auto nbytes = checked_nbytes(c.global_shape, c.dtype);
       if (!nbytes)
         return Status::corruption(files_[file_index]->path() + ": " + c.name + ": shape overflows");
@@ -99,23 +100,6 @@ Status TensorSource::add_file_chunks(size_t file_index, const std::string& prefi
                           *nbytes,
                           {},
                           c.alias_of.empty() ? "" : prefix + c.alias_of});
-      tensors_.back().chunks.push_back({file_index, i, nullptr});
-    }
-    return Status::ok();
-  }
-  // tensors_ is in first-seen order until finish_tensor_list; tensor_by_name_ finds a name in it
-  // without a scan of every tensor (quadratic at 20,000 tensors, issue 44), across all files. No
-  // reserve per file: at one chunk a file, exact reserves would copy and rehash everything each time.
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const ChunkInfo& c = chunks[i];
-    auto seen = tensor_by_name_.find(c.name);
-    auto it = seen == tensor_by_name_.end() ? tensors_.end() : tensors_.begin() + seen->second;
-    if (it == tensors_.end()) {
-      auto nbytes = checked_nbytes(c.global_shape, c.dtype);
-      if (!nbytes)
-        return Status::corruption(files_[file_index]->path() + ": " + c.name + ": shape overflows");
-      tensor_by_name_.emplace(c.name, tensors_.size());
-      tensors_.push_back({c.name, c.component, c.dtype, c.global_shape, *nbytes, {}, c.alias_of});
       it = tensors_.end() - 1;
     } else if (it->dtype != c.dtype || it->shape != c.global_shape) {
       return Status::corruption(files_[file_index]->path() + ": chunk " + c.label() + " is " +
