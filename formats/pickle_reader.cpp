@@ -23,11 +23,13 @@ enum class Kind : uint8_t {
   kNone,
   kBool,
   kInt,
+  kBigInt,  // wider than int64: `s` is "0x…" or "-0x…", its magnitude in hex (py_value.h)
   kFloat,
   kString,
   kBytes,
   kTuple,
   kList,
+  kSet,  // set, or frozenset when `i` is 1
   kDict,
   kGlobal,
   kStorage,
@@ -79,6 +81,38 @@ struct Value {
 
 constexpr size_t kObjectArgs = 0, kObjectState = 1, kObjectList = 2, kObjectDict = 3;
 constexpr Ref kNoneRef = 0;  // the machine's first value, shared by every unset object slot
+
+// LONG1/LONG4's operand wider than 8 bytes (little-endian two's complement) as the value Python
+// reads: a wide int as sign and magnitude, the one spelling wide_decimal gives protocol 0's LONG too,
+// so one number read from two encodings compares equal; a non-minimal encoding that fits int64 is
+// that int.
+Value wide_twos_complement(const uint8_t* le, size_t k) {
+  std::vector<uint8_t> be(le, le + k);
+  std::reverse(be.begin(), be.end());
+  const bool negative = (be[0] & 0x80) != 0;
+  if (negative) {  // magnitude = ~x + 1
+    for (uint8_t& b : be) b = static_cast<uint8_t>(~b);
+    for (size_t j = be.size(); j-- > 0;) {
+      if (++be[j] != 0) break;
+    }
+  }
+  size_t lead = 0;
+  while (lead + 1 < be.size() && be[lead] == 0) ++lead;
+  be.erase(be.begin(), be.begin() + static_cast<std::ptrdiff_t>(lead));
+  Value v;
+  if (be.size() <= 8) {
+    uint64_t magnitude = 0;
+    for (uint8_t b : be) magnitude = magnitude << 8 | b;
+    if (magnitude <= static_cast<uint64_t>(INT64_MAX) || (negative && magnitude == uint64_t{1} << 63)) {
+      v.kind = Kind::kInt;
+      v.i = negative ? static_cast<int64_t>(~magnitude + 1) : static_cast<int64_t>(magnitude);
+      return v;
+    }
+  }
+  v.kind = Kind::kBigInt;
+  v.s = std::string(negative ? "-" : "") + "0x" + to_hex(be.data(), be.size());
+  return v;
+}
 
 struct StorageType {
   const char* name;
@@ -641,7 +675,8 @@ std::optional<Status> Machine::reduce_set(const ReduceCall& call) {
   auto kind_of = [&](size_t k) { return k < a.size() ? values_[a[k]].kind : Kind::kNone; };
   if (a.empty() || (a.size() == 1 && (kind_of(0) == Kind::kTuple || kind_of(0) == Kind::kList))) {
     Value l;
-    l.kind = Kind::kList;
+    l.kind = Kind::kSet;
+    l.i = ends_with(call.name, ".frozenset");
     if (!a.empty()) l.items = values_[a[0]].items;
     return push_new(std::move(l));
   }
@@ -786,6 +821,7 @@ uint32_t Machine::call_use(const std::vector<Ref>& args) const {
       case Kind::kNone:
       case Kind::kBool:
       case Kind::kInt:
+      case Kind::kBigInt:
       case Kind::kFloat:
       case Kind::kBytes: shapes.push_back(PickleArgShape::kScalar); break;
       default: shapes.push_back(PickleArgShape::kOther); break;
@@ -810,7 +846,8 @@ Status Machine::new_object(Ref cls, Ref args, bool keyword_args) {
     }
     if (c.callable == Callable::kSet) {
       Value l;
-      l.kind = Kind::kList;
+      l.kind = Kind::kSet;
+      l.i = ends_with(c.s, ".frozenset");
       return push_new(std::move(l));
     }
   }
@@ -823,6 +860,7 @@ Status Machine::build(Ref obj, Ref state) {
   switch (values_[obj].kind) {
     case Kind::kDict:    // OrderedDict's _metadata and similar state carry no tensors
     case Kind::kList:    // a list subclass's attributes
+    case Kind::kSet:     // a set subclass's attributes
     case Kind::kTensor:  // a Parameter's or tensor subclass's attributes
       return Status::ok();
     case Kind::kObject: break;
@@ -1014,13 +1052,10 @@ Status Machine::scalar_op(uint8_t op) {
       const size_t width = op == 0x8a ? 1 : 4;
       CKPT_RETURN_IF_ERROR(need(width));
       const uint64_t k = take_le(width);
-      if (k > 8) {  // wider than int64: kept as its hex digits, most significant first
+      if (k > 8) {  // wider than int64: kept as sign and magnitude (py_value.h)
         if (k > n_ - pos_) return need(k);
-        std::string be(reinterpret_cast<const char*>(p_ + pos_), k);
-        std::reverse(be.begin(), be.end());
+        v = wide_twos_complement(p_ + pos_, k);
         pos_ += k;
-        v.kind = Kind::kString;
-        v.s = "int:0x" + to_hex(reinterpret_cast<const uint8_t*>(be.data()), be.size());
         break;
       }
       CKPT_RETURN_IF_ERROR(need(k));
@@ -1135,22 +1170,23 @@ Status Machine::call_op(uint8_t op) {
   return op == 'R' ? reduce(fn, args) : new_object(fn, args, keyword_args);
 }
 
-// EMPTY_SET, ADDITEMS, FROZENSET (protocol 4): sets are read as lists.
+// EMPTY_SET, ADDITEMS, FROZENSET (protocol 4).
 Status Machine::set_op(uint8_t op) {
   if (op == 0x8f) {
     Value v;
-    v.kind = Kind::kList;
+    v.kind = Kind::kSet;
     return push_new(std::move(v));
   }
   CKPT_ASSIGN_OR_RETURN(std::vector<Ref> items, pop_mark());
   if (op == 0x91) {
     Value v;
-    v.kind = Kind::kList;
+    v.kind = Kind::kSet;
+    v.i = 1;
     v.items = std::move(items);
     return push_new(std::move(v));
   }
   CKPT_ASSIGN_OR_RETURN(Ref l, top());
-  if (values_[l].kind != Kind::kList) return fail("ADDITEMS on a non-set");
+  if (values_[l].kind != Kind::kSet || values_[l].i != 0) return fail("ADDITEMS on a non-set");
   values_[l].items.insert(values_[l].items.end(), items.begin(), items.end());
   return Status::ok();
 }
@@ -1167,8 +1203,8 @@ bool canonical_decimal(const std::string& s) {
                      [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// A decimal integer too wide for int64, as the machine keeps wide ints: "int:0x<hex>" (LONG1's
-// spelling), or "int:-0x<hex>" below zero.
+// A decimal integer too wide for int64, as the machine keeps wide ints: "0x<hex>", or "-0x<hex>"
+// below zero (the spelling wide_twos_complement gives LONG1's).
 std::string wide_decimal(const std::string& s) {
   const bool negative = s[0] == '-';
   std::string digits = s.substr(negative ? 1 : 0);
@@ -1184,7 +1220,7 @@ std::string wide_decimal(const std::string& s) {
     hex.insert(hex.begin(), "0123456789abcdef"[remainder]);
     digits = quotient.empty() ? "0" : quotient;
   }
-  return std::string("int:") + (negative ? "-" : "") + "0x" + (hex.size() % 2 ? "0" : "") + hex;
+  return std::string(negative ? "-" : "") + "0x" + (hex.size() % 2 ? "0" : "") + hex;
 }
 
 }  // namespace
@@ -1221,7 +1257,7 @@ Status Machine::text_number_op(uint8_t op) {
   char* end = nullptr;
   const long long i = std::strtoll(text.c_str(), &end, 10);
   if (errno == ERANGE) {
-    v.kind = Kind::kString;
+    v.kind = Kind::kBigInt;
     v.s = wide_decimal(text);
   } else {
     v.kind = Kind::kInt;
@@ -1478,6 +1514,11 @@ class Flattener {
     measure(root);
     return flatten(root, "", 0, out);
   }
+  // After run(): the name a tensor value was first listed under.
+  const std::string* tensor_name(Ref r) const {
+    const auto it = first_path_.find(r);
+    return it == first_path_.end() ? nullptr : &it->second;
+  }
 
  private:
   // Longest chain of items/dict values below a value, saturated: a chain this long cannot be
@@ -1508,6 +1549,7 @@ class Flattener {
     const Value& key = values_[k];
     if (key.kind == Kind::kString) return key.s;
     if (key.kind == Kind::kInt) return std::to_string(key.i);
+    if (key.kind == Kind::kBigInt) return "int:" + key.s;
     return std::nullopt;
   }
   bool plain_dict(Ref r) const {
@@ -1690,12 +1732,14 @@ Result<nlohmann::json> Flattener::to_json(Ref r, size_t depth, const std::string
     case Kind::kNone: return nlohmann::json();
     case Kind::kBool: return nlohmann::json(v.i != 0);
     case Kind::kInt: return nlohmann::json(v.i);
+    case Kind::kBigInt: return nlohmann::json("int:" + v.s);
     case Kind::kFloat: return nlohmann::json(v.f);
     case Kind::kString: return nlohmann::json(utf8_clean(v.s));
     case Kind::kBytes:
       return nlohmann::json("bytes:" + to_hex(reinterpret_cast<const uint8_t*>(v.s.data()), v.s.size()));
     case Kind::kTuple:
-    case Kind::kList: {
+    case Kind::kList:
+    case Kind::kSet: {
       nlohmann::json a = nlohmann::json::array();
       for (Ref item : v.items) {
         CKPT_ASSIGN_OR_RETURN(nlohmann::json j, to_json(item, depth + 1, path));
@@ -1732,6 +1776,91 @@ Result<nlohmann::json> Flattener::to_json(Ref r, size_t depth, const std::string
   return Status::corruption(where() + ": a tensor where metadata was expected");
 }
 
+// The typed tree (py_value.h) of the values below the root, built after a successful flatten: every
+// path below the root is then known to be at most kPickleMaxNesting deep, so the graph has no cycle
+// and the recursion is shallow. One node per value, shared where the pickle shares (a memo GET), so
+// its size is the number of values, never of paths.
+class TypedTreeBuilder {
+ public:
+  TypedTreeBuilder(const std::vector<Value>& values, const Flattener& flattened)
+      : values_(values), flattened_(flattened) {}
+
+  PyValuePtr build(Ref r) {
+    const auto done = built_.find(r);
+    if (done != built_.end()) return done->second;
+    const Value& v = values_[r];
+    PyValue out;
+    switch (v.kind) {
+      case Kind::kNone: break;
+      case Kind::kBool:
+        out.type = PyType::kBool;
+        out.i = v.i;
+        break;
+      case Kind::kInt:
+        out.type = PyType::kInt;
+        out.i = v.i;
+        break;
+      case Kind::kBigInt:
+        out.type = PyType::kBigInt;
+        out.s = v.s;
+        break;
+      case Kind::kFloat:
+        out.type = PyType::kFloat;
+        out.f = v.f;
+        break;
+      case Kind::kString:
+        out.type = PyType::kStr;
+        out.s = v.s;  // the file's bytes, valid UTF-8 or not: compared as they are
+        break;
+      case Kind::kBytes:
+        out.type = PyType::kBytes;
+        out.s = v.s;
+        break;
+      case Kind::kTuple:
+      case Kind::kList:
+      case Kind::kSet:
+        out.type = v.kind == Kind::kTuple  ? PyType::kTuple
+                   : v.kind == Kind::kList ? PyType::kList
+                   : v.i                   ? PyType::kFrozenSet
+                                           : PyType::kSet;
+        for (Ref item : v.items) out.items.push_back(build(item));
+        break;
+      case Kind::kDict:
+        out.type = PyType::kDict;
+        for (const auto& [k, val] : v.dict) out.dict.emplace_back(build(k), build(val));
+        break;
+      case Kind::kObject:
+        out.type = PyType::kObject;
+        out.s = v.s;
+        out.i = v.i;
+        for (Ref slot : v.items) out.items.push_back(slot == kNoneRef ? nullptr : build(slot));
+        break;
+      case Kind::kGlobal:
+        out.type = PyType::kGlobal;
+        out.s = v.s;
+        break;
+      case Kind::kStorage:
+        out.type = PyType::kStorage;
+        out.s = v.s;
+        break;
+      case Kind::kTensor: {
+        out.type = PyType::kTensor;
+        const std::string* name = flattened_.tensor_name(r);
+        out.s = name ? *name : std::string();
+        break;
+      }
+    }
+    PyValuePtr node = std::make_shared<const PyValue>(std::move(out));
+    built_.emplace(r, node);
+    return node;
+  }
+
+ private:
+  const std::vector<Value>& values_;
+  const Flattener& flattened_;
+  std::unordered_map<Ref, PyValuePtr> built_;
+};
+
 }  // namespace
 
 bool pickle_global_is_interpreted(const std::string& module, const std::string& name) {
@@ -1763,7 +1892,9 @@ Result<PickledStateDict> read_tensor_pickle(const uint8_t* data, size_t size, co
   }
   const Ref root = *ran;
   PickledStateDict out;
-  CKPT_RETURN_IF_ERROR(Flattener(m.values(), where, size).run(root, &out));
+  Flattener flattener(m.values(), where, size);
+  CKPT_RETURN_IF_ERROR(flattener.run(root, &out));
+  out.value = TypedTreeBuilder(m.values(), flattener).build(root);
   out.globals = m.take_globals();
   out.storages = m.take_storages();
   out.end_offset = m.position();

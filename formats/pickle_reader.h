@@ -22,6 +22,7 @@
 #include "base/status.h"
 #include "formats/dtype.h"
 #include "formats/pickle_globals.h"
+#include "formats/py_value.h"
 
 namespace ckpt {
 
@@ -86,7 +87,12 @@ struct PickledStorage {
 // Tensors inside objects are named by the same keys ("hparams.__args__.0"). A dict whose keys are
 // not all strings or ints (a DCP .metadata's storage_data) becomes {"__pairs__": [[key, value], ...]}.
 struct PickledStateDict {
-  std::vector<PickledTensor> tensors;                  // in pickle order
+  std::vector<PickledTensor> tensors;  // in pickle order
+  // The whole value as Python would hold it (py_value.h), tensors as references to their names:
+  // what comparisons of the state stand on. `metadata` is a JSON view of its non-tensor leaves by
+  // dotted path, for checks that read fields by name; it loses tuple vs list, bytes vs text, and
+  // invalid UTF-8 (U+FFFD), so nothing compares values on it.
+  PyValuePtr value;
   nlohmann::json metadata = nlohmann::json::object();  // non-tensor leaves and aliases by dotted path
   std::vector<PickleGlobal> globals;                   // every global named, in order of first use
   std::vector<PickledStorage> storages;                // every storage key named, in order of first use

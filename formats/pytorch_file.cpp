@@ -83,13 +83,14 @@ void gather(const uint8_t* span, const std::vector<int64_t>& shape, const std::v
 class PytorchTensorFile final : public TensorFile {
  public:
   PytorchTensorFile(std::unique_ptr<ByteSource> source, std::vector<ChunkInfo> chunks,
-                    std::vector<TensorLayout> layouts, nlohmann::json metadata,
+                    std::vector<TensorLayout> layouts, nlohmann::json metadata, PyValuePtr value,
                     std::vector<PickleGlobal> globals, std::optional<ZipArchive> zip, const char* format)
       : format_(format),
         source_(std::move(source)),
         chunks_(std::move(chunks)),
         layouts_(std::move(layouts)),
         metadata_(std::move(metadata)),
+        value_(std::move(value)),
         globals_(std::move(globals)),
         zip_(std::move(zip)) {
     for (const auto& l : layouts_) plain_ = plain_ && l.kind == TensorLayout::Kind::kRange;
@@ -99,6 +100,7 @@ class PytorchTensorFile final : public TensorFile {
   const char* format_name() const override { return format_; }
   const std::vector<ChunkInfo>& chunks() const override { return chunks_; }
   const nlohmann::json& metadata() const override { return metadata_; }
+  PyValuePtr state_value() const override { return value_; }
   const std::vector<PickleGlobal>& pickle_globals() const override { return globals_; }
   const ByteSource* payload_source() const override { return plain_ ? source_.get() : nullptr; }
   // The local headers first (a flipped byte there is in no member's CRC-32), then every CRC-32.
@@ -147,6 +149,7 @@ class PytorchTensorFile final : public TensorFile {
   std::vector<ChunkInfo> chunks_;
   std::vector<TensorLayout> layouts_;
   nlohmann::json metadata_;
+  PyValuePtr value_;
   std::vector<PickleGlobal> globals_;
   std::optional<ZipArchive> zip_;
   bool plain_ = true;
@@ -266,9 +269,9 @@ Result<std::unique_ptr<TensorFile>> make_file(std::unique_ptr<ByteSource> source
     CKPT_RETURN_IF_ERROR(locate_tensor(t, storage ? &*storage : nullptr, file, &chunks[i], &layouts[i]));
     chunks[i].alias_of = t.alias_of;
   }
-  return std::unique_ptr<TensorFile>(new PytorchTensorFile(std::move(source), std::move(chunks),
-                                                           std::move(layouts), std::move(dict.metadata),
-                                                           std::move(dict.globals), std::move(*zip), format));
+  return std::unique_ptr<TensorFile>(new PytorchTensorFile(
+      std::move(source), std::move(chunks), std::move(layouts), std::move(dict.metadata),
+      std::move(dict.value), std::move(dict.globals), std::move(*zip), format));
 }
 
 }  // namespace
@@ -318,8 +321,11 @@ Status add_torchscript_parts(const ZipArchive& zip, const ByteSource& source, co
 
 Result<std::unique_ptr<TensorFile>> open_pytorch(std::unique_ptr<ByteSource> source) {
   const std::string file = source->name();
-  CKPT_ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::open(*source));
+  // Keras's zipfile reads deflated members, torch's writers never deflate a pickle or a storage: which
+  // archive this is decides which rule applies.
+  CKPT_ASSIGN_OR_RETURN(ZipArchive zip, ZipArchive::open(*source, ZipMethods::kStoredOrDeflated));
   if (is_keras_archive(zip)) return open_keras_archive(std::move(source), std::move(zip));
+  CKPT_RETURN_IF_ERROR(zip.require_torch_methods(file));
   CKPT_ASSIGN_OR_RETURN(std::string prefix, archive_prefix(zip, file));
   if (const ZipEntry* bo = zip.find(prefix + "/byteorder")) {
     CKPT_ASSIGN_OR_RETURN(std::string order, zip.read(*source, *bo, 16));

@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "formats/dtype.h"
 #include "formats/pickle_globals.h"
+#include "formats/py_value.h"
 
 namespace ckpt {
 
@@ -80,6 +81,9 @@ class TensorFile {
   virtual const std::vector<ChunkInfo>& chunks() const = 0;
   // Format-level metadata: step, shard index and count, pins, whatever the file carries.
   virtual const nlohmann::json& metadata() const = 0;
+  // The file's whole value as Python holds it, typed (formats/py_value.h), where the format is a
+  // pickle (torch.save); null where metadata() is all there is.
+  virtual PyValuePtr state_value() const { return nullptr; }
   // Reads `length` bytes starting `offset` bytes into chunk `index`'s payload.
   virtual Status read_chunk(size_t index, uint64_t offset, void* out, size_t length) const = 0;
   // The source in which every chunk's payload is the plain byte range [data_offset, data_offset +

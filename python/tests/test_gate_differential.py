@@ -73,3 +73,20 @@ def test_python_diff_sees_every_value(tmp_path):
     assert d.headline.startswith("step 20 vs 15")
     assert {v["path"] for v in d.values} >= {"step", "scheduler.last_epoch"}
     assert ckptcheck.diff(str(tmp_path / "a.pt"), str(tmp_path / "a.pt")).identical
+
+
+def test_python_diff_compares_typed_values(tmp_path):
+    """ckptcheck.diff: a tuple is not a list, and two byte strings that are not UTF-8 are not one
+    (issue 65 item 9); each difference carries both types and reprs."""
+    import ckptcheck
+    import torch
+    w = torch.ones(2, 2)
+    torch.save({"w": w, "betas": (0.9, 0.999), "name": "\udcff"}, tmp_path / "a.pt")
+    torch.save({"w": w, "betas": [0.9, 0.999], "name": "\udcfe"}, tmp_path / "b.pt")
+    d = ckptcheck.diff(str(tmp_path / "a.pt"), str(tmp_path / "b.pt"))
+    assert not d.identical
+    by_path = {v["path"]: v for v in d.values}
+    assert set(by_path) == {"betas", "name"}
+    assert (by_path["betas"]["a_type"], by_path["betas"]["b_type"]) == ("tuple", "list")
+    assert by_path["betas"]["a_repr"] == "(0.9, 0.999)"
+    assert by_path["name"]["a_repr"] != by_path["name"]["b_repr"]

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/test_paths.h"
@@ -51,6 +52,50 @@ TEST(ForensicsValues, DiffSaysDifferentForAnotherStepWithTheSameTensors) {
   EXPECT_TRUE(saw_step) << r.output;
   // The same file twice is still SAME.
   EXPECT_EQ(run_ckptcheck("diff '" + a + "' '" + a + "'").exit_code, 0);
+}
+
+// Values JSON cannot tell apart (issue 65 item 9): a tuple and a list, two byte strings that are not
+// UTF-8 (lone surrogates, which pickle writes with 'surrogatepass'), an int and a float. A set whose
+// order differs, and one wide int written by both, are the same state.
+TEST(ForensicsValues, DiffComparesTypedValuesNotTheirJson) {
+  TempDir dir;
+  const auto save = [&](const std::string& name, const std::string& values) {
+    const std::string path = dir / name;
+    const CommandResult r = run_command(
+        "/usr/bin/python3 -c \"import torch; torch.manual_seed(0); w = torch.randn(2, 2); "
+        "torch.save({'model': {'w': w}, " +
+        values + "}, '" + path + "')\"");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return path;
+  };
+  const std::string a = save("a.pt",
+                             "'betas': (0.9, 0.999), 'name': '\\udcff', 'count': 3, 'big': 2**70, "
+                             "'tags': set(['x', 'y', 'z']), 'frozen': frozenset([1])");
+  const std::string b = save("b.pt",
+                             "'betas': [0.9, 0.999], 'name': '\\udcfe', 'count': 3.0, 'big': 2**70, "
+                             "'tags': set(['z', 'y', 'x']), 'frozen': frozenset([1])");
+  CommandResult r = run_ckptcheck("diff '" + a + "' '" + b + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("values: 3 differ"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("betas: (0.9, 0.999) (tuple) vs [0.9, 0.999] (list)"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("count: 3 (int) vs 3.0 (float)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("name: '\\xed\\xb3\\xbf' vs '\\xed\\xb3\\xbe'"), std::string::npos) << r.output;
+  r = run_ckptcheck("diff --json '" + a + "' '" + b + "'");
+  const auto j = nlohmann::json::parse(r.output);
+  std::map<std::string, nlohmann::json> by_path;
+  for (const auto& v : j["values"]) by_path[v["path"].get<std::string>()] = v;
+  ASSERT_EQ(by_path.size(), 3u) << r.output;
+  EXPECT_EQ(by_path["betas"]["a_type"], "tuple");
+  EXPECT_EQ(by_path["betas"]["b_type"], "list");
+  EXPECT_EQ(by_path["count"]["b_repr"], "3.0");
+  EXPECT_EQ(by_path.count("tags") + by_path.count("big") + by_path.count("frozen"), 0u) << r.output;
+  // The same values written again (a new process: another hash seed orders the set anew) are SAME.
+  const std::string a2 = save("a2.pt",
+                              "'betas': (0.9, 0.999), 'name': '\\udcff', 'count': 3, 'big': 2**70, "
+                              "'tags': set(['y', 'z', 'x']), 'frozen': frozenset([1])");
+  r = run_ckptcheck("diff '" + a + "' '" + a2 + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 TEST(ForensicsValues, VerifyReadsTheStepAndChecksItAgainstOptimizerAndScheduler) {

@@ -3,11 +3,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 #include <vector>
 
 #include "base/parallel_jobs.h"
+#include "formats/py_value.h"
 #include "verifier/tensors/digest_identity.h"
 #include "verifier/tensors/tensor_source.h"
 
@@ -53,52 +55,108 @@ Result<DiffedTensor> compare_one(const DigestedSource& a, const DigestedSource& 
   return row;
 }
 
-// The non-tensor state a side holds: a tensor file's values (its pickle's numbers, strings, objects),
-// a ckptcheck checkpoint's step and extra state (its config, pins, creation time and shard list are
-// how it was written, not what it holds). An index or DCP folder has none beyond its tensors.
-nlohmann::json state_values(const TensorSource& s) {
-  const nlohmann::json& m = s.metadata();
-  if (std::strcmp(s.kind(), "checkpoint") == 0)
-    return {{"step", m.value("step", nlohmann::json())}, {"extra", m.value("extra", nlohmann::json())}};
+// The non-tensor state a side holds, typed (formats/py_value.h): a tensor file's pickle value (its
+// numbers, strings, tuples, bytes, objects), a ckptcheck checkpoint's step and extra state (its
+// config, pins, creation time and shard list are how it was written, not what it holds). An index or
+// DCP folder has none beyond its tensors.
+PyValuePtr state_values(const TensorSource& s) {
+  if (std::strcmp(s.kind(), "checkpoint") == 0) {
+    const nlohmann::json& m = s.metadata();
+    return py_value_from_json(
+        {{"step", m.value("step", nlohmann::json())}, {"extra", m.value("extra", nlohmann::json())}});
+  }
   if (std::strcmp(s.kind(), "safetensors_index") == 0 || std::strcmp(s.kind(), "dcp") == 0) return nullptr;
-  return m;
+  return s.state_value();
 }
 
-// A value's text for a message: a string as itself, anything else as JSON.
-std::string value_text(const nlohmann::json& v) {
-  return v.is_string() ? v.get<std::string>()
-                       : v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+// Two states walked together by path. A path differs where the sides hold values of other types
+// (a tuple and a list, bytes and text, 3 and 3.0), other values, or a key only one side has. The
+// walk follows the typed trees, which share nodes where the pickle shared them (a memo GET): a pair
+// of nodes is walked again only while there is room to list what it holds, so a hostile DAG of 2^30
+// paths costs one walk per pair, and every difference is still counted.
+class ValueDiffWalk {
+ public:
+  explicit ValueDiffWalk(CheckpointDiff& out) : out_(out) {}
 
-void diff_values(const nlohmann::json& a, const nlohmann::json& b, const std::string& path,
-                 CheckpointDiff& out) {
-  const auto add = [&](nlohmann::json va, nlohmann::json vb, std::string missing_on, std::string at) {
-    ++out.values_differing;
-    if (out.values.size() < kDiffMaxListedValues)
-      out.values.push_back({at.empty() ? "(root)" : at, std::move(va), std::move(vb), std::move(missing_on)});
-  };
-  if (a.is_object() && b.is_object()) {
-    std::set<std::string> keys;
-    for (auto it = a.begin(); it != a.end(); ++it) keys.insert(it.key());
-    for (auto it = b.begin(); it != b.end(); ++it) keys.insert(it.key());
-    for (const std::string& k : keys) {
-      const std::string sub = path.empty() ? k : path + "." + k;
-      const bool in_a = a.contains(k), in_b = b.contains(k);
-      if (in_a && in_b) {
-        diff_values(a[k], b[k], sub, out);
-      } else {
-        add(in_a ? a[k] : nullptr, in_b ? b[k] : nullptr, in_a ? "b" : "a", sub);
-      }
+  size_t walk(const PyValuePtr& a, const PyValuePtr& b, const std::string& path) {
+    if (a == b) return 0;
+    if (!a || !b) return add(a, b, a ? "b" : "a", path);
+    const auto key = std::make_pair(a.get(), b.get());
+    const auto seen = counted_.find(key);
+    if (seen != counted_.end() && (seen->second == 0 || listing_full())) return seen->second;
+    const size_t n = compare(a, b, path);
+    counted_[key] = n;
+    return n;
+  }
+
+ private:
+  bool listing_full() const { return out_.values.size() >= kDiffMaxListedValues; }
+
+  size_t add(const PyValuePtr& a, const PyValuePtr& b, const std::string& missing_on,
+             const std::string& path) {
+    if (listing_full()) return 1;
+    ValueDifference d;
+    d.path = path.empty() ? "(root)" : path;
+    d.missing_on = missing_on;
+    if (a) {
+      d.a = py_value_to_json(*a);
+      d.a_type = py_type_name(*a);
+      d.a_repr = py_value_repr(*a);
     }
-    return;
+    if (b) {
+      d.b = py_value_to_json(*b);
+      d.b_type = py_type_name(*b);
+      d.b_repr = py_value_repr(*b);
+    }
+    out_.values.push_back(std::move(d));
+    return 1;
   }
-  if (a.is_array() && b.is_array() && a.size() == b.size()) {
-    for (size_t i = 0; i < a.size(); ++i) diff_values(a[i], b[i], path + "." + std::to_string(i), out);
-    return;
+
+  static size_t saturating_add(size_t x, size_t y) { return x > SIZE_MAX - y ? SIZE_MAX : x + y; }
+
+  size_t compare(const PyValuePtr& a, const PyValuePtr& b, const std::string& path) {
+    const auto sub = [&](const std::string& k) { return path.empty() ? k : path + "." + k; };
+    if (a->type != b->type) return add(a, b, "", path);
+    switch (a->type) {
+      case PyType::kTensor: return 0;  // compared as tensors, by name
+      case PyType::kTuple:
+      case PyType::kList: {
+        if (a->items.size() != b->items.size()) return add(a, b, "", path);
+        size_t n = 0;
+        for (size_t k = 0; k < a->items.size(); ++k)
+          n = saturating_add(n, walk(a->items[k], b->items[k], sub(std::to_string(k))));
+        return n;
+      }
+      case PyType::kDict:
+      case PyType::kObject: {
+        if (a->type == PyType::kObject && (a->s != b->s || a->i != b->i)) return add(a, b, "", path);
+        const auto pa = py_value_parts(*a), pb = py_value_parts(*b);
+        std::map<std::string, PyValuePtr> in_b(pb.begin(), pb.end());
+        size_t n = 0;
+        for (const auto& [name, va] : pa) {
+          const auto it = in_b.find(name);
+          n = saturating_add(
+              n, it == in_b.end() ? add(va, nullptr, "b", sub(name)) : walk(va, it->second, sub(name)));
+          if (it != in_b.end()) in_b.erase(it);
+        }
+        for (const auto& [name, vb] : pb) {
+          if (in_b.count(name)) n = saturating_add(n, add(nullptr, vb, "a", sub(name)));
+        }
+        return n;
+      }
+      default: return py_values_equal(*a, *b) ? 0 : add(a, b, "", path);
+    }
   }
-  // A number compares by value (an int 3 and a float 3.0 are one step), anything else exactly.
-  if (a.is_number() && b.is_number() && a.get<double>() == b.get<double>()) return;
-  if (a != b) add(a, b, "", path);
+
+  CheckpointDiff& out_;
+  std::map<std::pair<const PyValue*, const PyValue*>, size_t> counted_;
+};
+
+// A value's text for a message: its repr, with its type where the other side's differs.
+std::string value_text(const ValueDifference& v, bool a_side) {
+  const std::string& repr = a_side ? v.a_repr : v.b_repr;
+  if (v.missing_on.empty() && v.a_type != v.b_type) return repr + " (" + (a_side ? v.a_type : v.b_type) + ")";
+  return repr;
 }
 
 }  // namespace
@@ -159,17 +217,18 @@ Result<CheckpointDiff> diff_sources(const TensorSource& a, const TensorSource& b
   // Values compare between two sources of one kind (two torch.save files, two ckptcheck
   // checkpoints); across kinds (a checkpoint and its `convert`ed copy) each format keeps other
   // bookkeeping, and only the step both name is compared.
-  const nlohmann::json va = state_values(a), vb = state_values(b);
-  if (!va.is_null() && !vb.is_null()) {
-    const auto sa = step_of(va), sb = step_of(vb);
+  const PyValuePtr va = state_values(a), vb = state_values(b);
+  if (va && vb) {
+    const auto sa = step_of(a.metadata()), sb = step_of(b.metadata());
     if (std::strcmp(a.kind(), b.kind()) == 0) {
-      diff_values(va, vb, "", out);
+      out.values_differing = ValueDiffWalk(out).walk(va, vb, "");
     } else if (sa && sb && *sa != *sb) {
       const auto number = [](double v) {
         return v == std::floor(v) && std::fabs(v) < 9e15 ? nlohmann::json(static_cast<int64_t>(v))
                                                          : nlohmann::json(v);
       };
-      diff_values(nlohmann::json{{"step", number(*sa)}}, nlohmann::json{{"step", number(*sb)}}, "", out);
+      out.values_differing = ValueDiffWalk(out).walk(py_value_from_json({{"step", number(*sa)}}),
+                                                     py_value_from_json({{"step", number(*sb)}}), "");
     }
     out.identical = out.identical && out.values_differing == 0;
     if (sa && sb && *sa != *sb) {
@@ -201,7 +260,14 @@ nlohmann::json checkpoint_diff_to_json(const CheckpointDiff& diff) {
   }
   nlohmann::json values = nlohmann::json::array();
   for (const ValueDifference& v : diff.values)
-    values.push_back({{"path", v.path}, {"a", v.a}, {"b", v.b}, {"missing_on", v.missing_on}});
+    values.push_back({{"path", v.path},
+                      {"a", v.a},
+                      {"b", v.b},
+                      {"a_type", v.a_type},
+                      {"b_type", v.b_type},
+                      {"a_repr", v.a_repr},
+                      {"b_repr", v.b_repr},
+                      {"missing_on", v.missing_on}});
   return {{"a", diff.a},
           {"b", diff.b},
           {"rtol", diff.tolerance.rtol},
@@ -220,9 +286,9 @@ std::string checkpoint_diff_to_text(const CheckpointDiff& diff) {
     out += "values: " + std::to_string(diff.values_differing) + " differ\n";
     for (const ValueDifference& v : diff.values) {
       out += "  " + v.path + ": " +
-             (v.missing_on == "a"   ? "absent in a, " + value_text(v.b) + " in b"
-              : v.missing_on == "b" ? value_text(v.a) + " in a, absent in b"
-                                    : value_text(v.a) + " vs " + value_text(v.b)) +
+             (v.missing_on == "a"   ? "absent in a, " + value_text(v, false) + " in b"
+              : v.missing_on == "b" ? value_text(v, true) + " in a, absent in b"
+                                    : value_text(v, true) + " vs " + value_text(v, false)) +
              "\n";
     }
     if (diff.values_differing > diff.values.size())

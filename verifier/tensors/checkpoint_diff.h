@@ -32,8 +32,10 @@ struct ComponentRows {
 // holds null and `missing_on` names it.
 struct ValueDifference {
   std::string path;
-  nlohmann::json a, b;
-  std::string missing_on;  // "a" | "b" | ""
+  nlohmann::json a, b;         // for JSON readers: lossy (a tuple shows as a list); see the types
+  std::string a_type, b_type;  // Python's type names: "tuple", "list", "bytes", an object's class
+  std::string a_repr, b_repr;  // Python's repr, shortened: (0.9, 0.999), b'\x00', 'text'
+  std::string missing_on;      // "a" | "b" | ""
 };
 
 struct CheckpointDiff {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <set>
+#include <unordered_map>
 
 #include "base/file_io.h"
 #include "base/json_fields.h"
@@ -32,7 +33,42 @@ void add_leaves(const nlohmann::json& j, const std::string& prefix, const std::s
       add_leaves(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), component, out);
     return;
   }
-  (*out)[prefix] = {component.empty() ? top_level_key(prefix) : component, j};
+  (*out)[prefix] = {component.empty() ? top_level_key(prefix) : component, j, py_value_from_json(j)};
+}
+
+// Whether a tensor lies anywhere below `v` (remembered per node: the value is a DAG).
+bool holds_tensor(const PyValue& v, std::unordered_map<const PyValue*, bool>* memo) {
+  if (v.type == PyType::kTensor) return true;
+  const auto known = memo->find(&v);
+  if (known != memo->end()) return known->second;
+  bool found = false;
+  for (const auto& item : v.items) found = found || (item && holds_tensor(*item, memo));
+  for (const auto& kv : v.dict) found = found || holds_tensor(*kv.second, memo);
+  (*memo)[&v] = found;
+  return found;
+}
+
+// A pickle's non-tensor leaves, typed, by the dotted paths the reader's metadata view names them:
+// dicts and objects are walked into (an object's class is a leaf of its own), a sequence only when
+// a tensor lies below it; tensors are compared as tensors.
+void add_typed_leaves(const PyValuePtr& v, const std::string& path, const std::string& component,
+                      std::unordered_map<const PyValue*, bool>* memo,
+                      std::map<std::string, SnapshotValue>* out) {
+  if (!v || v->type == PyType::kTensor) return;
+  const auto sub = [&](const std::string& k) { return path.empty() ? k : path + "." + k; };
+  const auto leaf = [&](const std::string& name, const PyValuePtr& value) {
+    (*out)[name] = {component.empty() ? top_level_key(name) : component, py_value_to_json(*value), value};
+  };
+  const bool walk_in = v->type == PyType::kObject || (v->type == PyType::kDict && !v->dict.empty()) ||
+                       ((v->type == PyType::kList || v->type == PyType::kTuple) && holds_tensor(*v, memo));
+  if (!walk_in) return leaf(path, v);
+  if (v->type == PyType::kObject) {
+    PyValue cls;
+    cls.type = PyType::kStr;
+    cls.s = v->s;
+    leaf(sub(v->i ? "__call__" : "__class__"), std::make_shared<const PyValue>(std::move(cls)));
+  }
+  for (const auto& [name, part] : py_value_parts(*v)) add_typed_leaves(part, sub(name), component, memo, out);
 }
 
 // Every tensor of `path` (a committed checkpoint or one file), named `prefix` + its own name.
@@ -65,34 +101,44 @@ Status add_source(const std::string& path, const std::string& prefix, const std:
     t.component = !component.empty() ? component : top_level_key(tensors[i].name);
     out->tensors.emplace_back(std::move(t));
   }
-  // A torch.save file's non-tensor leaves (step counters, scheduler and scaler state) are state too.
-  if (std::string(source.kind()) == "pytorch") {
-    for (auto it = source.metadata().begin(); it != source.metadata().end(); ++it) {
-      // A file whose whole pickle is plain data holds it under "value": name its leaves by the file.
-      const std::string name =
-          it.key() == "value" && !prefix.empty() ? prefix.substr(0, prefix.size() - 1) : prefix + it.key();
-      add_leaves(it.value(), name, component, &out->values);
-    }
+  // A torch.save file's non-tensor leaves (step counters, scheduler and scaler state) are state too,
+  // compared typed (a tuple is not a list).
+  const PyValuePtr root = source.state_value();
+  if (std::string(source.kind()) == "pytorch" && root) {
+    std::unordered_map<const PyValue*, bool> memo;
+    const std::string file = prefix.empty() ? prefix : prefix.substr(0, prefix.size() - 1);
+    // A file whose whole pickle is plain data: its leaves are named by the file ("value" alone).
+    const std::string path = holds_tensor(*root, &memo) ? file : file.empty() ? "value" : file;
+    add_typed_leaves(root, path, component, &memo, &out->values);
   }
   return Status::ok();
 }
 
-// `j` with every number replaced by 0, its numbers appended to *numbers in order: two values with
-// one skeleton differ only in their numbers.
-nlohmann::json numbers_and_skeleton(const nlohmann::json& j, std::vector<double>* numbers) {
-  if (j.is_number()) {
-    numbers->push_back(j.get<double>());
-    return 0;
+// `v`'s text with every int and float replaced by its type, its numbers appended to *numbers in
+// order: two values with one skeleton differ only in their numbers (compared within the tolerance);
+// anything else (a type, a str, bytes, a key) is in the skeleton and must be equal. Dict entries go
+// in key order, so the numbers of both sides line up.
+std::string numbers_and_skeleton(const PyValue& v, std::vector<double>* numbers) {
+  switch (v.type) {
+    case PyType::kInt: numbers->push_back(static_cast<double>(v.i)); return "int";
+    case PyType::kFloat: numbers->push_back(v.f); return "float";
+    case PyType::kTuple:
+    case PyType::kList: {
+      std::string out = py_type_name(v) + "(";
+      for (const auto& item : v.items) out += numbers_and_skeleton(*item, numbers) + ",";
+      return out + ")";
+    }
+    case PyType::kDict: {
+      std::vector<std::pair<std::string, const PyValue*>> entries;
+      for (const auto& [k, val] : v.dict) entries.emplace_back(py_key_identity(*k), val.get());
+      std::sort(entries.begin(), entries.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::string out = "dict{";
+      for (const auto& [k, val] : entries) out += k + ":" + numbers_and_skeleton(*val, numbers) + ",";
+      return out + "}";
+    }
+    default: return py_key_identity(v);  // sets, objects, text, bytes: exactly
   }
-  if (!j.is_structured()) return j;
-  nlohmann::json out = j.is_array() ? nlohmann::json::array() : nlohmann::json::object();
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (j.is_array())
-      out.push_back(numbers_and_skeleton(*it, numbers));
-    else
-      out[it.key()] = numbers_and_skeleton(it.value(), numbers);
-  }
-  return out;
 }
 
 TensorDiff compare_value(const std::string& name, const SnapshotValue* reference,
@@ -106,10 +152,11 @@ TensorDiff compare_value(const std::string& name, const SnapshotValue* reference
   d.name = name;
   d.component = reference->component;
   d.elements = 1;
-  const nlohmann::json& a = reference->value;
-  const nlohmann::json& b = resumed->value;
+  // The typed values (diff's rules, formats/py_value.h); a value made by hand has only its JSON.
+  const PyValuePtr a = reference->typed ? reference->typed : py_value_from_json(reference->value);
+  const PyValuePtr b = resumed->typed ? resumed->typed : py_value_from_json(resumed->value);
   std::vector<double> want, got;
-  if (numbers_and_skeleton(a, &want) == numbers_and_skeleton(b, &got) && !want.empty()) {
+  if (numbers_and_skeleton(*a, &want) == numbers_and_skeleton(*b, &got) && !want.empty()) {
     // One shape (a number, or a Python RNG state's nested lists): compared number by number.
     d.elements = static_cast<int64_t>(want.size());
     int64_t worst = -1, first_exceeding = -1;
@@ -128,22 +175,21 @@ TensorDiff compare_value(const std::string& name, const SnapshotValue* reference
         if (first_exceeding < 0) first_exceeding = static_cast<int64_t>(i);
       }
     }
-    if (worst >= 0 && !a.is_number()) d.max_abs_index = {worst};
+    const bool number = a->type == PyType::kInt || a->type == PyType::kFloat;
+    if (worst >= 0 && !number) d.max_abs_index = {worst};
     if (first_exceeding >= 0) {
       const auto i = static_cast<size_t>(first_exceeding);
       d.mismatch =
-          (a.is_number() ? "is "
-                         : "number " + std::to_string(i) + " of " + std::to_string(want.size()) + " is ") +
+          (number ? "is " : "number " + std::to_string(i) + " of " + std::to_string(want.size()) + " is ") +
           format_number(got[i]) + ", reference " + format_number(want[i]);
     }
-  } else if (a != b) {
+  } else if (!py_values_equal(*a, *b)) {
     d.comparable = false;
     d.differing_elements = 1;
     d.exceeding_elements = 1;
-    std::string got_text = b.dump(), want_text = a.dump();
-    if (got_text.size() > 80) got_text = got_text.substr(0, 77) + "...";
-    if (want_text.size() > 80) want_text = want_text.substr(0, 77) + "...";
-    d.mismatch = "is " + got_text + ", reference " + want_text;
+    const bool retyped = py_type_name(*a) != py_type_name(*b);
+    d.mismatch = "is " + py_value_repr(*b, 80) + (retyped ? " (" + py_type_name(*b) + ")" : "") +
+                 ", reference " + py_value_repr(*a, 80) + (retyped ? " (" + py_type_name(*a) + ")" : "");
   }
   return d;
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "formats/py_value.h"
 #include "verifier/tensors/snapshot_tensor.h"
 #include "verifier/tensors/state_compare.h"
 
@@ -27,6 +28,8 @@ namespace ckpt {
 struct SnapshotValue {
   std::string component;
   nlohmann::json value;  // a non-tensor leaf: a step count, a scheduler's last_epoch, a scaler's scale
+  // The same leaf typed (formats/py_value.h), what comparisons use; null: `value` read as json.load.
+  PyValuePtr typed;
 };
 
 struct StateSnapshot {

@@ -126,7 +126,8 @@ Result<TensorSource> TensorSource::open_trainer_folder(const TrainerLayout& layo
   s.path_ = layout.dir;
   s.kind_ = trainer_layout_name(layout.kind);
   s.metadata_ = nlohmann::json::object();
-  std::map<int, const TensorFile*> zero_ranks;  // DeepSpeed: each rank's optimizer states
+  std::vector<std::pair<std::string, PyValuePtr>> file_values;  // each file's state, by file name
+  std::map<int, const TensorFile*> zero_ranks;                  // DeepSpeed: each rank's optimizer states
   nlohmann::json param_shapes, shared_params;
   std::vector<std::string> module_order;  // the model states' parameters, in pickle order
   for (const LayoutFile& f : layout.files) {
@@ -136,6 +137,7 @@ Result<TensorSource> TensorSource::open_trainer_folder(const TrainerLayout& layo
       const auto j = text.is_ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
       if (j.is_object()) {
         s.metadata_[f.name] = j;
+        file_values.emplace_back(f.name, py_value_from_json(j));
         if (j.contains("global_step")) s.metadata_["step"] = j["global_step"];
       }
       continue;
@@ -148,6 +150,8 @@ Result<TensorSource> TensorSource::open_trainer_folder(const TrainerLayout& layo
         !s.metadata_.contains("step") && file->metadata().contains("global_steps"))
       s.metadata_["step"] = file->metadata()["global_steps"];
     s.metadata_[f.name] = file->metadata();
+    file_values.emplace_back(
+        f.name, file->state_value() ? file->state_value() : py_value_from_json(file->metadata()));
     if (layout.kind == TrainerLayoutKind::kDeepSpeed && f.role == FileRole::kOptimizer && f.rank >= 0)
       zero_ranks[f.rank] = file.get();
     if (layout.kind == TrainerLayoutKind::kDeepSpeed && f.role == FileRole::kModel &&
@@ -177,6 +181,15 @@ Result<TensorSource> TensorSource::open_trainer_folder(const TrainerLayout& layo
       CKPT_RETURN_IF_ERROR(s.add_file_chunks(s.files_.size() - 1));
     }
   }
+  PyValue folder;
+  folder.type = PyType::kDict;
+  for (auto& [name, value] : file_values) {
+    PyValue key;
+    key.type = PyType::kStr;
+    key.s = name;
+    folder.dict.emplace_back(std::make_shared<const PyValue>(std::move(key)), std::move(value));
+  }
+  s.state_value_ = std::make_shared<const PyValue>(std::move(folder));
   CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
   return s;
 }
@@ -202,6 +215,7 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
     s.path_ = path;
     s.kind_ = file->format_name();
     s.metadata_ = file->metadata();
+    s.state_value_ = file->state_value();
     s.files_.push_back(std::move(file));
     CKPT_RETURN_IF_ERROR(s.add_file_chunks(0));
     CKPT_RETURN_IF_ERROR(s.finish_tensor_list());

@@ -103,6 +103,9 @@ class TensorSource {
   // The source's own metadata: the manifest's step/config/pins/extra/shards, the index's "metadata",
   // or the single file's metadata.
   const nlohmann::json& metadata() const { return metadata_; }
+  // The source's non-tensor state as Python holds it (formats/py_value.h): a pickle's own typed value
+  // (a trainer folder's: a dict of each file's), otherwise metadata() read as json.load would.
+  PyValuePtr state_value() const { return state_value_ ? state_value_ : py_value_from_json(metadata_); }
   const std::vector<SourceTensor>& tensors() const { return tensors_; }  // sorted by name
   const std::vector<std::unique_ptr<TensorFile>>& files() const { return files_; }
   const SourceTensor* find(const std::string& name) const;
@@ -176,6 +179,7 @@ class TensorSource {
   const char* kind_ = "";
   std::optional<Manifest> manifest_;
   nlohmann::json metadata_ = nlohmann::json::object();
+  PyValuePtr state_value_;  // null: metadata_ is the state
   std::vector<std::unique_ptr<TensorFile>> files_;
   // Per file: the manifest record of each of its chunks (held by the file), where the file was
   // opened from them (its header is their layout, shards/laid_out_native_shard.h), so that reading

@@ -16,7 +16,7 @@ namespace {
 
 StateSnapshot snapshot(std::map<std::string, nlohmann::json> values) {
   StateSnapshot s;
-  for (auto& [name, v] : values) s.values[name] = {name.substr(0, name.find('.')), v};
+  for (auto& [name, v] : values) s.values[name] = {name.substr(0, name.find('.')), v, nullptr};
   return s;
 }
 

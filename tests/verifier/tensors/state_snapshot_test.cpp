@@ -32,8 +32,8 @@ TEST(StateSnapshot, AFileInASubdirectoryIsAComponentNamedByItsPath) {
 
 TEST(StateSnapshot, ValuesOfOneShapeCompareNumberByNumber) {
   StateSnapshot reference, resumed;
-  reference.values["rank_0.random"] = {"rank_0", nlohmann::json::parse("[3, [1, 2, 3], null]")};
-  resumed.values["rank_0.random"] = {"rank_0", nlohmann::json::parse("[3, [1, 2, 7], null]")};
+  reference.values["rank_0.random"] = {"rank_0", nlohmann::json::parse("[3, [1, 2, 3], null]"), nullptr};
+  resumed.values["rank_0.random"] = {"rank_0", nlohmann::json::parse("[3, [1, 2, 7], null]"), nullptr};
   const ComponentDiff d = compare_snapshots(reference, resumed, Tolerance{}).at("rank_0");
   EXPECT_FALSE(d.passed);
   EXPECT_EQ(d.incomparable, 0) << "numbers that differ are comparable: a noise envelope may excuse them";
@@ -45,6 +45,40 @@ TEST(StateSnapshot, ValuesOfOneShapeCompareNumberByNumber) {
   const ComponentDiff shape = compare_snapshots(reference, resumed, Tolerance{0, 5}).at("rank_0");
   EXPECT_FALSE(shape.passed);
   EXPECT_EQ(shape.incomparable, 1);
+}
+
+PyValuePtr number(int64_t i) {
+  PyValue v;
+  v.type = PyType::kInt;
+  v.i = i;
+  return std::make_shared<const PyValue>(std::move(v));
+}
+
+PyValuePtr sequence(PyType type, std::vector<PyValuePtr> items) {
+  PyValue v;
+  v.type = type;
+  v.items = std::move(items);
+  return std::make_shared<const PyValue>(std::move(v));
+}
+
+// The drill judges values by diff's typed rules (issue 65 item 9): a Python RNG state restored as a
+// list where the program saved a tuple is another state, though its JSON and its numbers are equal;
+// numbers inside one typed shape still compare within the tolerance.
+TEST(StateSnapshot, ValuesCompareTypedATupleIsNotAList) {
+  StateSnapshot reference, resumed;
+  const auto state = [](PyType type, int64_t last) {
+    return sequence(type, {number(3), sequence(PyType::kTuple, {number(1), number(last)})});
+  };
+  reference.values["rng.python"] = {"rng", nullptr, state(PyType::kTuple, 2)};
+  resumed.values["rng.python"] = {"rng", nullptr, state(PyType::kList, 2)};
+  const ComponentDiff retyped = compare_snapshots(reference, resumed, Tolerance{0, 5}).at("rng");
+  EXPECT_FALSE(retyped.passed);
+  EXPECT_EQ(retyped.incomparable, 1);
+  EXPECT_EQ(retyped.divergence_message(),
+            "rng diverged: rng.python is [3, (1, 2)] (list), reference (3, (1, 2)) (tuple)");
+  resumed.values["rng.python"].typed = state(PyType::kTuple, 6);
+  EXPECT_TRUE(compare_snapshots(reference, resumed, Tolerance{0, 5}).at("rng").passed);
+  EXPECT_FALSE(compare_snapshots(reference, resumed, Tolerance{}).at("rng").passed);
 }
 
 // A committed checkpoint's tensors are checked but not held by its snapshot, and compared by their
