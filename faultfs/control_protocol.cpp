@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace ckpt::faultfs {
@@ -71,7 +72,7 @@ std::string errno_reply(const char* what, Errno e) {
 
 }  // namespace
 
-std::string execute_control_command(DurabilityModel& model, const std::string& line) {
+std::string execute_control_command(DurabilityModel& model, const std::string& line, KillGate* gate) {
   size_t space = line.find(' ');
   std::string command = line.substr(0, space);
   std::string argument = space == std::string::npos ? "" : line.substr(space + 1);
@@ -108,8 +109,23 @@ std::string execute_control_command(DurabilityModel& model, const std::string& l
     return "ok";
   }
   if (command == "journal") return "ok " + model.journal_json();
+  if (gate && command == "gate") {
+    const Status armed = gate->arm(argument);
+    return armed.is_ok() ? "ok" : "error " + armed.message();
+  }
+  if (gate && command == "gate-wait") {
+    const int ms = std::atoi(argument.c_str());
+    if (ms < 0 || ms > 60000) return "error gate-wait takes milliseconds, 0 to 60000, got `" + argument + "`";
+    auto held = gate->wait_held(ms);
+    return held ? "ok held " + *held : "ok waiting";
+  }
+  if (gate && command == "gate-release") {
+    gate->release();
+    return "ok";
+  }
   return "error unknown command `" + command +
-         "` (expected ping, power-loss, recover, sync, enospc-after, eio-read, clear, journal)";
+         "` (expected ping, power-loss, recover, sync, enospc-after, eio-read, clear, journal" +
+         std::string(gate ? ", gate, gate-wait, gate-release)" : ")");
 }
 
 Result<std::string> send_control_command(const std::string& socket_path, const std::string& line,
@@ -136,7 +152,7 @@ Result<std::string> send_control_command(const std::string& socket_path, const s
 }
 
 Result<std::unique_ptr<ControlServer>> ControlServer::listen(const std::string& socket_path,
-                                                             DurabilityModel& model) {
+                                                             DurabilityModel& model, KillGate* gate) {
   sockaddr_un addr{};
   CKPT_RETURN_IF_ERROR(socket_address(socket_path, &addr));
   ::unlink(socket_path.c_str());  // a socket file left by a daemon that was killed
@@ -152,16 +168,17 @@ Result<std::unique_ptr<ControlServer>> ControlServer::listen(const std::string& 
     ::close(fd);
     return Status::io_error(std::string("faultfs control: pipe: ") + std::strerror(errno));
   }
-  return std::unique_ptr<ControlServer>(new ControlServer(socket_path, fd, wake[0], wake[1], model));
+  return std::unique_ptr<ControlServer>(new ControlServer(socket_path, fd, wake[0], wake[1], model, gate));
 }
 
 ControlServer::ControlServer(std::string path, int listen_fd, int wake_read, int wake_write,
-                             DurabilityModel& model)
+                             DurabilityModel& model, KillGate* gate)
     : path_(std::move(path)),
       listen_fd_(listen_fd),
       wake_read_(wake_read),
       wake_write_(wake_write),
-      model_(model) {
+      model_(model),
+      gate_(gate) {
   thread_ = std::thread([this] { serve(); });
 }
 
@@ -186,7 +203,7 @@ void ControlServer::serve() {
     if (client < 0) continue;
     std::string line;
     if (read_line(client, 10000, kMaxCommandBytes, &line))
-      write_all(client, execute_control_command(model_, line) + "\n");
+      write_all(client, execute_control_command(model_, line, gate_) + "\n");
     ::close(client);
   }
 }

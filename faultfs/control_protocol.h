@@ -11,6 +11,10 @@
 //   eio-read PATH        -> ok          (reads of PATH, relative to the mount, fail with EIO)
 //   clear                -> ok          (no more ENOSPC or EIO faults; the journal stays)
 //   journal              -> ok {"entries":[..],"losses":[..]}   (faultfs/journal.h)
+//   gate SPEC            -> ok          (arms the kill gate, faultfs/kill_gate.h: `after-save METRICS
+//                                        STEP` or `during-save METRICS CKPT_DIR STEP`)
+//   gate-wait MS         -> ok held {"op":..,"path":..} | ok waiting   (waits up to MS for a held request)
+//   gate-release         -> ok          (the held request replies; the gate disarms)
 //
 // Anything else, or a command that fails: `error <message>`.
 #pragma once
@@ -22,11 +26,14 @@
 
 #include "base/status.h"
 #include "faultfs/durability_model.h"
+#include "faultfs/kill_gate.h"
 
 namespace ckpt::faultfs {
 
 // Runs one command line (without its newline) against the model; returns the reply line.
-std::string execute_control_command(DurabilityModel& model, const std::string& line);
+// `gate` serves the gate-* commands (none: they are refused).
+std::string execute_control_command(DurabilityModel& model, const std::string& line,
+                                    KillGate* gate = nullptr);
 
 // Client side: sends `line` to the daemon listening at `socket_path` and returns the reply's payload
 // after "ok" ("" for a bare ok). An `error ...` reply is an invalid_argument Status with its message;
@@ -37,18 +44,20 @@ Result<std::string> send_control_command(const std::string& socket_path, const s
 // Serves the protocol on a unix socket from a thread of its own, until destroyed.
 class ControlServer {
  public:
-  static Result<std::unique_ptr<ControlServer>> listen(const std::string& socket_path,
-                                                       DurabilityModel& model);
+  static Result<std::unique_ptr<ControlServer>> listen(const std::string& socket_path, DurabilityModel& model,
+                                                       KillGate* gate = nullptr);
   ~ControlServer();
   ControlServer(const ControlServer&) = delete;
   ControlServer& operator=(const ControlServer&) = delete;
 
  private:
-  ControlServer(std::string path, int listen_fd, int wake_read, int wake_write, DurabilityModel& model);
+  ControlServer(std::string path, int listen_fd, int wake_read, int wake_write, DurabilityModel& model,
+                KillGate* gate);
   void serve();
   std::string path_;
   int listen_fd_, wake_read_, wake_write_;
   DurabilityModel& model_;
+  KillGate* gate_;
   std::thread thread_;
 };
 

@@ -15,6 +15,7 @@
 #define FUSE_USE_VERSION 35
 
 #include <fuse.h>
+#include <fuse_lowlevel.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,6 +28,7 @@
 
 #include "faultfs/control_protocol.h"
 #include "faultfs/durability_model.h"
+#include "faultfs/kill_gate.h"
 
 namespace {
 
@@ -34,6 +36,17 @@ using ckpt::faultfs::DirEntry;
 using ckpt::faultfs::DurabilityModel;
 using ckpt::faultfs::Errno;
 using ckpt::faultfs::HandleId;
+using ckpt::faultfs::KillGate;
+
+// The drill's kill point (faultfs/kill_gate.h): each mutating request is offered to it after it is
+// served and before it is answered. The mount's only thread sleeps there while a request is held.
+KillGate g_gate;
+
+// `rc` unchanged: the gate only ever delays the reply of a request that succeeded.
+int gated(int rc, const char* op, const char* path) {
+  if (rc == 0 && path) g_gate.after_change(op, path);
+  return rc;
+}
 
 DurabilityModel* model() {
   return static_cast<DurabilityModel*>(fuse_get_context()->private_data);
@@ -75,11 +88,11 @@ int fs_mknod(const char* path, mode_t mode, dev_t) {
   if (!S_ISREG(mode)) return -EOPNOTSUPP;  // FIFOs and devices: the model cannot bring them back
   HandleId h = 0;
   if (Errno e = model()->open_file(path, O_CREAT | O_EXCL | O_WRONLY, mode & 07777, &h)) return -e;
-  return -model()->release(h);
+  return gated(-model()->release(h), "create", path);
 }
 
 int fs_mkdir(const char* path, mode_t mode) {
-  return -model()->mkdir(path, mode);
+  return gated(-model()->mkdir(path, mode), "mkdir", path);
 }
 int fs_unlink(const char* path) {
   return -model()->unlink(path);
@@ -88,13 +101,14 @@ int fs_rmdir(const char* path) {
   return -model()->rmdir(path);
 }
 int fs_symlink(const char* target, const char* path) {
-  return -model()->symlink(target, path);
+  return gated(-model()->symlink(target, path), "symlink", path);
 }
 int fs_rename(const char* from, const char* to, unsigned int flags) {
-  return -model()->rename(from, to, flags);
+  const int rc = gated(-model()->rename(from, to, flags), "rename", to);
+  return rc == 0 ? gated(rc, "rename", from) : rc;
 }
 int fs_link(const char* from, const char* to) {
-  return -model()->link(from, to);
+  return gated(-model()->link(from, to), "link", to);
 }
 
 int fs_chmod(const char* path, mode_t mode, fuse_file_info*) {
@@ -107,22 +121,23 @@ int fs_chown(const char* path, uid_t uid, gid_t gid, fuse_file_info*) {
 
 int fs_truncate(const char* path, off_t size, fuse_file_info* fi) {
   if (size < 0) return -EINVAL;
-  return fi ? -model()->ftruncate(fi->fh, static_cast<uint64_t>(size))
-            : -model()->truncate(path, static_cast<uint64_t>(size));
+  return gated(fi ? -model()->ftruncate(fi->fh, static_cast<uint64_t>(size))
+                  : -model()->truncate(path, static_cast<uint64_t>(size)),
+               "truncate", path);
 }
 
 int fs_open(const char* path, fuse_file_info* fi) {
   HandleId h = 0;
   if (Errno e = model()->open_file(path, fi->flags, 0, &h)) return -e;
   fi->fh = h;
-  return 0;
+  return (fi->flags & O_TRUNC) ? gated(0, "truncate", path) : 0;
 }
 
 int fs_create(const char* path, mode_t mode, fuse_file_info* fi) {
   HandleId h = 0;
   if (Errno e = model()->open_file(path, fi->flags | O_CREAT, mode, &h)) return -e;
   fi->fh = h;
-  return 0;
+  return gated(0, "create", path);
 }
 
 int fs_read(const char*, char* buf, size_t size, off_t offset, fuse_file_info* fi) {
@@ -131,10 +146,11 @@ int fs_read(const char*, char* buf, size_t size, off_t offset, fuse_file_info* f
   return static_cast<int>(done);
 }
 
-int fs_write(const char*, const char* buf, size_t size, off_t offset, fuse_file_info* fi) {
+int fs_write(const char* path, const char* buf, size_t size, off_t offset, fuse_file_info* fi) {
   size_t done = 0;
   Errno e = model()->write(fi->fh, buf, size, static_cast<uint64_t>(offset), &done);
   if (e && done == 0) return -e;
+  if (path) g_gate.after_write(path, buf, done);
   return static_cast<int>(done);
 }
 
@@ -180,18 +196,21 @@ int fs_utimens(const char* path, const struct timespec tv[2], fuse_file_info*) {
   return path ? -model()->utimens(path, tv) : 0;
 }
 
-int fs_fallocate(const char*, int mode, off_t offset, off_t length, fuse_file_info* fi) {
+int fs_fallocate(const char* path, int mode, off_t offset, off_t length, fuse_file_info* fi) {
   if (offset < 0 || length <= 0) return -EINVAL;
-  return -model()->fallocate(fi->fh, mode, static_cast<uint64_t>(offset), static_cast<uint64_t>(length));
+  return gated(
+      -model()->fallocate(fi->fh, mode, static_cast<uint64_t>(offset), static_cast<uint64_t>(length)),
+      "fallocate", path);
 }
 
-ssize_t fs_copy_file_range(const char*, fuse_file_info* fi_in, off_t offset_in, const char*,
+ssize_t fs_copy_file_range(const char*, fuse_file_info* fi_in, off_t offset_in, const char* path_out,
                            fuse_file_info* fi_out, off_t offset_out, size_t size, int flags) {
   if (flags != 0) return -EINVAL;
   size_t done = 0;
   if (Errno e = model()->copy_range(fi_in->fh, static_cast<uint64_t>(offset_in), fi_out->fh,
                                     static_cast<uint64_t>(offset_out), size, &done))
     return -e;
+  gated(0, "copy_file_range", path_out);
   return static_cast<ssize_t>(done);
 }
 
@@ -264,7 +283,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ckptcheck-faultfs: %s\n", model.status().to_string().c_str());
     return 1;
   }
-  auto server = ckpt::faultfs::ControlServer::listen(control, **model);
+  auto server = ckpt::faultfs::ControlServer::listen(control, **model, &g_gate);
   if (!server.is_ok()) {
     std::fprintf(stderr, "ckptcheck-faultfs: %s\n", server.status().to_string().c_str());
     return 1;
@@ -276,6 +295,12 @@ int main(int argc, char** argv) {
   std::vector<char*> fuse_argv;
   for (std::string& a : fuse_args) fuse_argv.push_back(a.data());
   fuse_operations ops = make_operations();
+  // Asked from inside a held request (the FUSE thread): a SIGTERM ends the hold, so the loop can
+  // end and unmount.
+  g_gate.set_stop_check([] {
+    fuse_context* c = fuse_get_context();
+    return c && c->fuse && fuse_session_exited(fuse_get_session(c->fuse));
+  });
   // fuse_main installs the SIGTERM/SIGINT/SIGHUP handlers that end the loop and unmount.
   int rc = fuse_main(static_cast<int>(fuse_argv.size()), fuse_argv.data(), &ops, model->get());
   return rc;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -115,12 +116,16 @@ TEST(DrillFirstContact, TheDuringSaveKillLandsInsideTheSave) {
 }
 
 // A save that finished before the kill landed: the relaunch resumes from the checkpoint the run
-// announced last (as a real one would), and the untested torn save is a warning, never "ok".
+// announced last (as a real one would), and the untested torn save is a warning, never "ok". The
+// kill point is watched, not held (CKPTCHECK_KILL_GATE=off, as without FUSE): held, the hidden save's
+// first file in saves/ is caught too (DrillHeldKillPoint).
 TEST(DrillFirstContact, ATornSaveThatWasNotExercisedIsAWarning) {
   testing::TempDir tmp;
+  ::setenv("CKPTCHECK_KILL_GATE", "off", 1);
   const auto r = mistakes_drill(
       "--save-at 4 --kill during-save --report-dir " + (tmp / "report") + " --junit " + (tmp / "junit.xml"),
       "--hidden-saves --step-sleep 0.4");
+  ::unsetenv("CKPTCHECK_KILL_GATE");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has_text(r.output, "warn kill_landed_during_save")) << r.output;
   EXPECT_TRUE(has_text(r.output, "the step-4 save completed before the kill landed")) << r.output;

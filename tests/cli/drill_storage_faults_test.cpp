@@ -146,6 +146,28 @@ TEST(DrillStorageFaults, PowerLossMidSave) {
       << v.at("power-loss-mid-save").detail;
 }
 
+// A save in place creates no name: the power fails at its first write (the O_TRUNC open of
+// latest.ckpt, inotify's IN_MODIFY), and the file, whose creation was never made durable by an fsync
+// of its directory, is lost whole. Before the write trigger this drill exited 2.
+TEST(DrillStorageFaults, PowerLossMidSaveOfASaveInPlaceFiresAtItsFirstWrite) {
+  const auto r = storage_drill("power-loss-mid-save", "--protocol in-place --save-sleep 0.3");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  const auto report = report_of(r);
+  const auto v = verdicts(report);
+  ASSERT_EQ(v.count("power-loss-mid-save"), 1u) << r.output;
+  const Verdict& pl = v.at("power-loss-mid-save");
+  EXPECT_EQ(pl.outcome, "lost") << pl.detail;
+  EXPECT_TRUE(has(pl.detail, "latest.ckpt, the checkpoint announced before the step-4 save")) << pl.detail;
+  EXPECT_TRUE(has(pl.detail, "ckpt/latest.ckpt: created, but its directory entry never became durable"))
+      << pl.detail;
+  EXPECT_TRUE(has(pl.missing, "fsync of ckpt/")) << pl.missing;
+  bool fired_at_the_write = false;
+  for (const auto& c : report["checks"])
+    if (c["name"] == "fault_power-loss-mid-save")
+      fired_at_the_write = c["numbers"]["trigger"] == "latest.ckpt";
+  EXPECT_TRUE(fired_at_the_write) << report["checks"].dump();
+}
+
 // EIO on every file of the step-4 checkpoint when the relaunch reads it.
 TEST(DrillStorageFaults, ReadErrorRefusedOrFallenBackPassesAFreshStartFails) {
   const struct {

@@ -23,6 +23,7 @@
 #include "verifier/drill/drill_record.h"
 #include "verifier/drill/fault_catalogue.h"
 #include "verifier/drill/fault_drill.h"
+#include "verifier/drill/held_kill_point.h"
 #include "verifier/drill/live_drill.h"
 #include "verifier/drill/missed_kill_point.h"
 #include "verifier/drill/pilot_rules.h"
@@ -175,10 +176,10 @@ class ResumeDrill {
       CKPT_ASSIGN_OR_RETURN(exe_, current_executable());
     }
     // The storage faults need FUSE: say so before anything runs.
-    if (std::any_of(o_.faults.begin(), o_.faults.end(), is_storage_fault)) {
-      faultfs_program_ = faultfs_program_beside(exe_);
+    faultfs_program_ = faultfs_program_beside(exe_);
+    if (std::any_of(o_.faults.begin(), o_.faults.end(), is_storage_fault))
       CKPT_RETURN_IF_ERROR(check_storage_faults_usable(faultfs_program_));
-    }
+    held_kill_point_unavailable_ = held_kill_point_unavailable(o_, faultfs_program_);
     // A fresh dir per drill: a resume must never find a checkpoint of an earlier drill.
     CKPT_ASSIGN_OR_RETURN(work_, make_scratch_directory(o_.work_dir, "ckptcheck-drill"));
     out.work_dir = work_;
@@ -324,17 +325,36 @@ class ResumeDrill {
     // the subject is started again, from an empty dir, up to kSubjectAttempts times.
     constexpr int kSubjectAttempts = 3;
     int attempts = 1;
+    // Where it can, the file system holds the kill point (held_kill_point.h): then no program
+    // outruns the kill, and the restarts below never happen.
+    const bool after_save = mode == KillMode::kAfterSave;
+    const int64_t point = after_save ? n : n - plan_.save_every;
+    std::string held_why_not = held_kill_point_unavailable_;
     for (int attempt = 1;; ++attempt) {
       attempts = attempt;
+      std::unique_ptr<HeldKillPoint> held;
+      if (held_why_not.empty()) {
+        auto mounted = HeldKillPoint::mount(faultfs_program_, dir);
+        if (mounted.is_ok()) {
+          held = std::move(*mounted);
+          CKPT_RETURN_IF_ERROR(held->arm(run, after_save, point));
+        } else {
+          held_why_not = "cannot mount ckptcheck-faultfs: " + mounted.status().message();
+        }
+      }
       CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> started,
                             launcher_->start(run, dir, RunShape::kSubject));
       RunningProgram& subject = *started;
       subject_label = subject.label();
-      if (mode == KillMode::kAfterSave) {
+      if (held) {
+        CKPT_ASSIGN_OR_RETURN(
+            w, held->kill_when_held(subject, run, after_save, point, o_.child_timeout_seconds, show));
+        CKPT_RETURN_IF_ERROR(held->finish());
+      } else if (after_save) {
         w = kill_after_checkpoint(subject, run.metrics, run.ckpt_dir, n, o_.child_timeout_seconds, show);
       } else {
-        CKPT_ASSIGN_OR_RETURN(w, kill_during_save(subject, run.metrics, run.ckpt_dir, n - plan_.save_every,
-                                                  o_.child_timeout_seconds, show));
+        CKPT_ASSIGN_OR_RETURN(
+            w, kill_during_save(subject, run.metrics, run.ckpt_dir, point, o_.child_timeout_seconds, show));
       }
       const bool outran_the_kill = w.triggered && w.exit.ok();
       if (!outran_the_kill || attempt == kSubjectAttempts) break;
@@ -364,7 +384,7 @@ class ResumeDrill {
     }
     const std::string what = mode == KillMode::kAfterSave
                                  ? "checkpoint event of step " + std::to_string(n) + " (" + w.event.path + ")"
-                                 : "creation of " + w.created + " in the checkpoint dir";
+                                 : describe_save_trigger(w) + " in the checkpoint dir";
     DrillCheck c{"subject_killed", mode_name, w.exit.killed_by(SIGKILL), "", {}};
     c.detail = "SIGKILLed at the " + what + ": " + w.exit.describe() +
                (launcher_->slurm() ? " (" + subject_label + ")" : "");
@@ -372,7 +392,9 @@ class ResumeDrill {
                  {"trigger", what},
                  {"signal", w.exit.signal},
                  {"exit", w.exit.describe()},
-                 {"starts", attempts}};
+                 {"starts", attempts},
+                 {"held_by_faultfs", held_why_not.empty()}};
+    if (!held_why_not.empty()) c.numbers["not_held_because"] = held_why_not;
     if (attempts > 1) {
       c.detail += " (started " + std::to_string(attempts) +
                   " times: the run finished before the SIGKILL landed " + std::to_string(attempts - 1) +
@@ -756,6 +778,7 @@ class ResumeDrill {
   DrillRecord record_;
   DrillPlan plan_;
   std::string config_path_, exe_, work_, faultfs_program_;
+  std::string held_kill_point_unavailable_;  // "" when the kill modes' kill point is held (held_kill_point.h)
   // Declared before the runs: a Slurm allocation the launcher took outlives every step in it.
   std::unique_ptr<ProgramLauncher> launcher_;
   std::unique_ptr<RunningProgram> reference_, control_child_;

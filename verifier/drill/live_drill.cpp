@@ -80,9 +80,13 @@ class LiveDrill {
       if (!is_known_fault(f))
         return Status::invalid_argument("`faults`: unknown fault '" + f + "' (" + fault_names() + ")");
       if (is_storage_fault(f))
-        return Status::invalid_argument("`faults` " + f +
-                                        " needs a drill from scratch: the drill mounts the checkpoint dir of "
-                                        "a subject it starts, and a live run's dir is not its own");
+        return Status::invalid_argument(
+            "`faults` " + f +
+            " needs a drill from scratch: the drill mounts the checkpoint dir of a subject it starts through "
+            "its fault file system from the first write, and a live run's dir is already being written by a "
+            "process it did not start; drill the same program from scratch on a short run instead "
+            "(ckptcheck drill --save-at N --faults " +
+            f + " -- COMMAND), and keep --live for the copy faults");
     }
     return check_launcher_options(o_);
   }

@@ -84,10 +84,10 @@ std::string explain_missed_kill_point(const MissedKillPoint& r) {
            "), and the during-save kill watches that dir (" + r.ckpt_dir + ") for the step-" + n +
            " save to begin: save into it";
   if (r.mode == "during-save")
-    return who + ": nothing was created in its checkpoint dir (" + r.ckpt_dir +
+    return who + ": nothing was created or written in its checkpoint dir (" + r.ckpt_dir +
            ") once it trained past step " + std::to_string(r.save_at - r.save_every) +
            " (it announced steps " + announced + "): the during-save kill waits for the step-" + n +
-           " save to create its first file there";
+           " save to create or write its first file there";
   return who + ": it announced checkpoints of steps " + announced + " but none of step " + n +
          ": save after every step that is a multiple of CKPTCHECK_SAVE_EVERY (" +
          std::to_string(r.save_every) + ")";

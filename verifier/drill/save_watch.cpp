@@ -80,6 +80,12 @@ bool MetricsTail::poll_for_checkpoint(int64_t step, CheckpointEvent* found) {
   return seen;
 }
 
+std::string describe_save_trigger(const WatchOutcome& w) {
+  const std::string& op = w.trigger_op;
+  const bool names = op == "create" || op == "mkdir" || op == "rename" || op == "link" || op == "symlink";
+  return (names ? std::string("creation") : op) + " of " + w.created;
+}
+
 WatchOutcome kill_after_checkpoint(RunningProgram& child, const std::string& metrics,
                                    const std::string& ckpt_dir, int64_t step, double timeout_seconds,
                                    const StepObserver& on_step) {
@@ -116,7 +122,9 @@ WatchOutcome kill_after_checkpoint(RunningProgram& child, const std::string& met
 
 namespace {
 
-// The names created in the watched dir, in the order the kernel queued them (nonblocking).
+// The names created or written in the watched dir, in the order the kernel queued them
+// (nonblocking); a write (IN_MODIFY: a write or a truncate) is marked by kWrittenMark before the name.
+constexpr char kWrittenMark = '\x01';
 std::vector<std::string> read_created_names(int fd) {
   std::vector<std::string> names;
   alignas(inotify_event) char buf[8192];
@@ -125,7 +133,8 @@ std::vector<std::string> read_created_names(int fd) {
     if (n <= 0) return names;
     for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
       const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
-      names.push_back(ev->len > 0 ? std::string(ev->name) : "?");
+      const std::string name = ev->len > 0 ? std::string(ev->name) : "?";
+      names.push_back((ev->mask & IN_MODIFY) ? kWrittenMark + name : name);
       at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
     }
   }
@@ -138,6 +147,10 @@ std::string top_name_under(const std::string& dir, const std::string& path) {
       std::filesystem::path(dir).lexically_normal());
   if (rel.empty() || *rel.begin() == "..") return "";
   return rel.begin()->string();
+}
+
+std::string plain_name(const std::string& queued) {
+  return !queued.empty() && queued[0] == kWrittenMark ? queued.substr(1) : queued;
 }
 
 // `name` is the seal of the checkpoint file `checkpoint`, or that seal's signature.
@@ -160,13 +173,18 @@ Result<WatchOutcome> kill_during_save(RunningProgram& child, const std::string& 
   const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) return Status::io_error(std::string("inotify_init1: ") + std::strerror(errno));
   // Watching from the start: every creation is queued in order, so the ones of the arming save
-  // can be told from the next save's however late the arming event is read.
-  const int wd = ::inotify_add_watch(fd, ckpt_dir.c_str(), IN_CREATE | IN_MOVED_TO);
+  // can be told from the next save's however late the arming event is read. Writes too: a save in
+  // place (latest.ckpt overwritten) creates no name, its first write or truncate begins it.
+  const int wd = ::inotify_add_watch(fd, ckpt_dir.c_str(), IN_CREATE | IN_MOVED_TO | IN_MODIFY);
   if (wd < 0) {
     const std::string why = std::strerror(errno);
     ::close(fd);
     return Status::io_error(ckpt_dir + ": inotify_add_watch: " + why);
   }
+  const std::string metrics_name = std::filesystem::path(metrics).parent_path().lexically_normal() ==
+                                           std::filesystem::path(ckpt_dir).lexically_normal()
+                                       ? std::filesystem::path(metrics).filename().string()
+                                       : "";
   bool armed = armed_after_step <= 0;
   std::vector<std::string> before_arming;  // names created before the arming event was read
   std::vector<std::string> candidates;     // names created after the arming save, not yet judged
@@ -178,7 +196,8 @@ Result<WatchOutcome> kill_during_save(RunningProgram& child, const std::string& 
       // Everything up to the last appearance of the announced name belongs to that save; a
       // checkpoint announced outside the dir gives no boundary: all of it is taken as its own.
       boundary = top_name_under(ckpt_dir, out.event.path);
-      const auto last = std::find(before_arming.rbegin(), before_arming.rend(), boundary);
+      const auto last = std::find_if(before_arming.rbegin(), before_arming.rend(),
+                                     [&](const std::string& name) { return plain_name(name) == boundary; });
       if (!boundary.empty() && last != before_arming.rend())
         candidates.assign(last.base(), before_arming.end());
       before_arming.clear();
@@ -193,15 +212,20 @@ Result<WatchOutcome> kill_during_save(RunningProgram& child, const std::string& 
     }
     // The arming checkpoint's own seal and signature (ckptcheck.torch.save renames them beside the
     // file after it) end that save; they are never the next save's first name.
+    // Nor is the metrics file, when a program keeps it in its checkpoint dir.
     candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
-                                    [&](const std::string& name) { return is_companion_of(boundary, name); }),
+                                    [&](const std::string& name) {
+                                      return is_companion_of(boundary, plain_name(name)) ||
+                                             plain_name(name) == metrics_name;
+                                    }),
                      candidates.end());
     if (armed && !candidates.empty()) {
       CheckpointEvent ignored;
       tail.poll_for_checkpoint(-1, &ignored);
       if (tail.last_step() > armed_after_step) {
         out.exit = child.kill_and_reap();
-        out.created = candidates.front();
+        out.created = plain_name(candidates.front());
+        out.trigger_op = candidates.front()[0] == kWrittenMark ? "write" : "create";
         out.triggered = true;
         out.last_step = tail.last_step();
         break;

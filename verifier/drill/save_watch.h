@@ -39,10 +39,14 @@ struct WatchOutcome {
   bool triggered = false;          // the awaited moment came and the child was SIGKILLed then
   CheckpointEvent event;           // after-save: the step-N event; during-save: the arming event
   bool event_path_existed = true;  // after-save: the announced path was on disk when the event was read
-  std::string created;             // during-save: the name whose creation triggered the kill
-  int64_t last_step = -1;          // the last step line read before the kill
+  std::string created;             // during-save: the name whose creation (or first write) triggered the kill
+  std::string trigger_op = "create";  // during-save: what was done to `created`: create, write, truncate, ...
+  int64_t last_step = -1;             // the last step line read before the kill
   ChildExit exit;
 };
+
+// during-save's trigger in words: "creation of step_4.tmp", "write of latest.ckpt".
+std::string describe_save_trigger(const WatchOutcome& w);
 
 // Called with the child's last logged step each time it grows (the drill's progress line).
 using StepObserver = std::function<void(int64_t)>;
@@ -53,7 +57,8 @@ WatchOutcome kill_after_checkpoint(RunningProgram& child, const std::string& met
                                    const StepObserver& on_step = nullptr);
 
 // Kills `child` as soon as it starts writing the checkpoint after the one of `armed_after_step`
-// (0: the first one): at the first name created in `ckpt_dir` (inotify) that is (1) queued after
+// (0: the first one): at the first name created or written (a write or truncate: a save in place) in
+// `ckpt_dir` (inotify) that is (1) queued after
 // the appearance of that checkpoint's announced name, which is the last thing its save does
 // there, so no polling delay can hide the next save's first file, and (2) seen once the run has
 // logged a step after `armed_after_step` (a `latest` marker written after a save is not the

@@ -308,8 +308,8 @@ struct Fault {
       if (must.step >= s.n || last_step < s.n) {
         record(FaultOutcome::kNotExercised, false,
                "the power failed at step " + std::to_string(last_step) + " with " + short_name(must.path) +
-                   " the last checkpoint announced (" + w.created + " created): not inside the step-" +
-                   std::to_string(s.n) + " save; give the save more time",
+                   " the last checkpoint announced (at the " + describe_save_trigger(w) +
+                   "): not inside the step-" + std::to_string(s.n) + " save; give the save more time",
                "", std::move(numbers));
         return Status::ok();
       }
