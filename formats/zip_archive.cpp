@@ -175,9 +175,15 @@ Status refuse_names_equal_ignoring_case(const std::string& file, const std::vect
   return Status::ok();
 }
 
+Status deflated_torch_member(const std::string& where) {
+  return Status::not_supported(where +
+                               ": compression method 8 (torch.save writes stored entries only; "
+                               "torch.jit.save deflates only code/ and .debug_pkl members)");
+}
+
 }  // namespace
 
-Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
+Result<ZipArchive> ZipArchive::open(const ByteSource& src, ZipMethods methods) {
   const std::string& file = src.name();
   CKPT_ASSIGN_OR_RETURN(Directory dir, find_directory(src));
   std::vector<uint8_t> cd(dir.size);
@@ -212,12 +218,12 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
     const std::string where = file + ": entry '" + e.name + "'";
     CKPT_RETURN_IF_ERROR(
         apply_zip64_extra(p + kCentralBytes + name_len, extra_len, &usize, &csize, &local, where));
-    const bool deflated_code = method == kZipDeflated && is_torchscript_code_member(e.name);
-    if (method != kZipStored && !deflated_code) {
+    if (method != kZipStored && method != kZipDeflated) {
       return Status::not_supported(where + ": compression method " + std::to_string(method) +
-                                   " (torch.save writes stored entries only; torch.jit.save deflates only "
-                                   "code/ and .debug_pkl members)");
+                                   " (only stored (0) and deflated (8) members are read)");
     }
+    if (methods == ZipMethods::kTorch && method == kZipDeflated && !is_torchscript_code_member(e.name))
+      return deflated_torch_member(where);
     if (flags & 1) return Status::not_supported(where + ": encrypted");
     e.method = static_cast<uint16_t>(method);
     e.compressed_size = csize;
@@ -250,6 +256,14 @@ Result<ZipArchive> ZipArchive::open(const ByteSource& src) {
   std::stable_sort(zip.by_name_.begin(), zip.by_name_.end(),
                    [&](uint32_t a, uint32_t b) { return zip.entries_[a].name < zip.entries_[b].name; });
   return zip;
+}
+
+Status ZipArchive::require_torch_methods(const std::string& file) const {
+  for (const ZipEntry& e : entries_) {
+    if (e.method == kZipDeflated && !is_torchscript_code_member(e.name))
+      return deflated_torch_member(file + ": entry '" + e.name + "'");
+  }
+  return Status::ok();
 }
 
 namespace {
@@ -418,16 +432,22 @@ const ZipEntry* ZipArchive::find(const std::string& name) const {
 }
 
 Result<std::string> ZipArchive::read(const ByteSource& src, const ZipEntry& entry, uint64_t max_bytes) const {
-  if (entry.method != kZipStored)
-    return Status::not_supported(src.name() + ": entry '" + entry.name +
-                                 "' is compressed; only stored entries are read");
   if (entry.size > max_bytes) {
     return Status::not_supported(src.name() + ": entry '" + entry.name + "' has " +
                                  std::to_string(entry.size) + " bytes, more than the limit of " +
                                  std::to_string(max_bytes));
   }
   std::string out(entry.size, '\0');
-  CKPT_RETURN_IF_ERROR(src.read_at(entry.data_offset, out.data(), out.size()));
+  if (entry.method == kZipStored) {
+    CKPT_RETURN_IF_ERROR(src.read_at(entry.data_offset, out.data(), out.size()));
+    return out;
+  }
+  size_t at = 0;
+  CKPT_RETURN_IF_ERROR(stream(src, entry, [&](const uint8_t* bytes, size_t n) {
+    std::copy(bytes, bytes + n, out.begin() + static_cast<std::ptrdiff_t>(at));
+    at += n;
+    return Status::ok();
+  }));
   return out;
 }
 
@@ -437,9 +457,10 @@ namespace ckpt {
 
 namespace {
 
-// The CRC-32 of a deflated member's uncompressed bytes, inflated in bounded pieces: the stream must
-// end exactly at its compressed size and produce exactly the size the central directory records.
-Result<uint32_t> inflated_crc32(const ByteSource& src, const ZipEntry& e) {
+// A deflated member's uncompressed bytes, inflated in bounded pieces into `sink`: the stream must
+// end exactly at its compressed size and produce exactly the size the central directory records
+// (nothing past that size reaches the sink, so a member that inflates to more is no bomb here).
+Status inflate_member(const ByteSource& src, const ZipEntry& e, const ZipArchive::ByteSink& sink) {
   constexpr size_t kPiece = 64 << 10;
   const std::string at = src.name() + ": zip member '" + e.name + "' (deflated, " +
                          std::to_string(e.compressed_size) + " bytes at " + hex_offset(e.data_offset) + ")";
@@ -447,8 +468,8 @@ Result<uint32_t> inflated_crc32(const ByteSource& src, const ZipEntry& e) {
   if (inflateInit2(&z, -MAX_WBITS) != Z_OK) return Status::io_error(at + ": zlib cannot start inflating");
   std::vector<uint8_t> in(kPiece), out(kPiece);
   uint64_t read = 0, produced = 0;
-  uint32_t crc = 0;
   int rc = Z_OK;
+  Status sunk = Status::ok();
   while (rc != Z_STREAM_END) {
     if (z.avail_in == 0 && read < e.compressed_size) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(kPiece, e.compressed_size - read));
@@ -467,17 +488,29 @@ Result<uint32_t> inflated_crc32(const ByteSource& src, const ZipEntry& e) {
     const size_t n = out.size() - z.avail_out;
     produced += n;
     if (produced > e.size) break;
-    crc = crc32_update(crc, out.data(), n);
+    sunk = sink(out.data(), n);
+    if (!sunk.is_ok()) break;
     if (rc == Z_STREAM_END) break;
     if (rc != Z_OK && !(rc == Z_BUF_ERROR && z.avail_in == 0 && read < e.compressed_size)) break;
     if (z.avail_in == 0 && read == e.compressed_size && n == 0) break;  // the stream stops short
   }
   const bool whole = rc == Z_STREAM_END && z.avail_in == 0 && read == e.compressed_size;
   inflateEnd(&z);
+  if (!sunk.is_ok()) return sunk;
   if (!whole || produced != e.size) {
     return Status::corruption(at + ": the deflate stream is damaged (inflated " + std::to_string(produced) +
                               " bytes, the directory records " + std::to_string(e.size) + ")");
   }
+  return Status::ok();
+}
+
+// The CRC-32 of a deflated member's uncompressed bytes.
+Result<uint32_t> inflated_crc32(const ByteSource& src, const ZipEntry& e) {
+  uint32_t crc = 0;
+  CKPT_RETURN_IF_ERROR(inflate_member(src, e, [&](const uint8_t* bytes, size_t n) {
+    crc = crc32_update(crc, bytes, n);
+    return Status::ok();
+  }));
   return crc;
 }
 
@@ -527,6 +560,18 @@ Status ZipArchive::check_crc32(const ByteSource& src) const {
                                 " bytes at " + hex_offset(e.data_offset) + "): CRC-32 mismatch: " + values +
                                 " (a byte in this member changed after it was written)");
     }
+  }
+  return Status::ok();
+}
+
+Status ZipArchive::stream(const ByteSource& src, const ZipEntry& e, const ByteSink& sink) const {
+  if (e.method == kZipDeflated) return inflate_member(src, e, sink);
+  std::vector<uint8_t> buffer(static_cast<size_t>(std::min<uint64_t>(e.size, 1 << 20)));
+  for (uint64_t done = 0; done < e.size;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(e.size - done, buffer.size()));
+    CKPT_RETURN_IF_ERROR(src.read_at(e.data_offset + done, buffer.data(), n));
+    CKPT_RETURN_IF_ERROR(sink(buffer.data(), n));
+    done += n;
   }
   return Status::ok();
 }

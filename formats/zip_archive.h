@@ -1,7 +1,8 @@
 // The subset of ZIP (PKWARE APPNOTE 6.3) that torch.save writes: stored (method 0) entries, no
 // encryption, optionally ZIP64 end-of-central-directory records; and torch.jit.save's deflated
 // (method 8) code members, whose CRC-32 is checked by inflating them with zlib (bounded by the size
-// the central directory records). Layout read here:
+// the central directory records); and, opened with ZipMethods::kStoredOrDeflated, any deflated member
+// (a Keras `.keras` archive recompressed by a zip tool, which Keras's zipfile reads). Layout read here:
 //   ... local file header "PK\3\4" + name + extra, then the entry's bytes ...
 //   central directory: one "PK\1\2" record per entry (sizes, method, local header offset)
 //   [ZIP64 end record "PK\6\6"] [ZIP64 locator "PK\6\7"] end record "PK\5\6" + comment (<= 64 KiB)
@@ -11,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +32,13 @@ constexpr uint16_t kZipStored = 0;
 constexpr uint16_t kZipDeflated = 8;
 // Whether `name` is a member torch.jit.save compresses: the only ones open() accepts deflated.
 bool is_torchscript_code_member(const std::string& name);
+
+// Which compression methods open() accepts. kTorch: what torch.save and torch.jit.save write (above),
+// anything else refused, since torch.load's miniz would read a compressed data.pkl that no torch ever
+// writes. kStoredOrDeflated: any member stored or deflated, as Python's zipfile (and so Keras's
+// loader) reads them; the caller decides which archive it holds, then applies its writer's rule
+// (require_torch_methods) where the archive is torch's.
+enum class ZipMethods { kTorch, kStoredOrDeflated };
 
 struct ZipEntry {
   std::string name;
@@ -57,12 +66,21 @@ class ZipArchive {
   // Parses the central directory and every local header. Compressed entries other than deflated
   // TorchScript code members (is_torchscript_code_member), and encrypted ones, are kNotSupported
   // naming the entry; anything out of bounds is kCorruption / kTruncated.
-  static Result<ZipArchive> open(const ByteSource& source);
+  static Result<ZipArchive> open(const ByteSource& source, ZipMethods methods = ZipMethods::kTorch);
+  // kNotSupported naming the first member compressed in a way torch.save / torch.jit.save never
+  // write: what open(kTorch) refuses, for an archive opened with kStoredOrDeflated.
+  Status require_torch_methods(const std::string& file) const;
 
   const std::vector<ZipEntry>& entries() const { return entries_; }
   const ZipEntry* find(const std::string& name) const;
-  // Reads a stored entry whole, refusing entries larger than `max_bytes` (and deflated ones).
+  // Reads an entry whole (a deflated one inflated), refusing entries larger than `max_bytes`.
   Result<std::string> read(const ByteSource& source, const ZipEntry& entry, uint64_t max_bytes) const;
+  // Hands an entry's uncompressed bytes to `sink` in pieces of at most 64 KiB-1 MiB. A deflated
+  // entry is inflated in bounded pieces: its stream must end exactly at its compressed size and give
+  // exactly the size the central directory records (never more is produced), else kCorruption
+  // naming the member. The CRC-32 is not checked here (check_crc32 does).
+  using ByteSink = std::function<Status(const uint8_t* bytes, size_t length)>;
+  Status stream(const ByteSource& source, const ZipEntry& entry, const ByteSink& sink) const;
   // Streams every member through CRC-32; the first mismatch is kCorruption naming the member, its
   // byte range and both values.
   Status check_crc32(const ByteSource& source) const;

@@ -59,6 +59,14 @@ tests/data/trainers/
                                {"class_name": "__lambda__", "config": {"code": <base64 marshal>}} function.
   keras/duplicate_config.keras two members named config.json (the clean one first, the Lambda one second);
                                zipfile (and so keras) reads the last one.
+  keras/clean_deflated.keras   clean.keras with every member deflated (a zip tool's recompression; Keras
+                               itself stores), which Keras's zipfile reads.
+  keras/clean_npz.keras        save_model(weights_format="npz")'s calls (write_keras_like_keras): weights in
+                               model.weights.npz, np.savez written into a force_zip64 member; plain arrays
+                               named layers/<name>/vars/<i> (keras_npz_contents explains why not Keras's dicts).
+  keras/pickled_npz.keras      the same as Keras's writer really fills it: one dict per layer path, which
+                               numpy pickles (0-d object arrays, members __root__.npy, layers/dense.npy, ...).
+  keras/clean_npz_deflated.keras clean_npz.keras recompressed (the outer members deflated).
   expected.json                per folder, per file: every tensor (name as flattened by
                                make_pytorch_fixtures.describe, dtype, shape, sha256 of its bytes as
                                torch.load(weights_only=False) reads them), the globals each pickle names,
@@ -821,13 +829,62 @@ def keras_weights():
     return buf.getvalue(), weights
 
 
-def write_keras(path, members):
+class fixed_zip_time:
+    """zipfile stamps a member opened by name (ZipFile.open(name, "w"), as Keras's saving_lib and numpy's
+    savez do) with the clock; the fixtures must come out byte for byte the same on every run."""
+    def __enter__(self):
+        self.saved = zipfile.time
+        zipfile.time = types.SimpleNamespace(time=lambda: 0.0,
+                                             localtime=lambda *_: (*ZIP_TIME, 0, 1, -1))
+
+    def __exit__(self, *_):
+        zipfile.time = self.saved
+
+
+def keras_npz_contents(as_keras_writes):
+    """NpzIOStore's `contents`: one entry per saveable's inner path. Keras's own writer (make() returns a
+    dict that save_own_variables fills with "0", "1", ...) hands np.savez a dict per path, which numpy
+    stores as a 0-d object array: a pickle (of numpy.core.multiarray._reconstruct, numpy.ndarray,
+    numpy.dtype). That is `as_keras_writes`. Keras 3.9+ loads with allow_pickle=False and so cannot load
+    its own npz of a model with weights; 3.0-3.8 loaded with allow_pickle=True and ran the pickle. The
+    other form holds each variable as a plain array under the name the .h5 gives it
+    (layers/<name>/vars/<i>): an .npz that np.load(allow_pickle=False) reads, as Keras's own
+    test_npz_io_store_loads_normal_array writes one."""
+    _, weights = keras_weights()
+    if not as_keras_writes:
+        return weights
+    contents = {"__root__": {}}                   # make(""): the Sequential's own (no) variables
+    for name, value in weights.items():
+        layer, _, index = name.rpartition("/vars/")
+        contents.setdefault(layer, {})[index] = value
+    return contents
+
+
+def write_keras_like_keras(path, weights_contents, compression=zipfile.ZIP_STORED):
+    """saving_lib._save_model_to_fileobj with weights_format="npz", call for call: ZipFile(f, "w") (Keras's
+    default, ZIP_STORED), metadata.json and config.json through zf.open(name, "w"), then NpzIOStore.close():
+    zf.open("model.weights.npz", "w", force_zip64=True) and np.savez into that stream (which is not seekable,
+    so numpy's inner members get data descriptors). `compression` other than stored is what a zip tool that
+    recompresses the archive gives; Keras never writes it."""
+    meta = json.dumps({"keras_version": "3.9.0", "date_saved": "2025-04-01@12:00:00"}).encode()
+    config = json.dumps(keras_config(False)).encode()
+    with fixed_zip_time(), zipfile.ZipFile(path, "w", compression) as zf:
+        with zf.open("metadata.json", "w") as f:
+            f.write(meta)
+        with zf.open("config.json", "w") as f:
+            f.write(config)
+        with zf.open("model.weights.npz", "w", force_zip64=True) as f:
+            np.savez(f, **weights_contents)
+
+
+def write_keras(path, members, compression=zipfile.ZIP_STORED):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # "Duplicate name: 'config.json'" is the point of one fixture
         with zipfile.ZipFile(path, "w") as zf:   # keras writes with ZipFile's default, ZIP_STORED
             for name, data in members:
                 info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
                 info.external_attr = 0o600 << 16
+                info.compress_type = compression
                 zf.writestr(info, data)
 
 
@@ -904,6 +961,24 @@ def describe_folder(root):
             p = os.path.join(dirpath, n)
             files[os.path.relpath(p, root)] = describe_file(p)
     return files
+
+
+def describe_keras_npz(path):
+    """Every member of model.weights.npz as Keras 3.9+ reads it (np.load(allow_pickle=False)): a numeric
+    array's dtype, shape and sha256, or the error an object array (a pickle) raises."""
+    with zipfile.ZipFile(path) as zf:
+        members = [{"name": i.filename, "size": i.file_size, "compress_type": i.compress_type}
+                   for i in zf.infolist()]
+        npz = np.load(io.BytesIO(zf.read("model.weights.npz")), allow_pickle=False)
+        arrays = {}
+        for key in npz.files:
+            try:
+                a = npz[key]
+                arrays[key] = {"dtype": str(a.dtype), "shape": list(a.shape),
+                               "sha256": hashlib.sha256(a.tobytes()).hexdigest()}
+            except ValueError as e:                 # "Object arrays cannot be loaded when allow_pickle=False"
+                arrays[key] = {"refused": str(e)}
+    return {"members": members, "npz": arrays}
 
 
 def describe_keras(path):
@@ -1013,8 +1088,18 @@ def main():
     write_keras(os.path.join(kdir, "duplicate_config.keras"),
                 [("metadata.json", meta), ("config.json", clean), ("model.weights.h5", h5),
                  ("config.json", with_lambda)])
-    for n in ("clean.keras", "lambda.keras", "duplicate_config.keras"):
+    # The same archive recompressed by a zip tool (every member deflated), which Keras's zipfile reads.
+    write_keras(os.path.join(kdir, "clean_deflated.keras"),
+                [("metadata.json", meta), ("config.json", clean), ("model.weights.h5", h5)],
+                compression=zipfile.ZIP_DEFLATED)
+    write_keras_like_keras(os.path.join(kdir, "clean_npz.keras"), keras_npz_contents(False))
+    write_keras_like_keras(os.path.join(kdir, "pickled_npz.keras"), keras_npz_contents(True))
+    write_keras_like_keras(os.path.join(kdir, "clean_npz_deflated.keras"), keras_npz_contents(False),
+                           compression=zipfile.ZIP_DEFLATED)
+    for n in ("clean.keras", "lambda.keras", "duplicate_config.keras", "clean_deflated.keras"):
         expected[f"keras/{n}"] = describe_keras(os.path.join(kdir, n))
+    for n in ("clean_npz.keras", "pickled_npz.keras", "clean_npz_deflated.keras"):
+        expected[f"keras/{n}"] = describe_keras_npz(os.path.join(kdir, n))
 
     remove_stubs()
     with open(os.path.join(OUT, "expected.json"), "w") as f:

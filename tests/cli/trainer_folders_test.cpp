@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -267,6 +269,98 @@ TEST(TrainerFolders, KerasArchivesAreReadAndTheirCodeRefused) {
   const CommandResult listed = run_ckptcheck("inspect --json '" + kTrainers + "keras/clean.keras'");
   ASSERT_EQ(listed.exit_code, 0) << listed.output;
   EXPECT_NE(listed.output.find("layers/dense/vars/0"), std::string::npos) << listed.output;
+}
+
+// A file the trainer loads that names several code-running globals: one text line for the file (its
+// role, the globals listed, what to do), while --json keeps one finding per global.
+TEST(TrainerFolders, AFilesRefusedGlobalsAreOneLineNamingItsRole) {
+  TempDir dir;
+  const std::string folder = copy_of("hf/checkpoint-10", dir);
+  std::filesystem::copy_file(folder + "/training_args.bin", folder + "/rng_state.pth",
+                             std::filesystem::copy_options::overwrite_existing);
+  const CommandResult r = run_ckptcheck("verify --weights-only '" + folder + "'");
+  ASSERT_EQ(r.exit_code, 1) << r.output;
+  size_t lines = 0;
+  std::string line;
+  for (size_t at = r.output.find("[pickle_global_refused]"); at != std::string::npos;
+       at = r.output.find("[pickle_global_refused]", at + 1)) {
+    ++lines;
+    line = r.output.substr(at, r.output.find('\n', at) - at);
+  }
+  EXPECT_EQ(lines, 1u) << r.output;
+  EXPECT_NE(line.find("rng_state.pth: rng file, which hf_trainer loads on resume"), std::string::npos)
+      << line;
+  EXPECT_NE(line.find("names 10 globals"), std::string::npos) << line;
+  EXPECT_NE(line.find("dangerous: '__builtin__.getattr'"), std::string::npos) << line;
+  EXPECT_NE(line.find("'accelerate.state.PartialState'"), std::string::npos) << line;
+  EXPECT_NE(line.find("--allow-global"), std::string::npos) << "says what to do: " << line;
+  const auto j = verify_json("--weights-only '" + folder + "'", 1);
+  size_t findings = 0;
+  for (const auto& e : j["errors"]) findings += e.value("code", "") == "pickle_global_refused" ? 1 : 0;
+  EXPECT_EQ(findings, 10u) << j.dump();
+}
+
+// The sha256 of every tensor `inspect --json` lists, by name.
+std::map<std::string, std::string> inspected_hashes(const std::string& path) {
+  const CommandResult r = run_ckptcheck("inspect --json '" + path + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::map<std::string, std::string> out;
+  const auto j = nlohmann::json::parse(r.output, nullptr, false);
+  for (const auto& t : j.value("tensors", nlohmann::json::array()))
+    out[t.value("name", "")] = t.value("sha256", "");
+  return out;
+}
+
+// Keras 3's model.weights.npz (NpzIOStore) and archives recompressed by a zip tool: read with the
+// same tensors as the .h5 archive, hashes equal to numpy's own reading (expected.json), and an
+// object array (a pickle: what Keras's writer makes of each layer's dict) refused naming its member.
+TEST(TrainerFolders, KerasNpzAndDeflatedArchivesAreReadAsKerasReadsThem) {
+  std::ifstream in(kTrainers + "expected.json");
+  const auto expected = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(expected.is_discarded());
+  std::map<std::string, std::string> numpy_hashes;
+  for (const auto& [name, a] : expected["keras/clean_npz.keras"]["npz"].items())
+    numpy_hashes[name] = a.value("sha256", "");
+  ASSERT_EQ(numpy_hashes.size(), 4u);
+  const auto h5_hashes = inspected_hashes(kTrainers + "keras/clean.keras");
+  EXPECT_EQ(h5_hashes, numpy_hashes) << "the .h5 and the .npz hold the same four variables";
+  for (const char* archive : {"clean_npz.keras", "clean_npz_deflated.keras", "clean_deflated.keras"}) {
+    for (const char* mode : {"", "--weights-only "}) {
+      const auto j = verify_json(std::string(mode) + "'" + kTrainers + "keras/" + archive + "'", 0);
+      EXPECT_EQ(j.value("kind", ""), "keras") << archive;
+      EXPECT_EQ(j.value("tensors", 0), 4) << archive;
+    }
+    EXPECT_EQ(inspected_hashes(kTrainers + "keras/" + archive), numpy_hashes) << archive;
+  }
+  for (const char* mode : {"", "--weights-only "}) {
+    const auto j = verify_json(std::string(mode) + "'" + kTrainers + "keras/pickled_npz.keras'", 1);
+    EXPECT_TRUE(has_code(j, "errors", "keras_code_refused")) << j.dump();
+    EXPECT_EQ(j.value("tensors", -1), 0) << "a pickled member is no weights";
+    EXPECT_NE(j.dump().find("member 'model.weights.npz/layers/dense.npy'"), std::string::npos) << j.dump();
+    EXPECT_NE(j.dump().find("allow_pickle=True"), std::string::npos) << j.dump();
+  }
+}
+
+// A deflated member is inflated bounded by the directory's sizes: a damaged stream is refused naming
+// the member, never read past.
+TEST(TrainerFolders, ADamagedDeflatedKerasMemberIsRefusedNamingIt) {
+  TempDir dir;
+  for (const char* archive : {"clean_deflated.keras", "clean_npz_deflated.keras"}) {
+    const std::string path = copy_of("keras/" + std::string(archive), dir);
+    std::vector<uint8_t> bytes = read_file_bytes(path);
+    // The config.json member: its local header's name, then the deflated bytes after it.
+    const std::string name = "config.json";
+    const auto at = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
+    ASSERT_NE(at, bytes.end()) << archive;
+    const size_t data = static_cast<size_t>(at - bytes.begin()) + name.size() + 40;
+    for (size_t k = 0; k < 16; ++k) bytes[data + k] ^= 0x5a;
+    write_file_bytes(path, bytes);
+    const auto j = verify_json("--weights-only '" + path + "'", 1);
+    EXPECT_NE(j.dump().find("config.json"), std::string::npos) << archive << ": " << j.dump();
+    EXPECT_TRUE(has_code(j, "errors", "shard_unreadable") || has_code(j, "errors", "shard_corrupt") ||
+                has_code(j, "errors", "zip_crc_mismatch"))
+        << j.dump();
+  }
 }
 
 }  // namespace

@@ -110,8 +110,29 @@ const char* unreadable_verify_code(const Status& st) {
   return st.code() == StatusCode::kTruncated ? verify_code::kShardTruncated : verify_code::kShardUnreadable;
 }
 
+namespace {
+
+// What a file holding pickles is, by the loader that reads it: the role a report gives a file whose
+// checkpoint's layout names none.
+const char* role_of_format(const char* format) {
+  static const std::pair<const char*, const char*> kRoles[] = {
+      {"pytorch", "a torch.save file (torch.load reads it)"},
+      {"torchscript", "a TorchScript program (torch.jit.load reads it)"},
+      {"pickle", "a pickle (pickle.load reads it)"},
+      {"numpy", "a numpy array (numpy.load reads it)"},
+      {"dcp", "DCP metadata (torch.distributed.checkpoint reads it)"}};
+  for (const auto& [name, role] : kRoles) {
+    if (std::strcmp(format, name) == 0) return role;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 void check_tensor_file(const TensorFile& file, const std::string& shard, const VerifyOptions& options,
                        VerifyReport& report, PickleLoader loader) {
+  // A layout's role for the file, set before, wins.
+  if (const char* role = role_of_format(file.format_name())) report.file_roles.emplace(shard, role);
   // TorchScript's pickles are read by torch.jit.load's own unpickler, whatever holds the archive.
   if (std::strcmp(file.format_name(), "torchscript") == 0) {
     loader = PickleLoader::kTorchScript;

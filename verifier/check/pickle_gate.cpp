@@ -88,6 +88,8 @@ void check_pickle_globals(const std::vector<PickleGlobal>& globals, PickleLoader
                          "; torch.load(weights_only=False) would " + pickle_global_effect(g.name, g.risk) +
                          ". Nothing was imported or called; after reviewing it, pass --allow-global " +
                          g.name);
+    report.errors.back().refused_global = {g.name, pickle_global_risk_name(g.risk), file, g.pickle,
+                                           g.first_offset};
   }
 }
 

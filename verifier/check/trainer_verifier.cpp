@@ -113,13 +113,8 @@ void warn_not_loaded(const TensorFile& file, const LayoutFile& f, const TrainerL
   check_pickle_globals(file.pickle_globals(), PickleLoader::kTorchLoad, options.allowed_globals, file.path(),
                        f.name, "", gate);
   std::vector<std::string> refused;
-  for (const PickleGlobal& g : file.pickle_globals()) {
-    for (const VerifyIssue& e : gate.errors) {
-      if (e.message.find("'" + g.name + "'") != std::string::npos) {
-        refused.push_back(g.name);
-        break;
-      }
-    }
+  for (const VerifyIssue& e : gate.errors) {
+    if (!e.refused_global.name.empty()) refused.push_back(e.refused_global.name);
   }
   if (refused.empty()) return;
   report.add_warning(verify_code::kFileNotLoadedOnResume, f.name, "",
@@ -316,6 +311,9 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
     }
     ++report.shards;
     report.tensors += (*file)->chunks().size();
+    report.file_roles[f.name] = std::string(file_role_name(f.role)) + " file, which " +
+                                trainer_layout_name(layout.kind) +
+                                (f.loaded_on_resume ? " loads on resume" : " never loads on resume");
     if (f.role == FileRole::kTrainingArgs) {
       warn_not_loaded(**file, f, layout, options, report);
       continue;

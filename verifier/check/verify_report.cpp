@@ -4,6 +4,7 @@
 
 #include "base/byte_units.h"
 #include "base/sha256_blocks.h"
+#include "base/text.h"
 
 namespace ckpt {
 
@@ -33,6 +34,60 @@ std::string issue_line(const char* prefix, const VerifyIssue& i) {
   const std::string repeated = i.shard + ": ";
   const bool starts_with_shard = !i.shard.empty() && i.tensor.empty() && i.message.rfind(repeated, 0) == 0;
   return line + ": " + (starts_with_shard ? i.message.substr(repeated.size()) : i.message) + "\n";
+}
+
+// The refused globals of one file's pickle, from `first` on (consecutive findings, as the gate adds
+// them), as one line: "[pickle_global_refused] shard: FILE: ROLE: PICKLE @0x2 names 3 globals the
+// loader refuses: 'a.b' (dangerous, @0x2), ...; what to do". Returns how many findings it took.
+size_t refused_globals_line(const VerifyReport& r, size_t first, std::string& text) {
+  const VerifyIssue& head = r.errors[first];
+  const RefusedGlobal& g0 = head.refused_global;
+  size_t end = first + 1;
+  while (end < r.errors.size() && r.errors[end].code == head.code && r.errors[end].shard == head.shard &&
+         r.errors[end].tensor == head.tensor && !r.errors[end].refused_global.name.empty() &&
+         r.errors[end].refused_global.file == g0.file && r.errors[end].refused_global.pickle == g0.pickle)
+    ++end;
+  if (end - first == 1) {  // one global: its full sentence says it best
+    text += issue_line("", head);
+    return 1;
+  }
+  // Listed by risk, the worst first; each global's offset and effect are in its own finding (--json).
+  constexpr size_t kListed = 12;
+  std::map<std::string, std::vector<std::string>> by_risk;
+  for (size_t k = first; k < end; ++k)
+    by_risk[r.errors[k].refused_global.risk].push_back(r.errors[k].refused_global.name);
+  std::string globals;
+  size_t listed = 0;
+  for (const char* risk : {"dangerous", "executes"}) {
+    const auto it = by_risk.find(risk);
+    if (it == by_risk.end()) continue;
+    std::string names;
+    for (const std::string& n : it->second) {
+      if (listed++ < kListed) names += (names.empty() ? "'" : ", '") + n + "'";
+    }
+    if (!names.empty()) globals += (globals.empty() ? "" : "; ") + it->first + ": " + names;
+    by_risk.erase(it);
+  }
+  for (const auto& [risk, list] : by_risk) {
+    std::string names;
+    for (const std::string& n : list) {
+      if (listed++ < kListed) names += (names.empty() ? "'" : ", '") + n + "'";
+    }
+    if (!names.empty()) globals += (globals.empty() ? "" : "; ") + risk + ": " + names;
+  }
+  if (listed > kListed) globals += " and " + std::to_string(listed - kListed) + " more";
+  const auto role = r.file_roles.find(head.shard);
+  const std::string pickle = g0.file + (g0.pickle.empty() ? "" : ": " + g0.pickle);
+  const std::string line =
+      "[" + head.code + "]" + (head.shard.empty() ? "" : " " + head.shard) +
+      (head.tensor.empty() ? "" : " " + head.tensor) + ": " +
+      (role != r.file_roles.end() ? role->second + ": " : "") + pickle + " @" + hex_offset(g0.offset) +
+      " names " + std::to_string(end - first) + " globals its loader refuses (" + globals +
+      "), which torch.load(weights_only=False) would import and call; nothing was imported or called. "
+      "Do not load it unless you trust its writer; after reviewing them, pass each with --allow-global "
+      "NAME (or list them for --allow-globals-from). --json has one finding per global";
+  text += line + "\n";
+  return end - first;
 }
 
 // "1 shard", "2 shards".
@@ -68,6 +123,7 @@ void merge_report(VerifyReport&& from, VerifyReport& into) {
   for (auto& e : from.errors) into.errors.push_back(std::move(e));
   for (auto& w : from.warnings) into.warnings.push_back(std::move(w));
   for (auto& a : from.accepted_globals) into.add_accepted_global(std::move(a));
+  for (auto& [shard, role] : from.file_roles) into.file_roles.emplace(shard, std::move(role));
   into.bytes_hashed += from.bytes_hashed;
 }
 
@@ -133,7 +189,13 @@ std::string report_to_text(const VerifyReport& r) {
       count_of(r.errors.size(), "error") + ", " + count_of(r.warnings.size(), "warning") + "\n";
   std::string text = std::string(r.ok() ? "PASS " : "FAIL ") + r.path + summary;
   if (!r.resume_state.empty()) text += "resume state: " + describe_resume_state(r.resume_state) + "\n";
-  for (const auto& e : r.errors) text += issue_line("", e);
+  for (size_t k = 0; k < r.errors.size();) {
+    if (!r.errors[k].refused_global.name.empty()) {
+      k += refused_globals_line(r, k, text);
+      continue;
+    }
+    text += issue_line("", r.errors[k++]);
+  }
   for (const auto& w : r.warnings) text += issue_line("warning: ", w);
   for (const auto& u : r.uncommitted) text += "uncommitted: " + u + "\n";
   for (const auto& a : r.accepted_globals)

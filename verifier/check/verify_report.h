@@ -3,11 +3,22 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 namespace ckpt {
+
+// A refused pickle global, as data (the message says the same in words): what lets the text report
+// group a file's refused globals into one line without reading messages back.
+struct RefusedGlobal {
+  std::string name;     // "posix.system"
+  std::string risk;     // "dangerous" | "executes" | ...
+  std::string file;     // the file's path
+  std::string pickle;   // the pickle inside it ("archive/data.pkl"), empty for a file that is one
+  uint64_t offset = 0;  // of the first opcode naming it, in that pickle
+};
 
 // One finding. `code` is a stable identifier from checkpoint_verifier.h (scripts match on it);
 // `shard` and `tensor` are empty when the finding is about neither.
@@ -16,6 +27,7 @@ struct VerifyIssue {
   std::string shard;
   std::string tensor;
   std::string message;
+  RefusedGlobal refused_global = {};  // set (name not empty) on pickle_global_refused findings
 };
 
 // A pickle global the gate accepted beyond torch.load's weights-only allowlist: by a kind's trust
@@ -49,6 +61,9 @@ struct VerifyReport {
   // Foreign checkpoints: the resume state found, wherever it sits (empty for ckptcheck's own, whose
   // manifest names every component, and with --weights-only).
   std::vector<ResumeStateFound> resume_state;
+  // What each file (by shard name) is, in its checkpoint's words ("optimizer state, loaded on
+  // resume"), where a layout knows it: the text report names it on the file's grouped refusal line.
+  std::map<std::string, std::string> file_roles;
   size_t shards = 0;
   size_t tensors = 0;
   uint64_t bytes_hashed = 0;
@@ -81,7 +96,9 @@ std::string describe_resume_state(const std::vector<ResumeStateFound>& found);
 nlohmann::json report_to_json(const VerifyReport& report);
 nlohmann::json report_to_json(const RootVerifyReport& report);
 // Verdict line first ("PASS step_00000008: 3 shards, ..." / "FAIL ..."), then one line per error
-// and warning: "[code] shard tensor: message" / "warning: [code] shard tensor: message".
+// and warning: "[code] shard tensor: message" / "warning: [code] shard tensor: message". A file's
+// pickle_global_refused findings (one per global in JSON) are one line: the file and its role, the
+// globals listed compactly with their risk and offset, and what to do.
 std::string report_to_text(const VerifyReport& report);
 std::string report_to_text(const RootVerifyReport& report);
 
