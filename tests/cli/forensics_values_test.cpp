@@ -119,6 +119,15 @@ TEST(ForensicsValues, VerifyReadsTheStepAndChecksItAgainstOptimizerAndScheduler)
   // --weights-only judges no resume state, but still reports the step.
   r = run_ckptcheck("verify --json --weights-only '" + torn + "'");
   EXPECT_EQ(nlohmann::json::parse(r.output)["step"], 20) << r.output;
+  // Megatron names its step `iteration`: verify reads it as diff and convert do (one step_of).
+  const std::string megatron = dir / "megatron.pt";
+  ASSERT_EQ(run_command("/usr/bin/python3 -c \"import torch; torch.save({'iteration': 30, 'model': "
+                        "{'w': torch.zeros(2)}}, '" +
+                        megatron + "')\"")
+                .exit_code,
+            0);
+  r = run_ckptcheck("verify --json --weights-only '" + megatron + "'");
+  EXPECT_EQ(nlohmann::json::parse(r.output)["step"], 30) << r.output;
 }
 
 // Every output mode answers: --json prints JSON also for a file that cannot be read at all.

@@ -12,6 +12,7 @@
 #include "formats/tensor_file_open.h"
 #include "verifier/check/foreign_verifier.h"
 #include "verifier/check/pickle_gate.h"
+#include "verifier/tensors/state_step.h"
 
 namespace ckpt {
 
@@ -209,13 +210,11 @@ std::string number_text(double v) {
 void check_state_steps(const TensorFile& file, VerifyReport& report, bool judge) {
   const nlohmann::json& m = file.metadata();
   const nlohmann::json& root = m.contains("value") && m["value"].is_object() ? m["value"] : m;
-  const auto top = [&](const char* key) -> std::optional<double> {
-    const auto it = root.find(key);
-    if (it != root.end() && it->is_number()) return it->get<double>();
-    return std::nullopt;
-  };
-  const std::optional<double> step = top("global_step") ? top("global_step") : top("step");
-  const std::optional<double> epoch = top("epoch");
+  const std::optional<double> step = step_of(m);  // the step diff and convert read too
+  const auto epoch_it = root.find("epoch");
+  const std::optional<double> epoch = epoch_it != root.end() && epoch_it->is_number()
+                                          ? std::optional<double>(epoch_it->get<double>())
+                                          : std::nullopt;
   if (step) report.step = static_cast<int64_t>(*step);
   if (!step || !judge) return;
   const std::optional<double> opt = optimizer_step(file);

@@ -161,19 +161,6 @@ std::string value_text(const ValueDifference& v, bool a_side) {
 
 }  // namespace
 
-std::optional<double> step_of(const nlohmann::json& values) {
-  if (!values.is_object()) return std::nullopt;
-  const nlohmann::json* root = &values;
-  if (values.contains("value") && values["value"].is_object()) root = &values["value"];
-  for (const char* key : {"global_step", "step", "iteration"}) {
-    for (const nlohmann::json* j : {root, &values}) {
-      const auto it = j->find(key);
-      if (it != j->end() && it->is_number()) return it->get<double>();
-    }
-  }
-  return std::nullopt;
-}
-
 Result<CheckpointDiff> diff_checkpoints(const std::string& path_a, const std::string& path_b,
                                         const Tolerance& tolerance) {
   // One side after the other, on the calling thread: an open already keeps both cores busy (its

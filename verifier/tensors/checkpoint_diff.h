@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "verifier/tensors/state_compare.h"
+#include "verifier/tensors/state_step.h"
 #include "verifier/tensors/tensor_source.h"
 
 namespace ckpt {
@@ -59,10 +60,6 @@ Result<CheckpointDiff> diff_checkpoints(const std::string& a, const std::string&
                                         const Tolerance& tolerance);
 // The same of two sources already open (TensorSource::open of A, then of B).
 Result<CheckpointDiff> diff_sources(const TensorSource& a, const TensorSource& b, const Tolerance& tolerance);
-
-// The step a source's non-tensor values say it holds: a manifest's `step`, or a file's top-level
-// `global_step`, `step` or `iteration` (Lightning, plain loops). diff's headline and convert's step.
-std::optional<double> step_of(const nlohmann::json& values);
 
 nlohmann::json checkpoint_diff_to_json(const CheckpointDiff& diff);
 // "SAME a vs b" / "DIFF a vs b", a line per component, a line per differing tensor.
