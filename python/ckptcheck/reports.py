@@ -109,7 +109,8 @@ class InspectReport(_EveryField):
 class DiffReport(_EveryField):
     """What diff found: `identical` (every tensor and every non-tensor value on both sides, tensors
     within tolerance), `headline` ("step 20 vs 15 ..." when the sides are different steps), `values`
-    (each differing value: path, a, b) and the fields
+    (each differing value: `path`, `a_repr`/`b_repr` as Python's repr, `a_type`/`b_type`, and `a`/`b`
+    as JSON, which cannot tell a tuple from a list: read the types) and the fields
     of `ckptcheck diff --json` (`to_dict()`)."""
 
     identical = property(lambda self: self._data["identical"])
