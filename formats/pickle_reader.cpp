@@ -1782,6 +1782,27 @@ Result<nlohmann::json> Flattener::to_json(Ref r, size_t depth, const std::string
 // its size is the number of values, never of paths.
 class TypedTreeBuilder {
  public:
+  static PyType type_of(const Value& v) {
+    switch (v.kind) {
+      case Kind::kNone: return PyType::kNone;
+      case Kind::kBool: return PyType::kBool;
+      case Kind::kInt: return PyType::kInt;
+      case Kind::kBigInt: return PyType::kBigInt;
+      case Kind::kFloat: return PyType::kFloat;
+      case Kind::kString: return PyType::kStr;
+      case Kind::kBytes: return PyType::kBytes;
+      case Kind::kTuple: return PyType::kTuple;
+      case Kind::kList: return PyType::kList;
+      case Kind::kSet: return v.i ? PyType::kFrozenSet : PyType::kSet;
+      case Kind::kDict: return PyType::kDict;
+      case Kind::kGlobal: return PyType::kGlobal;
+      case Kind::kStorage: return PyType::kStorage;
+      case Kind::kTensor: return PyType::kTensor;
+      case Kind::kObject: return PyType::kObject;
+    }
+    return PyType::kNone;
+  }
+
   TypedTreeBuilder(const std::vector<Value>& values, const Flattener& flattened)
       : values_(values), flattened_(flattened) {}
 
@@ -1790,65 +1811,19 @@ class TypedTreeBuilder {
     if (done != built_.end()) return done->second;
     const Value& v = values_[r];
     PyValue out;
-    switch (v.kind) {
-      case Kind::kNone: break;
-      case Kind::kBool:
-        out.type = PyType::kBool;
-        out.i = v.i;
-        break;
-      case Kind::kInt:
-        out.type = PyType::kInt;
-        out.i = v.i;
-        break;
-      case Kind::kBigInt:
-        out.type = PyType::kBigInt;
-        out.s = v.s;
-        break;
-      case Kind::kFloat:
-        out.type = PyType::kFloat;
-        out.f = v.f;
-        break;
-      case Kind::kString:
-        out.type = PyType::kStr;
-        out.s = v.s;  // the file's bytes, valid UTF-8 or not: compared as they are
-        break;
-      case Kind::kBytes:
-        out.type = PyType::kBytes;
-        out.s = v.s;
-        break;
-      case Kind::kTuple:
-      case Kind::kList:
-      case Kind::kSet:
-        out.type = v.kind == Kind::kTuple  ? PyType::kTuple
-                   : v.kind == Kind::kList ? PyType::kList
-                   : v.i                   ? PyType::kFrozenSet
-                                           : PyType::kSet;
-        for (Ref item : v.items) out.items.push_back(build(item));
-        break;
-      case Kind::kDict:
-        out.type = PyType::kDict;
-        for (const auto& [k, val] : v.dict) out.dict.emplace_back(build(k), build(val));
-        break;
-      case Kind::kObject:
-        out.type = PyType::kObject;
-        out.s = v.s;
-        out.i = v.i;
-        for (Ref slot : v.items) out.items.push_back(slot == kNoneRef ? nullptr : build(slot));
-        break;
-      case Kind::kGlobal:
-        out.type = PyType::kGlobal;
-        out.s = v.s;
-        break;
-      case Kind::kStorage:
-        out.type = PyType::kStorage;
-        out.s = v.s;
-        break;
-      case Kind::kTensor: {
-        out.type = PyType::kTensor;
-        const std::string* name = flattened_.tensor_name(r);
-        out.s = name ? *name : std::string();
-        break;
-      }
+    out.type = type_of(v);
+    // A set's `i` is its frozenness (now in the type), a tensor's its storage offset (its bytes are
+    // compared as a tensor's, by name).
+    out.i = v.kind == Kind::kSet || v.kind == Kind::kTensor ? 0 : v.i;
+    out.f = v.f;
+    out.s = v.s;  // a str keeps the file's bytes, valid UTF-8 or not: compared as they are
+    if (v.kind == Kind::kTensor) {
+      const std::string* name = flattened_.tensor_name(r);
+      out.s = name ? *name : std::string();
+    } else if (v.kind != Kind::kStorage) {  // a numpy array's storage holds its bytes: not a value
+      for (Ref item : v.items)
+        out.items.push_back(v.kind == Kind::kObject && item == kNoneRef ? nullptr : build(item));
+      for (const auto& [k, val] : v.dict) out.dict.emplace_back(build(k), build(val));
     }
     PyValuePtr node = std::make_shared<const PyValue>(std::move(out));
     built_.emplace(r, node);
