@@ -83,6 +83,8 @@ struct ChildRun {
   double cpu_seconds = 0;          // user + system time of the child (RUSAGE_CHILDREN before/after)
   std::string out;                 // stdout, when captured
   std::string log_tail;            // the last few hundred bytes of stderr (and of stdout when not captured)
+  std::string error_line;          // the first line of that log saying "error:" (a drill says why it
+                                   // exited 2 in its first line, before its checks: out of the tail)
 };
 
 // fork + execvp + wait4. stdout is captured when `capture_stdout`; the tail of the rest is kept

@@ -32,6 +32,22 @@ std::string command_line(const std::vector<std::string>& argv) {
   return text;
 }
 
+// The first line of `path` that holds "error:", up to 600 bytes of it; "" when none does.
+std::string first_error_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  for (int lines = 0; lines < 100000 && std::getline(in, line); ++lines)
+    if (line.find("error:") != std::string::npos)
+      return line.size() > 600 ? line.substr(0, 600) + "..." : line;
+  return "";
+}
+
+// What a failed child said: its error line when the tail does not hold it already, then the tail.
+std::string last_words(const ChildRun& run) {
+  if (run.error_line.empty() || run.log_tail.find(run.error_line) != std::string::npos) return run.log_tail;
+  return run.error_line + " [...] " + run.log_tail;
+}
+
 }  // namespace
 
 Result<ChildRun> run_child(const std::vector<std::string>& command, bool capture_stdout,
@@ -76,6 +92,7 @@ Result<ChildRun> run_child(const std::vector<std::string>& command, bool capture
   run.max_rss_bytes = exit.max_rss_bytes;
   run.exit_code = exit.exited ? exit.exit_code : 128 + exit.signal;
   run.log_tail = log_tail(log_path, 300);
+  if (run.exit_code != 0) run.error_line = first_error_line(log_path);
   ::unlink(log_path);
   if (!rss_path.empty()) {
     std::ifstream in(rss_path);
@@ -99,7 +116,7 @@ Status run_ok(const std::vector<std::string>& argv) {
   CKPT_ASSIGN_OR_RETURN(ChildRun run, run_child(argv, false, 1800));
   if (run.exit_code != 0) {
     return Status::io_error(command_line(argv) + ": exit code " + std::to_string(run.exit_code) + ": " +
-                            run.log_tail);
+                            last_words(run));
   }
   return Status::ok();
 }
@@ -111,7 +128,7 @@ Result<ChildTiming> time_child(int repetitions, const std::vector<std::string>& 
     CKPT_ASSIGN_OR_RETURN(ChildRun run, run_child(argv, false, 600, own_rss));
     if (std::find(ok_exit_codes.begin(), ok_exit_codes.end(), run.exit_code) == ok_exit_codes.end()) {
       return Status::io_error(command_line(argv) + ": exit code " + std::to_string(run.exit_code) +
-                              ", expected " + std::to_string(ok_exit_codes.front()) + ": " + run.log_tail);
+                              ", expected " + std::to_string(ok_exit_codes.front()) + ": " + last_words(run));
     }
     result.exit_code = run.exit_code;
     result.timing.all_seconds.push_back(run.wall_seconds);

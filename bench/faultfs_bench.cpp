@@ -102,7 +102,11 @@ BenchRow drill_cost_row(const BenchSettings& s) {
     row.ours += (row.ours.empty() ? "" : ", ") + std::string(fault) + " +" + format_seconds(added);
     row.numbers[fault] = {{"drill_seconds", with->timing.all_seconds}, {"added_seconds", added}};
   }
-  (void)remove_tree(work);
+  // A drill that errored keeps its work dir (its runs' logs; the error names it): so does the bench.
+  if (row.met == "error")
+    row.numbers["work_dir_kept"] = work;
+  else
+    (void)remove_tree(work);
   return row;
 }
 

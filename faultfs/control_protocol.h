@@ -12,7 +12,8 @@
 //   clear                -> ok          (no more ENOSPC or EIO faults; the journal stays)
 //   journal              -> ok {"entries":[..],"losses":[..]}   (faultfs/journal.h)
 //   gate SPEC            -> ok          (arms the kill gate, faultfs/kill_gate.h: `after-save METRICS
-//                                        STEP` or `during-save METRICS CKPT_DIR STEP`)
+//                                        STEP`, `during-save METRICS CKPT_DIR STEP`, `after-step
+//                                        METRICS STEP` or `first-change CKPT_DIR`)
 //   gate-wait MS         -> ok held {"op":..,"path":..} | ok waiting   (waits up to MS for a held request)
 //   gate-release         -> ok          (the held request replies; the gate disarms)
 //

@@ -33,17 +33,23 @@ Status KillGate::arm(const std::string& spec) {
   for (std::string w; in >> w;) words.push_back(w);
   const bool after = words.size() == 3 && words[0] == "after-save";
   const bool during = words.size() == 4 && words[0] == "during-save";
+  const bool after_step = words.size() == 3 && words[0] == "after-step";
+  const bool first_change = words.size() == 2 && words[0] == "first-change";
   int64_t step = 0;
-  if ((!after && !during) || !parse_step(words.back(), &step))
+  if ((!after && !during && !after_step && !first_change) ||
+      (!first_change && !parse_step(words.back(), &step)))
     return Status::invalid_argument(
-        "gate takes `after-save METRICS STEP` or `during-save METRICS CKPT_DIR STEP`, got `" + spec + "`");
+        "gate takes `after-save METRICS STEP`, `during-save METRICS CKPT_DIR STEP`, `after-step METRICS "
+        "STEP` or `first-change CKPT_DIR`, got `" +
+        spec + "`");
   std::lock_guard<std::mutex> lock(mu_);
-  mode_ = after ? Mode::kAfterEvent : Mode::kFirstSaveChange;
-  metrics_ = mount_path(words[1]);
-  ckpt_dir_ = during ? mount_path(words[2]) : "";
+  mode_ = after ? Mode::kAfterEvent : after_step ? Mode::kAfterStep : Mode::kFirstSaveChange;
+  // first-change watches no metrics file: "" is no path the mount ever names.
+  metrics_ = first_change ? "" : mount_path(words[1]);
+  ckpt_dir_ = during ? mount_path(words[2]) : first_change ? mount_path(words[1]) : "";
   step_ = step;
   event_seen_ = step <= 0;
-  armed_ = false;
+  armed_ = first_change;  // armed at once: the drill arms it at the moment it means
   partial_.clear();
   held_ = released_ = false;
   what_.clear();
@@ -66,6 +72,8 @@ bool KillGate::feed_metrics(const char* data, size_t size, std::string* line_out
       reached = event && step == step_;
     } else if (event) {
       event_seen_ = event_seen_ || step == step_;
+    } else if (mode_ == Mode::kAfterStep) {
+      reached = event_seen_ && step > step_;  // during-save's arming moment, held itself
     } else {
       armed_ = armed_ || (event_seen_ && step > step_);
     }
@@ -77,6 +85,7 @@ bool KillGate::feed_metrics(const char* data, size_t size, std::string* line_out
 }
 
 bool KillGate::under_checkpoint_dir(const std::string& path) const {
+  if (ckpt_dir_ == "/") return path.size() > 1;  // the mount's root: everything on it
   return path.size() > ckpt_dir_.size() + 1 && path.compare(0, ckpt_dir_.size(), ckpt_dir_) == 0 &&
          (ckpt_dir_ == "/" || path[ckpt_dir_.size()] == '/');
 }

@@ -12,6 +12,15 @@
 //                                    write, truncate, fallocate) once METRICS has had the checkpoint
 //                                    event of step AFTER (none when AFTER <= 0) and then a step line
 //                                    past it: the first request of the next save
+//   after-step METRICS AFTER         hold the write that completes that step line past the event of
+//                                    AFTER: during-save's arming moment, on a mount that does not
+//                                    hold the checkpoint dir
+//   first-change CKPT                hold the first change under CKPT from now on (armed at once):
+//                                    during-save's hold, on a mount that does not hold the metrics
+//
+// The last two split during-save over two mounts (the storage fault power-loss-mid-save: the run dir
+// on one, the checkpoint dir that loses power on the other): the drill arms `first-change` on the
+// checkpoint dir's mount while the program sleeps in the step line held by `after-step`.
 //
 // Paths are relative to the mount. The request itself is served (the event line is in the file, the
 // first name exists), so what the drill reads afterwards is what the program had done at the kill.
@@ -31,7 +40,8 @@ namespace ckpt::faultfs {
 
 class KillGate {
  public:
-  // "after-save METRICS STEP" or "during-save METRICS CKPT AFTER"; replaces an earlier arming.
+  // "after-save METRICS STEP", "during-save METRICS CKPT AFTER", "after-step METRICS AFTER" or
+  // "first-change CKPT"; replaces an earlier arming.
   Status arm(const std::string& spec);
 
   // Called by the FUSE front after serving a request and before replying to it; returns at once,
@@ -51,7 +61,7 @@ class KillGate {
   void set_stop_check(std::function<bool()> stopping) { stopping_ = std::move(stopping); }
 
  private:
-  enum class Mode { kOff, kAfterEvent, kFirstSaveChange };
+  enum class Mode { kOff, kAfterEvent, kAfterStep, kFirstSaveChange };
   // Feeds appended metrics bytes; true when they reach the kill point. Holds mu_.
   bool feed_metrics(const char* data, size_t size, std::string* line);
   bool under_checkpoint_dir(const std::string& path) const;

@@ -122,5 +122,90 @@ TEST(DrillHeldKillPoint, AFastProgramOnABusyMachineIsKilledAtItsCheckpointEventA
               kRepetitions, inside_save, kRepetitions, busy.count());
 }
 
+// The storage faults that kill at the checkpoint event (power-loss, read-error) hold it too: the
+// subject's run dir on a mount of its own, beside the fault's mount of its checkpoint dir. The same
+// fast program on the same busy machine is killed (and loses power) exactly at its step-4 event; the
+// unheld watch let it log steps 5 and 6 and save step 6 first.
+TEST(DrillHeldKillPoint, PowerLossAndReadErrorHoldTheirCheckpointEventToo) {
+  CpuBurners busy;
+  ASSERT_GT(busy.count(), 0u);
+  constexpr int kRepetitions = 2;
+  int exact = 0;
+  for (int rep = 0; rep < kRepetitions; ++rep) {
+    testing::TempDir work;
+    const auto r = testing::run_command(std::string(CKPTCHECK_BIN) +
+                                        " drill --child-timeout 60 --save-at 4 --resume-steps 2 "
+                                        "--faults power-loss,read-error --keep-work-dir --work-dir " +
+                                        work.path() + " --json -- /usr/bin/python3 " + kFastProgram +
+                                        " --protocol durable --event-sleep 0 2>/dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto report = nlohmann::json::parse(r.output, nullptr, false);
+    ASSERT_TRUE(report.is_object()) << r.output;
+    std::string drill_dir;
+    for (const auto& e : fs::directory_iterator(work.path())) drill_dir = e.path().string();
+    ASSERT_FALSE(drill_dir.empty());
+    for (const std::string fault : {"power-loss", "read-error"}) {
+      nlohmann::json c;  // a fault's check has no kill mode
+      for (const auto& check : report["checks"])
+        if (check["name"] == "fault_" + fault) c = check;
+      ASSERT_TRUE(c.is_object()) << report.dump();
+      EXPECT_TRUE(c["passed"].get<bool>()) << c.dump();
+      EXPECT_TRUE(c["numbers"]["held_by_faultfs"].get<bool>()) << c.dump();
+      const auto log = metrics_lines(drill_dir + "/faults/" + fault + "/subject/metrics.jsonl");
+      ASSERT_FALSE(log.empty());
+      const bool at_event = log.back().value("event", "") == "checkpoint" && log.back()["step"] == 4;
+      EXPECT_TRUE(at_event) << fault << " rep " << rep << ": the subject's log ends " << log.back().dump();
+      exact += at_event;
+    }
+  }
+  EXPECT_EQ(exact, 2 * kRepetitions);
+}
+
+// power-loss-mid-save holds its point over two mounts (the run dir's holds the step line past the
+// step-2 event while the drill arms the checkpoint dir's mount for the save's first change): the same
+// fast program, whose step-4 save takes a few milliseconds, loses power at that save's first request
+// every time. Unheld, the watch's kill came after the save had written its file.
+TEST(DrillHeldKillPoint, PowerLossMidSaveLandsInsideAFastSave) {
+  CpuBurners busy;
+  ASSERT_GT(busy.count(), 0u);
+  constexpr int kRepetitions = 2;
+  int inside = 0;
+  for (int rep = 0; rep < kRepetitions; ++rep) {
+    testing::TempDir work;
+    const auto r = testing::run_command(std::string(CKPTCHECK_BIN) +
+                                        " drill --child-timeout 60 --save-at 4 --resume-steps 2 "
+                                        "--faults power-loss-mid-save --keep-work-dir --work-dir " +
+                                        work.path() + " --json -- /usr/bin/python3 " + kFastProgram +
+                                        " --protocol durable --event-sleep 0 2>/dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto report = nlohmann::json::parse(r.output, nullptr, false);
+    ASSERT_TRUE(report.is_object()) << r.output;
+    nlohmann::json c;
+    for (const auto& check : report["checks"])
+      if (check["name"] == "fault_power-loss-mid-save") c = check;
+    ASSERT_TRUE(c.is_object()) << report.dump();
+    EXPECT_TRUE(c["numbers"]["held_by_faultfs"].get<bool>()) << c.dump();
+    const bool survived = c["numbers"]["outcome"] == "survived" && c["passed"].get<bool>();
+    EXPECT_TRUE(survived) << "rep " << rep << ": " << c.dump();
+    EXPECT_EQ(c["numbers"]["trigger"], "step_4.ckpt.tmp") << c.dump();
+    // The power failed right at the save's first request: the journal lost its first file's name
+    // and nothing written into it (unheld, the kill came after the save's 16 KiB were written).
+    const nlohmann::json want_losses = {
+        "ckpt/step_4.ckpt.tmp: created, but its directory entry never became durable: no fsync of ckpt/ "
+        "— the file vanishes"};
+    const bool first_request = c["numbers"]["losses"] == want_losses;
+    EXPECT_TRUE(first_request) << "rep " << rep << ": " << c["numbers"]["losses"].dump();
+    // Killed inside the save: step 4 logged last, nothing announced after step 2.
+    std::string drill_dir;
+    for (const auto& e : fs::directory_iterator(work.path())) drill_dir = e.path().string();
+    const auto log = metrics_lines(drill_dir + "/faults/power-loss-mid-save/subject/metrics.jsonl");
+    ASSERT_FALSE(log.empty());
+    const bool in_save = log.back().value("step", -1) == 4 && !log.back().contains("event");
+    EXPECT_TRUE(in_save) << "rep " << rep << ": the subject's log ends " << log.back().dump();
+    inside += survived && in_save && first_request;
+  }
+  EXPECT_EQ(inside, kRepetitions);
+}
+
 }  // namespace held_kill_point_test
 }  // namespace ckpt

@@ -96,11 +96,52 @@ TEST(KillGate, AHoldEndsWhenTheDaemonIsAskedToStop) {
   EXPECT_TRUE(held.returned);
 }
 
+// power-loss-mid-save splits during-save over two mounts: `after-step` holds the arming step line on
+// the run dir's mount, `first-change` (armed by the drill meanwhile) holds the save's first change on
+// the checkpoint dir's mount, whose root is the checkpoint dir.
+TEST(KillGate, AfterStepHoldsTheFirstStepLinePastTheEvent) {
+  KillGate gate;
+  ASSERT_TRUE(gate.arm("after-step metrics.jsonl 2").is_ok());
+  write(gate, "/metrics.jsonl", "{\"step\": 1, \"loss\": 1.0}\n{\"step\": 2, \"loss\": 1.0}\n");
+  write(gate, "/metrics.jsonl", "{\"step\": 3, \"loss\": 1.0}\n");  // no event of step 2 yet
+  gate.after_change("create", "/ckpt/step_2.tmp");                  // changes are not what it holds
+  EXPECT_FALSE(gate.wait_held(0));
+  write(gate, "/metrics.jsonl", "{\"event\": \"checkpoint\", \"step\": 2, \"path\": \"step_2\"}\n");
+  EXPECT_FALSE(gate.wait_held(0)) << "the event itself is not the point";
+  Offered step([&] { write(gate, "/metrics.jsonl", "{\"step\": 3, \"loss\": 0.5}\n"); });
+  const auto held = gate.wait_held(5000);
+  ASSERT_TRUE(held);
+  EXPECT_EQ(nlohmann::json::parse(*held)["line"], "{\"step\": 3, \"loss\": 0.5}");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(step.returned);
+  gate.release();
+  step.thread.join();
+  EXPECT_TRUE(step.returned);
+}
+
+TEST(KillGate, FirstChangeHoldsTheNextChangeAnywhereUnderItsDirFromTheStart) {
+  KillGate gate;
+  ASSERT_TRUE(gate.arm("first-change /").is_ok());
+  write(gate, "/", "x");  // the root itself is not under the root
+  EXPECT_FALSE(gate.wait_held(0));
+  Offered first([&] { gate.after_change("create", "/a"); });  // a one-letter name at the root
+  const auto held = gate.wait_held(5000);
+  ASSERT_TRUE(held);
+  EXPECT_EQ(nlohmann::json::parse(*held)["path"], "/a");
+  EXPECT_FALSE(first.returned);
+  gate.release();
+  first.thread.join();
+  gate.after_change("create", "/b");  // disarmed by the release
+  EXPECT_FALSE(gate.wait_held(0));
+}
+
 TEST(KillGate, ABadArmingIsRefused) {
   KillGate gate;
   EXPECT_FALSE(gate.arm("after-save metrics.jsonl").is_ok());
   EXPECT_FALSE(gate.arm("during-save m ckpt two").is_ok());
   EXPECT_FALSE(gate.arm("sometime m 4").is_ok());
+  EXPECT_FALSE(gate.arm("after-step m").is_ok());
+  EXPECT_FALSE(gate.arm("first-change").is_ok());
 }
 
 }  // namespace

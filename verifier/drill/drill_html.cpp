@@ -16,7 +16,7 @@ namespace ckpt {
 
 namespace {
 
-constexpr int kWidth = 720, kHeight = 300, kPad = 48;
+constexpr int kWidth = 720, kPlotHeight = 204;
 
 std::string text_of(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
@@ -61,8 +61,15 @@ std::vector<std::pair<double, double>> pairs_of(const nlohmann::json& series) {
   return p;
 }
 
+// The chart is stacked in horizontal bands that never share a row, so no label can cover another
+// whatever its text and whatever the steps: the legend (one row per curve), then the marker labels
+// (one row per marker), then the plot area, then the step axis. The legend used to sit in the plot's
+// top right corner and the marker labels in three rows across it, and a marker near the right end
+// wrote its label over the legend (issue 66).
+constexpr int kLegendRow = 16, kMarkerRow = 14, kLeft = 84, kRight = 24, kAxisBand = 24;
+
 std::string line_chart(const std::string& id, const std::string& label, const std::vector<Curve>& curves,
-                       const std::vector<Marker>& markers, int height = kHeight) {
+                       const std::vector<Marker>& markers, int plot_height = kPlotHeight) {
   double x0 = std::numeric_limits<double>::max(), x1 = -x0, y0 = x0, y1 = -x0;
   for (const auto& c : curves)
     for (const auto& [x, y] : c.points) {
@@ -73,28 +80,52 @@ std::string line_chart(const std::string& id, const std::string& label, const st
   if (x0 > x1) x0 = 0, x1 = 1;
   if (x1 == x0) x1 = x0 + 1;
   if (y1 == y0) y1 = y0 + 1;
-  const auto sx = [&](double x) { return kPad + (x - x0) / (x1 - x0) * (kWidth - 2 * kPad); };
-  const auto sy = [&](double y) { return height - kPad - (y - y0) / (y1 - y0) * (height - 2 * kPad); };
+  const int legend_top = 4;
+  const int markers_top = legend_top + kLegendRow * static_cast<int>(curves.size()) + 4;
+  const int plot_top = markers_top + kMarkerRow * static_cast<int>(markers.size()) + 10;
+  const int plot_bottom = plot_top + plot_height;
+  const int height = plot_bottom + kAxisBand;
+  const auto sx = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * (kWidth - kLeft - kRight); };
+  const auto sy = [&](double y) { return plot_bottom - (y - y0) / (y1 - y0) * plot_height; };
   std::ostringstream s;
   s << "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"" << html_escape(id) << "\" width=\"" << kWidth
     << "\" height=\"" << height << "\" viewBox=\"0 0 " << kWidth << " " << height
     << "\" role=\"img\" aria-label=\"" << html_escape(label) << "\">\n";
   s << "<rect x=\"0\" y=\"0\" width=\"" << kWidth << "\" height=\"" << height << "\" fill=\"#fff\"/>\n";
-  s << "<line class=\"axis\" x1=\"" << kPad << "\" y1=\"" << height - kPad << "\" x2=\"" << kWidth - kPad
-    << "\" y2=\"" << height - kPad << "\"/><line class=\"axis\" x1=\"" << kPad << "\" y1=\"" << kPad
-    << "\" x2=\"" << kPad << "\" y2=\"" << height - kPad << "\"/>\n";
-  s << "<text x=\"" << kPad << "\" y=\"" << height - kPad + 16 << "\">step " << text_of(x0) << "</text>";
-  s << "<text x=\"" << kWidth - kPad << "\" y=\"" << height - kPad + 16 << "\" text-anchor=\"end\">step "
-    << text_of(x1) << "</text>";
-  s << "<text x=\"4\" y=\"" << kPad << "\">" << html_escape(text_of(y1)) << "</text>";
-  s << "<text x=\"4\" y=\"" << height - kPad << "\">" << html_escape(text_of(y0)) << "</text>\n";
+  // The plot area itself (invisible): what the curves and marker lines are drawn in, and what
+  // no legend entry or marker label may enter.
+  s << "<rect class=\"plot-area\" x=\"" << kLeft << "\" y=\"" << plot_top << "\" width=\""
+    << kWidth - kLeft - kRight << "\" height=\"" << plot_height << "\" fill=\"none\"/>\n";
+  for (size_t i = 0; i < curves.size(); ++i) {  // legend: one row per curve, above everything else
+    const int y = legend_top + kLegendRow * static_cast<int>(i) + 12;
+    s << "<g class=\"legend\"><line class=\"" << curves[i].css_class << (i > 1 ? " curve-alt" : "")
+      << "\" x1=\"" << kLeft << "\" y1=\"" << y - 4 << "\" x2=\"" << kLeft + 24 << "\" y2=\"" << y - 4
+      << "\"/><text x=\"" << kLeft + 30 << "\" y=\"" << y << "\">" << html_escape(curves[i].label)
+      << "</text></g>\n";
+  }
+  s << "<line class=\"axis\" x1=\"" << kLeft << "\" y1=\"" << plot_bottom << "\" x2=\"" << kWidth - kRight
+    << "\" y2=\"" << plot_bottom << "\"/><line class=\"axis\" x1=\"" << kLeft << "\" y1=\"" << plot_top
+    << "\" x2=\"" << kLeft << "\" y2=\"" << plot_bottom << "\"/>\n";
+  s << "<text class=\"axis-label\" x=\"" << kLeft << "\" y=\"" << plot_bottom + 16 << "\">step "
+    << text_of(x0) << "</text>";
+  s << "<text class=\"axis-label\" x=\"" << kWidth - kRight << "\" y=\"" << plot_bottom + 16
+    << "\" text-anchor=\"end\">step " << text_of(x1) << "</text>";
+  // The value axis's labels, right-aligned in the left margin at the top and bottom of the plot.
+  s << "<text class=\"axis-label\" x=\"" << kLeft - 4 << "\" y=\"" << plot_top + 4
+    << "\" text-anchor=\"end\">" << html_escape(text_of(y1)) << "</text>";
+  s << "<text class=\"axis-label\" x=\"" << kLeft - 4 << "\" y=\"" << plot_bottom << "\" text-anchor=\"end\">"
+    << html_escape(text_of(y0)) << "</text>\n";
   for (size_t i = 0; i < markers.size(); ++i) {
     const Marker& m = markers[i];
     const double x = sx(m.step);
+    // Its label in a row of its own above the plot, beside the line's x: to the right of it in the
+    // left half of the chart, to the left of it in the right half, so it stays inside the chart.
+    const bool right_half = x > kWidth / 2.0;
     s << "<line id=\"" << html_escape(m.id) << "\" class=\"" << m.css_class << "\" x1=\"" << x << "\" y1=\""
-      << kPad - 8 << "\" x2=\"" << x << "\" y2=\"" << height - kPad << "\"><title>" << html_escape(m.label)
-      << "</title></line><text class=\"marker-label\" x=\"" << x + 3 << "\" y=\""
-      << kPad - 10 + 11 * static_cast<int>(i % 3) << "\">" << html_escape(m.label) << "</text>\n";
+      << plot_top << "\" x2=\"" << x << "\" y2=\"" << plot_bottom << "\"><title>" << html_escape(m.label)
+      << "</title></line><text class=\"marker-label " << m.css_class << "-label\" x=\""
+      << (right_half ? x - 3 : x + 3) << "\" y=\"" << markers_top + kMarkerRow * static_cast<int>(i) + 11
+      << "\"" << (right_half ? " text-anchor=\"end\"" : "") << ">" << html_escape(m.label) << "</text>\n";
   }
   for (size_t i = 0; i < curves.size(); ++i) {
     const Curve& c = curves[i];
@@ -102,13 +133,6 @@ std::string line_chart(const std::string& id, const std::string& label, const st
       << "\" fill=\"none\" points=\"";
     for (const auto& [x, y] : c.points) s << sx(x) << "," << sy(y) << " ";
     s << "\"><title>" << html_escape(c.label) << "</title></polyline>\n";
-  }
-  for (size_t i = 0; i < curves.size(); ++i) {  // legend
-    const int y = 16 + 16 * static_cast<int>(i);
-    s << "<g class=\"legend\"><line class=\"" << curves[i].css_class << (i > 1 ? " curve-alt" : "")
-      << "\" x1=\"" << kWidth - 260 << "\" y1=\"" << y - 4 << "\" x2=\"" << kWidth - 236 << "\" y2=\""
-      << y - 4 << "\"/><text x=\"" << kWidth - 230 << "\" y=\"" << y << "\">" << html_escape(curves[i].label)
-      << "</text></g>\n";
   }
   s << "</svg>\n";
   return s.str();
@@ -193,15 +217,24 @@ std::string diverging_metric_charts(const nlohmann::json& metric, const nlohmann
   s << "<h3 id=\"diverging-" << html_escape(field) << "\">" << html_escape(field)
     << (first.is_number() ? " (first diverged at step " + text_of(first) + ")" : std::string()) << "</h3>\n";
   s << line_chart("metric-chart-" + field, field + " per step", values,
-                  kill_and_resume_markers(modes, live, "metric-" + field + "-"), 220);
-  s << line_chart("diff-chart-" + field, field + ": resumed - " + golden, diffs, {}, 180);
+                  kill_and_resume_markers(modes, live, "metric-" + field + "-"), 124);
+  s << line_chart("diff-chart-" + field, field + ": resumed - " + golden, diffs, {}, 84);
   return s.str();
 }
 
+// "2026-12-07 05:51" of the history's "2026-12-07T05:51:33Z" (UTC): minutes tell apart the drills
+// of one night; anything else is shown as it is.
+std::string drill_date(const nlohmann::json& time) {
+  const std::string t = text_of(time);
+  if (t.size() >= 16 && t[10] == 'T') return t.substr(0, 10) + " " + t.substr(11, 5);
+  return t;
+}
+
 // One small chart per series of the drill history (report["history"], oldest first): the value of
-// `key` per drill as a polyline with dots; a drill that did not measure it leaves a gap.
+// `key` per drill as a polyline with dots; a drill that did not measure it leaves a gap. The value
+// labels sit right-aligned in the left margin, the first and last drill's dates under the axis.
 std::string trend_chart(const nlohmann::json& history, const char* key, const std::string& title) {
-  constexpr int w = 720, h = 160, pad = 40;
+  constexpr int w = 720, h = 176, left = 84, right = 20, top = 12, axis_y = h - 28;
   std::vector<std::pair<size_t, double>> points;
   for (size_t i = 0; i < history.size(); ++i)
     if (json_member_or_null(history[i], key).is_number())
@@ -210,18 +243,18 @@ std::string trend_chart(const nlohmann::json& history, const char* key, const st
   s << "<h3>" << html_escape(title)
     << "</h3>\n<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"trend\" id=\"trend-" << key << "\" width=\""
     << w << "\" height=\"" << h << "\">\n";
-  s << "<line class=\"axis\" x1=\"" << pad << "\" y1=\"" << h - pad / 2 << "\" x2=\"" << w - 10 << "\" y2=\""
-    << h - pad / 2 << "\"/>\n";
+  s << "<line class=\"axis\" x1=\"" << left << "\" y1=\"" << axis_y << "\" x2=\"" << w - right << "\" y2=\""
+    << axis_y << "\"/>\n";
   if (points.empty()) {
-    s << "<text x=\"" << pad << "\" y=\"" << h / 2 << "\">not measured in any drill</text>\n</svg>\n";
+    s << "<text x=\"" << left << "\" y=\"" << h / 2 << "\">not measured in any drill</text>\n</svg>\n";
     return s.str();
   }
   double lo = points[0].second, hi = lo;
   for (const auto& p : points) lo = std::min(lo, p.second), hi = std::max(hi, p.second);
   if (hi <= lo) hi = lo + (lo == 0 ? 1 : std::fabs(lo) * 0.1);
   const double n = std::max<double>(1, static_cast<double>(history.size() - 1));
-  auto x = [&](size_t i) { return pad + (w - pad - 20) * (static_cast<double>(i) / n); };
-  auto y = [&](double v) { return (h - pad / 2) - (h - pad) * ((v - lo) / (hi - lo)); };
+  auto x = [&](size_t i) { return left + (w - left - right) * (static_cast<double>(i) / n); };
+  auto y = [&](double v) { return axis_y - (axis_y - top) * ((v - lo) / (hi - lo)); };
   s << "<polyline fill=\"none\" class=\"curve-reference\" points=\"";
   for (const auto& p : points) s << x(p.first) << "," << y(p.second) << " ";
   s << "\"/>\n";
@@ -231,28 +264,48 @@ std::string trend_chart(const nlohmann::json& history, const char* key, const st
       << html_escape(text_of(history[p.first][key])) << "</title></circle>\n";
   const bool size = ends_with(key, "_bytes");
   const auto label = [&](double v) { return size ? byte_size_text(v) : text_of(nlohmann::json(v)); };
-  s << "<text x=\"2\" y=\"" << y(hi) + 4 << "\">" << html_escape(label(hi)) << "</text>\n";
-  s << "<text x=\"2\" y=\"" << y(lo) + 4 << "\">" << html_escape(label(lo)) << "</text>\n";
+  s << "<text class=\"axis-label\" x=\"" << left - 6 << "\" y=\"" << y(hi) + 4 << "\" text-anchor=\"end\">"
+    << html_escape(label(hi)) << "</text>\n";
+  s << "<text class=\"axis-label\" x=\"" << left - 6 << "\" y=\"" << y(lo) + 4 << "\" text-anchor=\"end\">"
+    << html_escape(label(lo)) << "</text>\n";
+  s << "<text class=\"axis-label trend-date\" x=\"" << left << "\" y=\"" << axis_y + 16 << "\">"
+    << html_escape(drill_date(json_member_or_null(history[0], "time"))) << "</text>\n";
+  if (history.size() > 1)
+    s << "<text class=\"axis-label trend-date\" x=\"" << w - right << "\" y=\"" << axis_y + 16
+      << "\" text-anchor=\"end\">" << html_escape(drill_date(json_member_or_null(history.back(), "time")))
+      << "</text>\n";
   s << "</svg>\n";
   return s.str();
 }
 
-// The verdict of every drill of the history, oldest first: one square each.
+// The verdict of every drill of the history, oldest first: one column each, a coloured square and,
+// under it, the drill's date and verdict written upwards. A column is wider than a line of text is
+// tall, so no two labels can meet however many drills there are; a long history scrolls sideways.
 std::string verdict_strip(const nlohmann::json& history) {
+  constexpr int column = 18, label_top = 24, height = 170;
   std::ostringstream s;
-  const int w = 16 * static_cast<int>(history.size()) + 8;
-  s << "<h3>Verdicts</h3>\n<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"trend\" id=\"trend-verdicts\" "
-       "width=\""
-    << w << "\" height=\"24\">\n";
+  const int w = column * static_cast<int>(history.size()) + 8;
+  s << "<h3>Verdicts (oldest first, times UTC)</h3>\n<div class=\"trend-scroll\"><svg "
+       "xmlns=\"http://www.w3.org/2000/svg\" class=\"trend\" id=\"trend-verdicts\" width=\""
+    << w << "\" height=\"" << height << "\">\n";
   for (size_t i = 0; i < history.size(); ++i) {
     const std::string v = text_of(json_member_or_null(history[i], "verdict"));
     const char* color = v == "pass" ? "#2a9d4a" : v == "fail" ? "#c62828" : "#e0a01a";
-    s << "<rect x=\"" << 4 + 16 * i << "\" y=\"4\" width=\"12\" height=\"16\" fill=\"" << color
-      << "\" class=\"verdict-" << html_escape(v) << "\"><title>"
-      << html_escape(text_of(json_member_or_null(history[i], "time"))) << ": " << html_escape(v)
-      << "</title></rect>\n";
+    const int x = 4 + column * static_cast<int>(i);
+    const std::string date = drill_date(json_member_or_null(history[i], "time"));
+    s << "<g class=\"verdict-column\"><rect x=\"" << x << "\" y=\"4\" width=\"" << column - 4
+      << "\" height=\"16\" fill=\"" << color << "\" class=\"verdict-" << html_escape(v) << "\"><title>"
+      << html_escape(text_of(json_member_or_null(history[i], "time"))) << " "
+      << html_escape(text_of(json_member_or_null(history[i], "mode"))) << ": " << html_escape(v)
+      << "</title></rect>";
+    // Rotated about its anchor, which sits under the square: the text runs down from there,
+    // reading upwards, its baseline a few pixels right of the column's middle.
+    const int ax = x + (column - 4) / 2 + 4;
+    s << "<text class=\"verdict-label\" x=\"" << ax << "\" y=\"" << label_top << "\" text-anchor=\"end\" "
+      << "transform=\"rotate(-90 " << ax << " " << label_top << ")\">" << html_escape(date) << " "
+      << html_escape(v) << "</text></g>\n";
   }
-  s << "</svg>\n";
+  s << "</svg></div>\n";
   return s.str();
 }
 
@@ -336,7 +389,8 @@ std::string render_drill_html(const nlohmann::json& report) {
     << ".curve-reference{stroke:#1f5fbf;stroke-width:2.5}.curve-resumed{stroke:#e0661a;stroke-width:1.5;"
     << "stroke-dasharray:5 3}.curve-alt{stroke:#2a9d4a}"
     << ".marker-kill{stroke:#c62828;stroke-width:1.5}.marker-resume{stroke:#2a9d4a;stroke-width:1.5;"
-    << "stroke-dasharray:2 2}\n</style></head><body>\n";
+    << "stroke-dasharray:2 2}.marker-kill-label{fill:#c62828}.marker-resume-label{fill:#1f7a35}"
+    << ".trend-scroll{overflow-x:auto;max-width:100%}\n</style></head><body>\n";
   s << "<div id=\"verdict\" class=\"verdict verdict-" << html_escape(verdict) << "\">"
     << html_escape(verdict == "pass"   ? "PASS"
                    : verdict == "fail" ? "FAIL"

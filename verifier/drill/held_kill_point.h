@@ -13,6 +13,7 @@
 // CKPTCHECK_KILL_GATE=off) the save watch of save_watch.h kills as soon as it sees the point.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -44,6 +45,24 @@ class HeldKillPoint {
   // The outcome reads as kill_after_checkpoint's or kill_during_save's.
   Result<WatchOutcome> kill_when_held(RunningProgram& child, const ProgramRun& run, bool after_save,
                                       int64_t step, double timeout_seconds, const StepObserver& on_step);
+
+  // The same watch with the request held by another mount's gate (`gate`, armed by the caller), whose
+  // path for the checkpoint dir is `ckpt_on_gate` ("/" when the mount is the checkpoint dir): the
+  // log is still read below this mount.
+  Result<WatchOutcome> kill_when_held_by(const faultfs::FaultMount& gate, const std::string& ckpt_on_gate,
+                                         RunningProgram& child, const ProgramRun& run, bool after_save,
+                                         int64_t step, double timeout_seconds, const StepObserver& on_step);
+
+  // during-save's arming moment held on its own (the gate's `after-step`): the write of the first step
+  // line past the checkpoint event of `step`. For a during-save kill whose checkpoint dir is on
+  // another mount (power-loss-mid-save): the drill arms that mount's `first-change` while the
+  // program sleeps here.
+  Status arm_after_step(const ProgramRun& run, int64_t step);
+  // Waits for the held request, runs `while_held`, then lets the request reply (always); true. False
+  // when the program ended first, or ran past `timeout_seconds` (then it is SIGKILLed, `ended`
+  // timed_out): the point was never reached, `ended` says how it ended.
+  Result<bool> release_when_held(RunningProgram& child, double timeout_seconds,
+                                 const std::function<Status()>& while_held, ChildExit* ended);
 
   // Unmounts and puts the run's files back at the run dir. Idempotent.
   Status finish();

@@ -18,6 +18,7 @@
 #include "base/file_io.h"
 #include "base/sha256.h"
 #include "faultfs/fault_mount.h"
+#include "verifier/drill/held_kill_point.h"
 #include "verifier/drill/missed_kill_point.h"
 #include "verifier/drill/program_launcher.h"
 #include "verifier/drill/resume_comparison.h"
@@ -159,6 +160,72 @@ struct Fault {
     return s.launcher->start(r, dir, r.role == "subject" ? RunShape::kSubject : RunShape::kResumed);
   }
 
+  // The subject's run dir (an empty dir: its metrics file and logs go there) mounted for a held kill
+  // point; null, with `why_not` saying why, where the kill modes would not hold either.
+  std::unique_ptr<HeldKillPoint> mount_run_dir(const ProgramRun& r, std::string* why_not) {
+    const std::string dir = parent_dir(r.metrics);
+    *why_not = held_kill_point_unavailable(*s.options, s.faultfs_program);
+    if (!why_not->empty()) return nullptr;
+    if (Status made = make_directory(dir); !made.is_ok()) {
+      *why_not = made.message();
+      return nullptr;
+    }
+    auto mounted = HeldKillPoint::mount(s.faultfs_program, dir);
+    if (mounted.is_ok()) return std::move(*mounted);
+    *why_not = "cannot mount ckptcheck-faultfs: " + mounted.status().message();
+    return nullptr;
+  }
+
+  // Starts the subject and SIGKILLs it at its step-N checkpoint event (power-loss, read-error). The
+  // event is held where it can be (held_kill_point.h): the subject's run dir (its metrics file and
+  // logs) on a ckptcheck-faultfs mount of its own, beside this fault's mount of its checkpoint dir,
+  // so no program outruns the kill and the power loss never touches the log it is judged by.
+  // `held_why_not` is "" when held, else why not; the kill then comes from the save watch.
+  Result<WatchOutcome> kill_at_event(const ProgramRun& r, std::string* held_why_not) {
+    std::unique_ptr<HeldKillPoint> held = mount_run_dir(r, held_why_not);
+    if (held) CKPT_RETURN_IF_ERROR(held->arm(r, /*after_save=*/true, s.n));
+    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child, start(r));
+    const double timeout = s.options->child_timeout_seconds;
+    if (!held) return kill_after_checkpoint(*child, r.metrics, ckpt, s.n, timeout);
+    CKPT_ASSIGN_OR_RETURN(WatchOutcome w, held->kill_when_held(*child, r, true, s.n, timeout, nullptr));
+    CKPT_RETURN_IF_ERROR(held->finish());  // the log back at its path before anything reads it
+    return w;
+  }
+
+  // Starts the subject and SIGKILLs it inside its step-N save, at the save's first change in its
+  // checkpoint dir (power-loss-mid-save). Held where it can be, over two mounts: the run dir's holds
+  // the first step line past the step N - every event (`after-step`), and while the program sleeps
+  // there the drill arms this fault's mount of the checkpoint dir to hold its next change
+  // (`first-change`), then lets the step line go. The kill so lands in the save however fast it is,
+  // and the power loss still has the checkpoint dir's mount to itself.
+  Result<WatchOutcome> kill_in_save(const ProgramRun& r, std::string* held_why_not) {
+    const int64_t before = s.n - s.save_every;
+    const double timeout = s.options->child_timeout_seconds;
+    std::unique_ptr<HeldKillPoint> held = mount_run_dir(r, held_why_not);
+    if (held) CKPT_RETURN_IF_ERROR(held->arm_after_step(r, before));
+    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child, start(r));
+    if (!held) return kill_during_save(*child, r.metrics, ckpt, before, timeout);
+    WatchOutcome w;
+    CKPT_ASSIGN_OR_RETURN(
+        const bool armed,
+        held->release_when_held(
+            *child, timeout, [&] { return mount->command("gate first-change /").status(); }, &w.exit));
+    if (armed) {
+      auto killed =
+          held->kill_when_held_by(*mount, "/", *child, r, /*after_save=*/false, before, timeout, nullptr);
+      // Disarmed whatever happened: the relaunch writes through the same mount.
+      (void)mount->command("gate-release");
+      CKPT_ASSIGN_OR_RETURN(w, std::move(killed));
+    }
+    CKPT_RETURN_IF_ERROR(held->finish());  // the log back at its path before anything reads it
+    return w;
+  }
+
+  static void note_held(const std::string& why_not, nlohmann::json* numbers) {
+    (*numbers)["held_by_faultfs"] = why_not.empty();
+    if (!why_not.empty()) (*numbers)["not_held_because"] = why_not;
+  }
+
   Status missed(const ProgramRun& r, const WatchOutcome& w, const std::string& mode, int64_t at) const {
     MissedKillPoint m;
     m.mode = mode;
@@ -285,19 +352,19 @@ struct Fault {
   Status power_loss(bool mid_save) {
     const ProgramRun r = run("subject", "");
     s.record->phase("fault " + fault + ": subject");
-    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child, start(r));
-    const double timeout = s.options->child_timeout_seconds;
     WatchOutcome w;
+    std::string held_why_not;
     if (!mid_save) {
-      w = kill_after_checkpoint(*child, r.metrics, ckpt, s.n, timeout);
+      CKPT_ASSIGN_OR_RETURN(w, kill_at_event(r, &held_why_not));
       if (!w.triggered) return missed(r, w, "after-save", s.n);
     } else {
-      CKPT_ASSIGN_OR_RETURN(w, kill_during_save(*child, r.metrics, ckpt, s.n - s.save_every, timeout));
+      CKPT_ASSIGN_OR_RETURN(w, kill_in_save(r, &held_why_not));
       if (!w.triggered) return missed(r, w, "during-save", s.n);
     }
     CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(r.metrics, ckpt));
     CheckpointEvent must = w.event;
     nlohmann::json numbers = {{"step", s.n}};
+    note_held(held_why_not, &numbers);
     if (mid_save) {
       if (log.checkpoints.empty())
         return Status::io_error("fault " + fault + ": the subject announced no checkpoint before the step-" +
@@ -450,9 +517,8 @@ struct Fault {
   Status read_error() {
     const ProgramRun r = run("subject", "");
     s.record->phase("fault " + fault + ": subject");
-    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child, start(r));
-    const WatchOutcome w =
-        kill_after_checkpoint(*child, r.metrics, ckpt, s.n, s.options->child_timeout_seconds);
+    std::string held_why_not;
+    CKPT_ASSIGN_OR_RETURN(const WatchOutcome w, kill_at_event(r, &held_why_not));
     if (!w.triggered) return missed(r, w, "after-save", s.n);
     CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(r.metrics, ckpt));
     std::vector<std::string> files;
@@ -475,6 +541,7 @@ struct Fault {
                               {"eio_files", files},
                               {"relaunch_exit", rl.exit.describe()},
                               {"relaunch_first_step", rl.first_step}};
+    note_held(held_why_not, &numbers);
     const std::string eio = "reads of " + short_name(w.event.path) + " (" + std::to_string(files.size()) +
                             " file" + (files.size() == 1 ? "" : "s") + ") answered EIO; the relaunch";
     const int64_t first = rl.first_step;

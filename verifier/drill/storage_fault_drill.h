@@ -14,6 +14,9 @@
 //   read-error           SIGKILL at the step-N checkpoint event, then EIO on every file of it; the
 //                        relaunch must exit non-zero, or fall back to an older whole checkpoint and match
 //
+// The kill points are held by the file system where the kill modes' are (held_kill_point.h): the
+// subject's run dir on a ckptcheck-faultfs mount of its own, beside the checkpoint dir's.
+//
 // The relaunch gets the subject's checkpoint dir as the fault left it, with CKPTCHECK_RESUME naming
 // the last checkpoint announced before the fault (what a job restarter reading the log would pass);
 // the step it actually resumed from is its first logged step less one. Each fault records one check
