@@ -203,23 +203,6 @@ const char* trainer_layout_name(TrainerLayoutKind kind) {
   return "hf_trainer";
 }
 
-const char* file_role_name(FileRole role) {
-  switch (role) {
-    case FileRole::kModel: return "model";
-    case FileRole::kOptimizer: return "optimizer";
-    case FileRole::kScheduler: return "scheduler";
-    case FileRole::kScaler: return "scaler";
-    case FileRole::kRng: return "rng";
-    case FileRole::kTrainerState: return "trainer state";
-    case FileRole::kTrainingArgs: return "training arguments";
-    case FileRole::kCustomState: return "custom state";
-    case FileRole::kConfig: return "config";
-    case FileRole::kLatestTag: return "latest tag";
-    case FileRole::kOther: return "other";
-  }
-  return "other";
-}
-
 const LayoutFile* TrainerLayout::find(FileRole role) const {
   for (const LayoutFile& f : files) {
     if (f.role == role) return &f;
@@ -276,6 +259,57 @@ Result<std::optional<TrainerLayout>> detect_trainer_layout(const std::string& ra
   CKPT_ASSIGN_OR_RETURN(auto inner, detect_trainer_layout(path + "/" + best));
   if (inner) inner->given = path;
   return inner;
+}
+
+}  // namespace ckpt
+
+namespace ckpt {
+
+namespace {
+
+// The evidence `kind` shows in `dir` itself, "" when none (the registry's view of evidence_in).
+std::string trainer_evidence_of(const std::string& dir, TrainerLayoutKind kind) {
+  const Evidence e = evidence_in(dir, top_files(dir));
+  switch (kind) {
+    case TrainerLayoutKind::kHfTrainer: return e.hf;
+    case TrainerLayoutKind::kAccelerate: return e.accelerate;
+    case TrainerLayoutKind::kDeepSpeed: return e.deepspeed;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::optional<LayoutMatch> trainer_layout_match(const std::string& raw, TrainerLayoutKind kind) {
+  const std::string path = strip_trailing_slashes(raw);
+  if (!is_directory(path)) return std::nullopt;
+  if (is_native_step_folder(path)) return std::nullopt;  // ckptcheck's own, `latest` and all
+  LayoutMatch m;
+  m.layout = trainer_layout_name(kind);
+  m.kind = m.layout;
+  m.dir = path;
+  const Result<std::optional<TrainerLayout>> found = detect_trainer_layout(path);
+  if (!found.is_ok()) {
+    if (found.status().code() == StatusCode::kAmbiguous) {
+      // Two trainers' evidence here: each claims the folder, and the registry refuses it naming both.
+      m.evidence = trainer_evidence_of(path, kind);
+      if (m.evidence.empty()) return std::nullopt;
+      return m;
+    }
+    // Only DeepSpeed's `latest` fails to resolve: its claim, with the failure as its defect.
+    if (kind != TrainerLayoutKind::kDeepSpeed) return std::nullopt;
+    m.evidence = "latest";
+    m.defect = found.status();
+    return m;
+  }
+  if (!*found || (*found)->kind != kind) return std::nullopt;
+  const TrainerLayout& layout = **found;
+  m.dir = layout.dir;
+  m.given = layout.given;
+  m.evidence = layout.evidence;
+  m.files = layout.files;
+  for (LayoutFile& f : m.files) f.loader = file_loader_by_name(f.name);
+  return m;
 }
 
 }  // namespace ckpt

@@ -24,33 +24,12 @@
 #include <vector>
 
 #include "base/status.h"
+#include "layouts/layout.h"
 
 namespace ckpt {
 
 enum class TrainerLayoutKind { kHfTrainer, kAccelerate, kDeepSpeed };
 const char* trainer_layout_name(TrainerLayoutKind kind);  // "hf_trainer", "accelerate", "deepspeed"
-
-enum class FileRole {
-  kModel,         // weights (safetensors, .bin, adapters), or DeepSpeed's model states
-  kOptimizer,     // optimizer.pt / optimizer*.bin, or DeepSpeed's ZeRO optimizer states
-  kScheduler,     // scheduler.pt / scheduler*.bin
-  kScaler,        // scaler.pt
-  kRng,           // rng_state*.pth, random_states_<r>.pkl
-  kTrainerState,  // trainer_state.json
-  kTrainingArgs,  // training_args.bin: a pickle of the arguments, never loaded on resume
-  kCustomState,   // custom_checkpoint_<i>.pkl, sampler*.bin: loaded (weights_only=False)
-  kConfig,        // config.json, adapter_config.json, generation_config.json, *.index.json
-  kLatestTag,     // DeepSpeed's `latest`
-  kOther,         // anything else: listed, checked if it is a tensor file
-};
-const char* file_role_name(FileRole role);
-
-struct LayoutFile {
-  std::string name;  // relative to TrainerLayout::dir
-  FileRole role = FileRole::kOther;
-  bool loaded_on_resume = false;
-  int rank = -1;  // rng_state_<r>, random_states_<r>, zero_pp_rank_<r>: the rank; -1 otherwise
-};
 
 struct TrainerLayout {
   TrainerLayoutKind kind = TrainerLayoutKind::kHfTrainer;
@@ -70,5 +49,12 @@ Result<std::optional<TrainerLayout>> detect_trainer_layout(const std::string& pa
 // The checkpoint number in HF's `checkpoint-N`, Accelerate's `checkpoint_N` or DeepSpeed's
 // `global_stepN` folder name; -1 for another name.
 long long layout_step_from_dir_name(const std::string& name);
+
+// detect_trainer_layout as the layouts registry sees it (layouts/layout.h): `kind`'s claim on `path`,
+// or nullopt. Where the folder holds two trainers' evidence, each of them claims it (so the registry
+// refuses the path naming both); a DeepSpeed `latest` naming a missing folder is DeepSpeed's claim
+// with that defect. A folder with ckptcheck's manifest.json or named like its step folders is
+// ckptcheck's own (layouts/native_checkpoint_layout.cpp), never a trainer's.
+std::optional<LayoutMatch> trainer_layout_match(const std::string& path, TrainerLayoutKind kind);
 
 }  // namespace ckpt

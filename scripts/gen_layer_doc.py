@@ -30,8 +30,9 @@ DESCRIPTIONS = {
     "distributed": "torchrun's environment, the byte collective: the c10d process group (`*_torch`) and MPI (`mpi_*`, linked only into the commands), the size-balanced share split",
     "shards": "training state <-> named tensor chunks: plans, the one save pipeline, manifest, commit, "
               "mapped and resharded loads",
-    "layouts": "the folders trainers write (HF Trainer, Accelerate, DeepSpeed): each detected by evidence, "
-               "its files' roles and what its trainer loads on resume",
+    "layouts": "the registry of checkpoint layouts, one file each (native, single file, sharded index, DCP, "
+               "Megatron, HF Trainer, Accelerate, DeepSpeed, model folder, sealed folder): each detected by "
+               "evidence, its files' roles and loaders, its resume rule; two claims on one path refused",
     "fixtures": "the built-in workload (LibTorch): model, AdamW, schedule, loss scaler, data, configs",
     "verifier/process": "the one child-process spawner, the launcher (local and Slurm steps), the drill's event protocol",
     "verifier/plan": "reservation planning from drill measurements, the hardware catalog",

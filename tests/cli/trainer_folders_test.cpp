@@ -130,7 +130,9 @@ TEST(TrainerFolders, TwoTrainersOrAMissingTagAreRefused) {
                              hf + "/random_states_0.pkl");
   CommandResult r = run_ckptcheck("verify '" + hf + "'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("two trainers"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("hf_trainer (trainer_state.json) and accelerate (random_states_0.pkl)"),
+            std::string::npos)
+      << r.output;
   const std::string ds = copy_of("deepspeed/zero2", dir);
   write_text(ds + "/latest", "global_step99");
   r = run_ckptcheck("verify '" + ds + "'");

@@ -2,44 +2,13 @@
 
 #include "base/file_io.h"
 #include "base/text.h"
-#include "formats/dcp_checkpoint.h"
-#include "formats/keras_archive.h"
-#include "formats/megatron_dist_checkpoint.h"
-#include "formats/pytorch_file.h"
-#include "formats/tensor_file_open.h"
-#include "layouts/trainer_layout.h"
+#include "layouts/layout_registry.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/manifest.h"
-#include "verifier/check/foreign_verifier.h"
 #include "verifier/check/pickle_gate.h"
 #include "verifier/check/seal.h"
 
 namespace ckpt {
-
-namespace {
-
-// Files are told apart by their first bytes (formats/tensor_file_open.h), never by their names; one
-// that cannot be read is of no known kind (its verifier then reports why).
-CheckpointKind kind_of_file(const std::string& path) {
-  const Result<TensorFileFormat> format = sniff_tensor_file_format(path);
-  switch (format.is_ok() ? *format : TensorFileFormat::kUnknown) {
-    case TensorFileFormat::kPytorchZip:
-      if (is_torchscript_file(path)) return CheckpointKind::kTorchScript;
-      return is_keras_file(path) ? CheckpointKind::kKeras : CheckpointKind::kTorchSave;
-    case TensorFileFormat::kPytorchLegacy: return CheckpointKind::kTorchSaveLegacy;
-    case TensorFileFormat::kPickle: return CheckpointKind::kPickle;
-    case TensorFileFormat::kNumpy: return CheckpointKind::kNumpy;
-    case TensorFileFormat::kHdf5: return CheckpointKind::kHdf5;
-    case TensorFileFormat::kNative: return CheckpointKind::kCkptcheckShard;
-    case TensorFileFormat::kSafetensors: return CheckpointKind::kSafetensors;
-    case TensorFileFormat::kTar:           // refused when opened (formats/torch_load_dispatch.h)
-    case TensorFileFormat::kPickleStream:  // resolved by the path overload; never returned by it
-    case TensorFileFormat::kUnknown: break;
-  }
-  return CheckpointKind::kUnknownFile;
-}
-
-}  // namespace
 
 const char* checkpoint_kind_name(CheckpointKind kind) {
   switch (kind) {
@@ -62,8 +31,16 @@ const char* checkpoint_kind_name(CheckpointKind kind) {
     case CheckpointKind::kModelFolder: return "model_folder";
     case CheckpointKind::kSealedDirectory: return "sealed_directory";
     case CheckpointKind::kUnknownFile: return "unknown_file";
+    case CheckpointKind::kAmbiguous: return "ambiguous";
   }
   return "unknown_file";
+}
+
+CheckpointKind checkpoint_kind_named(const std::string& name) {
+  for (int k = 0; k <= static_cast<int>(CheckpointKind::kAmbiguous); ++k) {
+    if (name == checkpoint_kind_name(static_cast<CheckpointKind>(k))) return static_cast<CheckpointKind>(k);
+  }
+  return CheckpointKind::kUnknownFile;
 }
 
 bool kind_holds_pickles(CheckpointKind kind) {
@@ -80,7 +57,8 @@ bool kind_holds_pickles(CheckpointKind kind) {
     case CheckpointKind::kDeepSpeed:
     case CheckpointKind::kModelFolder:
     case CheckpointKind::kSealedDirectory:
-    case CheckpointKind::kUnknownFile: return true;
+    case CheckpointKind::kUnknownFile:
+    case CheckpointKind::kAmbiguous: return true;
     default: return false;
   }
 }
@@ -90,29 +68,10 @@ std::string seal_subject(const std::string& path, CheckpointKind kind) {
 }
 
 CheckpointKind detect_checkpoint_kind(const std::string& path) {
-  if (!is_directory(path)) {
-    const CheckpointKind kind = kind_of_file(path);
-    if (kind == CheckpointKind::kUnknownFile && ends_with(path, ".safetensors.index.json"))
-      return CheckpointKind::kSafetensorsIndex;
-    return kind;
-  }
-  if (path_exists(path + "/" + kManifestFileName) || step_from_dir_name(base_name(path)) >= 0)
-    return CheckpointKind::kCkptcheck;
-  if (is_dcp_directory(path)) {
-    return path_exists(path + "/" + kMegatronConfigFileName) ? CheckpointKind::kMegatronTorchDist
-                                                             : CheckpointKind::kDcp;
-  }
-  if (const auto layout = detect_trainer_layout(path); !layout.is_ok() || *layout) {
-    // A folder of two trainers, or whose `latest` names nothing, is refused by its verifier.
-    const TrainerLayoutKind kind = layout.is_ok() ? (*layout)->kind : TrainerLayoutKind::kHfTrainer;
-    switch (kind) {
-      case TrainerLayoutKind::kHfTrainer: return CheckpointKind::kHfTrainer;
-      case TrainerLayoutKind::kAccelerate: return CheckpointKind::kAccelerate;
-      case TrainerLayoutKind::kDeepSpeed: return CheckpointKind::kDeepSpeed;
-    }
-  }
-  if (is_foreign_checkpoint_dir(path)) return CheckpointKind::kModelFolder;
-  return CheckpointKind::kSealedDirectory;
+  const Result<std::optional<LayoutMatch>> match = detect_layout(path);
+  if (!match.is_ok()) return CheckpointKind::kAmbiguous;
+  if (!*match) return is_directory(path) ? CheckpointKind::kSealedDirectory : CheckpointKind::kUnknownFile;
+  return checkpoint_kind_named((*match)->kind);
 }
 
 Result<VerifyTarget> resolve_verify_target(const std::string& raw_path) {
@@ -122,11 +81,22 @@ Result<VerifyTarget> resolve_verify_target(const std::string& raw_path) {
     CKPT_ASSIGN_OR_RETURN(target.path, resolve_latest_checkpoint(parent_dir(target.path)));
   }
   if (!path_exists(target.path)) return Status::io_error(target.path + ": no such file or directory");
-  target.kind = detect_checkpoint_kind(target.path);
-  if (target.kind == CheckpointKind::kSealedDirectory && !has_seal(target.path)) {
-    // Neither a checkpoint nor sealed: a root, whose latest committed checkpoint is verified.
-    CKPT_ASSIGN_OR_RETURN(target.path, resolve_latest_checkpoint(target.path));
-    target.kind = CheckpointKind::kCkptcheck;
+  const Result<std::optional<LayoutMatch>> match = detect_layout(target.path);
+  if (!match.is_ok()) {
+    target.kind = CheckpointKind::kAmbiguous;  // verify_path reports it (reading_ambiguous)
+    return target;
+  }
+  if (!*match) {
+    if (!is_directory(target.path)) return target;  // kUnknownFile: verify says what it is instead
+    // No layout's evidence and no seal: said as a root with no committed checkpoint would be.
+    CKPT_RETURN_IF_ERROR(resolve_latest_checkpoint(target.path).status());
+    return Status::not_found(target.path + ": holds no checkpoint");
+  }
+  target.kind = checkpoint_kind_named((*match)->kind);
+  if (target.kind == CheckpointKind::kCkptcheck) {
+    // A root (or its `latest`) whose committed checkpoint cannot be found fails here, as it did.
+    CKPT_RETURN_IF_ERROR((*match)->defect);
+    target.path = (*match)->dir;
   }
   return target;
 }

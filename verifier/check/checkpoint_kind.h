@@ -46,6 +46,7 @@ enum class CheckpointKind {
   kModelFolder,        // a Hugging Face model folder (weights, config, a sharded index)
   kSealedDirectory,    // a directory of other files that only its seal describes
   kUnknownFile,        // a file no reader recognises (verify reports it unreadable)
+  kAmbiguous,          // a path two layouts claim (layouts/layout_registry.h): refused, reading_ambiguous
 };
 
 const char* checkpoint_kind_name(CheckpointKind kind);  // "ckptcheck", "dcp", "torch_save", ...
@@ -57,12 +58,17 @@ bool kind_holds_pickles(CheckpointKind kind);
 // index the folder holding it and its shards (`ckptcheck seal FOLDER`).
 std::string seal_subject(const std::string& path, CheckpointKind kind);
 
-// What `path` (a checkpoint dir already resolved from a root or `latest`, a sealed or foreign dir, or
-// a file) is. Files are told apart by their first bytes, not their names.
+// What `path` (a checkpoint dir, a root or `latest`, a sealed or foreign dir, or a file) is: the kind
+// of the one registered layout that claims it (layouts/layout_registry.h), kAmbiguous when two do;
+// a directory no layout claims is kSealedDirectory (verify resolves it as a root, or fails), a file
+// kUnknownFile. Files are told apart by their first bytes, not their names.
 CheckpointKind detect_checkpoint_kind(const std::string& path);
+// The kind a layout reports (LayoutMatch::kind); kUnknownFile for a name no kind has.
+CheckpointKind checkpoint_kind_named(const std::string& name);
 
 // What `verify PATH` checks: `latest` and a root resolved to the committed checkpoint they name,
-// with its kind. kNotFound / kIoError when PATH names no checkpoint.
+// with its kind (kAmbiguous, for verify to report, when two layouts claim PATH). kNotFound /
+// kIoError when PATH names no checkpoint.
 struct VerifyTarget {
   std::string path;
   CheckpointKind kind = CheckpointKind::kUnknownFile;

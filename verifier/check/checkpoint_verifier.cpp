@@ -26,6 +26,7 @@
 #include "formats/native_shard.h"
 #include "formats/shard_formats.h"
 #include "formats/tensor_file_open.h"
+#include "layouts/layout_registry.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
 #include "shards/file_chunk_index.h"
@@ -749,6 +750,15 @@ Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind
       report = verify_trainer_folder(**layout, kind_options);
       check_pickles_under((*layout)->dir, 2, kind_options,
                           report);  // nested folders the layout does not list
+      break;
+    }
+    case CheckpointKind::kAmbiguous: {
+      // Two layouts claim the path (layouts/layout_registry.h): the message names both.
+      const auto match = detect_layout(path);
+      report.path = path;
+      report.add_error(
+          verify_code::kReadingAmbiguous, "", "",
+          match.is_ok() ? path + ": no longer claimed by two layouts" : match.status().message());
       break;
     }
     case CheckpointKind::kSealedDirectory:

@@ -463,20 +463,6 @@ void check_nested_dcp(const std::string& dir, const std::string& sub, const Veri
 
 }  // namespace
 
-bool is_foreign_checkpoint_dir(const std::string& dir) {
-  static const char* kMarkers[] = {"trainer_state.json",
-                                   "optimizer.pt",
-                                   "model.safetensors",
-                                   "pytorch_model.bin",
-                                   "model.safetensors.index.json",
-                                   "pytorch_model.bin.index.json",
-                                   "training_args.bin"};
-  for (const char* m : kMarkers) {
-    if (is_regular_file(dir + "/" + m)) return true;
-  }
-  return false;
-}
-
 VerifyReport verify_dcp_dir(const std::string& raw_dir, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const std::string dir = strip_trailing_slashes(raw_dir);

@@ -55,10 +55,6 @@ constexpr const char* kMegatronCommonUnreadable = "megatron_common_unreadable";
 constexpr const char* kKerasCodeRefused = "keras_code_refused";
 }  // namespace verify_code
 
-// A directory holding a HF Trainer checkpoint or loose model files (trainer_state.json,
-// optimizer.pt, model.safetensors, pytorch_model.bin, their index files, training_args.bin).
-bool is_foreign_checkpoint_dir(const std::string& dir);
-
 // Each honours every option of VerifyOptions but current_pins (foreign checkpoints carry no pins;
 // verifier/check/checkpoint_kind.h refuses it) and pubkey_path (a signature covers a seal, checked
 // by verify_sealed). `quick` skips what needs the payload bytes (CRC-32s, NaN/Inf counts); `jobs`

@@ -40,15 +40,13 @@
 #include "base/hashing_file_tail.h"
 #include "base/status.h"
 #include "distributed/byte_collective.h"
+#include "layouts/seal_files.h"  // kSealFileName, kSealFileSuffix, kIntegrityFileName
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/verify_report.h"
 
 namespace ckpt {
 
-constexpr const char* kSealFileName = "ckptcheck.seal.json";
-constexpr const char* kSealFileSuffix = ".ckptcheck.seal.json";  // beside a single sealed file
 constexpr const char* kSealDigestField = "seal_sha256";
-constexpr const char* kIntegrityFileName = "integrity.json";
 
 namespace verify_code {
 constexpr const char* kSealInvalid = "seal_invalid";

@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "base/file_io.h"
 #include "base/text.h"
+#include "layouts/layout_registry.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/manifest.h"
-#include "verifier/check/checkpoint_kind.h"
 
 namespace ckpt {
 
@@ -45,23 +46,31 @@ long long step_in_name(const std::string& name) {
   return std::atoll(name.substr(begin, end - begin).c_str());
 }
 
+// The one layout that claims `path` as a checkpoint of its own (not found from above it: a root, a
+// run folder), nullopt when none does or two do.
+std::optional<LayoutMatch> checkpoint_itself(const std::string& path) {
+  Result<std::optional<LayoutMatch>> match = detect_layout(path);
+  if (!match.is_ok() || !*match || !(*match)->given.empty()) return std::nullopt;
+  return std::move(*match);
+}
+
 // What one entry is, as the hint names it; "" when it is nothing verify reads.
 std::string what_is(const std::string& path, std::string* detail) {
+  const Result<std::optional<LayoutMatch>> match = detect_layout(path);
+  if (!match.is_ok() || !*match) return "";  // nothing, or two layouts' (refused when passed)
+  const LayoutMatch& m = **match;
   if (is_directory(path)) {
-    const CheckpointKind kind = detect_checkpoint_kind(path);
+    if (m.kind == "sealed_directory") return "";  // only its seal says what it is
+    if (m.kind != "ckptcheck") return m.kind;
     // A step dir without a manifest was never committed: nothing to pass.
-    if (kind == CheckpointKind::kCkptcheck)
-      return path_exists(path + "/" + kManifestFileName) ? "checkpoint" : "";
-    if (kind != CheckpointKind::kSealedDirectory) return checkpoint_kind_name(kind);
+    if (m.given.empty()) return path_exists(path + "/" + kManifestFileName) ? "checkpoint" : "";
     const CheckpointListing listing = list_checkpoints(path);
     if (listing.committed.empty()) return "";
     *detail = "latest " + base_name(listing.committed.back());
     return "checkpoint root";
   }
-  if (!is_regular_file(path)) return "";
-  const CheckpointKind kind = detect_checkpoint_kind(path);
-  if (kind == CheckpointKind::kUnknownFile) return "";
-  return std::string(checkpoint_kind_name(kind)) + " file";
+  if (!is_regular_file(path) || !m.given.empty()) return "";  // a root's `latest` is the root's
+  return m.kind + " file";
 }
 
 // The checkpoints one level down `dir`, as what_to_pass_instead() describes them.
@@ -111,12 +120,16 @@ std::string what_to_pass_instead(const std::string& raw_path, const std::string&
   if (is_directory(path)) return checkpoints_below(path, command);
   if (!is_regular_file(path)) return "";
   const std::string dir = parent_dir(path);
-  const CheckpointKind kind = detect_checkpoint_kind(dir);
-  if (kind == CheckpointKind::kSealedDirectory) return "";
+  const Result<std::optional<LayoutMatch>> found = detect_layout(dir);
+  if (!found.is_ok() || !*found) return "";
+  const std::optional<LayoutMatch>& folder = *found;
+  // Only its seal says what a sealed folder is; a root is no checkpoint of its own (its step is).
+  if (folder->kind == "sealed_directory" || (folder->kind == "ckptcheck" && !folder->given.empty()))
+    return "";
   // A manifest.json that does not parse makes no checkpoint of its directory.
-  if (kind == CheckpointKind::kCkptcheck && !read_manifest_fields(dir).is_ok()) return "";
-  return "it is a file of the " + std::string(checkpoint_kind_name(kind)) + " checkpoint " + dir +
-         ": pass the directory, `ckptcheck " + command + " " + dir + "`";
+  if (folder->kind == "ckptcheck" && !read_manifest_fields(dir).is_ok()) return "";
+  return "it is a file of the " + folder->kind + " checkpoint " + dir + ": pass the directory, `ckptcheck " +
+         command + " " + dir + "`";
 }
 
 Status with_what_to_pass(const std::string& path, const std::string& command, const Status& status) {
@@ -126,9 +139,9 @@ Status with_what_to_pass(const std::string& path, const std::string& command, co
   // A checkpoint directory whose own file failed (a DCP data file missing, a shard unreadable) was
   // the right thing to pass: its files are not what to pass instead.
   if (is_directory(path)) {
-    const CheckpointKind kind = detect_checkpoint_kind(strip_trailing_slashes(path));
-    if (kind == CheckpointKind::kDcp || kind == CheckpointKind::kMegatronTorchDist ||
-        kind == CheckpointKind::kCkptcheck || kind == CheckpointKind::kModelFolder)
+    const std::optional<LayoutMatch> folder = checkpoint_itself(strip_trailing_slashes(path));
+    if (folder && (folder->kind == "dcp" || folder->kind == "megatron_torch_dist" ||
+                   folder->kind == "ckptcheck" || folder->kind == "model_folder"))
       return status;
   }
   const std::string hint = what_to_pass_instead(path, command);

@@ -14,6 +14,7 @@
 #include "formats/dcp_checkpoint.h"
 #include "formats/safetensors_file.h"
 #include "formats/tensor_file_open.h"
+#include "layouts/layout_registry.h"
 #include "layouts/trainer_layout.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/checkpoint_reader.h"
@@ -28,8 +29,6 @@
 namespace ckpt {
 
 namespace {
-
-constexpr const char* kIndexSuffix = ".index.json";
 
 // A number as nlohmann's parser reads it back from text: unsigned when not negative.
 nlohmann::json as_parsed(int64_t v) {
@@ -62,6 +61,19 @@ nlohmann::json manifest_metadata(const Manifest& m, const std::string& content_s
           {"extra", m.extra},
           {"shards", shards},
           {kManifestDigestField, content_sha256.empty() ? manifest_content_sha256(m) : content_sha256}};
+}
+
+// A folder's state as Python would hold it: a dict of each file's value, by file name.
+PyValuePtr py_dict_of_files(std::vector<std::pair<std::string, PyValuePtr>> file_values) {
+  PyValue folder;
+  folder.type = PyType::kDict;
+  for (auto& [name, value] : file_values) {
+    PyValue key;
+    key.type = PyType::kStr;
+    key.s = name;
+    folder.dict.emplace_back(std::make_shared<const PyValue>(std::move(key)), std::move(value));
+  }
+  return std::make_shared<const PyValue>(std::move(folder));
 }
 
 }  // namespace
@@ -181,22 +193,54 @@ Result<TensorSource> TensorSource::open_trainer_folder(const TrainerLayout& layo
       CKPT_RETURN_IF_ERROR(s.add_file_chunks(s.files_.size() - 1));
     }
   }
-  PyValue folder;
-  folder.type = PyType::kDict;
-  for (auto& [name, value] : file_values) {
-    PyValue key;
-    key.type = PyType::kStr;
-    key.s = name;
-    folder.dict.emplace_back(std::make_shared<const PyValue>(std::move(key)), std::move(value));
-  }
-  s.state_value_ = std::make_shared<const PyValue>(std::move(folder));
+  s.state_value_ = py_dict_of_files(std::move(file_values));
   CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
   return s;
 }
 
+// A folder that no trainer's contract describes (a model folder, a sealed folder) as one source: each
+// file whose first bytes are a tensor file's, its tensors under "<file>/" but the model weights' own
+// names, its values under its name (as open_trainer_folder lists a trainer's folder).
+Result<TensorSource> TensorSource::open_folder_files(const LayoutMatch& match) {
+  TensorSource s;
+  s.path_ = match.dir;
+  s.kind_ = match.kind == "model_folder" ? "model_folder" : "sealed_directory";
+  std::vector<std::pair<std::string, PyValuePtr>> file_values;
+  for (const LayoutFile& f : match.files) {
+    const std::string path = match.dir + "/" + f.name;
+    if (f.role == FileRole::kSeal || f.role == FileRole::kConfig) continue;
+    auto sniffed = sniff_tensor_file_format(path);
+    if (!sniffed.is_ok() || *sniffed == TensorFileFormat::kUnknown) continue;
+    CKPT_ASSIGN_OR_RETURN(auto file, open_tensor_file(path));
+    s.metadata_[f.name] = file->metadata();
+    file_values.emplace_back(
+        f.name, file->state_value() ? file->state_value() : py_value_from_json(file->metadata()));
+    s.files_.push_back(std::move(file));
+    const bool weights = f.role == FileRole::kModel && match.kind == "model_folder";
+    CKPT_RETURN_IF_ERROR(s.add_file_chunks(s.files_.size() - 1, weights ? "" : f.name + "/",
+                                           weights ? "model" : file_role_name(f.role)));
+  }
+  s.state_value_ = py_dict_of_files(std::move(file_values));
+  CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
+  return s;
+}
+
+// What the path is comes from the layouts registry (layouts/layout_registry.h), as for verify: the
+// same paths open here, and a path two layouts claim is refused here too.
 Result<TensorSource> TensorSource::open(const std::string& path) {
   TensorSource s;
-  if (is_regular_file(path) && ends_with(path, kIndexSuffix)) {
+  CKPT_ASSIGN_OR_RETURN(const std::optional<LayoutMatch> match, detect_layout(path));
+  if (!match) {
+    // Nothing claims it: the reader's own words for why (what a file is instead, no committed
+    // checkpoint under a folder, no such path).
+    const Status why =
+        is_regular_file(path) ? open_tensor_file(path).status() : resolve_checkpoint_path(path).status();
+    if (!why.is_ok()) return why;
+    return Status::not_supported(path + ": no checkpoint layout claims it");
+  }
+  CKPT_RETURN_IF_ERROR(match->defect);
+  const std::string& kind = match->kind;
+  if (kind == "safetensors_index") {
     CKPT_ASSIGN_OR_RETURN(SafetensorsIndex index, open_safetensors_index(path));
     s.path_ = path;
     s.kind_ = "safetensors_index";
@@ -210,7 +254,7 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
     CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
     return s;
   }
-  if (is_regular_file(path)) {
+  if (match->layout == "single_file") {
     CKPT_ASSIGN_OR_RETURN(auto file, open_tensor_file(path));
     s.path_ = path;
     s.kind_ = file->format_name();
@@ -221,15 +265,17 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
     CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
     return s;
   }
-  if (is_directory(path) && !path_exists(path + "/" + kManifestFileName)) {
+  if (kind == "hf_trainer" || kind == "accelerate" || kind == "deepspeed") {
     CKPT_ASSIGN_OR_RETURN(auto layout, detect_trainer_layout(path));
-    if (layout) return open_trainer_folder(*layout);
+    if (!layout) return Status::not_found(path + ": no " + kind + " folder here any more");
+    return open_trainer_folder(*layout);
   }
-  if (is_dcp_directory(path) && !path_exists(path + "/" + kManifestFileName)) {
+  if (kind == "model_folder" || kind == "sealed_directory") return open_folder_files(*match);
+  if (kind == "dcp" || kind == "megatron_torch_dist") {
     CKPT_ASSIGN_OR_RETURN(DcpCheckpoint dcp, DcpCheckpoint::open(path));
     CKPT_ASSIGN_OR_RETURN(s.files_, dcp.tensor_files());
     s.path_ = dcp.dir();
-    s.kind_ = "dcp";
+    s.kind_ = "dcp";  // Megatron's too: diff compares the two as one kind
     s.metadata_ = dcp.summary();
     for (size_t i = 0; i < s.files_.size(); ++i) {
       for (const auto& [fqn, contents] : s.files_[i]->metadata().items())
@@ -244,7 +290,12 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
     CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
     return s;
   }
-  CKPT_ASSIGN_OR_RETURN(s.path_, resolve_checkpoint_path(path));
+  if (kind != "ckptcheck")
+    return Status::not_supported(path + ": a " + kind + " checkpoint, which " +
+                                 "inspect cannot open as named tensors");
+  // ckptcheck's own: a root or its `latest` resolved to the step it names; a step dir without a
+  // manifest fails naming that.
+  CKPT_ASSIGN_OR_RETURN(s.path_, resolve_checkpoint_path(match->dir));
   ManifestDigest digest;
   std::vector<ShardHeaderChunks> header_reads;  // version 2: each shard's header, read already
   CKPT_ASSIGN_OR_RETURN(Manifest manifest, read_manifest_file(s.path_, &digest, &header_reads));

@@ -1,8 +1,10 @@
-// "A set of global tensors", opened from whatever a user points `inspect`, `diff` or `convert` at:
+// "A set of global tensors", opened from whatever a user points `inspect`, `diff` or `convert` at,
+// as the layouts registry (layouts/layout_registry.h) says what the path is, the same as for verify:
 //   - a committed checkpoint dir (its manifest lists tensors and the expected hash of every chunk),
 //   - a checkpoint root or ".../latest" (resolved to the latest committed checkpoint),
-//   - a Hugging Face `model.safetensors.index.json` (every shard file it names),
-//   - a PyTorch Distributed Checkpoint (DCP) dir: `.metadata` + `*.distcp` (formats/dcp_checkpoint.h),
+//   - a sharded model's `*.index.json` (every shard file it names),
+//   - a PyTorch Distributed Checkpoint (DCP) dir, Megatron's too (formats/dcp_checkpoint.h),
+//   - a trainer's folder (HF Trainer, Accelerate, DeepSpeed), a model folder or a sealed folder,
 //   - any single tensor file (native, safetensors, HDF5, PyTorch .pt), sniffed by its bytes.
 // Chunks of one global tensor may live in different files; reading a tensor assembles them and
 // checks each chunk's bytes against every hash recorded for it (manifest and file header).
@@ -19,6 +21,7 @@
 
 #include "base/sha256.h"
 #include "formats/tensor_file.h"
+#include "layouts/layout.h"
 #include "layouts/trainer_layout.h"
 #include "shards/laid_out_native_shard.h"
 #include "shards/manifest.h"
@@ -96,6 +99,8 @@ class TensorSource {
   static Result<TensorSource> open(const std::string& path);
   // A trainer's folder (layouts/trainer_layout.h) as one source; open() takes this path for one.
   static Result<TensorSource> open_trainer_folder(const TrainerLayout& layout);
+  // A model folder or a sealed folder (layouts/layout.h) as one source: its tensor files' tensors.
+  static Result<TensorSource> open_folder_files(const LayoutMatch& match);
 
   const std::string& path() const { return path_; }  // the resolved path (checkpoint dir, file, index)
   const char* kind() const { return kind_; }         // "checkpoint" | "safetensors_index" | <file format>

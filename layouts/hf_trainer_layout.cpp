@@ -1,0 +1,36 @@
+// HF Trainer's checkpoint-N/ (or the run folder above: the highest N): layouts/trainer_layout.h detects it
+// and lists its files; this file registers it.
+#include "layouts/layout_registry.h"
+#include "layouts/trainer_layout.h"
+
+namespace ckpt {
+
+namespace {
+
+class HfTrainerLayout final : public Layout {
+ public:
+  const char* name() const override { return "hf_trainer"; }
+  const char* evidence_rule() const override {
+    return "trainer_state.json in the folder (Accelerate's or DeepSpeed's evidence beside it: refused as "
+           "two). Excludes ckptcheck's step folders";
+  }
+  const char* resume_rule() const override {
+    return "Trainer(resume_from_checkpoint) loads the weights, optimizer.pt, scheduler.pt, scaler.pt, "
+           "rng_state*.pth and trainer_state.json; never training_args.bin";
+  }
+  const char* seal_ranges() const override {
+    return "the folder's files whole and each tensor's range (`seal checkpoint-N`)";
+  }
+  std::optional<LayoutMatch> detect(const std::string& path) const override {
+    return trainer_layout_match(path, TrainerLayoutKind::kHfTrainer);
+  }
+};
+
+}  // namespace
+
+const Layout& hf_trainer_layout() {
+  static const HfTrainerLayout layout;
+  return layout;
+}
+
+}  // namespace ckpt
