@@ -83,7 +83,9 @@ class KerasArchiveFile final : public TensorFile {
     for (size_t i = 0; i < file->chunks().size(); ++i) {
       ChunkInfo c = file->chunks()[i];
       if (i < names.size()) c.name = names[i];
-      if (i < offsets.size() && offsets[i]) c.data_offset = *offsets[i];
+      const bool in_place = i < offsets.size() && offsets[i].has_value();
+      if (in_place) c.data_offset = *offsets[i];
+      in_place_.push_back(in_place);
       chunks_.push_back(std::move(c));
       where_.emplace_back(part, i);
     }
@@ -106,6 +108,15 @@ class KerasArchiveFile final : public TensorFile {
   std::vector<std::pair<uint64_t, uint64_t>> damaged_ranges() const override {
     return zip_.crc_mismatch_ranges(*source_);
   }
+  // A chunk inside stored members only is bytes of the archive itself, at the offset add_part
+  // was given; one inside a deflated member is not, and that member's compressed bytes are packed.
+  bool chunk_is_file_range(size_t index) const override {
+    return index < in_place_.size() && in_place_[index];
+  }
+  std::vector<PackedRange> packed_payload_ranges() const override { return packed_; }
+  void add_packed_range(const std::string& name, const ZipEntry& e, uint64_t base) {
+    packed_.push_back({name, base + e.data_offset, e.compressed_size});
+  }
 
  private:
   std::unique_ptr<ByteSource> source_;
@@ -115,6 +126,8 @@ class KerasArchiveFile final : public TensorFile {
   std::vector<std::unique_ptr<TensorFile>> parts_;
   std::vector<ChunkInfo> chunks_;
   std::vector<std::pair<size_t, size_t>> where_;  // chunk -> (part, the part's chunk)
+  std::vector<bool> in_place_;                    // chunk -> its data_offset is the archive's
+  std::vector<PackedRange> packed_;
 };
 
 Status refuse_bomb(const std::string& file, const ZipEntry& e) {
@@ -170,6 +183,7 @@ Status read_npz_weights(KerasArchiveFile& archive, const ZipEntry& member) {
   const ByteSource* npz = &archive.source();
   uint64_t base = member.data_offset;  // where the npz's bytes sit in the archive, when stored
   if (member.method != kZipStored) {
+    archive.add_packed_range(member.name, member, 0);  // every array is inside its compressed bytes
     CKPT_ASSIGN_OR_RETURN(auto inflated, member_source(archive.source(), archive.zip(), member, label));
     archive.set_npz_source(std::move(inflated));
     npz = archive.npz_source();
@@ -208,6 +222,8 @@ Status read_npz_weights(KerasArchiveFile& archive, const ZipEntry& member) {
                           "with it"}});
       continue;
     }
+    if (member.method == kZipStored && e.method != kZipStored)
+      archive.add_packed_range(member.name + "/" + e.name, e, base);
     std::vector<std::optional<uint64_t>> offsets;
     for (const ChunkInfo& c : (*array)->chunks())
       offsets.push_back(member.method == kZipStored && e.method == kZipStored
@@ -269,6 +285,7 @@ Result<std::unique_ptr<TensorFile>> open_keras_archive(std::unique_ptr<ByteSourc
   }
   metadata["keras_weights"] = weights->name;
 #ifdef CKPTCHECK_WITH_HDF5
+  const ZipEntry weights_entry = *weights;  // `zip` moves into the archive below
   CKPT_RETURN_IF_ERROR(refuse_bomb(file, *weights));
   CKPT_ASSIGN_OR_RETURN(std::string scratch, make_scratch_directory("", "ckptcheck-keras"));
   const std::string copy = scratch + "/model.weights.h5";
@@ -284,9 +301,19 @@ Result<std::unique_ptr<TensorFile>> open_keras_archive(std::unique_ptr<ByteSourc
     if (!metadata.contains(key)) metadata[key] = value;
   }
   auto archive = std::make_unique<KerasArchiveFile>(std::move(source), std::move(zip), std::move(metadata));
+  // A stored member is the HDF5 file's own bytes at its data offset: each dataset's payload (a plain
+  // range of the HDF5 file, formats/hdf5_file.h) lies that far into the archive. A deflated one is
+  // sealed as its compressed bytes.
   std::vector<std::string> names;
-  for (const ChunkInfo& c : (*opened)->chunks()) names.push_back(c.name);
-  archive->add_part(std::move(*opened), names, {});
+  std::vector<std::optional<uint64_t>> offsets;
+  for (const ChunkInfo& c : (*opened)->chunks()) {
+    names.push_back(c.name);
+    offsets.push_back(weights_entry.method == kZipStored
+                          ? std::optional<uint64_t>(weights_entry.data_offset + c.data_offset)
+                          : std::nullopt);
+  }
+  if (weights_entry.method != kZipStored) archive->add_packed_range(weights_entry.name, weights_entry, 0);
+  archive->add_part(std::move(*opened), names, offsets);
   return std::unique_ptr<TensorFile>(std::move(archive));
 #else
   return Status::not_supported(file + ": a Keras archive, but ckptcheck was built without HDF5");

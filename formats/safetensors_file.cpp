@@ -10,6 +10,7 @@
 #include "base/sha256.h"
 #include "base/streaming_file_writer.h"
 #include "formats/mapped_tensor_file.h"
+#include "formats/tensor_file_open.h"
 
 namespace ckpt {
 
@@ -396,21 +397,54 @@ Result<SafetensorsIndex> open_safetensors_index(const std::string& index_path) {
   }
   const auto slash = index_path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "" : index_path.substr(0, slash + 1);
+  std::map<std::string, std::vector<std::string>> held;  // shard file -> the names it holds, sorted
   for (auto& [file, tensors] : by_file) {
     std::sort(tensors.begin(), tensors.end());
-    SafetensorsIndexShard shard{file, dir + file, tensors};
-    CKPT_ASSIGN_OR_RETURN(auto tf, open_safetensors_file(shard.path));
-    std::vector<std::string> present;
-    for (const auto& c : tf->chunks()) present.push_back(c.name);
+    SafetensorsIndexShard shard{file, dir + file, tensors, nullptr};
+    // By its first bytes: a .bin index's shards are torch.save files.
+    CKPT_ASSIGN_OR_RETURN(shard.opened, open_tensor_file(shard.path));
+    std::vector<std::string>& present = held[file];
+    for (const auto& c : shard.opened->chunks()) present.push_back(c.name);
     std::sort(present.begin(), present.end());
-    for (const auto& t : tensors) {
-      if (!std::binary_search(present.begin(), present.end(), t)) {
-        return Status::not_found(index_path + ": weight_map puts tensor '" + t + "' in " + file +
-                                 ", which does not contain it (" + std::to_string(present.size()) +
-                                 " tensors there)");
-      }
-    }
     out.shards.push_back(std::move(shard));
+  }
+  const auto holds = [&](const std::string& file, const std::string& tensor) {
+    return std::binary_search(held[file].begin(), held[file].end(), tensor);
+  };
+  for (const SafetensorsIndexShard& shard : out.shards) {
+    for (const auto& t : shard.tensors) {
+      if (holds(shard.file, t)) continue;
+      std::string elsewhere;
+      for (const auto& [other, names] : held) {
+        if (other != shard.file && holds(other, t)) elsewhere += (elsewhere.empty() ? "" : ", ") + other;
+      }
+      return Status::not_found(index_path + ": weight_map puts tensor '" + t + "' in " + shard.file +
+                               ", which does not contain it (" + std::to_string(held[shard.file].size()) +
+                               " tensors there" + (elsewhere.empty() ? "" : "; " + elsewhere + " holds it") +
+                               ")");
+    }
+    for (const std::string& t : held[shard.file]) {
+      const auto mapped = weight_map->find(t);
+      if (mapped != weight_map->end() && mapped->get<std::string>() == shard.file) continue;
+      SafetensorsIndexStray stray{shard.file, t,
+                                  mapped == weight_map->end() ? "" : mapped->get<std::string>(), false, ""};
+      stray.loaded_last = !stray.mapped_to.empty() && stray.mapped_to < shard.file;
+      if (stray.mapped_to.empty()) {
+        stray.message = "holds tensor '" + t +
+                        "', which weight_map does not list: not part of the checkpoint (from_pretrained "
+                        "keeps only listed names; older transformers load it into a parameter of that name)";
+      } else if (stray.loaded_last) {
+        stray.message = "holds tensor '" + t + "' too, which weight_map puts in " + stray.mapped_to +
+                        ": from_pretrained loads the shards whole in file-name order, so the model gets " +
+                        shard.file + "'s copy, not the one weight_map names (inspect reads " +
+                        stray.mapped_to + "'s)";
+      } else {
+        stray.message = "holds tensor '" + t + "' too, which weight_map puts in " + stray.mapped_to +
+                        ": from_pretrained loads " + shard.file + " first and " + stray.mapped_to +
+                        "'s copy over it, so this copy is never used";
+      }
+      out.strays.push_back(std::move(stray));
+    }
   }
   return out;
 }

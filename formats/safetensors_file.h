@@ -35,19 +35,35 @@ Result<WrittenFile> write_safetensors_file(const std::string& path, const std::v
 // the 8-byte length field and the JSON header, padding included.
 Result<std::string> safetensors_header_digest(const ByteSource& source);
 
-// Hugging Face's sharded layout: model.safetensors.index.json maps tensor -> shard file name.
+// Hugging Face's sharded layout: model.safetensors.index.json (or pytorch_model.bin.index.json)
+// maps tensor -> shard file name. transformers' from_pretrained loads the shards weight_map names,
+// each whole, in file-name order (sorted(set(weight_map.values()))), and keeps the names weight_map
+// lists; a name two shards hold ends up as the copy loaded last.
 struct SafetensorsIndexShard {
-  std::string file;                  // as written in weight_map ("model-00001-of-00002.safetensors")
-  std::string path;                  // resolved against the index's directory
-  std::vector<std::string> tensors;  // tensors weight_map places in this file, sorted
+  std::string file;                    // as written in weight_map ("model-00001-of-00002.safetensors")
+  std::string path;                    // resolved against the index's directory
+  std::vector<std::string> tensors;    // tensors weight_map places in this file, sorted
+  std::unique_ptr<TensorFile> opened;  // the shard, opened by its first bytes (safetensors or torch)
+};
+// A tensor a shard holds that weight_map does not place in it.
+struct SafetensorsIndexStray {
+  std::string file;  // the shard holding it
+  std::string tensor;
+  std::string mapped_to;  // the shard weight_map places it in; "" when weight_map does not list it
+  // mapped_to sorts before `file`: from_pretrained loads this copy after the one weight_map names,
+  // so the model gets this one.
+  bool loaded_last = false;
+  std::string message;  // "holds tensor 'x' too, ...": what it is and what the loader does with it
 };
 struct SafetensorsIndex {
   std::vector<SafetensorsIndexShard> shards;  // sorted by file name
+  std::vector<SafetensorsIndexStray> strays;  // by shard, then name
   nlohmann::json metadata;                    // the index's "metadata" object, or null
 };
 
 // Reads the index, rejects shard names that would leave its directory (absolute, "..", empty
-// components), opens every shard and checks each mapped tensor is in it.
+// components), opens every shard and checks each mapped tensor is in it (kNotFound naming the
+// index, the tensor, its shard and any other shard that holds it), and lists the strays.
 Result<SafetensorsIndex> open_safetensors_index(const std::string& index_path);
 
 }  // namespace ckpt

@@ -90,6 +90,22 @@ class TensorFile {
   // data_bytes), or null if payloads are not stored that way. The loader maps such files instead
   // of reading them (shards/checkpoint_reader.h).
   virtual const ByteSource* payload_source() const { return nullptr; }
+  // Whether chunk `index`'s [data_offset, data_offset + data_bytes) is a plain byte range of the
+  // file, which a seal can hash in place: every chunk of a file with a payload_source(); a container
+  // whose members may be stored or deflated (a .keras zip) says chunk by chunk.
+  virtual bool chunk_is_file_range(size_t index) const {
+    (void)index;
+    return payload_source() != nullptr;
+  }
+  // Byte ranges of the file that hold tensors in a form no plain range shows (a deflated zip member:
+  // its compressed bytes), named for reports ("model.weights.h5"): a seal covers each whole. Empty
+  // for formats whose chunks are all file ranges.
+  struct PackedRange {
+    std::string name;
+    uint64_t offset = 0;
+    uint64_t bytes = 0;
+  };
+  virtual std::vector<PackedRange> packed_payload_ranges() const { return {}; }
   // Every global the file's pickle names, with its risk (formats/pickle_globals.h); empty for
   // formats without pickles.
   virtual const std::vector<PickleGlobal>& pickle_globals() const;

@@ -77,6 +77,11 @@ class Layout {
   virtual const char* resume_rule() const = 0;
   // The byte ranges a seal of it covers (verifier/check/seal.h computes them).
   virtual const char* seal_ranges() const = 0;
+  // The file or folder a seal of this checkpoint covers, and beside which verify looks for one: by
+  // default the path the user passed (the checkpoint, or the folder it was found from).
+  virtual std::string seal_subject(const LayoutMatch& match) const {
+    return match.given.empty() ? match.dir : match.given;
+  }
   // `path` has no trailing slash. nullopt: no evidence of this layout.
   virtual std::optional<LayoutMatch> detect(const std::string& path) const = 0;
 };

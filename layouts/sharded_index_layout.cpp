@@ -27,6 +27,9 @@ class ShardedIndexLayout final : public Layout {
     return "`seal` takes the folder holding the index: every file whole, and each tensor's range";
   }
 
+  // The folder: the seal must cover the shards, which lie beside the index.
+  std::string seal_subject(const LayoutMatch& match) const override { return parent_dir(match.dir); }
+
   std::optional<LayoutMatch> detect(const std::string& path) const override {
     if (!ends_with(path, ".index.json") || !is_regular_file(path)) return std::nullopt;
     Result<std::string> text = read_small_file(path, kMaxIndexBytes);

@@ -53,7 +53,8 @@ class SingleFileLayout final : public Layout {
   }
   const char* seal_ranges() const override {
     return "FILE.ckptcheck.seal.json beside it: the whole file, its pieces, and each tensor's payload "
-           "where the format stores it as a plain range";
+           "where the format stores it as a plain range (a .keras archive's stored members too); a "
+           "deflated member's compressed bytes as one range";
   }
 
   std::optional<LayoutMatch> detect(const std::string& path) const override {

@@ -42,7 +42,7 @@ struct Kind {
   bool own_checksums;   // an unsealed copy catches a flipped payload byte (CRC-32, manifest hashes)
   bool signs_manifest;  // ckptcheck's own: `sign` signs manifest.json, no seal is needed
   std::function<std::string(const std::string&)> make;  // writes the checkpoint under a root
-  bool sealed_by_folder = false;  // a sharded index: `seal` and `sign` take the folder holding it
+  bool sealed_by_folder = false;  // a sharded index: its seal lies in the folder holding it
 };
 
 void PrintTo(const Kind& k, std::ostream* os) {
@@ -128,6 +128,12 @@ std::vector<Kind> kinds() {
       {"accelerate", kData + "trainers/accelerate/save_state_bin", "", true, false, nullptr},
       {"deepspeed", kData + "trainers/deepspeed/zero2", "", true, false, nullptr},
       {"safetensors_index", "", "--weights-only", false, false, sharded_index, true},
+      // Keras 3 archives: each stored member's tensors have their own byte ranges (an .h5's datasets,
+      // an .npz's arrays); the zip's CRC-32s catch a flipped byte unsealed. Deflated archives cannot
+      // pass QuickReadsNoPayloadByte: opening one inflates model.weights.h5/.npz, whose HDF5 structure
+      // or .npy headers lie inside the compressed bytes, so --quick reads them.
+      {"keras", kData + "trainers/keras/clean.keras", "", true, false, nullptr},
+      {"keras", kData + "trainers/keras/clean_npz.keras", "", true, false, nullptr},
   };
 }
 
@@ -165,18 +171,19 @@ class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
     return j;
   }
 
-  // Seals a checkpoint (ckptcheck's own needs none: its manifest holds the hashes).
-  // What `seal` and `sign` take for this kind's path.
+  // Seals a checkpoint (ckptcheck's own needs none: its manifest holds the hashes). `seal` and
+  // `sign` take the path verify takes, and the registry says where the seal goes.
+  // The folder or file the seal covers.
   static std::string sealed_subject(const std::string& path) {
     return GetParam().sealed_by_folder ? fs::path(path).parent_path().string() : path;
   }
   void seal(const std::string& path) {
     if (GetParam().signs_manifest) return;
-    const CommandResult r = run_ckptcheck("seal " + q(sealed_subject(path)));
+    const CommandResult r = run_ckptcheck("seal " + q(path));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   void sign(const std::string& path, const std::string& key) {
-    const CommandResult r = run_ckptcheck("sign " + q(sealed_subject(path)) + " --key " + q(keys_ / key));
+    const CommandResult r = run_ckptcheck("sign " + q(path) + " --key " + q(keys_ / key));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
 

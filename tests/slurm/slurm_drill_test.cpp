@@ -37,6 +37,7 @@ class Slurm : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     EXPECT_EQ(queue.output.find("ckptcheck"), std::string::npos) << "still queued:\n" << queue.output;
+    EXPECT_TRUE(no_slurm_node_drained());
   }
   std::string drill_command(const std::string& options, const std::string& program_args = "") const {
     return std::string(CKPTCHECK_BIN) + " drill --launcher slurm --save-at 4 --resume-steps 4 --work-dir " +

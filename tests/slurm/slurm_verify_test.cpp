@@ -46,6 +46,7 @@ class SlurmVerify : public ::testing::Test {
       ::usleep(100 * 1000);
     }
     EXPECT_EQ(queue.output.find("ckptcheck"), std::string::npos) << "still queued:\n" << queue.output;
+    EXPECT_TRUE(no_slurm_node_drained());
   }
   enum class Launcher { kSrun, kMpirunInSalloc };
   // `ckptcheck verify --distributed --json` on 2 nodes, one task each: stdout in out_, the rest in

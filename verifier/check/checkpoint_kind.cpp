@@ -63,8 +63,18 @@ bool kind_holds_pickles(CheckpointKind kind) {
   }
 }
 
-std::string seal_subject(const std::string& path, CheckpointKind kind) {
-  return kind == CheckpointKind::kSafetensorsIndex ? parent_dir(path) : path;
+Result<std::string> resolve_seal_subject(const std::string& raw) {
+  const std::string path = strip_trailing_slashes(raw);
+  CKPT_ASSIGN_OR_RETURN(const std::optional<LayoutMatch> match, detect_layout(path));
+  if (!match) return path;
+  CKPT_RETURN_IF_ERROR(match->defect);
+  const Layout* layout = find_layout(match->layout);
+  return layout ? layout->seal_subject(*match) : path;
+}
+
+std::string seal_subject(const std::string& path) {
+  Result<std::string> subject = resolve_seal_subject(path);
+  return subject.is_ok() ? *subject : strip_trailing_slashes(path);
 }
 
 CheckpointKind detect_checkpoint_kind(const std::string& path) {

@@ -54,9 +54,15 @@ const char* checkpoint_kind_name(CheckpointKind kind);  // "ckptcheck", "dcp", "
 // Whether checkpoints of this kind can hold a pickle (torch.save files, DCP, folders holding them).
 bool kind_holds_pickles(CheckpointKind kind);
 
-// The path whose seal covers a checkpoint of this kind: the checkpoint itself, or for a sharded
-// index the folder holding it and its shards (`ckptcheck seal FOLDER`).
-std::string seal_subject(const std::string& path, CheckpointKind kind);
+// The path whose seal covers the checkpoint at `path`, as the registry's layout for it says
+// (Layout::seal_subject): the path itself, or for a sharded index the folder holding it and its
+// shards. `seal` and verify both ask it, so a seal is written where verify looks. kAmbiguous when two
+// layouts claim the path (which one's files a seal should cover is what is unknown); a layout's
+// defect (DeepSpeed's `latest` naming nothing) as the layout words it. A path no layout claims is
+// its own subject: any folder or file can be sealed.
+Result<std::string> resolve_seal_subject(const std::string& path);
+// resolve_seal_subject, or `path` itself where that fails (verify reports the ambiguity or defect).
+std::string seal_subject(const std::string& path);
 
 // What `path` (a checkpoint dir, a root or `latest`, a sealed or foreign dir, or a file) is: the kind
 // of the one registered layout that claims it (layouts/layout_registry.h), kAmbiguous when two do;

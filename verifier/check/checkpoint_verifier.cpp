@@ -712,7 +712,7 @@ namespace {
 // checkpoint. The seal hashes every byte, so the kind's checks then skip the payload (as --quick).
 Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind kind,
                                          const VerifyOptions& options) {
-  const std::string sealed_path = seal_subject(path, kind);
+  const std::string sealed_path = seal_subject(path);
   const bool sealed = has_seal(sealed_path);
   // Distributed, the seal's file pieces are what the tasks split: without one there is nothing to
   // hash but the kind's own structure (and its CRCs), which one task checks as fast.

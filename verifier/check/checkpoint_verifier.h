@@ -83,9 +83,7 @@ constexpr const char* kShardTruncated = "shard_truncated";
 constexpr const char* kStepDirMismatch = "step_dir_mismatch";
 // (warning) `latest` names a checkpoint older than another committed one in the root.
 constexpr const char* kNewerCheckpointExists = "newer_checkpoint_exists";
-// Bytes that the loader and our reader could read differently (formats/torch_load_dispatch.h,
-// StatusCode::kAmbiguous): refused, since the gate must read what the loader reads.
-constexpr const char* kReadingAmbiguous = "reading_ambiguous";
+// reading_ambiguous: verifier/tensors/integrity_codes.h (inspect reports it too).
 // A TorchScript archive under --weights-only: torch.load would hand it to torch.jit.load.
 constexpr const char* kTorchScriptRefused = "torchscript_refused";
 constexpr const char* kChunkMissingInShard = "chunk_missing_in_shard";
@@ -113,7 +111,7 @@ constexpr const char* kItemUnreadable = "item_unreadable";
 constexpr const char* kUnreferencedBytes = "unreferenced_bytes";
 constexpr const char* kPinsDrift = "pins_drift";  // --against-env: config/model/dataset/seeds differ
 // warnings
-constexpr const char* kChunkNotInManifest = "chunk_not_in_manifest";
+// chunk_not_in_manifest: verifier/tensors/integrity_codes.h (inspect reports it too).
 constexpr const char* kUnlistedFile = "unlisted_file";
 constexpr const char* kUncommittedCheckpoint = "uncommitted_checkpoint";
 constexpr const char* kManifestDigestMissing = "manifest_digest_missing";

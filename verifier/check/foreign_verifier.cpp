@@ -21,6 +21,7 @@
 #include "verifier/check/resume_state.h"
 #include "verifier/check/trainer_verifier.h"
 #include "verifier/tensors/nonfinite_count.h"
+#include "verifier/tensors/tensor_source.h"
 
 namespace ckpt {
 
@@ -597,15 +598,18 @@ VerifyReport verify_safetensors_index(const std::string& index_path, const Verif
     report.seconds = seconds_since(start);
     return report;
   }
+  // The tensors are the names weight_map lists, each in its shard (what inspect and diff read); a
+  // shard's other tensors are findings, worded as inspect words them (TensorSource::findings).
   for (const SafetensorsIndexShard& shard : index->shards) {
-    auto file = open_tensor_file(shard.path);
-    if (!file.is_ok()) {
-      report.add_error(unreadable_verify_code(file.status()), shard.file, "", file.status().message());
-      continue;
-    }
     ++report.shards;
-    report.tensors += (*file)->chunks().size();
-    check_tensor_file(**file, shard.file, options, report);
+    report.tensors += shard.tensors.size();
+    check_tensor_file(*shard.opened, shard.file, options, report);
+  }
+  for (const SourceFinding& f : sharded_index_findings(*index)) {
+    if (f.error)
+      report.add_error(f.code, f.file, f.tensor, f.message);
+    else
+      report.add_warning(f.code, f.file, f.tensor, f.message);
   }
   report.seconds = seconds_since(start);
   return report;

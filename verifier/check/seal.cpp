@@ -27,6 +27,7 @@
 #include "formats/tensor_file_open.h"
 #include "shards/checkpoint_reader.h"
 #include "shards/manifest.h"
+#include "verifier/check/checkpoint_kind.h"
 #include "verifier/check/checkpoint_verifier.h"
 #include "verifier/check/signature.h"
 
@@ -182,12 +183,26 @@ Result<FileToSeal> list_file_to_seal(const std::string& dir, const std::string& 
   }
   const TensorFile& file = **opened;
   f.format = file.format_name();
-  if (!file.payload_source()) {
+  // A tensor whose bytes are a plain range of the file gets that range; a container member that
+  // holds tensors only compressed (a .keras archive's deflated member) gets its compressed bytes as
+  // one range, so a change inside it is still named, by member.
+  const std::vector<TensorFile::PackedRange> packed = file.packed_payload_ranges();
+  size_t in_ranges = 0;
+  for (size_t i = 0; i < file.chunks().size(); ++i) in_ranges += file.chunk_is_file_range(i) ? 1 : 0;
+  if (in_ranges == 0 && packed.empty()) {
     f.tensors_unread = relative + ": " + f.format + " payloads are not plain byte ranges of the file";
     return out;
   }
-  for (const ChunkInfo& c : file.chunks()) {
-    if (!c.alias_of.empty()) continue;  // its byte range is its target's, sealed under that name
+  for (const TensorFile::PackedRange& p : packed) {
+    if (p.offset > f.bytes || p.bytes > f.bytes - p.offset)
+      return Status::corruption(path + " @" + std::to_string(p.offset) + ": member '" + p.name + "' needs " +
+                                std::to_string(p.bytes) + " bytes, the file has " + std::to_string(f.bytes));
+    f.tensors.push_back({p.name, "compressed", {}, p.offset, p.bytes, ""});
+  }
+  for (size_t i = 0; i < file.chunks().size(); ++i) {
+    const ChunkInfo& c = file.chunks()[i];
+    if (!file.chunk_is_file_range(i)) continue;  // inside a packed range, sealed above
+    if (!c.alias_of.empty()) continue;           // its byte range is its target's, sealed under that name
     if (c.data_offset > f.bytes || c.data_bytes > f.bytes - c.data_offset) {
       return Status::corruption(path + " @" + std::to_string(c.data_offset) + ": tensor '" + c.name +
                                 "' needs " + std::to_string(c.data_bytes) + " bytes, the file has " +
@@ -853,7 +868,11 @@ uint64_t seal_piece_bytes(uint64_t total_bytes) {
   return piece;
 }
 
-Result<SealSummary> seal_checkpoint(const std::string& path, const SealOptions& options) {
+Result<SealSummary> seal_checkpoint(const std::string& given, const SealOptions& options) {
+  // What the path is, as verify, inspect and diff read it (layouts/layout_registry.h): a path two
+  // layouts claim is refused, and a sharded index is sealed as the folder of its shards, where
+  // verify looks for the seal.
+  CKPT_ASSIGN_OR_RETURN(const std::string path, resolve_seal_subject(given));
   CKPT_ASSIGN_OR_RETURN(SealTarget target, seal_target(path));
   SealSummary summary;
   CKPT_RETURN_IF_ERROR(choose_seal_outputs(path, target, options, summary));

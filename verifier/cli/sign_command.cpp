@@ -7,6 +7,7 @@
 #include "base/file_io.h"
 #include "shards/checkpoint_dir.h"
 #include "shards/manifest.h"
+#include "verifier/check/checkpoint_kind.h"
 #include "verifier/check/seal.h"
 #include "verifier/check/signature.h"
 #include "verifier/cli/commands.h"
@@ -26,7 +27,8 @@ class SignCommand : public Command {
   }
 
   int run() override {
-    const std::string seal = seal_path_for(path_);
+    // The seal `seal` wrote for this path: where its layout says (a sharded index's: its folder's).
+    const std::string seal = seal_path_for(seal_subject(path_));
     if (!path_exists(path_ + "/" + kManifestFileName) && path_exists(seal)) {
       Status status = sign_file(seal, key_path_);
       if (!status.is_ok()) return failed(status);

@@ -265,8 +265,11 @@ static std::string stats_line(const TensorStats& s) {
 
 Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectOptions& options) {
   CKPT_ASSIGN_OR_RETURN(TensorSource source, TensorSource::open(path));
-  InspectReport out{std::move(source), options.stats, {}, {}};
+  InspectReport out{std::move(source), options.stats, {}, {}, {}};
   const TensorSource& src = out.source;
+  // The layout's findings first, with verify's code, severity and words.
+  for (const SourceFinding& f : src.findings())
+    (f.error ? out.issues : out.warnings).push_back({f.code, f.file, f.tensor, f.message});
   std::vector<const SourceTensor*> selected;
   if (!options.tensor.empty()) {
     const SourceTensor* t = src.find(options.tensor);
@@ -381,6 +384,9 @@ nlohmann::json inspect_report_to_json(const InspectReport& report, bool errors_o
     errors.push_back(issue_text(i));
     issues.push_back({{"code", i.code}, {"file", i.file}, {"tensor", i.tensor}, {"message", i.message}});
   }
+  nlohmann::json warnings = nlohmann::json::array();
+  for (const InspectIssue& w : report.warnings)
+    warnings.push_back({{"code", w.code}, {"file", w.file}, {"tensor", w.tensor}, {"message", w.message}});
   if (errors_only) {
     return {{"path", source.path()},
             {"kind", source.kind()},
@@ -417,6 +423,7 @@ nlohmann::json inspect_report_to_json(const InspectReport& report, bool errors_o
                       {"tensors", tensors},
                       {"errors", errors},
                       {"issues", issues},
+                      {"warnings", warnings},
                       {"ok", report.ok()}};
   return j;
 }
@@ -431,6 +438,7 @@ std::string inspect_report_to_text(const InspectReport& report, bool errors_only
   if (n > 0) out += "errors (" + std::to_string(n) + "):\n";
   for (const InspectIssue& i : report.issues) out += "  " + issue_text(i) + "\n";
   if (errors_only) return out;
+  for (const InspectIssue& w : report.warnings) out += "WARNING: " + issue_text(w) + "\n";
   out += metadata_lines(source);
   out += unsupported_lines(source);
   out += globals_lines(source);

@@ -56,6 +56,9 @@ struct InspectReport {
   // Tensors whose bytes lie in a damaged container member (a zip member's CRC-32): their rows are
   // marked and their chunks read "ok": false, though no stored hash of theirs differs.
   std::set<std::string> damaged_tensors;
+  // What verify warns of and inspect shows without failing: a sharded index's strays
+  // (TensorSource::findings).
+  std::vector<InspectIssue> warnings;
   bool ok() const { return issues.empty(); }
   // Chunk `chunk` of `t` as read, against every hash recorded for it.
   ChunkCheck chunk_check(const InspectedTensor& t, size_t chunk) const {

@@ -21,6 +21,12 @@ namespace verify_code {
 constexpr const char* kChunkSha256Mismatch = "chunk_sha256_mismatch";
 constexpr const char* kZipCrcMismatch = "zip_crc_mismatch";
 constexpr const char* kZipHeaderMismatch = "zip_header_mismatch";
+// Bytes that the loader and our reader could read differently (formats/torch_load_dispatch.h,
+// StatusCode::kAmbiguous; a sharded index's tensor the loader takes from another shard than
+// weight_map names): refused, since the gate must read what the loader reads.
+constexpr const char* kReadingAmbiguous = "reading_ambiguous";
+// (warning) a chunk its file holds that the manifest (a sharded index's weight_map) does not place there.
+constexpr const char* kChunkNotInManifest = "chunk_not_in_manifest";
 }  // namespace verify_code
 
 std::string chunk_sha256_mismatch_message(uint64_t offset, const std::string& label,

@@ -78,6 +78,15 @@ PyValuePtr py_dict_of_files(std::vector<std::pair<std::string, PyValuePtr>> file
 
 }  // namespace
 
+std::vector<SourceFinding> sharded_index_findings(const SafetensorsIndex& index) {
+  std::vector<SourceFinding> out;
+  for (const SafetensorsIndexStray& stray : index.strays) {
+    out.push_back({stray.loaded_last ? verify_code::kReadingAmbiguous : verify_code::kChunkNotInManifest,
+                   stray.file, stray.tensor, stray.message, stray.loaded_last});
+  }
+  return out;
+}
+
 std::string ChunkCheck::mismatch_message() const {
   return file + ": " + chunk_sha256_mismatch_message(offset, label, stored, computed);
 }
@@ -89,7 +98,7 @@ const SourceTensor* TensorSource::find(const std::string& name) const {
 }
 
 Status TensorSource::add_file_chunks(size_t file_index, const std::string& prefix,
-                                     const std::string& component) {
+                                     const std::string& component, const std::vector<std::string>* only) {
   const auto& chunks = files_[file_index]->chunks();
   // tensors_ is in first-seen order until finish_tensor_list; tensor_by_name_ finds a name in it
   // without a scan of every tensor (quadratic at 20,000 tensors, issue 44), across all files. No
@@ -97,6 +106,7 @@ Status TensorSource::add_file_chunks(size_t file_index, const std::string& prefi
   std::string prefixed;  // the name under `prefix`; no copy per chunk without one
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ChunkInfo& c = chunks[i];
+    if (only && !std::binary_search(only->begin(), only->end(), c.name)) continue;
     const std::string& name = prefix.empty() ? c.name : (prefixed = prefix + c.name);
     auto seen = tensor_by_name_.find(name);
     auto it = seen == tensor_by_name_.end() ? tensors_.end() : tensors_.begin() + seen->second;
@@ -245,11 +255,13 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
     s.path_ = path;
     s.kind_ = "safetensors_index";
     s.metadata_ = {{"metadata", index.metadata}, {"shards", nlohmann::json::array()}};
+    // Each name from the shard weight_map names, as from_pretrained's model holds it; a shard's
+    // other tensors are findings, never merged in (two copies would be one tensor of twice its bytes).
+    s.findings_ = sharded_index_findings(index);
     for (auto& shard : index.shards) {
       s.metadata_["shards"].push_back(shard.file);
-      CKPT_ASSIGN_OR_RETURN(auto file, open_tensor_file(shard.path));
-      s.files_.push_back(std::move(file));
-      CKPT_RETURN_IF_ERROR(s.add_file_chunks(s.files_.size() - 1));
+      s.files_.push_back(std::move(shard.opened));
+      CKPT_RETURN_IF_ERROR(s.add_file_chunks(s.files_.size() - 1, "", "", &shard.tensors));
     }
     CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
     return s;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/sha256.h"
+#include "formats/safetensors_file.h"
 #include "formats/tensor_file.h"
 #include "layouts/layout.h"
 #include "layouts/trainer_layout.h"
@@ -90,6 +91,23 @@ struct ChunkCheck {
   std::string mismatch_message() const;
 };
 
+// What opening a source found wrong with how its layout places tensors, with verify's code and
+// wording, so verify and inspect say the same: a sharded index's tensors that a shard holds where
+// weight_map does not place them (sharded_index_findings).
+struct SourceFinding {
+  std::string code;  // verify_code (verifier/tensors/integrity_codes.h)
+  std::string file;  // the shard, relative to the index's folder
+  std::string tensor;
+  std::string message;
+  bool error = false;  // a verify error (inspect: an issue); else a warning
+};
+
+// A sharded index's strays as findings: a copy from_pretrained loads over the one weight_map names
+// is an error (reading_ambiguous: the loader and weight_map disagree on the tensor's bytes); a copy
+// it loads first and overwrites, or a name weight_map does not list, a warning
+// (chunk_not_in_manifest: the index is this layout's manifest).
+std::vector<SourceFinding> sharded_index_findings(const SafetensorsIndex& index);
+
 // Per file of a source (TensorSource::files()): the SHA-256 of each of its chunks, by chunk index,
 // or nullopt where the file was not scanned.
 using ScannedChunkDigests = std::vector<std::optional<std::vector<Sha256Digest>>>;
@@ -114,6 +132,7 @@ class TensorSource {
   const std::vector<SourceTensor>& tensors() const { return tensors_; }  // sorted by name
   const std::vector<std::unique_ptr<TensorFile>>& files() const { return files_; }
   const SourceTensor* find(const std::string& name) const;
+  const std::vector<SourceFinding>& findings() const { return findings_; }
   ChunkPlace place(const SourceChunk& chunk) const;
 
   // Streams chunk `chunk` of `tensor` through SHA-256 with a bounded buffer, handing each piece to
@@ -173,8 +192,10 @@ class TensorSource {
   Status fill_tensor(const SourceTensor& tensor, LoadedTensor& out) const;
   // `prefix` goes before each chunk's name (a trainer folder's "optimizer.pt/"), `component`, when
   // given, replaces the file's own (the role its layout gives the file).
-  Status add_file_chunks(size_t file_index, const std::string& prefix = "",
-                         const std::string& component = "");
+  // `only` (sorted), when given: the names the layout places in this file; the file's other chunks
+  // are not the source's (a sharded index's strays).
+  Status add_file_chunks(size_t file_index, const std::string& prefix = "", const std::string& component = "",
+                         const std::vector<std::string>* only = nullptr);
   // described_[file] where there is one, else null.
   const std::vector<ManifestChunkRef>* described(size_t file) const;
   size_t chunk_count(size_t file) const;
@@ -191,6 +212,7 @@ class TensorSource {
   // never builds its chunk table; null where its header was parsed.
   std::vector<const std::vector<ManifestChunkRef>*> described_;
   std::vector<SourceTensor> tensors_;
+  std::vector<SourceFinding> findings_;
   // Name -> index in tensors_ while files are added (first-seen order), so that a source of many
   // files (a DCP directory of one file per chunk) finds each name without rebuilding an index per
   // file; dropped by finish_tensor_list.

@@ -1,0 +1,118 @@
+// `seal PATH` asks the layouts registry what PATH is, as verify, inspect and diff do: a sharded
+// index is sealed as the folder of its shards (where verify looks), a path two layouts claim is
+// refused; and a .keras archive is sealed tensor by tensor where its members are stored, member by
+// member where they are deflated.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_paths.h"
+#include "tests/support/test_support.h"
+
+namespace ckpt {
+namespace {
+
+using namespace ckpt::testing;
+namespace fs = std::filesystem;
+
+const std::string kSealLayoutsData = std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/";
+
+std::string seal_q(const std::string& s) {
+  return "'" + s + "'";
+}
+
+nlohmann::json read_seal_json(const std::string& path) {
+  const auto bytes = read_file_bytes(path);
+  return nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
+}
+
+class SealLayouts : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(::access(CKPTCHECK_BIN, X_OK), 0) << CKPTCHECK_BIN << " is not built"; }
+  TempDir scratch_;
+};
+
+// Before, `seal model.safetensors.index.json` sealed the index file alone, beside it, where verify
+// never looks: verify of the index then said "no seal".
+TEST_F(SealLayouts, AnIndexIsSealedAsTheFolderOfItsShards) {
+  const std::string dir = scratch_ / "m";
+  fs::create_directories(dir);
+  const std::string shard = "model-00001-of-00001.safetensors";
+  fs::copy_file(kSealLayoutsData + "dcp/hf_sharded_safetensors/shard-00002-model-00001-of-00001.safetensors",
+                dir + "/" + shard);
+  const std::string text =
+      nlohmann::json{
+          {"weight_map",
+           {{"model.layers.0.weight", shard}, {"model.embed.weight", shard}, {"model.layers.0.bias", shard}}}}
+          .dump();
+  const std::string index = dir + "/model.safetensors.index.json";
+  write_file_bytes(index, std::vector<uint8_t>(text.begin(), text.end()));
+  const CommandResult sealed = run_ckptcheck("seal " + seal_q(index));
+  ASSERT_EQ(sealed.exit_code, 0) << sealed.output;
+  EXPECT_TRUE(fs::exists(dir + "/ckptcheck.seal.json")) << sealed.output;
+  EXPECT_FALSE(fs::exists(index + ".ckptcheck.seal.json")) << sealed.output;
+  const CommandResult v = run_ckptcheck("verify --json --weights-only " + seal_q(index));
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+  const auto j = nlohmann::json::parse(v.output, nullptr, false);
+  EXPECT_EQ(j.value("sealed", false), true) << v.output;
+}
+
+// A path two layouts claim: which layout's files a seal should cover is what is unknown, so seal
+// refuses it as verify, inspect and diff do, naming both, and writes nothing.
+TEST_F(SealLayouts, APathTwoLayoutsClaimIsRefused) {
+  const std::string dir = scratch_ / "torch113";
+  fs::copy(kSealLayoutsData + "dcp/torch113", dir, fs::copy_options::recursive);
+  write_file_bytes(dir + "/trainer_state.json", {'{', '}'});
+  const CommandResult r = run_ckptcheck("seal " + seal_q(dir));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("claimed by two layouts, dcp (.metadata) and hf_trainer (trainer_state.json)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/ckptcheck.seal.json"));
+}
+
+// Stored members: every tensor's payload is a range of the archive, and the range holds exactly the
+// bytes inspect reads for that tensor. Deflated: the member's compressed bytes are one range, and a
+// byte flipped there is named by member.
+TEST_F(SealLayouts, KerasArchivesAreSealedByTensorOrByDeflatedMember) {
+  for (const std::string name : {"clean.keras", "clean_npz.keras"}) {
+    const std::string path = scratch_ / name;
+    fs::copy_file(kSealLayoutsData + "trainers/keras/" + name, path);
+    ASSERT_EQ(run_ckptcheck("seal " + seal_q(path)).exit_code, 0) << name;
+    const auto seal = read_seal_json(path + ".ckptcheck.seal.json");
+    const CommandResult listed = run_ckptcheck("inspect --json " + seal_q(path));
+    const auto inspected = nlohmann::json::parse(listed.output, nullptr, false);
+    std::map<std::string, std::string> sha;
+    for (const auto& t : inspected["tensors"]) sha[t["name"]] = t["sha256"];
+    ASSERT_EQ(seal["files"][0]["tensors"].size(), sha.size()) << seal.dump();
+    for (const auto& t : seal["files"][0]["tensors"])
+      EXPECT_EQ(t["sha256"], sha[t["name"]])
+          << name << ": the sealed range is the tensor's bytes: " << t.dump();
+  }
+  for (const std::string name : {"clean_deflated.keras", "clean_npz_deflated.keras"}) {
+    const std::string path = scratch_ / name;
+    fs::copy_file(kSealLayoutsData + "trainers/keras/" + name, path);
+    ASSERT_EQ(run_ckptcheck("seal " + seal_q(path)).exit_code, 0) << name;
+    const auto seal = read_seal_json(path + ".ckptcheck.seal.json");
+    const auto& ranges = seal["files"][0]["tensors"];
+    ASSERT_EQ(ranges.size(), 1u) << seal.dump();
+    const std::string member = name == "clean_deflated.keras" ? "model.weights.h5" : "model.weights.npz";
+    EXPECT_EQ(ranges[0]["name"], member) << seal.dump();
+    auto bytes = read_file_bytes(path);
+    bytes[ranges[0]["offset"].get<uint64_t>() + ranges[0]["bytes"].get<uint64_t>() / 2] ^= 0x20;
+    write_file_bytes(path, bytes);
+    const CommandResult v = run_ckptcheck("verify --json " + seal_q(path));
+    EXPECT_EQ(v.exit_code, 1) << v.output;
+    const auto j = nlohmann::json::parse(v.output, nullptr, false);
+    bool named = false;
+    for (const auto& e : j["errors"])
+      named = named || (e["code"] == "seal_tensor_sha256_mismatch" && e["tensor"] == member);
+    EXPECT_TRUE(named) << v.output;
+  }
+}
+
+}  // namespace
+}  // namespace ckpt
