@@ -557,6 +557,9 @@ bool TypedReader::run(Ref* root) {
     const uint8_t op = *at(pos_++);
     if (op == '.') return frame_end_ <= pos_ && pop(root);  // STOP, not inside a frame
     if (!step(op)) return false;
+    // An opcode that crosses its frame's end: the VM refuses it as ambiguous (Machine::run), so the
+    // typed reading hands it there rather than reading on.
+    if (frame_end_ > op_pos_ && pos_ > frame_end_) return false;
     if (ops % 4096 == 0 && state_bytes() > max_state_bytes_) return false;
   }
   return false;

@@ -166,6 +166,18 @@ TEST(DcpMetadataReader, HostilePicklesReadTheSameOrGoToTheVm) {
   EXPECT_GE(typed, 1u);
 }
 
+// Found by dcp_fuzz (fuzz/crashes/README.md, opcode-past-frame): a `.metadata` whose last frame
+// ends inside an opcode. The VM refuses it as ambiguous (CPython and a frame-unaware reader could
+// read it differently); the typed reader read on and passed it. It must hand it to the VM.
+TEST(DcpMetadataReader, FuzzFoundOpcodePastItsFrameGoesToTheVm) {
+  const BothReadings r =
+      read_both(testing::read_file_bytes(source("tests/data/dcp/fuzz-opcode-past-frame.metadata")), "x");
+  EXPECT_FALSE(r.typed.has_value()) << "the typed reader must decline it";
+  ASSERT_FALSE(r.vm.is_ok());
+  EXPECT_EQ(r.vm.status().code(), StatusCode::kAmbiguous) << r.vm.status().to_string();
+  EXPECT_NE(r.vm.status().message().find("past the end of its frame"), std::string::npos);
+}
+
 // Bytes of the torch 2.x fixture with one chunk's size changed: the chunk at (0, 0) sized (2, 6)
 // of a (4, 6) tensor becomes (2, 200). Both readings name it with the same line.
 TEST(DcpMetadataReader, AChunkOutsideItsTensorIsTheSameErrorBothWays) {
