@@ -122,6 +122,31 @@ TEST(DrillHeldKillPoint, AFastProgramOnABusyMachineIsKilledAtItsCheckpointEventA
               kRepetitions, inside_save, kRepetitions, busy.count());
 }
 
+// A storage-fault drill of the fast program (--json, its work dir kept): the report, and the drill's
+// own dir under `work`, where each fault's subject left its log.
+struct FastFaultDrill {
+  nlohmann::json report;
+  std::string drill_dir;
+  nlohmann::json check(const std::string& fault) const {  // a fault's check has no kill mode
+    for (const auto& c : report["checks"])
+      if (c["name"] == "fault_" + fault) return c;
+    return nlohmann::json();
+  }
+};
+
+FastFaultDrill run_fast_fault_drill(const std::string& faults, const testing::TempDir& work) {
+  const auto r = testing::run_command(
+      std::string(CKPTCHECK_BIN) + " drill --child-timeout 60 --save-at 4 --resume-steps 2 --faults " +
+      faults + " --keep-work-dir --work-dir " + work.path() + " --json -- /usr/bin/python3 " + kFastProgram +
+      " --protocol durable --event-sleep 0 2>/dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  FastFaultDrill out;
+  out.report = nlohmann::json::parse(r.output, nullptr, false);
+  EXPECT_TRUE(out.report.is_object()) << r.output;
+  for (const auto& e : fs::directory_iterator(work.path())) out.drill_dir = e.path().string();
+  return out;
+}
+
 // The storage faults that kill at the checkpoint event (power-loss, read-error) hold it too: the
 // subject's run dir on a mount of its own, beside the fault's mount of its checkpoint dir. The same
 // fast program on the same busy machine is killed (and loses power) exactly at its step-4 event; the
@@ -133,25 +158,14 @@ TEST(DrillHeldKillPoint, PowerLossAndReadErrorHoldTheirCheckpointEventToo) {
   int exact = 0;
   for (int rep = 0; rep < kRepetitions; ++rep) {
     testing::TempDir work;
-    const auto r = testing::run_command(std::string(CKPTCHECK_BIN) +
-                                        " drill --child-timeout 60 --save-at 4 --resume-steps 2 "
-                                        "--faults power-loss,read-error --keep-work-dir --work-dir " +
-                                        work.path() + " --json -- /usr/bin/python3 " + kFastProgram +
-                                        " --protocol durable --event-sleep 0 2>/dev/null");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    const auto report = nlohmann::json::parse(r.output, nullptr, false);
-    ASSERT_TRUE(report.is_object()) << r.output;
-    std::string drill_dir;
-    for (const auto& e : fs::directory_iterator(work.path())) drill_dir = e.path().string();
-    ASSERT_FALSE(drill_dir.empty());
+    const FastFaultDrill drill = run_fast_fault_drill("power-loss,read-error", work);
+    ASSERT_FALSE(drill.drill_dir.empty());
     for (const std::string fault : {"power-loss", "read-error"}) {
-      nlohmann::json c;  // a fault's check has no kill mode
-      for (const auto& check : report["checks"])
-        if (check["name"] == "fault_" + fault) c = check;
-      ASSERT_TRUE(c.is_object()) << report.dump();
+      const nlohmann::json c = drill.check(fault);
+      ASSERT_TRUE(c.is_object()) << drill.report.dump();
       EXPECT_TRUE(c["passed"].get<bool>()) << c.dump();
       EXPECT_TRUE(c["numbers"]["held_by_faultfs"].get<bool>()) << c.dump();
-      const auto log = metrics_lines(drill_dir + "/faults/" + fault + "/subject/metrics.jsonl");
+      const auto log = metrics_lines(drill.drill_dir + "/faults/" + fault + "/subject/metrics.jsonl");
       ASSERT_FALSE(log.empty());
       const bool at_event = log.back().value("event", "") == "checkpoint" && log.back()["step"] == 4;
       EXPECT_TRUE(at_event) << fault << " rep " << rep << ": the subject's log ends " << log.back().dump();
@@ -172,18 +186,9 @@ TEST(DrillHeldKillPoint, PowerLossMidSaveLandsInsideAFastSave) {
   int inside = 0;
   for (int rep = 0; rep < kRepetitions; ++rep) {
     testing::TempDir work;
-    const auto r = testing::run_command(std::string(CKPTCHECK_BIN) +
-                                        " drill --child-timeout 60 --save-at 4 --resume-steps 2 "
-                                        "--faults power-loss-mid-save --keep-work-dir --work-dir " +
-                                        work.path() + " --json -- /usr/bin/python3 " + kFastProgram +
-                                        " --protocol durable --event-sleep 0 2>/dev/null");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    const auto report = nlohmann::json::parse(r.output, nullptr, false);
-    ASSERT_TRUE(report.is_object()) << r.output;
-    nlohmann::json c;
-    for (const auto& check : report["checks"])
-      if (check["name"] == "fault_power-loss-mid-save") c = check;
-    ASSERT_TRUE(c.is_object()) << report.dump();
+    const FastFaultDrill drill = run_fast_fault_drill("power-loss-mid-save", work);
+    const nlohmann::json c = drill.check("power-loss-mid-save");
+    ASSERT_TRUE(c.is_object()) << drill.report.dump();
     EXPECT_TRUE(c["numbers"]["held_by_faultfs"].get<bool>()) << c.dump();
     const bool survived = c["numbers"]["outcome"] == "survived" && c["passed"].get<bool>();
     EXPECT_TRUE(survived) << "rep " << rep << ": " << c.dump();
@@ -196,9 +201,7 @@ TEST(DrillHeldKillPoint, PowerLossMidSaveLandsInsideAFastSave) {
     const bool first_request = c["numbers"]["losses"] == want_losses;
     EXPECT_TRUE(first_request) << "rep " << rep << ": " << c["numbers"]["losses"].dump();
     // Killed inside the save: step 4 logged last, nothing announced after step 2.
-    std::string drill_dir;
-    for (const auto& e : fs::directory_iterator(work.path())) drill_dir = e.path().string();
-    const auto log = metrics_lines(drill_dir + "/faults/power-loss-mid-save/subject/metrics.jsonl");
+    const auto log = metrics_lines(drill.drill_dir + "/faults/power-loss-mid-save/subject/metrics.jsonl");
     ASSERT_FALSE(log.empty());
     const bool in_save = log.back().value("step", -1) == 4 && !log.back().contains("event");
     EXPECT_TRUE(in_save) << "rep " << rep << ": the subject's log ends " << log.back().dump();
