@@ -7,9 +7,9 @@ namespace ckpt {
 
 namespace {
 
-class AccelerateLayout final : public Layout {
+class AccelerateLayout final : public TrainerFolderLayout {
  public:
-  const char* name() const override { return "accelerate"; }
+  AccelerateLayout() : TrainerFolderLayout(TrainerLayoutKind::kAccelerate) {}
   const char* evidence_rule() const override {
     return "random_states_<r>.pkl, custom_checkpoint_<i>.pkl, optimizer*.bin or scheduler*.bin, and no "
            "trainer_state.json. Excludes ckptcheck's step folders";
@@ -19,9 +19,6 @@ class AccelerateLayout final : public Layout {
            "random_states_<r>.pkl and custom_checkpoint_<i>.pkl";
   }
   const char* seal_ranges() const override { return "the folder's files whole and each tensor's range"; }
-  std::optional<LayoutMatch> detect(const std::string& path) const override {
-    return trainer_layout_match(path, TrainerLayoutKind::kAccelerate);
-  }
 };
 
 }  // namespace

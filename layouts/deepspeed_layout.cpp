@@ -7,9 +7,9 @@ namespace ckpt {
 
 namespace {
 
-class DeepSpeedLayout final : public Layout {
+class DeepSpeedLayout final : public TrainerFolderLayout {
  public:
-  const char* name() const override { return "deepspeed"; }
+  DeepSpeedLayout() : TrainerFolderLayout(TrainerLayoutKind::kDeepSpeed) {}
   const char* evidence_rule() const override {
     return "`latest` naming a folder of *_model_states.pt (a Trainer's folder beside it is the Trainer's), "
            "or *_model_states.pt in the folder. Excludes ckptcheck's roots (their `latest` names a step_* "
@@ -20,9 +20,6 @@ class DeepSpeedLayout final : public Layout {
            "states";
   }
   const char* seal_ranges() const override { return "the tag folder's files whole and each tensor's range"; }
-  std::optional<LayoutMatch> detect(const std::string& path) const override {
-    return trainer_layout_match(path, TrainerLayoutKind::kDeepSpeed);
-  }
 };
 
 }  // namespace

@@ -7,9 +7,9 @@ namespace ckpt {
 
 namespace {
 
-class HfTrainerLayout final : public Layout {
+class HfTrainerLayout final : public TrainerFolderLayout {
  public:
-  const char* name() const override { return "hf_trainer"; }
+  HfTrainerLayout() : TrainerFolderLayout(TrainerLayoutKind::kHfTrainer) {}
   const char* evidence_rule() const override {
     return "trainer_state.json in the folder (Accelerate's or DeepSpeed's evidence beside it: refused as "
            "two). Excludes ckptcheck's step folders";
@@ -19,10 +19,7 @@ class HfTrainerLayout final : public Layout {
            "rng_state*.pth and trainer_state.json; never training_args.bin";
   }
   const char* seal_ranges() const override {
-    return "the folder's files whole and each tensor's range (`seal checkpoint-N`)";
-  }
-  std::optional<LayoutMatch> detect(const std::string& path) const override {
-    return trainer_layout_match(path, TrainerLayoutKind::kHfTrainer);
+    return "checkpoint-N's files whole and each tensor's range (from the run folder too: the checkpoint it resumes)";
   }
 };
 

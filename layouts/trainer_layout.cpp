@@ -31,7 +31,7 @@ bool is_model_weights(const std::string& n) {
 }
 
 LayoutFile hf_file(const std::string& n) {
-  LayoutFile f{n, FileRole::kOther, false, -1};
+  LayoutFile f{n, FileRole::kOther, false, -1, ""};
   if (is_model_weights(n)) {
     f.role = FileRole::kModel;
   } else if (n == "optimizer.pt" || n == "optimizer.bin") {
@@ -54,7 +54,7 @@ LayoutFile hf_file(const std::string& n) {
 }
 
 LayoutFile accelerate_file(const std::string& n) {
-  LayoutFile f{n, FileRole::kOther, false, -1};
+  LayoutFile f{n, FileRole::kOther, false, -1, ""};
   const bool weights = (starts_with(n, "model") && ends_with(n, ".safetensors")) ||
                        (starts_with(n, "pytorch_model") && ends_with(n, ".bin"));
   if (weights) {
@@ -78,7 +78,7 @@ LayoutFile accelerate_file(const std::string& n) {
 }
 
 LayoutFile deepspeed_file(const std::string& n) {
-  LayoutFile f{n, FileRole::kOther, false, -1};
+  LayoutFile f{n, FileRole::kOther, false, -1, ""};
   std::string rest = n;
   if (starts_with(rest, "bf16_")) rest = rest.substr(5);
   if (numbered(n, "mp_rank_", "_model_states.pt") >= 0) {
@@ -310,6 +310,19 @@ std::optional<LayoutMatch> trainer_layout_match(const std::string& raw, TrainerL
   m.files = layout.files;
   for (LayoutFile& f : m.files) f.loader = file_loader_by_name(f.name);
   return m;
+}
+
+TrainerLayout trainer_layout_of(const LayoutMatch& match) {
+  TrainerLayout layout;
+  for (TrainerLayoutKind kind :
+       {TrainerLayoutKind::kHfTrainer, TrainerLayoutKind::kAccelerate, TrainerLayoutKind::kDeepSpeed}) {
+    if (match.kind == trainer_layout_name(kind)) layout.kind = kind;
+  }
+  layout.dir = match.dir;
+  layout.given = match.given;
+  layout.evidence = match.evidence;
+  layout.files = match.files;
+  return layout;
 }
 
 }  // namespace ckpt

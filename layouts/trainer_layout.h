@@ -57,4 +57,25 @@ long long layout_step_from_dir_name(const std::string& name);
 // ckptcheck's own (layouts/native_checkpoint_layout.cpp), never a trainer's.
 std::optional<LayoutMatch> trainer_layout_match(const std::string& path, TrainerLayoutKind kind);
 
+// The trainer layout a registry match describes (`match.kind` one of the three trainers'): what
+// verify and TensorSource read, taken from the one detection the registry made rather than a second.
+TrainerLayout trainer_layout_of(const LayoutMatch& match);
+
+// The three trainers' registered layouts share everything but their words: detection by
+// trainer_layout_match, and a seal of the checkpoint folder itself, also when it was found from the
+// run directory above. A seal of the run directory would cover every checkpoint-N beside it, and
+// break at the trainer's next save or rotation; a seal is written after one save, of that save.
+class TrainerFolderLayout : public Layout {
+ public:
+  explicit TrainerFolderLayout(TrainerLayoutKind kind) : kind_(kind) {}
+  const char* name() const override { return trainer_layout_name(kind_); }
+  std::string seal_subject(const LayoutMatch& match) const override { return match.dir; }
+  std::optional<LayoutMatch> detect(const std::string& path) const override {
+    return trainer_layout_match(path, kind_);
+  }
+
+ private:
+  TrainerLayoutKind kind_;
+};
+
 }  // namespace ckpt

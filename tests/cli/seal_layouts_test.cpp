@@ -74,6 +74,41 @@ TEST_F(SealLayouts, APathTwoLayoutsClaimIsRefused) {
   EXPECT_FALSE(fs::exists(dir + "/ckptcheck.seal.json"));
 }
 
+// A trainer's checkpoint found from the folder above it (HF's run folder, DeepSpeed's root with
+// `latest`) is sealed as that checkpoint, where verify of either path looks. Before, the seal covered
+// the run folder: the trainer's next save (or its rotation of old checkpoints) broke it.
+TEST_F(SealLayouts, ATrainerCheckpointFoundFromAboveIsSealedAsThatCheckpoint) {
+  struct Case {
+    std::string fixture, checkpoint, newer;
+  };
+  for (const Case& c : {Case{"hf/run", "checkpoint-10", "checkpoint-20"},
+                        Case{"deepspeed/zero2", "global_step10", ""}}) {
+    const std::string root = scratch_ / fs::path(c.fixture).filename().string();
+    fs::copy(kSealLayoutsData + "trainers/" + c.fixture, root, fs::copy_options::recursive);
+    const CommandResult sealed = run_ckptcheck("seal " + seal_q(root));
+    ASSERT_EQ(sealed.exit_code, 0) << sealed.output;
+    EXPECT_TRUE(fs::exists(root + "/" + c.checkpoint + "/ckptcheck.seal.json")) << c.fixture << sealed.output;
+    EXPECT_FALSE(fs::exists(root + "/ckptcheck.seal.json")) << c.fixture << sealed.output;
+    for (const std::string& path : {root, root + "/" + c.checkpoint}) {
+      const CommandResult v = run_ckptcheck("verify --json " + seal_q(path));
+      EXPECT_EQ(v.exit_code, 0) << v.output;
+      EXPECT_EQ(nlohmann::json::parse(v.output, nullptr, false).value("sealed", false), true)
+          << path << ": " << v.output;
+    }
+    if (c.newer.empty()) continue;
+    // The trainer saves again: the run folder now resumes from the newer checkpoint, unsealed, and
+    // the sealed one still verifies as sealed.
+    fs::copy(root + "/" + c.checkpoint, root + "/" + c.newer, fs::copy_options::recursive);
+    fs::remove(root + "/" + c.newer + "/ckptcheck.seal.json");
+    const CommandResult newer = run_ckptcheck("verify --json " + seal_q(root));
+    EXPECT_EQ(nlohmann::json::parse(newer.output, nullptr, false).value("sealed", true), false) << newer.output;
+    EXPECT_NE(newer.output.find(c.newer), std::string::npos) << newer.output;
+    const CommandResult older = run_ckptcheck("verify --json " + seal_q(root + "/" + c.checkpoint));
+    EXPECT_EQ(older.exit_code, 0) << older.output;
+    EXPECT_EQ(nlohmann::json::parse(older.output, nullptr, false).value("sealed", false), true) << older.output;
+  }
+}
+
 // Stored members: every tensor's payload is a range of the archive, and the range holds exactly the
 // bytes inspect reads for that tensor. Deflated: the member's compressed bytes are one range, and a
 // byte flipped there is named by member.

@@ -42,7 +42,6 @@ struct Kind {
   bool own_checksums;   // an unsealed copy catches a flipped payload byte (CRC-32, manifest hashes)
   bool signs_manifest;  // ckptcheck's own: `sign` signs manifest.json, no seal is needed
   std::function<std::string(const std::string&)> make;  // writes the checkpoint under a root
-  bool sealed_by_folder = false;  // a sharded index: its seal lies in the folder holding it
 };
 
 void PrintTo(const Kind& k, std::ostream* os) {
@@ -127,7 +126,7 @@ std::vector<Kind> kinds() {
       {"hf_trainer", kData + "trainers/hf/checkpoint-10", "", false, false, nullptr},
       {"accelerate", kData + "trainers/accelerate/save_state_bin", "", true, false, nullptr},
       {"deepspeed", kData + "trainers/deepspeed/zero2", "", true, false, nullptr},
-      {"safetensors_index", "", "--weights-only", false, false, sharded_index, true},
+      {"safetensors_index", "", "--weights-only", false, false, sharded_index},
       // Keras 3 archives: each stored member's tensors have their own byte ranges (an .h5's datasets,
       // an .npz's arrays); the zip's CRC-32s catch a flipped byte unsealed. Deflated archives cannot
       // pass QuickReadsNoPayloadByte: opening one inflates model.weights.h5/.npz, whose HDF5 structure
@@ -172,15 +171,19 @@ class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
   }
 
   // Seals a checkpoint (ckptcheck's own needs none: its manifest holds the hashes). `seal` and
-  // `sign` take the path verify takes, and the registry says where the seal goes.
-  // The folder or file the seal covers.
-  static std::string sealed_subject(const std::string& path) {
-    return GetParam().sealed_by_folder ? fs::path(path).parent_path().string() : path;
+  // `sign` take the path verify takes, and the registry says where the seal goes: `seal --json`
+  // names it, and this returns it ("" for ckptcheck's own).
+  std::string seal(const std::string& path) {
+    if (GetParam().signs_manifest) return "";
+    const CommandResult r = run_ckptcheck("seal --json " + q(path));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output, nullptr, false);
+    EXPECT_TRUE(j.contains("seal")) << r.output;
+    return j.value("seal", "");
   }
-  void seal(const std::string& path) {
-    if (GetParam().signs_manifest) return;
-    const CommandResult r = run_ckptcheck("seal " + q(path));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The folder a path's payload files are named from: the path itself, or a lone file's folder.
+  static std::string base_of(const std::string& path) {
+    return fs::is_directory(path) ? path : fs::path(path).parent_path().string();
   }
   void sign(const std::string& path, const std::string& key) {
     const CommandResult r = run_ckptcheck("sign " + q(path) + " --key " + q(keys_ / key));
@@ -204,10 +207,12 @@ class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
       return out;
     }
     const std::string scratch = fresh_copy();
-    seal(scratch);
-    const std::string subject = sealed_subject(scratch);
-    const std::string seal_path =
-        fs::is_directory(subject) ? subject + "/ckptcheck.seal.json" : subject + ".ckptcheck.seal.json";
+    const std::string seal_path = seal(scratch);
+    // A folder's seal lies in it and names its files from it (a sharded index's: the folder of the
+    // shards; a trainer's found from above: the checkpoint folder); a file's lies beside it.
+    const bool folder_seal = fs::path(seal_path).filename() == "ckptcheck.seal.json";
+    const std::string from =
+        folder_seal ? fs::relative(fs::path(seal_path).parent_path(), base_of(scratch)).string() : "";
     const auto bytes = read_file_bytes(seal_path);
     const auto j = nlohmann::json::parse(bytes.begin(), bytes.end());
     for (const auto& f : j["files"]) {
@@ -215,7 +220,7 @@ class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
         const uint64_t n = t["bytes"];
         if (n <= best) continue;
         best = n;
-        out = {fs::is_directory(subject) ? f["path"].get<std::string>() : "",
+        out = {folder_seal ? (fs::path(from) / f["path"].get<std::string>()).string() : "",
                t["offset"].get<uint64_t>() + n / 2};
       }
     }
@@ -224,7 +229,7 @@ class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
   }
 
   static std::string file_of(const std::string& path, const PayloadByte& b) {
-    return b.file.empty() ? path : sealed_subject(path) + "/" + b.file;
+    return b.file.empty() ? path : base_of(path) + "/" + b.file;
   }
   void flip(const std::string& path, const PayloadByte& b) {
     auto bytes = read_file_bytes(file_of(path, b));

@@ -63,13 +63,17 @@ bool kind_holds_pickles(CheckpointKind kind) {
   }
 }
 
+std::string seal_subject_of(const LayoutMatch& match, const std::string& path) {
+  const Layout* layout = find_layout(match.layout);
+  return layout ? layout->seal_subject(match) : path;
+}
+
 Result<std::string> resolve_seal_subject(const std::string& raw) {
   const std::string path = strip_trailing_slashes(raw);
   CKPT_ASSIGN_OR_RETURN(const std::optional<LayoutMatch> match, detect_layout(path));
   if (!match) return path;
   CKPT_RETURN_IF_ERROR(match->defect);
-  const Layout* layout = find_layout(match->layout);
-  return layout ? layout->seal_subject(*match) : path;
+  return seal_subject_of(*match, path);
 }
 
 std::string seal_subject(const std::string& path) {
@@ -94,6 +98,7 @@ Result<VerifyTarget> resolve_verify_target(const std::string& raw_path) {
   const Result<std::optional<LayoutMatch>> match = detect_layout(target.path);
   if (!match.is_ok()) {
     target.kind = CheckpointKind::kAmbiguous;  // verify_path reports it (reading_ambiguous)
+    target.refusal = match.status();
     return target;
   }
   if (!*match) {
@@ -103,6 +108,7 @@ Result<VerifyTarget> resolve_verify_target(const std::string& raw_path) {
     return Status::not_found(target.path + ": holds no checkpoint");
   }
   target.kind = checkpoint_kind_named((*match)->kind);
+  target.match = *match;
   if (target.kind == CheckpointKind::kCkptcheck) {
     // A root (or its `latest`) whose committed checkpoint cannot be found fails here, as it did.
     CKPT_RETURN_IF_ERROR((*match)->defect);

@@ -19,9 +19,11 @@
 //   --against-env    only ckptcheck's own checkpoints carry pins; refused for every other kind.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "base/status.h"
+#include "layouts/layout.h"
 #include "verifier/check/checkpoint_verifier.h"
 
 namespace ckpt {
@@ -63,6 +65,8 @@ bool kind_holds_pickles(CheckpointKind kind);
 Result<std::string> resolve_seal_subject(const std::string& path);
 // resolve_seal_subject, or `path` itself where that fails (verify reports the ambiguity or defect).
 std::string seal_subject(const std::string& path);
+// The seal subject of a checkpoint the registry already matched at `path`.
+std::string seal_subject_of(const LayoutMatch& match, const std::string& path);
 
 // What `path` (a checkpoint dir, a root or `latest`, a sealed or foreign dir, or a file) is: the kind
 // of the one registered layout that claims it (layouts/layout_registry.h), kAmbiguous when two do;
@@ -78,6 +82,10 @@ CheckpointKind checkpoint_kind_named(const std::string& name);
 struct VerifyTarget {
   std::string path;
   CheckpointKind kind = CheckpointKind::kUnknownFile;
+  // The registry's one detection (absent for a path no layout claims), kept so no reader detects
+  // again; for kAmbiguous, `refusal` is the registry's message naming both layouts.
+  std::optional<LayoutMatch> match;
+  Status refusal;
 };
 Result<VerifyTarget> resolve_verify_target(const std::string& path);
 

@@ -710,9 +710,11 @@ namespace {
 
 // The checks of a kind other than ckptcheck's own, with the seal's beside them when one covers the
 // checkpoint. The seal hashes every byte, so the kind's checks then skip the payload (as --quick).
-Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind kind,
-                                         const VerifyOptions& options) {
-  const std::string sealed_path = seal_subject(path);
+Result<VerifyReport> verify_foreign_kind(const VerifyTarget& target, const VerifyOptions& options) {
+  const std::string& path = target.path;
+  const CheckpointKind kind = target.kind;
+  const std::string sealed_path =
+      target.match && target.match->defect.is_ok() ? seal_subject_of(*target.match, path) : path;
   const bool sealed = has_seal(sealed_path);
   // Distributed, the seal's file pieces are what the tasks split: without one there is nothing to
   // hash but the kind's own structure (and its CRCs), which one task checks as fast.
@@ -737,30 +739,22 @@ Result<VerifyReport> verify_foreign_kind(const std::string& path, CheckpointKind
     case CheckpointKind::kHfTrainer:
     case CheckpointKind::kAccelerate:
     case CheckpointKind::kDeepSpeed: {
-      auto layout = detect_trainer_layout(path);
-      if (!layout.is_ok() || !*layout) {  // two trainers' files, or a `latest` naming nothing
-        const Status st =
-            layout.is_ok() ? Status::not_found(path + ": no trainer folder here any more") : layout.status();
+      if (!target.match || !target.match->defect.is_ok()) {  // DeepSpeed's `latest` naming nothing
         report.path = path;
-        report.add_error(
-            st.code() == StatusCode::kAmbiguous ? verify_code::kReadingAmbiguous : verify_code::kShardMissing,
-            "", "", st.message());
+        report.add_error(verify_code::kShardMissing, "", "",
+                         target.match ? target.match->defect.message() : path + ": no trainer folder");
         break;
       }
-      report = verify_trainer_folder(**layout, kind_options);
-      check_pickles_under((*layout)->dir, 2, kind_options,
-                          report);  // nested folders the layout does not list
+      const TrainerLayout layout = trainer_layout_of(*target.match);
+      report = verify_trainer_folder(layout, kind_options);
+      check_pickles_under(layout.dir, 2, kind_options, report);  // nested folders the layout does not list
       break;
     }
-    case CheckpointKind::kAmbiguous: {
-      // Two layouts claim the path (layouts/layout_registry.h): the message names both.
-      const auto match = detect_layout(path);
+    case CheckpointKind::kAmbiguous:
+      // Two layouts claim the path (layouts/layout_registry.h): the registry's message names both.
       report.path = path;
-      report.add_error(
-          verify_code::kReadingAmbiguous, "", "",
-          match.is_ok() ? path + ": no longer claimed by two layouts" : match.status().message());
+      report.add_error(verify_code::kReadingAmbiguous, "", "", target.refusal.message());
       break;
-    }
     case CheckpointKind::kSealedDirectory:
       // Only its seal describes it; its torch.save files still pass the pickle gate.
       report.path = path;
@@ -810,7 +804,7 @@ Result<VerifyReport> verify_path(const std::string& raw_path, const VerifyOption
     CKPT_ASSIGN_OR_RETURN(report, verify_checkpoint(target.path, options));
     warn_of_newer_checkpoints(raw_path, target.path, report);
   } else {
-    CKPT_ASSIGN_OR_RETURN(report, verify_foreign_kind(target.path, target.kind, options));
+    CKPT_ASSIGN_OR_RETURN(report, verify_foreign_kind(target, options));
   }
   report.kind = checkpoint_kind_name(target.kind);
   return report;

@@ -265,7 +265,7 @@ static std::string stats_line(const TensorStats& s) {
 
 Result<InspectReport> inspect_checkpoint(const std::string& path, const InspectOptions& options) {
   CKPT_ASSIGN_OR_RETURN(TensorSource source, TensorSource::open(path));
-  InspectReport out{std::move(source), options.stats, {}, {}, {}};
+  InspectReport out{std::move(source), options.stats, {}, {}, {}, {}};
   const TensorSource& src = out.source;
   // The layout's findings first, with verify's code, severity and words.
   for (const SourceFinding& f : src.findings())

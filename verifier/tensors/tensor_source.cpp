@@ -278,9 +278,7 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
     return s;
   }
   if (kind == "hf_trainer" || kind == "accelerate" || kind == "deepspeed") {
-    CKPT_ASSIGN_OR_RETURN(auto layout, detect_trainer_layout(path));
-    if (!layout) return Status::not_found(path + ": no " + kind + " folder here any more");
-    return open_trainer_folder(*layout);
+    return open_trainer_folder(trainer_layout_of(*match));
   }
   if (kind == "model_folder" || kind == "sealed_directory") return open_folder_files(*match);
   if (kind == "dcp" || kind == "megatron_torch_dist") {
