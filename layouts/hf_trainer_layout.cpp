@@ -19,7 +19,8 @@ class HfTrainerLayout final : public TrainerFolderLayout {
            "rng_state*.pth and trainer_state.json; never training_args.bin";
   }
   const char* seal_ranges() const override {
-    return "checkpoint-N's files whole and each tensor's range (from the run folder too: the checkpoint it resumes)";
+    return "checkpoint-N's files whole and each tensor's range (from the run folder too: the checkpoint it "
+           "resumes)";
   }
 };
 

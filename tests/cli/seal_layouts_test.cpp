@@ -81,8 +81,8 @@ TEST_F(SealLayouts, ATrainerCheckpointFoundFromAboveIsSealedAsThatCheckpoint) {
   struct Case {
     std::string fixture, checkpoint, newer;
   };
-  for (const Case& c : {Case{"hf/run", "checkpoint-10", "checkpoint-20"},
-                        Case{"deepspeed/zero2", "global_step10", ""}}) {
+  for (const Case& c :
+       {Case{"hf/run", "checkpoint-10", "checkpoint-20"}, Case{"deepspeed/zero2", "global_step10", ""}}) {
     const std::string root = scratch_ / fs::path(c.fixture).filename().string();
     fs::copy(kSealLayoutsData + "trainers/" + c.fixture, root, fs::copy_options::recursive);
     const CommandResult sealed = run_ckptcheck("seal " + seal_q(root));
@@ -101,11 +101,13 @@ TEST_F(SealLayouts, ATrainerCheckpointFoundFromAboveIsSealedAsThatCheckpoint) {
     fs::copy(root + "/" + c.checkpoint, root + "/" + c.newer, fs::copy_options::recursive);
     fs::remove(root + "/" + c.newer + "/ckptcheck.seal.json");
     const CommandResult newer = run_ckptcheck("verify --json " + seal_q(root));
-    EXPECT_EQ(nlohmann::json::parse(newer.output, nullptr, false).value("sealed", true), false) << newer.output;
+    EXPECT_EQ(nlohmann::json::parse(newer.output, nullptr, false).value("sealed", true), false)
+        << newer.output;
     EXPECT_NE(newer.output.find(c.newer), std::string::npos) << newer.output;
     const CommandResult older = run_ckptcheck("verify --json " + seal_q(root + "/" + c.checkpoint));
     EXPECT_EQ(older.exit_code, 0) << older.output;
-    EXPECT_EQ(nlohmann::json::parse(older.output, nullptr, false).value("sealed", false), true) << older.output;
+    EXPECT_EQ(nlohmann::json::parse(older.output, nullptr, false).value("sealed", false), true)
+        << older.output;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
@@ -300,6 +301,29 @@ TEST(TrainerFolders, AFilesRefusedGlobalsAreOneLineNamingItsRole) {
   size_t findings = 0;
   for (const auto& e : j["errors"]) findings += e.value("code", "") == "pickle_global_refused" ? 1 : 0;
   EXPECT_EQ(findings, 10u) << j.dump();
+}
+
+// What a profile accepts is grouped the same way: one line per file (ZeRO-3 on 2 ranks: each rank's
+// optimizer states name three DeepSpeed globals; an HF RNG file names numpy's three), every global
+// on it with its use. JSON keeps one record per global.
+TEST(TrainerFolders, AFilesAcceptedGlobalsAreOneLine) {
+  for (const auto& [folder, lines_expected, profile] :
+       {std::tuple<const char*, size_t, const char*>{"deepspeed/zero3", 2, "(DeepSpeed states)"},
+        {"hf/checkpoint-10", 1, "(trainer RNG state (numpy))"}}) {
+    const CommandResult r = run_ckptcheck("verify '" + kTrainers + folder + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    size_t lines = 0;
+    for (size_t at = r.output.find("\naccepted: "); at != std::string::npos;
+         at = r.output.find("\naccepted: ", at + 1)) {
+      ++lines;
+      const std::string line = r.output.substr(at + 1, r.output.find('\n', at + 1) - at - 1);
+      EXPECT_NE(line.find("accepted: 3 pickle globals " + std::string(profile) + " in "), std::string::npos)
+          << line;
+    }
+    EXPECT_EQ(lines, lines_expected) << r.output;
+    const auto j = verify_json("'" + kTrainers + folder + "'", 0);
+    EXPECT_EQ(j["accepted_globals"].size(), 3 * lines_expected) << j.dump();
+  }
 }
 
 // The sha256 of every tensor `inspect --json` lists, by name.

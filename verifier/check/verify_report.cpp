@@ -1,6 +1,9 @@
 #include "verifier/check/verify_report.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 #include "base/byte_units.h"
 #include "base/sha256_blocks.h"
@@ -178,6 +181,37 @@ nlohmann::json report_to_json(const RootVerifyReport& r) {
   return {{"ok", r.ok()}, {"path", r.root}, {"checkpoints", list}, {"uncommitted", r.uncommitted}};
 }
 
+namespace {
+
+// The globals a profile accepted, one line per pickle and profile (a real folder's RNG files and
+// ZeRO states name three each, per rank): the pickle, the profile, then each global and its use.
+std::string accepted_globals_lines(const std::vector<AcceptedGlobal>& accepted) {
+  std::vector<std::pair<std::string, std::vector<const AcceptedGlobal*>>> groups;  // first-seen order
+  for (const AcceptedGlobal& a : accepted) {
+    const std::string key = a.pickle + '\n' + a.by;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {key, {}});
+    it->second.push_back(&a);
+  }
+  std::string text;
+  for (const auto& [key, members] : groups) {
+    const AcceptedGlobal& first = *members.front();
+    if (members.size() == 1) {
+      text += "accepted: pickle global " + first.name + " (" + first.by + "; " + first.use + ") in " +
+              first.pickle + "\n";
+      continue;
+    }
+    text += "accepted: " + std::to_string(members.size()) + " pickle globals (" + first.by + ") in " +
+            first.pickle + ": ";
+    for (size_t i = 0; i < members.size(); ++i)
+      text += (i ? ", " : "") + members[i]->name + " (" + members[i]->use + ")";
+    text += "\n";
+  }
+  return text;
+}
+
+}  // namespace
+
 std::string report_to_text(const VerifyReport& r) {
   // A sealed foreign checkpoint has no step of ours to report.
   const std::string step = r.step >= 0 ? "step " + std::to_string(r.step) + ", " : "";
@@ -198,8 +232,7 @@ std::string report_to_text(const VerifyReport& r) {
   }
   for (const auto& w : r.warnings) text += issue_line("warning: ", w);
   for (const auto& u : r.uncommitted) text += "uncommitted: " + u + "\n";
-  for (const auto& a : r.accepted_globals)
-    text += "accepted: pickle global " + a.name + " (" + a.by + "; " + a.use + ") in " + a.pickle + "\n";
+  text += accepted_globals_lines(r.accepted_globals);
   return text;
 }
 
