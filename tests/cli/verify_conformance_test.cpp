@@ -42,6 +42,10 @@ struct Kind {
   bool own_checksums;   // an unsealed copy catches a flipped payload byte (CRC-32, manifest hashes)
   bool signs_manifest;  // ckptcheck's own: `sign` signs manifest.json, no seal is needed
   std::function<std::string(const std::string&)> make;  // writes the checkpoint under a root
+  // The tensors' structure lies inside compressed payload (a deflated .keras member: model.weights.h5
+  // or .npz must be inflated to find its tensors), so --quick reads those bytes and a flipped one
+  // fails it too, named by member; every other kind's --quick reads no payload byte.
+  bool structure_in_payload = false;
 };
 
 void PrintTo(const Kind& k, std::ostream* os) {
@@ -128,11 +132,12 @@ std::vector<Kind> kinds() {
       {"deepspeed", kData + "trainers/deepspeed/zero2", "", true, false, nullptr},
       {"safetensors_index", "", "--weights-only", false, false, sharded_index},
       // Keras 3 archives: each stored member's tensors have their own byte ranges (an .h5's datasets,
-      // an .npz's arrays); the zip's CRC-32s catch a flipped byte unsealed. Deflated archives cannot
-      // pass QuickReadsNoPayloadByte: opening one inflates model.weights.h5/.npz, whose HDF5 structure
-      // or .npy headers lie inside the compressed bytes, so --quick reads them.
+      // an .npz's arrays); the zip's CRC-32s catch a flipped byte unsealed. A deflated member is one
+      // range, and --quick inflates it to find the tensors (structure_in_payload).
       {"keras", kData + "trainers/keras/clean.keras", "", true, false, nullptr},
       {"keras", kData + "trainers/keras/clean_npz.keras", "", true, false, nullptr},
+      {"keras", kData + "trainers/keras/clean_deflated.keras", "", true, false, nullptr, true},
+      {"keras", kData + "trainers/keras/clean_npz_deflated.keras", "", true, false, nullptr, true},
   };
 }
 
@@ -334,8 +339,14 @@ TEST_P(VerifyConformanceTest, QuickReadsNoPayloadByte) {
   seal(path);
   EXPECT_EQ(verify_json(path, "--quick", 0)["bytes_hashed"], 0);
   flip(path, b);
-  EXPECT_EQ(verify(path, "--quick").exit_code, 0)
-      << "--quick reads no payload, so a flipped payload byte passes";
+  if (GetParam().structure_in_payload) {
+    const auto j = verify_json(path, "--quick", 1);
+    EXPECT_NE(j.dump().find(b.file.empty() ? "model.weights" : b.file), std::string::npos)
+        << "the inflated member is named: " << j.dump();
+  } else {
+    EXPECT_EQ(verify(path, "--quick").exit_code, 0)
+        << "--quick reads no payload, so a flipped payload byte passes";
+  }
   EXPECT_EQ(verify(path).exit_code, 1);
   truncate_payload_file(path, b);
   EXPECT_EQ(verify(path, "--quick").exit_code, 1) << "sizes are checked even with --quick";
