@@ -105,6 +105,34 @@ std::string quoted(const std::string& s, bool bytes) {
 }
 
 // repr(float): the shortest text that reads back as the same double, with ".0" on integral values.
+// A wide int's repr, decimal as Python writes it, from its hex magnitude ("0x…" or "-0x…"):
+// long division of the hex digits by 10 until nothing is left. A pickle's LONG4 may name an int of
+// millions of digits; its repr is cut at `max_digits` (the reader already bounds the bytes).
+std::string big_int_decimal(const std::string& hex, size_t max_digits = 400) {
+  const bool negative = !hex.empty() && hex[0] == '-';
+  std::vector<uint8_t> digits;  // base 16, most significant first
+  for (size_t k = hex.find('x') == std::string::npos ? 0 : hex.find('x') + 1; k < hex.size(); ++k) {
+    const char c = hex[k];
+    digits.push_back(static_cast<uint8_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10));
+  }
+  if (digits.size() > 4 * max_digits) return hex;  // too wide to divide cheaply: hex, as the file holds it
+  std::string out;
+  while (!digits.empty()) {
+    std::vector<uint8_t> quotient;
+    unsigned remainder = 0;
+    for (uint8_t d : digits) {
+      remainder = remainder * 16 + d;
+      if (!quotient.empty() || remainder / 10) quotient.push_back(static_cast<uint8_t>(remainder / 10));
+      remainder %= 10;
+    }
+    out.push_back(static_cast<char>('0' + remainder));
+    digits.swap(quotient);
+  }
+  if (out.empty()) out = "0";
+  if (negative) out.push_back('-');
+  return std::string(out.rbegin(), out.rend());
+}
+
 std::string float_repr(double f) {
   if (std::isnan(f)) return "nan";
   if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
@@ -134,7 +162,7 @@ void repr_into(const PyValue& v, ReprWriter& w) {
     case PyType::kNone: return w.put("None");
     case PyType::kBool: return w.put(v.i ? "True" : "False");
     case PyType::kInt: return w.put(std::to_string(v.i));
-    case PyType::kBigInt: return w.put(v.s);
+    case PyType::kBigInt: return w.put(big_int_decimal(v.s));
     case PyType::kFloat: return w.put(float_repr(v.f));
     case PyType::kStr: return w.put(quoted(v.s, false));
     case PyType::kBytes: return w.put(quoted(v.s, true));

@@ -45,6 +45,9 @@ TEST(PyValue, AWideIntWrittenByLong1AndByProtocol0TextIsOneValue) {
   EXPECT_TRUE(py_values_equal(*negative_binary, *negative_text));
   EXPECT_FALSE(py_values_equal(*binary, *negative_binary));
   EXPECT_EQ(py_type_name(*binary), "int");
+  // Shown as Python shows it: decimal.
+  EXPECT_EQ(py_value_repr(*binary), "1180591620717411303424");
+  EXPECT_EQ(py_value_repr(*negative_binary), "-1180591620717411303424");
 }
 
 TEST(PyValue, TheDistinctionsJsonLosesAreKept) {
