@@ -16,7 +16,8 @@ class HfTrainerLayout final : public TrainerFolderLayout {
   }
   const char* resume_rule() const override {
     return "Trainer(resume_from_checkpoint) loads the weights, optimizer.pt, scheduler.pt, scaler.pt, "
-           "rng_state*.pth and trainer_state.json; never training_args.bin";
+           "rng_state*.pth and trainer_state.json; never training_args.bin. Under DeepSpeed the model and "
+           "optimizer from the tag `latest` names; under FSDP pytorch_model_fsdp* and optimizer_<i>/";
   }
   const char* seal_ranges() const override {
     return "checkpoint-N's files whole and each tensor's range (from the run folder too: the checkpoint it "

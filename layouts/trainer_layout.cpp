@@ -6,6 +6,7 @@
 
 #include "base/file_io.h"
 #include "base/text.h"
+#include "formats/dcp_checkpoint.h"
 
 namespace ckpt {
 
@@ -30,11 +31,19 @@ bool is_model_weights(const std::string& n) {
          (starts_with(n, "pytorch_model-") && ends_with(n, ".bin"));
 }
 
+// FSDP's files (accelerate utils/fsdp_utils.py save_fsdp_model / save_fsdp_optimizer, which the
+// Trainer and save_state call under FSDP): FULL_STATE_DICT pytorch_model_fsdp[_<i>].bin and
+// optimizer[_<i>].bin; LOCAL_STATE_DICT pytorch_model_fsdp[_<i>]_rank<r>.bin; SHARDED_STATE_DICT
+// the DCP folders pytorch_model_fsdp_<i>/ and optimizer_<i>/.
+bool is_fsdp_model_file(const std::string& n) {
+  return starts_with(n, "pytorch_model_fsdp") && ends_with(n, ".bin");
+}
+
 LayoutFile hf_file(const std::string& n) {
   LayoutFile f{n, FileRole::kOther, false, -1, ""};
-  if (is_model_weights(n)) {
+  if (is_model_weights(n) || is_fsdp_model_file(n)) {
     f.role = FileRole::kModel;
-  } else if (n == "optimizer.pt" || n == "optimizer.bin") {
+  } else if (n == "optimizer.pt" || n == "optimizer.bin" || numbered(n, "optimizer_", ".bin") >= 0) {
     f.role = FileRole::kOptimizer;
   } else if (n == "scheduler.pt") {
     f.role = FileRole::kScheduler;
@@ -91,6 +100,7 @@ LayoutFile deepspeed_file(const std::string& n) {
     f.rank = std::atoi(rest.c_str() + 13);
   }
   f.loaded_on_resume = f.role != FileRole::kOther;
+  if (f.loaded_on_resume) f.loader = kDeepSpeedLoader;
   return f;
 }
 
@@ -115,6 +125,14 @@ std::vector<std::string> subdirs(const std::string& dir) {
 bool has_deepspeed_states(const std::vector<std::string>& files) {
   return std::any_of(files.begin(), files.end(),
                      [](const std::string& n) { return deepspeed_file(n).role == FileRole::kModel; });
+}
+
+// `latest`'s tag, trailing whitespace dropped ("" when unreadable).
+std::string latest_tag(const std::string& dir) {
+  auto tag = read_small_file(dir + "/latest", 4096);
+  std::string t = tag.is_ok() ? *tag : std::string();
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  return t;
 }
 
 // Evidence found in one folder, by layout; empty strings where none.
@@ -142,17 +160,44 @@ Evidence evidence_in(const std::string& dir, const std::vector<std::string>& fil
   if (has("latest")) {
     // DeepSpeed's `latest` names a tag folder of model states; ckptcheck's own roots keep a `latest`
     // too (naming a step_* folder with a manifest), which is no DeepSpeed evidence.
-    auto tag = read_small_file(dir + "/latest", 4096);
-    std::string t = tag.is_ok() ? *tag : std::string();
-    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+    const std::string t = latest_tag(dir);
     const bool names_states = !t.empty() && t.find('/') == std::string::npos && is_directory(dir + "/" + t) &&
                               has_deepspeed_states(top_files(dir + "/" + t));
     const bool names_missing_tag = starts_with(t, "global_step") && !is_directory(dir + "/" + t);
     if (names_states || names_missing_tag) e.deepspeed = "latest";
   }
-  if (!e.hf.empty() && !e.deepspeed.empty() && e.deepspeed == "latest")
-    e.deepspeed.clear();  // Trainer + DeepSpeed
+  // The Trainer or save_state under DeepSpeed: `latest` and its tag folder are the engine's part of
+  // their folder (add_engine_files), not a DeepSpeed root of its own.
+  if ((!e.hf.empty() || !e.accelerate.empty()) && e.deepspeed == "latest") e.deepspeed.clear();
   return e;
+}
+
+// What the engine under a Trainer or save_state folder keeps beside it. DeepSpeed: `latest` naming
+// the tag folder (global_stepN/ for the Trainer, pytorch_model/ for save_state) whose files
+// load_checkpoint reads, model and optimizer both; the weights file beside it is for from_pretrained,
+// not read on resume (deepspeed_load_checkpoint / model.load_checkpoint load the tag). FSDP
+// SHARDED_STATE_DICT: the DCP folders pytorch_model_fsdp_<i>/ and optimizer_<i>/.
+void add_engine_files(const std::string& dir, TrainerLayout& out) {
+  const std::string tag = latest_tag(dir);
+  const bool deepspeed = !tag.empty() && tag.find('/') == std::string::npos && tag != "." && tag != ".." &&
+                         is_directory(dir + "/" + tag) && has_deepspeed_states(top_files(dir + "/" + tag));
+  if (deepspeed) {
+    for (LayoutFile& f : out.files) {
+      if (f.role == FileRole::kModel) f.loaded_on_resume = false;
+    }
+    out.files.push_back({"latest", FileRole::kLatestTag, true, -1, kDeepSpeedLoader});
+    for (const std::string& n : top_files(dir + "/" + tag)) {
+      LayoutFile f = deepspeed_file(n);
+      f.name = tag + "/" + n;
+      out.files.push_back(std::move(f));
+    }
+  }
+  for (const std::string& sub : subdirs(dir)) {
+    const bool model = numbered(sub, "pytorch_model_fsdp_", "") >= 0;
+    const bool optimizer = numbered(sub, "optimizer_", "") >= 0;
+    if ((model || optimizer) && is_dcp_directory(dir + "/" + sub))
+      out.files.push_back({sub, model ? FileRole::kModel : FileRole::kOptimizer, true, -1, kDcpLoader});
+  }
 }
 
 Result<TrainerLayout> layout_of(const std::string& dir, const std::vector<std::string>& files,
@@ -163,19 +208,19 @@ Result<TrainerLayout> layout_of(const std::string& dir, const std::vector<std::s
     out.kind = TrainerLayoutKind::kHfTrainer;
     out.evidence = e.hf;
     for (const std::string& n : files) out.files.push_back(hf_file(n));
+    add_engine_files(dir, out);
     return out;
   }
   if (!e.accelerate.empty()) {
     out.kind = TrainerLayoutKind::kAccelerate;
     out.evidence = e.accelerate;
     for (const std::string& n : files) out.files.push_back(accelerate_file(n));
+    add_engine_files(dir, out);
     return out;
   }
   out.kind = TrainerLayoutKind::kDeepSpeed;
   if (e.deepspeed == "latest") {
-    auto tag = read_small_file(dir + "/latest", 4096);
-    std::string t = tag.is_ok() ? *tag : std::string();
-    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+    const std::string t = latest_tag(dir);
     if (t.empty() || t.find('/') != std::string::npos || t == "." || t == "..")
       return Status::corruption(dir + "/latest: names no tag folder ('" + t + "')");
     if (!is_directory(dir + "/" + t))
@@ -201,6 +246,12 @@ const char* trainer_layout_name(TrainerLayoutKind kind) {
     case TrainerLayoutKind::kDeepSpeed: return "deepspeed";
   }
   return "hf_trainer";
+}
+
+bool TrainerLayout::under_deepspeed() const {
+  return kind != TrainerLayoutKind::kDeepSpeed &&
+         std::any_of(files.begin(), files.end(),
+                     [](const LayoutFile& f) { return f.loader == kDeepSpeedLoader; });
 }
 
 const LayoutFile* TrainerLayout::find(FileRole role) const {
@@ -308,7 +359,9 @@ std::optional<LayoutMatch> trainer_layout_match(const std::string& raw, TrainerL
   m.given = layout.given;
   m.evidence = layout.evidence;
   m.files = layout.files;
-  for (LayoutFile& f : m.files) f.loader = file_loader_by_name(f.name);
+  for (LayoutFile& f : m.files) {
+    if (f.loader.empty()) f.loader = file_loader_by_name(f.name);
+  }
   return m;
 }
 

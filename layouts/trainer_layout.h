@@ -15,6 +15,11 @@
 //   deepspeed   `latest` naming global_stepN/: mp_rank_XX_model_states.pt (ZeRO 0-2) or
 //               zero_pp_rank_R_mp_rank_XX_model_states.pt (ZeRO-3), [bf16_]zero_pp_rank_R_mp_rank_XX_
 //               optim_states.pt (deepspeed runtime/engine.py _save_checkpoint, load_checkpoint)
+// Under an engine, the Trainer's and save_state's folders hold its files too, and stay theirs:
+// DeepSpeed's `latest` naming the tag folder (global_stepN/ or pytorch_model/) whose files its
+// load_checkpoint reads (loader kDeepSpeedLoader, names "global_step10/..."), and FSDP's
+// pytorch_model_fsdp*.bin / optimizer*.bin files or its SHARDED_STATE_DICT DCP folders
+// pytorch_model_fsdp_<i>/ and optimizer_<i>/ (loader kDcpLoader, the folder as the file).
 // Evidence of two layouts in one folder is refused (kAmbiguous): which trainer wrote it decides
 // what a resume reads, and guessing would check the wrong contract.
 #pragma once
@@ -29,6 +34,12 @@
 namespace ckpt {
 
 enum class TrainerLayoutKind { kHfTrainer, kAccelerate, kDeepSpeed };
+
+// LayoutFile::loader of the files an engine under the trainer reads: DeepSpeed's load_checkpoint
+// (torch.load(weights_only=False) of its own pickles, judged by the DeepSpeed profile), and a DCP
+// folder (FSDP's SHARDED_STATE_DICT; LayoutFile::name is then the folder).
+constexpr const char* kDeepSpeedLoader = "deepspeed.load_checkpoint";
+constexpr const char* kDcpLoader = "torch.distributed.checkpoint";
 const char* trainer_layout_name(TrainerLayoutKind kind);  // "hf_trainer", "accelerate", "deepspeed"
 
 struct TrainerLayout {
@@ -39,6 +50,9 @@ struct TrainerLayout {
   std::vector<LayoutFile> files;
   const LayoutFile* find(FileRole role) const;
   std::vector<const LayoutFile*> all(FileRole role) const;
+  // A Trainer's or save_state's folder holding DeepSpeed's `latest` and tag folder: the model and
+  // optimizer a resume reads are DeepSpeed's.
+  bool under_deepspeed() const;
 };
 
 // The trainer layout at `path` (the checkpoint folder, or the run directory above it), nullopt when

@@ -44,6 +44,14 @@ tests/data/trainers/
                                "torch_manual_seed"}; "torch_cuda_manual_seed" only when CUDA is available),
                                custom_checkpoint_0.pkl (a registered EMA object's state_dict()).
   accelerate/save_state_bin/   the same with safe_serialization=False: pytorch_model.bin.
+  hf/checkpoint-10-deepspeed/  the Trainer under DeepSpeed ZeRO-2 (2 processes): latest + global_step10/ (the
+                               ZeRO files of deepspeed/zero2), zero_to_fp32.py, the gathered model.safetensors,
+                               scheduler.pt, rng_state_{0,1}.pth, trainer_state.json, training_args.bin.
+  hf/checkpoint-10-fsdp/       the Trainer under FSDP SHARDED_STATE_DICT (2 processes): DCP folders
+                               pytorch_model_fsdp_0/ ("model.<name>") and optimizer_0/ ("optimizer.state.<name>.*",
+                               param_groups a bytes item), scheduler.pt, rng_state_{0,1}.pth, trainer_state.json.
+  accelerate/save_state_deepspeed/  save_state under DeepSpeed: latest ("pytorch_model") + pytorch_model/,
+                               scheduler.bin, random_states_{0,1}.pkl, zero_to_fp32.py.
   deepspeed/zero2/             engine.save_checkpoint(dir), ZeRO stage 2, fp32, 2 data-parallel ranks:
                                latest ("global_step10", no newline), global_step10/mp_rank_00_model_states.pt,
                                global_step10/zero_pp_rank_{0,1}_mp_rank_00_optim_states.pt.
@@ -568,7 +576,7 @@ def write_accelerate(path, safe):
 # ----------------------------------------------------------------------------------------------------------
 # DeepSpeed ZeRO: data-parallel training over 2 ranks, each rank's AdamW holding its flat fp32 partition.
 # ----------------------------------------------------------------------------------------------------------
-def ds_checkpoint(path, stage, bf16, stubs):
+def ds_checkpoint(path, stage, bf16, stubs, tag="global_step10"):
     zcfg = stubs["deepspeed.runtime.zero.config"]
     scaler_mod = stubs["deepspeed.runtime.fp16.loss_scaler"]
     frag = stubs["deepspeed.utils.tensor_fragment"].fragment_address
@@ -670,7 +678,6 @@ def ds_checkpoint(path, stage, bf16, stubs):
                  "bf16": {"enabled": bf16}, "fp16": {"enabled": False},
                  "zero_allow_untested_optimizer": True}
     param_shapes = [OrderedDict((n, params[n].shape) for n in names) for names in group_names]
-    tag = "global_step10"
     ckpt = os.path.join(path, tag)
     os.makedirs(ckpt, exist_ok=True)
     with open(os.path.join(path, "latest"), "w") as f:
@@ -724,6 +731,100 @@ def ds_checkpoint(path, stage, bf16, stubs):
             torch.save({"optimizer_state_dict": osd, "ds_config": ds_config, "ds_version": DS_VERSION},
                        os.path.join(ckpt, f"{prefix}zero_pp_rank_{r}_mp_rank_00_optim_states.pt"))
     return master
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The Trainer and save_state under an engine: DeepSpeed's `latest` + tag folder, or FSDP's DCP folders,
+# inside their own folder.
+# ----------------------------------------------------------------------------------------------------------
+ZERO_TO_FP32_STUB = ("#!/usr/bin/env python\n"
+                     "# DeepSpeed copies its utils/zero_to_fp32.py beside `latest` at every save_checkpoint.\n")
+
+
+def rng_file(path, rank):
+    """_save_rng_state: rng_state_<process_index>.pth when world_size > 1, seeded per rank."""
+    random.seed(SEED + rank)
+    np.random.seed(SEED + rank)
+    torch.manual_seed(SEED + rank)
+    py, npy, cpu = rng_states()
+    torch.save({"python": py, "numpy": npy, "cpu": cpu}, os.path.join(path, f"rng_state_{rank}.pth"))
+
+
+def write_hf_under_deepspeed(path, log_history, stubs):
+    """Trainer._save_checkpoint with --deepspeed (ZeRO-2, 2 processes): save_model writes the gathered
+    weights (model.safetensors); _save_optimizer_and_scheduler calls model_wrapped.save_checkpoint(output_dir),
+    which writes latest, global_step10/ and zero_to_fp32.py; scheduler.pt for the Trainer's own scheduler
+    (not a DeepSpeedSchedulerWrapper); rng_state_<r>.pth per process. Resume: deepspeed_load_checkpoint
+    reads the tag, scheduler.pt and the RNG files."""
+    ds_checkpoint(path, 2, False, stubs)
+    states = torch.load(os.path.join(path, "global_step10", "mp_rank_00_model_states.pt"))
+    with open(os.path.join(path, "zero_to_fp32.py"), "w") as f:
+        f.write(ZERO_TO_FP32_STUB)
+    json_file(os.path.join(path, "config.json"), MODEL_CONFIG, indent=2, sort_keys=True)
+    save_safetensors(without_shared(states["module"]), os.path.join(path, "model.safetensors"), {"format": "pt"})
+    torch.save(training_args(stubs, deepspeed="ds_config.json"), os.path.join(path, "training_args.bin"))
+    torch.save(states["lr_scheduler"], os.path.join(path, "scheduler.pt"))
+    for r in range(WORLD):
+        rng_file(path, r)
+    with open(os.path.join(path, "trainer_state.json"), "w", encoding="utf-8") as f:
+        f.write(json.dumps(trainer_state(10, log_history), indent=2, sort_keys=True) + "\n")
+
+
+def dcp_flatten(prefix, obj, out):
+    """DCP's flatten_state_dict (2.x): nested dicts to dotted names; a tensor, or a list or value holding
+    none, is one item."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            dcp_flatten(f"{prefix}.{k}", v, out)
+    else:
+        out[prefix] = obj
+    return out
+
+
+def write_hf_under_fsdp(path, snap, stubs):
+    """Trainer._save_checkpoint with FSDP SHARDED_STATE_DICT: save_fsdp_model writes the DCP folder
+    pytorch_model_fsdp_0/ ({"model": state_dict}), save_fsdp_optimizer optimizer_0/ ({"optimizer":
+    FSDP.optim_state_dict}, keyed by parameter name); scheduler.pt, rng_state_<r>.pth, trainer_state.json.
+    Written by torch 1.13's DCP (no_dist), so .metadata names torch.distributed._shard.checkpoint's classes
+    where torch >= 2.0 names torch.distributed.checkpoint's; the folder layout and item names are FSDP's."""
+    from make_pytorch_fixtures import import_dcp_113
+    FileSystemWriter, save_state_dict = import_dcp_113()
+    os.makedirs(path, exist_ok=True)
+    json_file(os.path.join(path, "config.json"), MODEL_CONFIG, indent=2, sort_keys=True)
+    model_sd = {k: v for k, v in snap["model"].items()}
+    save_state_dict(dcp_flatten("model", model_sd, {}), FileSystemWriter(os.path.join(path, "pytorch_model_fsdp_0")),
+                    no_dist=True)
+    osd = snap["optimizer"]
+    decay, no_decay = decay_split(Tiny())
+    order = list(decay) + list(no_decay)            # the optimizer's param ids follow its groups
+    named = {"state": {order[i]: dict(st) for i, st in osd["state"].items()},
+             "param_groups": [dict(g, params=[order[i] for i in g["params"]]) for g in osd["param_groups"]]}
+    save_state_dict(dcp_flatten("optimizer", named, {}), FileSystemWriter(os.path.join(path, "optimizer_0")),
+                    no_dist=True)
+    torch.save(training_args(stubs), os.path.join(path, "training_args.bin"))
+    torch.save(snap["scheduler"], os.path.join(path, "scheduler.pt"))
+    for r in range(WORLD):
+        rng_file(path, r)
+    with open(os.path.join(path, "trainer_state.json"), "w", encoding="utf-8") as f:
+        f.write(json.dumps(trainer_state(10, snap["log_history"]), indent=2, sort_keys=True) + "\n")
+
+
+def write_accelerate_under_deepspeed(path, stubs):
+    """Accelerator.save_state under DeepSpeed ZeRO-2, 2 processes: model.save_checkpoint(output_dir,
+    "pytorch_model") writes latest ("pytorch_model") and pytorch_model/; no optimizer file (DeepSpeed
+    holds it); scheduler.bin, random_states_<r>.pkl. Resume: load_state -> model.load_checkpoint(input_dir,
+    "pytorch_model")."""
+    ds_checkpoint(path, 2, False, stubs, tag="pytorch_model")
+    states = torch.load(os.path.join(path, "pytorch_model", "mp_rank_00_model_states.pt"))
+    with open(os.path.join(path, "zero_to_fp32.py"), "w") as f:
+        f.write(ZERO_TO_FP32_STUB)
+    torch.save(states["lr_scheduler"], os.path.join(path, "scheduler.bin"))
+    for r in range(WORLD):
+        random.seed(SEED + r)
+        np.random.seed(SEED + r)
+        torch.manual_seed(SEED + r)
+        torch.save({"step": 10, "random_state": random.getstate(), "numpy_random_seed": np.random.get_state(),
+                    "torch_manual_seed": torch.get_rng_state()}, os.path.join(path, f"random_states_{r}.pkl"))
 
 
 def natural_keys(text):
@@ -939,6 +1040,10 @@ def describe_file(path):
             st = json.load(f)
         return {"steps": {"global_step": st["global_step"], "epoch": st["epoch"],
                           "log_history.step": [e["step"] for e in st["log_history"]]}}
+    if name.endswith(".py"):
+        return {"script": True}
+    if name == ".metadata" or name.endswith(".distcp"):
+        return {"dcp": True}                        # described by the DCP reader's own fixtures
     if name == "latest":
         with open(path) as f:
             return {"text": f.read()}
@@ -1053,6 +1158,10 @@ def main():
     write_accelerate(os.path.join(OUT, "accelerate", "save_state"), safe=True)
     write_accelerate(os.path.join(OUT, "accelerate", "save_state_bin"), safe=False)
 
+    write_hf_under_deepspeed(os.path.join(hf, "checkpoint-10-deepspeed"), snaps[10]["log_history"], stubs)
+    write_hf_under_fsdp(os.path.join(hf, "checkpoint-10-fsdp"), snaps[10], stubs)
+    write_accelerate_under_deepspeed(os.path.join(OUT, "accelerate", "save_state_deepspeed"), stubs)
+
     references = {}
     for name, stage, bf16 in (("zero2", 2, False), ("zero2_bf16", 2, True), ("zero3", 3, False)):
         path = os.path.join(OUT, "deepspeed", name)
@@ -1065,9 +1174,13 @@ def main():
             n: {"dtype": DTYPE[t.dtype], "shape": list(t.shape), "sha256": hashlib.sha256(raw(t)).hexdigest()}
             for n, t in rebuilt.items()}
 
+    described = []                                  # a checkpoint folder is described whole, its subfolders with it
     for top in ("hf", "accelerate", "deepspeed"):
         for dirpath, dirnames, filenames in sorted(os.walk(os.path.join(OUT, top))):
+            if any(dirpath.startswith(d + os.sep) for d in described):
+                continue
             if filenames and not any(os.path.isfile(os.path.join(dirpath, d, "latest")) for d in dirnames):
+                described.append(dirpath)
                 rel = os.path.relpath(dirpath, OUT)
                 if rel.startswith("deepspeed/") and rel.count("/") == 2:
                     continue                                # a tag folder: described with its parent

@@ -67,6 +67,89 @@ TEST(TrainerFolders, EveryRealLayoutPassesAsOneCheckpointOfItsKind) {
   EXPECT_EQ(run.value("step", -1), 10) << "step read from trainer_state.json";
 }
 
+// The Trainer and save_state under an engine (transformers' and accelerate's own layouts): DeepSpeed
+// leaves `latest` and its tag folder inside their folder, FSDP's SHARDED_STATE_DICT its DCP folders.
+// Each is one checkpoint of the trainer's kind, its engine's files judged by the engine's loader
+// (DeepSpeed's profile, DCP's reader), never refused as two trainers or missing an optimizer.pt.
+TEST(TrainerFolders, TheTrainerAndSaveStateUnderDeepSpeedOrFsdpAreOneCheckpoint) {
+  const std::pair<const char*, const char*> kFolders[] = {{"hf/checkpoint-10-deepspeed", "hf_trainer"},
+                                                          {"hf/checkpoint-10-fsdp", "hf_trainer"},
+                                                          {"accelerate/save_state_deepspeed", "accelerate"}};
+  for (const auto& [folder, kind] : kFolders) {
+    for (const char* mode : {"", "--weights-only "}) {
+      const auto j = verify_json(std::string(mode) + "'" + kTrainers + folder + "'", 0);
+      EXPECT_EQ(j.value("kind", ""), kind) << folder;
+      EXPECT_EQ(j.value("step", -1), 10) << folder;
+      EXPECT_FALSE(has_code(j, "errors", "pickle_global_refused")) << j.dump();
+    }
+  }
+  const nlohmann::json expected = nlohmann::json::parse(read_text_file(kTrainers + "expected.json"));
+  // DeepSpeed's tag under the Trainer: ZeRO reassembled, value for value the reference of the same
+  // training (deepspeed/zero2, zero_to_fp32's algorithm in Python).
+  const CommandResult ds = run_ckptcheck("inspect --json '" + kTrainers + "hf/checkpoint-10-deepspeed'");
+  ASSERT_EQ(ds.exit_code, 0) << ds.output;
+  std::map<std::string, std::string> ours;
+  const nlohmann::json ds_listed = nlohmann::json::parse(ds.output);  // held: the loop reads into it
+  for (const auto& t : ds_listed["tensors"]) ours[t.value("name", "")] = t.value("sha256", "");
+  const auto& reference = expected["deepspeed/zero2"]["reference_fp32"];
+  ASSERT_FALSE(reference.empty());
+  size_t reassembled = 0;
+  for (const auto& [name, t] : reference.items()) {
+    if (!ours.count("zero_fp32/" + name)) {  // a buffer: whole in the model states, which zero_to_fp32 adds
+      EXPECT_TRUE(ours.count("global_step10/mp_rank_00_model_states.pt/module." + name)) << name;
+      continue;
+    }
+    EXPECT_EQ(ours["zero_fp32/" + name], t["sha256"].get<std::string>()) << name;
+    ++reassembled;
+  }
+  EXPECT_GE(reassembled, 8u);
+  // FSDP's sharded model: each parameter as the DCP folder holds it, equal to the same step's weights
+  // that torch wrote to model.safetensors in hf/checkpoint-10.
+  const CommandResult fsdp = run_ckptcheck("inspect --json '" + kTrainers + "hf/checkpoint-10-fsdp'");
+  ASSERT_EQ(fsdp.exit_code, 0) << fsdp.output;
+  ours.clear();
+  const nlohmann::json fsdp_listed = nlohmann::json::parse(fsdp.output);  // held: the loop reads into it
+  for (const auto& t : fsdp_listed["tensors"]) ours[t.value("name", "")] = t.value("sha256", "");
+  size_t compared = 0;
+  for (const auto& t : expected["hf/checkpoint-10"]["files"]["model.safetensors"]["tensors"]) {
+    EXPECT_EQ(ours["pytorch_model_fsdp_0/model." + t["name"].get<std::string>()],
+              t["sha256"].get<std::string>())
+        << t.dump();
+    ++compared;
+  }
+  EXPECT_GE(compared, 8u);
+  EXPECT_EQ(ours.count("optimizer_0/optimizer.state.embed.weight.exp_avg"), 1u) << fsdp.output;
+}
+
+// What the engine's resume reads is checked in the trainer's folder: every ZeRO rank, the step in the
+// tag folder's name, FSDP's optimizer folder, and a damaged DCP item named under its folder.
+TEST(TrainerFolders, AnEnginesPartsAreCheckedInsideTheTrainersFolder) {
+  TempDir dir;
+  const std::string ds = copy_of("hf/checkpoint-10-deepspeed", dir);
+  std::filesystem::rename(ds + "/global_step10", ds + "/global_step8");
+  write_text(ds + "/latest", "global_step8");
+  auto j = verify_json("'" + ds + "'", 1);
+  EXPECT_TRUE(has_code(j, "errors", "step_disagreement")) << j.dump();
+  EXPECT_NE(j.dump().find("the tag folder global_step8 8"), std::string::npos) << j.dump();
+  std::filesystem::remove(ds + "/global_step8/zero_pp_rank_1_mp_rank_00_optim_states.pt");
+  j = verify_json("'" + ds + "'", 1);
+  EXPECT_TRUE(has_code(j, "errors", "optimizer_state_missing")) << j.dump();
+  EXPECT_NE(j.dump().find("zero_pp_rank_1"), std::string::npos) << j.dump();
+
+  const std::string fsdp = copy_of("hf/checkpoint-10-fsdp", dir);
+  std::filesystem::remove_all(fsdp + "/optimizer_0");
+  j = verify_json("'" + fsdp + "'", 1);
+  EXPECT_TRUE(has_code(j, "errors", "optimizer_state_missing")) << j.dump();
+  verify_json("--weights-only '" + fsdp + "'", 0);
+  const std::string item = fsdp + "/pytorch_model_fsdp_0/__0_1.distcp";
+  std::filesystem::resize_file(item, std::filesystem::file_size(item) / 2);
+  j = verify_json("--weights-only '" + fsdp + "'", 1);
+  bool named = false;
+  for (const auto& e : j["errors"])
+    named = named || e.value("shard", "").rfind("pytorch_model_fsdp_0/", 0) == 0;
+  EXPECT_TRUE(named) << j.dump();
+}
+
 // training_args.bin is never loaded on resume: a warning naming its globals, not a failed folder;
 // verified alone it still fails. numpy's RNG state is accepted in the RNG file, and only there.
 TEST(TrainerFolders, FilesAreJudgedByWhatTheTrainerLoads) {

@@ -42,9 +42,10 @@ struct Kind {
   bool own_checksums;   // an unsealed copy catches a flipped payload byte (CRC-32, manifest hashes)
   bool signs_manifest;  // ckptcheck's own: `sign` signs manifest.json, no seal is needed
   std::function<std::string(const std::string&)> make;  // writes the checkpoint under a root
-  // The tensors' structure lies inside compressed payload (a deflated .keras member: model.weights.h5
-  // or .npz must be inflated to find its tensors), so --quick reads those bytes and a flipped one
-  // fails it too, named by member; every other kind's --quick reads no payload byte.
+  // The largest range a seal names holds structure, not only tensor bytes (a deflated .keras member:
+  // model.weights.h5 or .npz must be inflated to find its tensors; a DCP bytes item larger than any
+  // tensor: a pickle), so --quick reads those bytes and a flipped one fails it too, named by its file
+  // or member; every other kind's --quick reads no payload byte.
   bool structure_in_payload = false;
 };
 
@@ -130,6 +131,10 @@ std::vector<Kind> kinds() {
       {"hf_trainer", kData + "trainers/hf/checkpoint-10", "", false, false, nullptr},
       {"accelerate", kData + "trainers/accelerate/save_state_bin", "", true, false, nullptr},
       {"deepspeed", kData + "trainers/deepspeed/zero2", "", true, false, nullptr},
+      // The Trainer and save_state under an engine: DeepSpeed's tag folder or FSDP's DCP folders inside.
+      {"hf_trainer", kData + "trainers/hf/checkpoint-10-deepspeed", "", true, false, nullptr},
+      {"hf_trainer", kData + "trainers/hf/checkpoint-10-fsdp", "", true, false, nullptr, true},
+      {"accelerate", kData + "trainers/accelerate/save_state_deepspeed", "", true, false, nullptr},
       {"safetensors_index", "", "--weights-only", false, false, sharded_index},
       // Keras 3 archives: each stored member's tensors have their own byte ranges (an .h5's datasets,
       // an .npz's arrays); the zip's CRC-32s catch a flipped byte unsealed. A deflated member is one
@@ -225,7 +230,7 @@ class VerifyConformanceTest : public ::testing::TestWithParam<Kind> {
         const uint64_t n = t["bytes"];
         if (n <= best) continue;
         best = n;
-        out = {folder_seal ? (fs::path(from) / f["path"].get<std::string>()).string() : "",
+        out = {folder_seal ? (fs::path(from) / f["path"].get<std::string>()).lexically_normal().string() : "",
                t["offset"].get<uint64_t>() + n / 2};
       }
     }

@@ -747,7 +747,9 @@ Result<VerifyReport> verify_foreign_kind(const VerifyTarget& target, const Verif
       }
       const TrainerLayout layout = trainer_layout_of(*target.match);
       report = verify_trainer_folder(layout, kind_options);
-      check_pickles_under(layout.dir, 2, kind_options, report);  // nested folders the layout does not list
+      std::vector<std::string> listed;  // judged with their loaders (DeepSpeed's tag, FSDP's DCP folders)
+      for (const LayoutFile& f : layout.files) listed.push_back(f.name);
+      check_pickles_under(layout.dir, 2, kind_options, report, listed);  // nested folders it does not list
       break;
     }
     case CheckpointKind::kAmbiguous:

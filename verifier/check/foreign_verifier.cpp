@@ -616,12 +616,16 @@ VerifyReport verify_safetensors_index(const std::string& index_path, const Verif
 }
 
 void check_pickles_under(const std::string& raw_dir, int min_depth, const VerifyOptions& options,
-                         VerifyReport& report) {
+                         VerifyReport& report, const std::vector<std::string>& checked) {
   const std::string dir = strip_trailing_slashes(raw_dir);
   std::map<std::string, bool> dcp_dirs;  // folder (relative) -> holds a DCP checkpoint
+  const auto already_checked = [&](const std::string& name) {
+    return std::any_of(checked.begin(), checked.end(),
+                       [&](const std::string& c) { return name == c || starts_with(name, c + "/"); });
+  };
   for (const std::string& name : list_files_under(dir, 16)) {
     const int depth = 1 + static_cast<int>(std::count(name.begin(), name.end(), '/'));
-    if (depth < min_depth) continue;
+    if (depth < min_depth || already_checked(name)) continue;
     const std::string path = dir + "/" + name;
     // A DCP directory below: its `.distcp` files are runs of archives that its `.metadata` places,
     // never sniffed as one zip each; its pickles (`.metadata`, every item) pass DCP's own gate.

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "formats/tensor_file.h"
@@ -78,8 +79,9 @@ const char* unreadable_verify_code(const Status& status);
 // The pickle gate over every torch.save file (zip or legacy, told apart by their first bytes) below
 // `dir`, `min_depth` levels down or deeper (1: the top level too; 2: subdirectories only), up to 16:
 // a folder's nested `global_step*/` or a sealed directory of files whose kind is otherwise unknown
-// still cannot hold a code-running pickle that verify passes.
+// still cannot hold a code-running pickle that verify passes. `checked`: files and folders (relative
+// to `dir`) a layout already judged with their own loader, skipped here.
 void check_pickles_under(const std::string& dir, int min_depth, const VerifyOptions& options,
-                         VerifyReport& report);
+                         VerifyReport& report, const std::vector<std::string>& checked = {});
 
 }  // namespace ckpt

@@ -94,8 +94,13 @@ std::optional<double> optimizer_step(const TensorFile& file) {
   return std::nullopt;
 }
 
+// A file DeepSpeed's load_checkpoint reads: in its own folder, or the tag folder under a Trainer's.
+bool read_by_deepspeed(const TrainerLayout& layout, const LayoutFile& f) {
+  return layout.kind == TrainerLayoutKind::kDeepSpeed || f.loader == kDeepSpeedLoader;
+}
+
 PickleLoader loader_for(const TrainerLayout& layout, const LayoutFile& f) {
-  if (layout.kind == TrainerLayoutKind::kDeepSpeed) return PickleLoader::kDeepSpeed;
+  if (read_by_deepspeed(layout, f)) return PickleLoader::kDeepSpeed;
   if (f.role == FileRole::kRng) return PickleLoader::kTrainerRng;
   return PickleLoader::kTorchLoad;
 }
@@ -205,6 +210,43 @@ std::string number_text(double v) {
   return buf;
 }
 
+// Every rank's ZeRO optimizer partition that load_checkpoint reads, and their coverage of the model.
+void check_deepspeed_ranks(const std::string& dir, int world, const std::vector<int>& optim_ranks,
+                           const ZeroPartitions& zero, VerifyReport& report) {
+  if (world > 0 && static_cast<int>(optim_ranks.size()) == world) zero.check(world, dir, report);
+  for (int r = 0; r < world && !optim_ranks.empty(); ++r) {
+    if (std::find(optim_ranks.begin(), optim_ranks.end(), r) == optim_ranks.end())
+      report.add_error(verify_code::kOptimizerStateMissing, "", "",
+                       dir + ": no zero_pp_rank_" + std::to_string(r) +
+                           "_mp_rank_*_optim_states.pt: the model states say dp_world_size " +
+                           std::to_string(world) + ", and load_checkpoint reads every rank's partition");
+  }
+}
+
+// An FSDP SHARDED_STATE_DICT folder (pytorch_model_fsdp_<i>/, optimizer_<i>/): DCP's own checks,
+// every item read, its findings named under the folder. It holds one part of the state, so DCP's
+// resume-state rule (an optimizer beside the model) is the trainer folder's to judge, not its own.
+void check_dcp_part(const TrainerLayout& layout, const LayoutFile& f, const VerifyOptions& options,
+                    VerifyReport& report) {
+  VerifyOptions part = options;
+  part.weights_only = true;
+  VerifyReport found = verify_dcp_dir(layout.dir + "/" + f.name, part);
+  for (VerifyIssue& e : found.errors) {
+    e.shard = e.shard.empty() ? f.name : f.name + "/" + e.shard;
+    report.errors.push_back(std::move(e));
+  }
+  for (VerifyIssue& w : found.warnings) {
+    w.shard = w.shard.empty() ? f.name : f.name + "/" + w.shard;
+    report.warnings.push_back(std::move(w));
+  }
+  for (AcceptedGlobal& a : found.accepted_globals) report.add_accepted_global(std::move(a));
+  report.shards += found.shards;
+  report.tensors += found.tensors;
+  report.bytes_hashed += found.bytes_hashed;
+  report.file_roles[f.name] = std::string(file_role_name(f.role)) + " (FSDP sharded, a DCP folder), which " +
+                              trainer_layout_name(layout.kind) + " loads on resume";
+}
+
 }  // namespace
 
 void check_state_steps(const TensorFile& file, VerifyReport& report, bool judge) {
@@ -284,6 +326,7 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
   std::vector<int> optim_ranks;
   std::optional<double> dp_world;
   ZeroPartitions zero;
+  bool tag_named = false;  // the step in a DeepSpeed tag folder's name (global_step10), added once
   for (const LayoutFile& f : layout.files) {
     const std::string path = layout.dir + "/" + f.name;
     if (f.role == FileRole::kTrainerState) {
@@ -300,6 +343,10 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
       continue;
     }
     if (f.role == FileRole::kConfig || f.role == FileRole::kLatestTag) continue;
+    if (f.loader == kDcpLoader) {
+      check_dcp_part(layout, f, options, report);
+      continue;
+    }
     auto sniffed = sniff_tensor_file_format(path);
     const bool tensor_file = sniffed.is_ok() && *sniffed != TensorFileFormat::kUnknown;
     if (!tensor_file && f.role == FileRole::kOther) continue;  // a README, zero_to_fp32.py
@@ -319,21 +366,26 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
     }
     check_tensor_file(**file, f.name, options, report, loader_for(layout, f));
     std::string why;
-    if (f.role == FileRole::kModel && layout.kind == TrainerLayoutKind::kDeepSpeed) {
+    const bool deepspeed = read_by_deepspeed(layout, f);
+    if (f.role == FileRole::kModel && deepspeed) {
       if (!dp_world) dp_world = number_at(**file, "dp_world_size");
-      steps.add(f.name + " global_steps", number_at(**file, "global_steps"));
+      const std::optional<double> global_steps = number_at(**file, "global_steps");
+      steps.add(f.name + " global_steps", global_steps);
+      if (report.step < 0 && global_steps) report.step = static_cast<int64_t>(*global_steps);
       steps.add(f.name + " lr_scheduler last_epoch", number_at(**file, "last_epoch"));
+      const std::string tag = f.name.find('/') == std::string::npos ? "" : parent_dir(f.name);
+      const long long tag_step = layout_step_from_dir_name(tag);
+      if (tag_step >= 0 && !tag_named) steps.add("the tag folder " + tag, static_cast<double>(tag_step));
+      tag_named = tag_named || tag_step >= 0;
     }
     if (f.role == FileRole::kOptimizer && f.rank >= 0) {
       optim_ranks.push_back(f.rank);
       zero.add_partitions(**file);
     }
-    if (f.role == FileRole::kModel && layout.kind == TrainerLayoutKind::kDeepSpeed &&
-        zero.param_shapes.is_null())
+    if (f.role == FileRole::kModel && deepspeed && zero.param_shapes.is_null())
       zero.param_shapes = (*file)->metadata().value("param_shapes", nlohmann::json());
     if (f.role == FileRole::kScheduler) steps.add(f.name + " last_epoch", number_at(**file, "last_epoch"));
-    if (f.role == FileRole::kOptimizer && layout.kind != TrainerLayoutKind::kDeepSpeed)
-      steps.add(f.name + " step", number_at(**file, "step"));
+    if (f.role == FileRole::kOptimizer && !deepspeed) steps.add(f.name + " step", number_at(**file, "step"));
     if (!first.count(f.role)) first[f.role] = std::move(*file);
   }
   // The folder's own number (checkpoint-10, global_step10) is the step its trainer saved.
@@ -344,12 +396,35 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
 
   const std::string dir = layout.dir;
   const bool model = layout.find(FileRole::kModel) != nullptr;
+  const int world = dp_world ? static_cast<int>(*dp_world) : 0;
+  if (layout.under_deepspeed()) {
+    // The Trainer or save_state under DeepSpeed: load_checkpoint reads the model and the optimizer
+    // from the tag folder `latest` names; scheduler.pt / scheduler.bin only when DeepSpeed does not
+    // hold the scheduler itself.
+    bool states = false;
+    for (const LayoutFile& f : layout.files)
+      states = states || (f.role == FileRole::kModel && f.loader == kDeepSpeedLoader);
+    need(report, states, verify_code::kShardMissing,
+         dir +
+             ": `latest` names a tag folder without mp_rank_*_model_states.pt: DeepSpeed's load_checkpoint "
+             "reads the model from it");
+    if (!options.weights_only) check_deepspeed_ranks(dir, world, optim_ranks, zero, report);
+    if (!options.weights_only && layout.kind == TrainerLayoutKind::kHfTrainer)
+      need(
+          report, layout.find(FileRole::kTrainerState), verify_code::kStepStateMissing,
+          dir + ": trainer_state.json is missing: the Trainer reads the step, epoch and log history from it");
+    if (!options.weights_only && !layout.find(FileRole::kRng))
+      report.add_warning(verify_code::kRngStateMissing, "", "",
+                         dir + ": no RNG state file: the run resumes with fresh random state");
+    report.seconds = seconds_since(start);
+    return report;
+  }
   switch (layout.kind) {
     case TrainerLayoutKind::kHfTrainer: {
       need(report, model, verify_code::kShardMissing,
            dir +
-               ": no model weights (model.safetensors, pytorch_model.bin, their shards, or adapter_model.* "
-               "for PEFT): the Trainer's resume loads the model from here");
+               ": no model weights (model.safetensors, pytorch_model.bin, their shards, adapter_model.* "
+               "for PEFT, or FSDP's pytorch_model_fsdp*): the Trainer's resume loads the model from here");
       if (options.weights_only) break;
       const bool optimizer = layout.find(FileRole::kOptimizer), scheduler = layout.find(FileRole::kScheduler);
       if (!optimizer && !scheduler) {
@@ -401,15 +476,7 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
                            it->second->path() + ": " + why);
       }
       if (options.weights_only) break;
-      const int world = dp_world ? static_cast<int>(*dp_world) : 0;
-      if (world > 0 && static_cast<int>(optim_ranks.size()) == world) zero.check(world, dir, report);
-      for (int r = 0; r < world && !optim_ranks.empty(); ++r) {
-        if (std::find(optim_ranks.begin(), optim_ranks.end(), r) == optim_ranks.end())
-          report.add_error(verify_code::kOptimizerStateMissing, "", "",
-                           dir + ": no zero_pp_rank_" + std::to_string(r) +
-                               "_mp_rank_*_optim_states.pt: the model states say dp_world_size " +
-                               std::to_string(world) + ", and load_checkpoint reads every rank's partition");
-      }
+      check_deepspeed_ranks(dir, world, optim_ranks, zero, report);
       break;
     }
   }

@@ -140,6 +140,26 @@ Status TensorSource::finish_tensor_list() {
   return Status::ok();
 }
 
+Status TensorSource::add_dcp_folder(const std::string& dir, const std::string& prefix,
+                                    const std::string& component) {
+  CKPT_ASSIGN_OR_RETURN(DcpCheckpoint dcp, DcpCheckpoint::open(dir));
+  CKPT_ASSIGN_OR_RETURN(auto files, dcp.tensor_files());
+  const size_t first_tensor = tensors_.size();
+  for (auto& file : files) {
+    for (const auto& [fqn, contents] : file->metadata().items())
+      metadata_["bytes_contents"][prefix + fqn] = contents;
+    files_.push_back(std::move(file));
+    CKPT_RETURN_IF_ERROR(add_file_chunks(files_.size() - 1, prefix, component));
+  }
+  for (size_t k = first_tensor; k < tensors_.size(); ++k) {  // reassembled by global offset
+    std::sort(tensors_[k].chunks.begin(), tensors_[k].chunks.end(),
+              [&](const SourceChunk& a, const SourceChunk& b) {
+                return files_[a.file]->chunks()[a.index].offsets < files_[b.file]->chunks()[b.index].offsets;
+              });
+  }
+  return Status::ok();
+}
+
 // A trainer's folder as one source (layouts/trainer_layout.h): every tensor file it lists, each file's
 // tensors under "<file>/" but the model weights' own names, each file's values under its name, the
 // trainer's step at "step".
@@ -165,19 +185,23 @@ Result<TensorSource> TensorSource::open_trainer_folder(const TrainerLayout& layo
       continue;
     }
     if (f.role == FileRole::kConfig || f.role == FileRole::kLatestTag) continue;
+    if (f.loader == kDcpLoader) {  // FSDP's sharded model or optimizer: a DCP folder
+      CKPT_RETURN_IF_ERROR(s.add_dcp_folder(path, f.name + "/",
+                                            f.role == FileRole::kModel ? "model" : file_role_name(f.role)));
+      continue;
+    }
     auto sniffed = sniff_tensor_file_format(path);
     if (!sniffed.is_ok() || *sniffed == TensorFileFormat::kUnknown) continue;
     CKPT_ASSIGN_OR_RETURN(auto file, open_tensor_file(path));
-    if (layout.kind == TrainerLayoutKind::kDeepSpeed && f.role == FileRole::kModel &&
-        !s.metadata_.contains("step") && file->metadata().contains("global_steps"))
+    const bool deepspeed = layout.kind == TrainerLayoutKind::kDeepSpeed || f.loader == kDeepSpeedLoader;
+    if (deepspeed && f.role == FileRole::kModel && !s.metadata_.contains("step") &&
+        file->metadata().contains("global_steps"))
       s.metadata_["step"] = file->metadata()["global_steps"];
     s.metadata_[f.name] = file->metadata();
     file_values.emplace_back(
         f.name, file->state_value() ? file->state_value() : py_value_from_json(file->metadata()));
-    if (layout.kind == TrainerLayoutKind::kDeepSpeed && f.role == FileRole::kOptimizer && f.rank >= 0)
-      zero_ranks[f.rank] = file.get();
-    if (layout.kind == TrainerLayoutKind::kDeepSpeed && f.role == FileRole::kModel &&
-        param_shapes.is_null()) {
+    if (deepspeed && f.role == FileRole::kOptimizer && f.rank >= 0) zero_ranks[f.rank] = file.get();
+    if (deepspeed && f.role == FileRole::kModel && param_shapes.is_null()) {
       param_shapes = file->metadata().value("param_shapes", nlohmann::json());
       shared_params = file->metadata().value("shared_params", nlohmann::json());
       for (const ChunkInfo& c : file->chunks()) {
@@ -185,7 +209,7 @@ Result<TensorSource> TensorSource::open_trainer_folder(const TrainerLayout& layo
       }
     }
     s.files_.push_back(std::move(file));
-    const bool weights = f.role == FileRole::kModel && layout.kind != TrainerLayoutKind::kDeepSpeed;
+    const bool weights = f.role == FileRole::kModel && !deepspeed;
     const std::string component = f.role == FileRole::kModel ? "model" : file_role_name(f.role);
     CKPT_RETURN_IF_ERROR(s.add_file_chunks(s.files_.size() - 1, weights ? "" : f.name + "/", component));
   }
@@ -283,20 +307,10 @@ Result<TensorSource> TensorSource::open(const std::string& path) {
   if (kind == "model_folder" || kind == "sealed_directory") return open_folder_files(*match);
   if (kind == "dcp" || kind == "megatron_torch_dist") {
     CKPT_ASSIGN_OR_RETURN(DcpCheckpoint dcp, DcpCheckpoint::open(path));
-    CKPT_ASSIGN_OR_RETURN(s.files_, dcp.tensor_files());
     s.path_ = dcp.dir();
     s.kind_ = "dcp";  // Megatron's too: diff compares the two as one kind
     s.metadata_ = dcp.summary();
-    for (size_t i = 0; i < s.files_.size(); ++i) {
-      for (const auto& [fqn, contents] : s.files_[i]->metadata().items())
-        s.metadata_["bytes_contents"][fqn] = contents;
-      CKPT_RETURN_IF_ERROR(s.add_file_chunks(i));
-    }
-    for (SourceTensor& t : s.tensors_) {  // reassembled by global offset: list chunks in that order
-      std::sort(t.chunks.begin(), t.chunks.end(), [&](const SourceChunk& a, const SourceChunk& b) {
-        return s.files_[a.file]->chunks()[a.index].offsets < s.files_[b.file]->chunks()[b.index].offsets;
-      });
-    }
+    CKPT_RETURN_IF_ERROR(s.add_dcp_folder(path, "", ""));
     CKPT_RETURN_IF_ERROR(s.finish_tensor_list());
     return s;
   }

@@ -196,6 +196,10 @@ class TensorSource {
   // are not the source's (a sharded index's strays).
   Status add_file_chunks(size_t file_index, const std::string& prefix = "", const std::string& component = "",
                          const std::vector<std::string>* only = nullptr);
+  // A DCP folder's tensor files appended (a DCP checkpoint, or FSDP's sharded part of a trainer's
+  // folder), each name under `prefix`, each tensor's chunks in global-offset order, the order DCP
+  // reassembles them in; each bytes item's contents into metadata_["bytes_contents"].
+  Status add_dcp_folder(const std::string& dir, const std::string& prefix, const std::string& component);
   // described_[file] where there is one, else null.
   const std::vector<ManifestChunkRef>* described(size_t file) const;
   size_t chunk_count(size_t file) const;
