@@ -1,5 +1,6 @@
 #include "layouts/layout.h"
 
+#include "base/file_io.h"
 #include "base/text.h"
 
 namespace ckpt {
@@ -33,6 +34,18 @@ std::string file_loader_by_name(const std::string& name) {
   if (ends_with(name, ".cks")) return "ckptcheck native shard";
   if (ends_with(name, ".distcp") || name == ".metadata") return "torch.distributed.checkpoint";
   return "torch.load";
+}
+
+std::vector<std::string> files_directly_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const std::string& name : list_files_under(dir, 1)) {
+    if (name.find('/') == std::string::npos && is_regular_file(dir + "/" + name)) out.push_back(name);
+  }
+  return out;
+}
+
+bool is_regular_file_in(const std::string& dir, const std::string& name) {
+  return is_regular_file(dir + "/" + name);
 }
 
 }  // namespace ckpt

@@ -47,6 +47,12 @@ struct LayoutFile {
 // extension tells ("safetensors" for .safetensors, "json" for .json, "torch.load" otherwise).
 std::string file_loader_by_name(const std::string& name);
 
+// The regular files directly in `dir` (no subfolder's), by name: what a folder layout lists.
+std::vector<std::string> files_directly_in(const std::string& dir);
+// The first of `names` that is a regular file in `dir`, "" when none: a folder layout's evidence.
+template <typename Names>
+std::string first_file_present(const std::string& dir, const Names& names);
+
 // A folder holding ckptcheck's manifest.json, or named like its step folders (step_00000008): the
 // native checkpoint layout's, which every other folder layout's evidence excludes (verify took
 // these as ckptcheck's before any other rule, and still does).
@@ -85,5 +91,15 @@ class Layout {
   // `path` has no trailing slash. nullopt: no evidence of this layout.
   virtual std::optional<LayoutMatch> detect(const std::string& path) const = 0;
 };
+
+bool is_regular_file_in(const std::string& dir, const std::string& name);
+
+template <typename Names>
+std::string first_file_present(const std::string& dir, const Names& names) {
+  for (const auto& name : names) {
+    if (is_regular_file_in(dir, name)) return name;
+  }
+  return "";
+}
 
 }  // namespace ckpt

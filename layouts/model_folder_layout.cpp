@@ -45,10 +45,7 @@ class ModelFolderLayout final : public Layout {
 
   std::optional<LayoutMatch> detect(const std::string& path) const override {
     if (!is_directory(path) || is_native_step_folder(path) || is_dcp_directory(path)) return std::nullopt;
-    std::string evidence;
-    for (const char* marker : kModelFolderMarkers) {
-      if (evidence.empty() && is_regular_file(path + "/" + marker)) evidence = marker;
-    }
+    const std::string evidence = first_file_present(path, kModelFolderMarkers);
     if (evidence.empty()) return std::nullopt;
     const auto trainer = detect_trainer_layout(path);
     if (!trainer.is_ok() || *trainer) return std::nullopt;  // a trainer's folder, sound or refused
@@ -57,8 +54,7 @@ class ModelFolderLayout final : public Layout {
     m.kind = "model_folder";
     m.evidence = evidence;
     m.dir = path;
-    for (const std::string& n : list_files_under(path, 1)) {
-      if (n.find('/') != std::string::npos) continue;
+    for (const std::string& n : files_directly_in(path)) {
       const FileRole role = model_folder_role(n);
       m.files.push_back(
           {n, role, role == FileRole::kModel || role == FileRole::kConfig, -1, file_loader_by_name(n)});

@@ -22,18 +22,15 @@ class SealedDirectoryLayout final : public Layout {
 
   std::optional<LayoutMatch> detect(const std::string& path) const override {
     if (!is_directory(path)) return std::nullopt;
-    std::string evidence;
-    for (const char* seal : {kSealFileName, kIntegrityFileName}) {
-      if (evidence.empty() && path_exists(path + "/" + seal)) evidence = seal;
-    }
+    const std::string evidence =
+        first_file_present(path, std::vector<std::string>{kSealFileName, kIntegrityFileName});
     if (evidence.empty() || !layout_claims(path, this).empty()) return std::nullopt;
     LayoutMatch m;
     m.layout = name();
     m.kind = "sealed_directory";
     m.evidence = evidence;
     m.dir = path;
-    for (const std::string& n : list_files_under(path, 1)) {
-      if (n.find('/') != std::string::npos) continue;
+    for (const std::string& n : files_directly_in(path)) {
       const bool seal =
           n == kSealFileName || n == kIntegrityFileName || n == std::string(kSealFileName) + ".sig";
       m.files.push_back({n, seal ? FileRole::kSeal : FileRole::kOther, false, -1, file_loader_by_name(n)});

@@ -104,14 +104,6 @@ LayoutFile deepspeed_file(const std::string& n) {
   return f;
 }
 
-std::vector<std::string> top_files(const std::string& dir) {
-  std::vector<std::string> out;
-  for (const std::string& name : list_files_under(dir, 1)) {
-    if (name.find('/') == std::string::npos && is_regular_file(dir + "/" + name)) out.push_back(name);
-  }
-  return out;
-}
-
 std::vector<std::string> subdirs(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
@@ -162,7 +154,7 @@ Evidence evidence_in(const std::string& dir, const std::vector<std::string>& fil
     // too (naming a step_* folder with a manifest), which is no DeepSpeed evidence.
     const std::string t = latest_tag(dir);
     const bool names_states = !t.empty() && t.find('/') == std::string::npos && is_directory(dir + "/" + t) &&
-                              has_deepspeed_states(top_files(dir + "/" + t));
+                              has_deepspeed_states(files_directly_in(dir + "/" + t));
     const bool names_missing_tag = starts_with(t, "global_step") && !is_directory(dir + "/" + t);
     if (names_states || names_missing_tag) e.deepspeed = "latest";
   }
@@ -180,13 +172,14 @@ Evidence evidence_in(const std::string& dir, const std::vector<std::string>& fil
 void add_engine_files(const std::string& dir, TrainerLayout& out) {
   const std::string tag = latest_tag(dir);
   const bool deepspeed = !tag.empty() && tag.find('/') == std::string::npos && tag != "." && tag != ".." &&
-                         is_directory(dir + "/" + tag) && has_deepspeed_states(top_files(dir + "/" + tag));
+                         is_directory(dir + "/" + tag) &&
+                         has_deepspeed_states(files_directly_in(dir + "/" + tag));
   if (deepspeed) {
     for (LayoutFile& f : out.files) {
       if (f.role == FileRole::kModel) f.loaded_on_resume = false;
     }
     out.files.push_back({"latest", FileRole::kLatestTag, true, -1, kDeepSpeedLoader});
-    for (const std::string& n : top_files(dir + "/" + tag)) {
+    for (const std::string& n : files_directly_in(dir + "/" + tag)) {
       LayoutFile f = deepspeed_file(n);
       f.name = tag + "/" + n;
       out.files.push_back(std::move(f));
@@ -229,7 +222,7 @@ Result<TrainerLayout> layout_of(const std::string& dir, const std::vector<std::s
     out.dir = dir + "/" + t;
     out.given = dir;
     out.evidence = "latest -> " + t;
-    for (const std::string& n : top_files(out.dir)) out.files.push_back(deepspeed_file(n));
+    for (const std::string& n : files_directly_in(out.dir)) out.files.push_back(deepspeed_file(n));
     return out;
   }
   out.evidence = "DeepSpeed model states";
@@ -280,7 +273,7 @@ long long layout_step_from_dir_name(const std::string& name) {
 Result<std::optional<TrainerLayout>> detect_trainer_layout(const std::string& raw) {
   const std::string path = strip_trailing_slashes(raw);
   if (!is_directory(path)) return std::optional<TrainerLayout>();
-  const std::vector<std::string> files = top_files(path);
+  const std::vector<std::string> files = files_directly_in(path);
   const Evidence here = evidence_in(path, files);
   if (here.count() > 1) {
     return Status::ambiguous(path + ": holds the files of two trainers (" +
@@ -300,7 +293,7 @@ Result<std::optional<TrainerLayout>> detect_trainer_layout(const std::string& ra
     const long long step = layout_step_from_dir_name(sub);
     if (step < 0 || (!starts_with(sub, "checkpoint"))) continue;
     const std::string dir = path + "/" + sub;
-    if (evidence_in(dir, top_files(dir)).count() != 1) continue;
+    if (evidence_in(dir, files_directly_in(dir)).count() != 1) continue;
     if (step > best_step) {
       best_step = step;
       best = sub;
@@ -320,7 +313,7 @@ namespace {
 
 // The evidence `kind` shows in `dir` itself, "" when none (the registry's view of evidence_in).
 std::string trainer_evidence_of(const std::string& dir, TrainerLayoutKind kind) {
-  const Evidence e = evidence_in(dir, top_files(dir));
+  const Evidence e = evidence_in(dir, files_directly_in(dir));
   switch (kind) {
     case TrainerLayoutKind::kHfTrainer: return e.hf;
     case TrainerLayoutKind::kAccelerate: return e.accelerate;
