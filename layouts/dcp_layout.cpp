@@ -50,11 +50,9 @@ class DcpLayout final : public Layout {
   std::optional<LayoutMatch> detect(const std::string& path) const override {
     if (!is_directory(path) || is_native_step_folder(path) || !is_dcp_directory(path)) return std::nullopt;
     if (path_exists(path + "/" + kMegatronConfigFileName)) return std::nullopt;  // Megatron's
-    LayoutMatch m;
-    m.layout = name();
-    m.kind = "dcp";
-    m.evidence = path_exists(path + "/" + kDcpMetadataFileName) ? ".metadata" : "DCP sharded safetensors";
-    m.dir = path;
+    LayoutMatch m =
+        claim("dcp", path_exists(path + "/" + kDcpMetadataFileName) ? ".metadata" : "DCP sharded safetensors",
+              path);
     m.files = dcp_folder_files(path);
     return m;
   }

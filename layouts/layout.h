@@ -90,6 +90,17 @@ class Layout {
   }
   // `path` has no trailing slash. nullopt: no evidence of this layout.
   virtual std::optional<LayoutMatch> detect(const std::string& path) const = 0;
+
+ protected:
+  // This layout's claim on the checkpoint at `dir`, of `kind`, made from `evidence`; files to add.
+  LayoutMatch claim(const std::string& kind, const std::string& evidence, const std::string& dir) const {
+    LayoutMatch m;
+    m.layout = name();
+    m.kind = kind;
+    m.evidence = evidence;
+    m.dir = dir;
+    return m;
+  }
 };
 
 bool is_regular_file_in(const std::string& dir, const std::string& name);

@@ -26,11 +26,7 @@ class MegatronLayout final : public Layout {
   std::optional<LayoutMatch> detect(const std::string& path) const override {
     if (!is_directory(path) || is_native_step_folder(path) || !is_dcp_directory(path)) return std::nullopt;
     if (!path_exists(path + "/" + kMegatronConfigFileName)) return std::nullopt;
-    LayoutMatch m;
-    m.layout = name();
-    m.kind = "megatron_torch_dist";
-    m.evidence = std::string(".metadata + ") + kMegatronConfigFileName;
-    m.dir = path;
+    LayoutMatch m = claim("megatron_torch_dist", std::string(".metadata + ") + kMegatronConfigFileName, path);
     m.files = dcp_folder_files(path);
     return m;
   }

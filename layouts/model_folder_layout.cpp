@@ -49,11 +49,7 @@ class ModelFolderLayout final : public Layout {
     if (evidence.empty()) return std::nullopt;
     const auto trainer = detect_trainer_layout(path);
     if (!trainer.is_ok() || *trainer) return std::nullopt;  // a trainer's folder, sound or refused
-    LayoutMatch m;
-    m.layout = name();
-    m.kind = "model_folder";
-    m.evidence = evidence;
-    m.dir = path;
+    LayoutMatch m = claim("model_folder", evidence, path);
     for (const std::string& n : files_directly_in(path)) {
       const FileRole role = model_folder_role(n);
       m.files.push_back(

@@ -74,11 +74,7 @@ class NativeCheckpointLayout final : public Layout {
 
  private:
   LayoutMatch step_match(const std::string& dir, const std::string& evidence) const {
-    LayoutMatch m;
-    m.layout = name();
-    m.kind = "ckptcheck";
-    m.evidence = evidence;
-    m.dir = dir;
+    LayoutMatch m = claim("ckptcheck", evidence, dir);
     m.files = native_step_files(dir);
     return m;
   }

@@ -25,11 +25,7 @@ class SealedDirectoryLayout final : public Layout {
     const std::string evidence =
         first_file_present(path, std::vector<std::string>{kSealFileName, kIntegrityFileName});
     if (evidence.empty() || !layout_claims(path, this).empty()) return std::nullopt;
-    LayoutMatch m;
-    m.layout = name();
-    m.kind = "sealed_directory";
-    m.evidence = evidence;
-    m.dir = path;
+    LayoutMatch m = claim("sealed_directory", evidence, path);
     for (const std::string& n : files_directly_in(path)) {
       const bool seal =
           n == kSealFileName || n == kIntegrityFileName || n == std::string(kSealFileName) + ".sig";

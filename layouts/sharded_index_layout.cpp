@@ -36,11 +36,8 @@ class ShardedIndexLayout final : public Layout {
     size_t k = 0;
     while (text.is_ok() && k < text->size() && std::isspace(static_cast<unsigned char>((*text)[k]))) ++k;
     if (!text.is_ok() || k >= text->size() || (*text)[k] != '{') return std::nullopt;
-    LayoutMatch m;
-    m.layout = name();
-    m.kind = "safetensors_index";  // the name verify has always reported, for .bin indexes too
-    m.evidence = base_name(path) + " (a JSON object)";
-    m.dir = path;
+    // "safetensors_index": the name verify has always reported, for .bin indexes too.
+    LayoutMatch m = claim("safetensors_index", base_name(path) + " (a JSON object)", path);
     m.files.push_back({base_name(path), FileRole::kConfig, true, -1, "json/text"});
     // The shards, as far as the text names them; a malformed index is its reader's to report.
     const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);

@@ -61,11 +61,7 @@ class SingleFileLayout final : public Layout {
     if (!is_regular_file(path)) return std::nullopt;
     const SniffedKind sniffed = sniffed_kind_of(path);
     if (*sniffed.kind == '\0') return std::nullopt;
-    LayoutMatch m;
-    m.layout = name();
-    m.kind = sniffed.kind;
-    m.evidence = std::string("first bytes: ") + sniffed.kind;
-    m.dir = path;
+    LayoutMatch m = claim(sniffed.kind, std::string("first bytes: ") + sniffed.kind, path);
     m.files.push_back({base_name(path), FileRole::kModel, true, -1, sniffed.loader});
     return m;
   }
