@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <regex>
 
 #include "tests/support/slurm_cluster.h"
@@ -192,7 +194,14 @@ TEST_F(SlurmVerify, ASealedDcpCheckpointIsSplitByItsSealsFilesOnTwoNodes) {
   const int code = verify_on_two_nodes(Launcher::kSrun);
   EXPECT_EQ(without_seconds(out_), without_seconds(one)) << err_;
   EXPECT_EQ(code, one.find("\"ok\":true") != std::string::npos ? 0 : 1) << out_ << err_;
-  EXPECT_NE(err_.find("rank 1 on n2: "), std::string::npos) << err_;
+  // Each node hashed a share of the seal's units, and says how much (it read "0 units, 0 B" for
+  // both while the seal's split went unreported).
+  for (const char* node : {"rank 0 on n1: ", "rank 1 on n2: "}) {
+    const size_t at = err_.find(node);
+    ASSERT_NE(at, std::string::npos) << err_;
+    const long units = std::strtol(err_.c_str() + at + std::strlen(node), nullptr, 10);
+    EXPECT_GT(units, 0) << node << err_;
+  }
 }
 
 TEST_F(SlurmVerify, TwoNodesSealADcpCheckpointAsOneNodeDoes) {

@@ -719,9 +719,13 @@ Status hash_seal_units(const Seal& seal, SealHashWork& work, const VerifyOptions
   const std::vector<int> owners =
       world ? split_by_size(sizes, world->world_size()) : std::vector<int>(sizes.size(), 0);
   std::vector<RangeToHash> mine;
+  uint64_t share = 0;
   for (size_t u = 0; u < sizes.size(); ++u) {
-    if (owners[u] == (world ? world->rank() : 0)) mine.push_back(ranges[u]);
+    if (owners[u] != (world ? world->rank() : 0)) continue;
+    mine.push_back(ranges[u]);
+    share += sizes[u];
   }
+  if (options.on_share) options.on_share(mine.size(), share);
   sha256_ranges_on_workers(mine, options.jobs, &hashed, progress);
   if (!world) return Status::ok();
   return exchange_unit_results(

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "base/exit_on_termination.h"
@@ -154,9 +155,10 @@ class VerifyCommand : public Command {
     nlohmann::json json = report_to_json(*report);
     nlohmann::json agreed = json;
     agreed.erase("seconds");
+    // units / bytes null where no split reported a share (nothing of this check was divided).
     const nlohmann::json task = {{"host", world.host()},
-                                 {"units", share_units_},
-                                 {"bytes", share_bytes_},
+                                 {"units", share_units_ ? nlohmann::json(*share_units_) : nlohmann::json()},
+                                 {"bytes", share_bytes_ ? nlohmann::json(*share_bytes_) : nlohmann::json()},
                                  {"seconds", report->seconds}};
     // The report first, then this task's share on one line: only the report must agree.
     auto all = all_gather_step(world, "verify: report", agreed.dump() + "\n" + task.dump());
@@ -192,12 +194,16 @@ class VerifyCommand : public Command {
     for (size_t r = 0; r < tasks.size(); ++r) {
       const nlohmann::json t = nlohmann::json::parse(tasks[r], nullptr, false);
       if (!t.is_object()) continue;
-      const uint64_t bytes = t.value("bytes", uint64_t{0});
+      slowest = std::max(slowest, t.value("seconds", 0.0));
+      line += " rank " + std::to_string(r) + " on " + t.value("host", std::string("?")) + ": ";
+      if (!t["bytes"].is_number_unsigned()) {
+        line += "share not measured;";
+        continue;
+      }
+      const uint64_t bytes = t["bytes"].get<uint64_t>();
       largest = std::max(largest, bytes);
       total += bytes;
-      slowest = std::max(slowest, t.value("seconds", 0.0));
-      line += " rank " + std::to_string(r) + " on " + t.value("host", std::string("?")) + ": " +
-              std::to_string(t.value("units", size_t{0})) + " units, " + std::to_string(bytes) + " B;";
+      line += std::to_string(t.value("units", size_t{0})) + " units, " + std::to_string(bytes) + " B;";
     }
     char tail[96];
     std::snprintf(
@@ -236,8 +242,8 @@ class VerifyCommand : public Command {
   bool all_ = false;
   bool against_env_ = false;
   bool distributed_ = false;
-  size_t share_units_ = 0;  // --distributed: this task's share, for the line rank 0 prints
-  uint64_t share_bytes_ = 0;
+  std::optional<size_t> share_units_;  // --distributed: this task's share, for the line rank 0 prints
+  std::optional<uint64_t> share_bytes_;
   std::string config_path_;
   std::string allowed_globals_file_;
   VerifyOptions options_;
