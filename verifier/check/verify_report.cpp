@@ -30,13 +30,19 @@ nlohmann::json issues_to_json(const std::vector<VerifyIssue>& issues) {
 
 // "[code] shard tensor: message", without repeating the shard when the message starts with it
 // ("x.pt: x.pt: ..." read as two files).
+// "[code] shard tensor: message". Where the message itself begins with the file (the shard, or a
+// path ending in it) and names no tensor, the shard is not written twice: "[code] path: message".
 std::string issue_line(const char* prefix, const VerifyIssue& i) {
   std::string line = std::string(prefix) + "[" + i.code + "]";
+  if (i.shard.empty() && i.tensor.empty()) return line + " " + i.message + "\n";
+  const size_t colon = i.message.find(": ");
+  const std::string head = colon == std::string::npos ? std::string() : i.message.substr(0, colon);
+  const bool names_the_shard =
+      !i.shard.empty() && i.tensor.empty() && (head == i.shard || ends_with(head, "/" + i.shard));
+  if (names_the_shard) return line + " " + i.message + "\n";
   if (!i.shard.empty()) line += " " + i.shard;
   if (!i.tensor.empty()) line += " " + i.tensor;
-  const std::string repeated = i.shard + ": ";
-  const bool starts_with_shard = !i.shard.empty() && i.tensor.empty() && i.message.rfind(repeated, 0) == 0;
-  return line + ": " + (starts_with_shard ? i.message.substr(repeated.size()) : i.message) + "\n";
+  return line + ": " + i.message + "\n";
 }
 
 // The refused globals of one file's pickle, from `first` on (consecutive findings, as the gate adds
