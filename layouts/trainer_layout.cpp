@@ -188,7 +188,9 @@ void add_engine_files(const std::string& dir, TrainerLayout& out) {
   for (const std::string& sub : subdirs(dir)) {
     const bool model = numbered(sub, "pytorch_model_fsdp_", "") >= 0;
     const bool optimizer = numbered(sub, "optimizer_", "") >= 0;
-    if ((model || optimizer) && is_dcp_directory(dir + "/" + sub))
+    // Listed whether or not DCP's .metadata is there: the resume reads the folder by its name, and
+    // the DCP reader says what is missing from it.
+    if (model || optimizer)
       out.files.push_back({sub, model ? FileRole::kModel : FileRole::kOptimizer, true, -1, kDcpLoader});
   }
 }

@@ -150,6 +150,54 @@ TEST(TrainerFolders, AnEnginesPartsAreCheckedInsideTheTrainersFolder) {
   EXPECT_TRUE(named) << j.dump();
 }
 
+// What a white-box review found passing that the trainer could not resume from: trainer_state.json
+// without an integer global_step (TrainerState would resume at step 0), a config.json that is no
+// JSON, a ZeRO-3 rank's optimizer states in a ZeRO-2 save, one process's RNG file missing, FSDP's
+// sharded optimizer under another index than the 0 the Trainer reads. And the resume state and
+// Accelerate's step are reported, not left empty.
+TEST(TrainerFolders, WhatTheTrainerCouldNotResumeFromFails) {
+  TempDir dir;
+  const std::string hf = copy_of("hf/checkpoint-10", dir);
+  const std::string state = hf + "/trainer_state.json";
+  const std::string text = read_text_file(state);
+  for (const std::string& value : {"\"10\"", "null", "10.5"}) {
+    write_text(state, replaced_once(text, "\n  \"global_step\": 10", "\n  \"global_step\": " + value));
+    const auto j = verify_json("'" + hf + "'", 1);
+    EXPECT_TRUE(has_code(j, "errors", "step_state_missing")) << value << ": " << j.dump();
+  }
+  write_text(state, replaced_once(text, "\n  \"global_step\": 10,", ""));
+  EXPECT_TRUE(has_code(verify_json("'" + hf + "'", 1), "errors", "step_state_missing"));
+  write_text(state, text);
+  write_text(hf + "/config.json", "");
+  EXPECT_TRUE(has_code(verify_json("'" + hf + "'", 1), "errors", "shard_unreadable"));
+
+  const std::string mixed = copy_of("deepspeed/zero2", dir);
+  std::filesystem::copy_file(
+      kTrainers + "deepspeed/zero3/global_step10/zero_pp_rank_1_mp_rank_00_optim_states.pt",
+      mixed + "/global_step10/zero_pp_rank_1_mp_rank_00_optim_states.pt",
+      std::filesystem::copy_options::overwrite_existing);
+  auto j = verify_json("'" + mixed + "'", 1);
+  EXPECT_TRUE(has_code(j, "errors", "zero_partition_mismatch")) << j.dump();
+  EXPECT_NE(j.dump().find("different ZeRO stages"), std::string::npos) << j.dump();
+
+  const std::string ds = copy_of("hf/checkpoint-10-deepspeed", dir);
+  std::filesystem::remove(ds + "/rng_state_1.pth");
+  j = verify_json("'" + ds + "'", 0);
+  EXPECT_TRUE(has_code(j, "warnings", "rng_state_missing")) << j.dump();
+  EXPECT_NE(j.dump().find("no rng_state_1.pth of the 2 processes"), std::string::npos) << j.dump();
+
+  const std::string fsdp = copy_of("hf/checkpoint-10-fsdp", dir);
+  std::filesystem::rename(fsdp + "/optimizer_0", fsdp + "/optimizer_1");
+  j = verify_json("'" + fsdp + "'", 1);
+  EXPECT_NE(j.dump().find("no optimizer_0/ (found optimizer_1/)"), std::string::npos) << j.dump();
+
+  j = verify_json("'" + kTrainers + "accelerate/save_state'", 0);
+  EXPECT_EQ(j.value("step", -1), 10) << "random_states_0.pkl's step";
+  std::set<std::string> parts;
+  for (const auto& r : j["resume_state"]) parts.insert(r.value("part", ""));
+  EXPECT_EQ(parts, (std::set<std::string>{"optimizer", "scheduler", "scaler", "rng"})) << j.dump();
+}
+
 // training_args.bin is never loaded on resume: a warning naming its globals, not a failed folder;
 // verified alone it still fails. numpy's RNG state is accepted in the RNG file, and only there.
 TEST(TrainerFolders, FilesAreJudgedByWhatTheTrainerLoads) {

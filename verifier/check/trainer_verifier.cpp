@@ -1,5 +1,6 @@
 #include "verifier/check/trainer_verifier.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -210,6 +211,97 @@ std::string number_text(double v) {
   return buf;
 }
 
+// "3" when the file holds stage 3's fp32_flat_groups, "1/2" for stage 1/2's
+// single_partition_of_fp32_groups, "" when neither.
+std::string zero_partition_kind(const TensorFile& file) {
+  for (const ChunkInfo& c : file.chunks()) {
+    if (c.name.find("fp32_flat_groups.") != std::string::npos) return "3";
+    if (c.name.find("single_partition_of_fp32_groups.") != std::string::npos) return "1/2";
+  }
+  return "";
+}
+
+// Every DeepSpeed file of one save names one ZeRO stage (stages 1 and 2 share a layout, so the
+// partitions tell 1/2 from 3): a file from a run of another stage cannot be loaded with the rest.
+void check_zero_stages(const Steps& stages, const std::string& dir, VerifyReport& report) {
+  bool agree = true;
+  const auto family = [](double stage) { return stage >= 3 ? 3 : stage >= 1 ? 2 : 0; };
+  for (const auto& [who, v] : stages.said) agree = agree && family(v) == family(stages.said.front().second);
+  if (agree) return;
+  std::string list;
+  for (const auto& [who, v] : stages.said)
+    list += (list.empty() ? "" : ", ") + who +
+            (who.find("partitions") == std::string::npos ? " " + number_text(v) : "");
+  report.add_error(verify_code::kZeroPartitionMismatch, "", "",
+                   dir + ": the DeepSpeed files were saved under different ZeRO stages (" + list +
+                       "): a file from another run, which load_checkpoint cannot load with the rest");
+}
+
+// FSDP SHARDED_STATE_DICT under the Trainer: its resume reads pytorch_model_fsdp_0/ and optimizer_0/
+// (load_fsdp_model / load_fsdp_optimizer with index 0), so sharded folders of other indexes alone
+// resume nothing.
+void check_fsdp_index_zero(const TrainerLayout& layout, const VerifyOptions& options, VerifyReport& report) {
+  const std::pair<FileRole, const char*> parts[] = {{FileRole::kModel, "pytorch_model_fsdp_0"},
+                                                    {FileRole::kOptimizer, "optimizer_0"}};
+  for (const auto& [role, wanted] : parts) {
+    if (role == FileRole::kOptimizer && options.weights_only) continue;
+    std::string sharded;
+    bool other = false, zero = false;
+    for (const LayoutFile* f : layout.all(role)) {
+      if (f->loader != kDcpLoader) {
+        other = true;
+        continue;
+      }
+      sharded += (sharded.empty() ? "" : ", ") + f->name + "/";
+      zero = zero || f->name == wanted;
+    }
+    if (sharded.empty() || other || zero) continue;
+    report.add_error(
+        role == FileRole::kModel ? verify_code::kShardMissing : verify_code::kOptimizerStateMissing, "", "",
+        layout.dir + ": no " + wanted + "/ (found " + sharded +
+            "): under FSDP SHARDED_STATE_DICT the Trainer's resume reads " + wanted +
+            "/ (index 0), so it would fail");
+  }
+}
+
+// What the folder holds of a resume's state, by file, as verify lists it for a single file
+// (`resume state: optimizer at optimizer.pt, ...`; "resume_state" in --json).
+void list_resume_state(const TrainerLayout& layout, VerifyReport& report) {
+  const std::pair<FileRole, const char*> parts[] = {{FileRole::kOptimizer, "optimizer"},
+                                                    {FileRole::kScheduler, "scheduler"},
+                                                    {FileRole::kScaler, "scaler"},
+                                                    {FileRole::kRng, "rng"},
+                                                    {FileRole::kTrainerState, "step"}};
+  for (const auto& [role, part] : parts) {
+    for (const LayoutFile* f : layout.all(role)) report.resume_state.push_back({part, f->name});
+  }
+}
+
+// A run of several processes saves one RNG file per process (rng_state_<r>.pth, random_states_<r>.pkl):
+// each rank found, up to the highest one present or DeepSpeed's dp_world_size, must be there, or that
+// process resumes with fresh random state (the Trainer logs "Didn't find an RNG file for process r").
+void warn_missing_rng_ranks(const TrainerLayout& layout, int world, VerifyReport& report) {
+  std::vector<int> ranks;
+  for (const LayoutFile* f : layout.all(FileRole::kRng)) {
+    if (f->rank >= 0) ranks.push_back(f->rank);
+  }
+  if (ranks.empty()) return;  // one process's rng_state.pth, or none: said elsewhere
+  const int expected = std::max(world, *std::max_element(ranks.begin(), ranks.end()) + 1);
+  std::string missing;
+  for (int r = 0; r < expected; ++r) {
+    if (std::find(ranks.begin(), ranks.end(), r) != ranks.end()) continue;
+    missing += (missing.empty() ? "" : ", ") + (layout.kind == TrainerLayoutKind::kAccelerate
+                                                    ? "random_states_" + std::to_string(r) + ".pkl"
+                                                    : "rng_state_" + std::to_string(r) + ".pth");
+  }
+  if (missing.empty()) return;
+  report.add_warning(
+      verify_code::kRngStateMissing, "", "",
+      layout.dir + ": no " + missing + " of the " + std::to_string(expected) +
+          " processes' RNG files: those processes resume with fresh random state, so their data "
+          "order and dropout differ from an uninterrupted run");
+}
+
 // Every rank's ZeRO optimizer partition that load_checkpoint reads, and their coverage of the model.
 void check_deepspeed_ranks(const std::string& dir, int world, const std::vector<int>& optim_ranks,
                            const ZeroPartitions& zero, VerifyReport& report) {
@@ -327,6 +419,8 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
   std::optional<double> dp_world;
   ZeroPartitions zero;
   bool tag_named = false;  // the step in a DeepSpeed tag folder's name (global_step10), added once
+  Steps ds_stages;         // the ZeRO stage each DeepSpeed file says it was saved under
+  bool accelerate_step_named = false;  // one random_states_<r>.pkl's step joins the agreement
   for (const LayoutFile& f : layout.files) {
     const std::string path = layout.dir + "/" + f.name;
     if (f.role == FileRole::kTrainerState) {
@@ -336,10 +430,29 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
         report.add_error(verify_code::kShardUnreadable, f.name, "", path + ": not a JSON object");
         continue;
       }
-      if (j.contains("global_step") && j["global_step"].is_number_integer()) {
-        steps.add("trainer_state.json global_step", j["global_step"].get<double>());
-        report.step = j["global_step"].get<int64_t>();
+      // TrainerState(**json): a missing global_step is 0, so the Trainer would resume from step 0
+      // with the optimizer and scheduler of another step; a non-integer one breaks its arithmetic.
+      const auto gs = j.find("global_step");
+      if (gs == j.end() || !gs->is_number_integer() || gs->get<double>() < 0 || gs->get<double>() > 9.2e18) {
+        report.add_error(verify_code::kStepStateMissing, f.name, "",
+                         path + ": global_step is " + (gs == j.end() ? "missing" : "'" + gs->dump() + "'") +
+                             ", expected a non-negative integer: TrainerState.load_from_json would resume "
+                             "from step 0 (or fail) while the rest of the folder is at another step");
+        continue;
       }
+      steps.add("trainer_state.json global_step", gs->get<double>());
+      report.step = gs->get<int64_t>();
+      continue;
+    }
+    if (f.role == FileRole::kConfig && ends_with(f.name, ".json")) {
+      // config.json (PretrainedConfig.from_json_file), adapter_config.json (PEFT), an index: read
+      // on resume or by from_pretrained, so text that is no JSON object breaks them.
+      auto text = read_small_file(path, 64 << 20);
+      const auto j = text.is_ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+      if (!j.is_object())
+        report.add_error(verify_code::kShardUnreadable, f.name, "",
+                         path + ": " + (text.is_ok() ? "not a JSON object" : text.status().message()) +
+                             ": the trainer's resume (or from_pretrained) reads it");
       continue;
     }
     if (f.role == FileRole::kConfig || f.role == FileRole::kLatestTag) continue;
@@ -382,9 +495,24 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
       optim_ranks.push_back(f.rank);
       zero.add_partitions(**file);
     }
+    if (deepspeed) {
+      // The ZeRO stage each file was saved under: its ds_config's, and for optimizer states the
+      // partitions it holds (stage 3's fp32_flat_groups, stage 1/2's single_partition_of_fp32_groups).
+      if (auto stage = number_at(**file, "zero_optimization.stage"))
+        ds_stages.add(f.name + " ds_config stage", stage);
+      const std::string held = zero_partition_kind(**file);
+      if (!held.empty()) ds_stages.add(f.name + " partitions of stage " + held, held == "3" ? 3.0 : 2.0);
+    }
     if (f.role == FileRole::kModel && deepspeed && zero.param_shapes.is_null())
       zero.param_shapes = (*file)->metadata().value("param_shapes", nlohmann::json());
     if (f.role == FileRole::kScheduler) steps.add(f.name + " last_epoch", number_at(**file, "last_epoch"));
+    if (f.role == FileRole::kRng && layout.kind == TrainerLayoutKind::kAccelerate) {
+      // save_state's random_states_<r>.pkl records the step it was saved at.
+      const std::optional<double> at = number_at(**file, "step");
+      if (!accelerate_step_named) steps.add(f.name + " step", at);
+      accelerate_step_named = accelerate_step_named || at.has_value();
+      if (report.step < 0 && at) report.step = static_cast<int64_t>(*at);
+    }
     if (f.role == FileRole::kOptimizer && !deepspeed) steps.add(f.name + " step", number_at(**file, "step"));
     if (!first.count(f.role)) first[f.role] = std::move(*file);
   }
@@ -393,10 +521,12 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
   if (named >= 0 && layout.kind != TrainerLayoutKind::kAccelerate)
     steps.add("the folder name " + base_name(layout.dir), static_cast<double>(named));
   if (!options.weights_only) check_steps(steps, report);
+  check_zero_stages(ds_stages, layout.dir, report);
 
   const std::string dir = layout.dir;
   const bool model = layout.find(FileRole::kModel) != nullptr;
   const int world = dp_world ? static_cast<int>(*dp_world) : 0;
+  if (!options.weights_only) warn_missing_rng_ranks(layout, world, report);
   if (layout.under_deepspeed()) {
     // The Trainer or save_state under DeepSpeed: load_checkpoint reads the model and the optimizer
     // from the tag folder `latest` names; scheduler.pt / scheduler.bin only when DeepSpeed does not
@@ -416,11 +546,13 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
     if (!options.weights_only && !layout.find(FileRole::kRng))
       report.add_warning(verify_code::kRngStateMissing, "", "",
                          dir + ": no RNG state file: the run resumes with fresh random state");
+    list_resume_state(layout, report);
     report.seconds = seconds_since(start);
     return report;
   }
   switch (layout.kind) {
     case TrainerLayoutKind::kHfTrainer: {
+      check_fsdp_index_zero(layout, options, report);
       need(report, model, verify_code::kShardMissing,
            dir +
                ": no model weights (model.safetensors, pytorch_model.bin, their shards, adapter_model.* "
@@ -480,6 +612,7 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
       break;
     }
   }
+  list_resume_state(layout, report);
   report.seconds = seconds_since(start);
   return report;
 }
