@@ -543,13 +543,21 @@ bool is_dcp_sharded_safetensors_directory(const std::string& dir) {
   if (!is_directory(dir) || path_exists(dir + "/" + kDcpMetadataFileName) ||
       path_exists(dir + "/model.safetensors.index.json"))
     return false;
-  for (const std::string& n : list_files_under(dir, 0)) {
+  const std::vector<std::string> names = list_files_under(dir, 0);
+  for (const std::string& n : names) {
     if (!ends_with(n, ".safetensors")) continue;
     const std::string path = dir + "/" + n;
     if (!is_regular_file(path) || !dcp_path_resolves_inside(dir, path)) return false;
     auto file = open_safetensors_file(path);
-    // A damaged first file still marks the directory, so open() names what is wrong with it.
-    if (!file.is_ok()) return file.status().code() != StatusCode::kNotSupported;
+    // A damaged first file still marks a folder of nothing but safetensors files, so open() names
+    // what is wrong with it; beside other files (a trainer's checkpoint-N/ with its model.safetensors
+    // truncated) it is no evidence of DCP: that folder's own layout reports the damaged file.
+    if (!file.is_ok()) {
+      const bool only_safetensors = std::all_of(names.begin(), names.end(), [](const std::string& name) {
+        return ends_with(name, ".safetensors");
+      });
+      return only_safetensors && file.status().code() != StatusCode::kNotSupported;
+    }
     const nlohmann::json& meta = (*file)->metadata();
     return meta.is_object() && meta.contains(kDcpShardingInfoKey);
   }

@@ -119,12 +119,34 @@ bool has_deepspeed_states(const std::vector<std::string>& files) {
                      [](const std::string& n) { return deepspeed_file(n).role == FileRole::kModel; });
 }
 
+// Any of DeepSpeed's files (model or optimizer states): a tag folder, whole or not.
+bool has_deepspeed_files(const std::vector<std::string>& files) {
+  return std::any_of(files.begin(), files.end(),
+                     [](const std::string& n) { return deepspeed_file(n).role != FileRole::kOther; });
+}
+
+// A tag `latest` may name: one folder directly below (DeepSpeed joins it to the save dir).
+bool is_tag_name(const std::string& t) {
+  return !t.empty() && t.find('/') == std::string::npos && t != "." && t != "..";
+}
+
+// The subfolders of `dir` holding DeepSpeed's files, by name.
+std::vector<std::string> deepspeed_tag_folders(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const std::string& sub : subdirs(dir)) {
+    if (has_deepspeed_files(files_directly_in(dir + "/" + sub))) out.push_back(sub);
+  }
+  return out;
+}
+
 // `latest`'s tag, trailing whitespace dropped ("" when unreadable).
 std::string latest_tag(const std::string& dir) {
   auto tag = read_small_file(dir + "/latest", 4096);
   std::string t = tag.is_ok() ? *tag : std::string();
   while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
-  return t;
+  size_t lead = 0;  // DeepSpeed reads it with .strip(): both ends
+  while (lead < t.size() && std::isspace(static_cast<unsigned char>(t[lead]))) ++lead;
+  return t.substr(lead);
 }
 
 // Evidence found in one folder, by layout; empty strings where none.
@@ -152,11 +174,16 @@ Evidence evidence_in(const std::string& dir, const std::vector<std::string>& fil
   if (has("latest")) {
     // DeepSpeed's `latest` names a tag folder of model states; ckptcheck's own roots keep a `latest`
     // too (naming a step_* folder with a manifest), which is no DeepSpeed evidence.
+    // A `latest` naming a tag folder of DeepSpeed's files (whole or not), a global_step* folder that
+    // is missing, or nothing usable beside folders of DeepSpeed's files: DeepSpeed's, and its reader
+    // names what a resume would hit.
     const std::string t = latest_tag(dir);
-    const bool names_states = !t.empty() && t.find('/') == std::string::npos && is_directory(dir + "/" + t) &&
-                              has_deepspeed_states(files_directly_in(dir + "/" + t));
+    const bool names_tag = is_tag_name(t) && is_directory(dir + "/" + t) &&
+                           has_deepspeed_files(files_directly_in(dir + "/" + t));
     const bool names_missing_tag = starts_with(t, "global_step") && !is_directory(dir + "/" + t);
-    if (names_states || names_missing_tag) e.deepspeed = "latest";
+    const bool broken_beside_tags =
+        !names_tag && !(is_tag_name(t) && is_directory(dir + "/" + t)) && !deepspeed_tag_folders(dir).empty();
+    if (names_tag || names_missing_tag || broken_beside_tags) e.deepspeed = "latest";
   }
   // The Trainer or save_state under DeepSpeed: `latest` and its tag folder are the engine's part of
   // their folder (add_engine_files), not a DeepSpeed root of its own.
@@ -171,9 +198,19 @@ Evidence evidence_in(const std::string& dir, const std::vector<std::string>& fil
 // SHARDED_STATE_DICT: the DCP folders pytorch_model_fsdp_<i>/ and optimizer_<i>/.
 void add_engine_files(const std::string& dir, TrainerLayout& out) {
   const std::string tag = latest_tag(dir);
-  const bool deepspeed = !tag.empty() && tag.find('/') == std::string::npos && tag != "." && tag != ".." &&
-                         is_directory(dir + "/" + tag) &&
-                         has_deepspeed_states(files_directly_in(dir + "/" + tag));
+  const bool deepspeed = is_tag_name(tag) && is_directory(dir + "/" + tag) &&
+                         has_deepspeed_files(files_directly_in(dir + "/" + tag));
+  const std::vector<std::string> tags = deepspeed_tag_folders(dir);
+  if (!deepspeed && is_regular_file(dir + "/latest") && !tags.empty()) {
+    // DeepSpeed's folders are here, but `latest` does not lead to one: load_checkpoint fails first.
+    std::string names;
+    for (const std::string& t : tags) names += (names.empty() ? "" : ", ") + t + "/";
+    out.defect = Status::not_found(
+        dir + "/latest names '" + tag + "', " +
+        (is_tag_name(tag) && is_directory(dir + "/" + tag) ? "a folder holding none of DeepSpeed's files"
+                                                           : "no folder here") +
+        ": DeepSpeed's load_checkpoint would fail (its files are in " + names + ")");
+  }
   if (deepspeed) {
     for (LayoutFile& f : out.files) {
       if (f.role == FileRole::kModel) f.loaded_on_resume = false;
@@ -216,8 +253,9 @@ Result<TrainerLayout> layout_of(const std::string& dir, const std::vector<std::s
   out.kind = TrainerLayoutKind::kDeepSpeed;
   if (e.deepspeed == "latest") {
     const std::string t = latest_tag(dir);
-    if (t.empty() || t.find('/') != std::string::npos || t == "." || t == "..")
-      return Status::corruption(dir + "/latest: names no tag folder ('" + t + "')");
+    if (!is_tag_name(t))
+      return Status::corruption(dir + "/latest names no tag folder ('" + t +
+                                "'): DeepSpeed's load_checkpoint reads its tag from it and would fail");
     if (!is_directory(dir + "/" + t))
       return Status::not_found(dir + "/latest names '" + t +
                                "', which is missing: DeepSpeed's resume would fail");
@@ -288,21 +326,44 @@ Result<std::optional<TrainerLayout>> detect_trainer_layout(const std::string& ra
     CKPT_ASSIGN_OR_RETURN(TrainerLayout layout, layout_of(path, files, here));
     return std::optional<TrainerLayout>(std::move(layout));
   }
-  // A run directory: the trainer resumes from its highest-numbered checkpoint folder.
-  std::string best;
-  long long best_step = -1;
+  // A run directory: the trainer resumes from its highest-numbered checkpoint folder, whatever it
+  // holds (transformers' get_last_checkpoint takes the highest checkpoint-<n> directory; Accelerate's
+  // automatic naming the highest checkpoint_<n>). A run directory is one where some checkpoint
+  // folder shows a trainer's evidence; the highest of that naming is the one a resume takes.
+  std::string best_sound, best_any;
+  long long sound_step = -1, any_step = -1;
   for (const std::string& sub : subdirs(path)) {
     const long long step = layout_step_from_dir_name(sub);
     if (step < 0 || (!starts_with(sub, "checkpoint"))) continue;
     const std::string dir = path + "/" + sub;
-    if (evidence_in(dir, files_directly_in(dir)).count() != 1) continue;
-    if (step > best_step) {
-      best_step = step;
-      best = sub;
+    if (evidence_in(dir, files_directly_in(dir)).count() == 1 && step > sound_step) {
+      sound_step = step;
+      best_sound = sub;
     }
   }
-  if (best.empty()) return std::optional<TrainerLayout>();
-  CKPT_ASSIGN_OR_RETURN(auto inner, detect_trainer_layout(path + "/" + best));
+  if (best_sound.empty()) return std::optional<TrainerLayout>();
+  const std::string naming = best_sound.substr(0, std::string("checkpoint-").size());  // "checkpoint-" or "_"
+  for (const std::string& sub : subdirs(path)) {
+    const long long step = layout_step_from_dir_name(sub);
+    if (step > any_step && starts_with(sub, naming)) {
+      any_step = step;
+      best_any = sub;
+    }
+  }
+  CKPT_ASSIGN_OR_RETURN(auto inner, detect_trainer_layout(path + "/" + best_sound));
+  if (inner && best_any != best_sound) {
+    // The resume would take the newer folder, which is no checkpoint of the same trainer.
+    const std::string evidence = inner->evidence;
+    inner->defect = Status::not_found(path + "/" + best_any + ": the highest " + naming + "N folder, which " +
+                                      (inner->kind == TrainerLayoutKind::kAccelerate
+                                           ? "load_state() with automatic checkpoint naming"
+                                           : "the Trainer's resume_from_checkpoint=True") +
+                                      " takes, holds no " + evidence + " (" +
+                                      std::to_string(files_directly_in(path + "/" + best_any).size()) +
+                                      " files): a resume from this run fails there; pass " + path + "/" +
+                                      best_sound + " to check the newest whole one");
+    inner->dir = path + "/" + best_any;
+  }
   if (inner) inner->given = path;
   return inner;
 }
@@ -354,6 +415,7 @@ std::optional<LayoutMatch> trainer_layout_match(const std::string& raw, TrainerL
   m.given = layout.given;
   m.evidence = layout.evidence;
   m.files = layout.files;
+  m.defect = layout.defect;
   for (LayoutFile& f : m.files) {
     if (f.loader.empty()) f.loader = file_loader_by_name(f.name);
   }

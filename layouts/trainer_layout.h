@@ -48,6 +48,9 @@ struct TrainerLayout {
   std::string given;     // the path the user passed, when the layout was found from above it
   std::string evidence;  // "trainer_state.json", "random_states_0.pkl", "latest -> global_step10", ...
   std::vector<LayoutFile> files;
+  // Found from the run folder, but the newest checkpoint folder a resume takes is not this
+  // trainer's checkpoint (empty, half copied): what a resume from the run folder would hit.
+  Status defect;
   const LayoutFile* find(FileRole role) const;
   std::vector<const LayoutFile*> all(FileRole role) const;
   // A Trainer's or save_state's folder holding DeepSpeed's `latest` and tag folder: the model and

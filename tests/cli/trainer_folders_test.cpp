@@ -198,6 +198,41 @@ TEST(TrainerFolders, WhatTheTrainerCouldNotResumeFromFails) {
   EXPECT_EQ(parts, (std::set<std::string>{"optimizer", "scheduler", "scaler", "rng"})) << j.dump();
 }
 
+// Damage is named where the resume would meet it: the run folder's newest checkpoint-N (which
+// get_last_checkpoint takes, whatever it holds), a truncated model.safetensors (once taken for a DCP
+// folder beside the Trainer's, "claimed by two layouts"), and DeepSpeed's `latest` or tag.
+TEST(TrainerFolders, DamageIsNamedWhereTheResumeWouldMeetIt) {
+  TempDir dir;
+  const std::string run = copy_of("hf/run", dir);
+  std::filesystem::create_directories(run + "/checkpoint-20");
+  auto j = verify_json("'" + run + "'", 1);
+  EXPECT_NE(j.dump().find("checkpoint-20: the highest checkpoint-N folder"), std::string::npos) << j.dump();
+  EXPECT_NE(j.dump().find("pass " + run + "/checkpoint-10"), std::string::npos) << j.dump();
+
+  const std::string hf = copy_of("hf/checkpoint-10", dir);
+  std::filesystem::resize_file(hf + "/model.safetensors", 700);
+  j = verify_json("'" + hf + "'", 1);
+  EXPECT_EQ(j.value("kind", ""), "hf_trainer") << j.dump();
+  EXPECT_TRUE(has_code(j, "errors", "shard_truncated")) << j.dump();
+  EXPECT_FALSE(has_code(j, "errors", "reading_ambiguous")) << j.dump();
+
+  const std::string ds = copy_of("deepspeed/zero2", dir);
+  std::filesystem::remove(ds + "/global_step10/mp_rank_00_model_states.pt");
+  j = verify_json("'" + ds + "'", 1);
+  EXPECT_NE(j.dump().find("no mp_rank_*_model_states.pt"), std::string::npos) << j.dump();
+  const std::string empty_latest = copy_of("deepspeed/zero2_bf16", dir);
+  write_text(empty_latest + "/latest", "");
+  j = verify_json("'" + empty_latest + "'", 1);
+  EXPECT_NE(j.dump().find("latest names no tag folder"), std::string::npos) << j.dump();
+  write_text(empty_latest + "/latest", "  global_step10\n");  // DeepSpeed strips both ends
+  verify_json("'" + empty_latest + "'", 0);
+  const std::string hfds = copy_of("hf/checkpoint-10-deepspeed", dir);
+  write_text(hfds + "/latest", "global_step5");
+  j = verify_json("'" + hfds + "'", 1);
+  EXPECT_NE(j.dump().find("latest names 'global_step5', no folder here"), std::string::npos) << j.dump();
+  EXPECT_FALSE(has_code(j, "errors", "pickle_global_refused")) << j.dump();
+}
+
 // training_args.bin is never loaded on resume: a warning naming its globals, not a failed folder;
 // verified alone it still fails. numpy's RNG state is accepted in the RNG file, and only there.
 TEST(TrainerFolders, FilesAreJudgedByWhatTheTrainerLoads) {

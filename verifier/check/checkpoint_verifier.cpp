@@ -777,9 +777,11 @@ Result<VerifyReport> verify_foreign_kind(const VerifyTarget& target, const Verif
                            " checkpoint has none (run `ckptcheck seal " + sealed_path +
                            "`, then `ckptcheck sign`)");
     }
-    report.add_warning(verify_code::kNotSealed, "", "",
-                       path + ": no seal: only structural checks ran; run `ckptcheck seal " + sealed_path +
-                           "` after saving to record hashes that verify can check");
+    // A layout's defect (a resume would fail before any byte is read) leaves nothing to seal yet.
+    if (!target.match || target.match->defect.is_ok())
+      report.add_warning(verify_code::kNotSealed, "", "",
+                         path + ": no seal: only structural checks ran; run `ckptcheck seal " + sealed_path +
+                             "` after saving to record hashes that verify can check");
   }
   report.sealed = sealed;
   return report;
