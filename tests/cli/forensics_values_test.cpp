@@ -98,6 +98,50 @@ TEST(ForensicsValues, DiffComparesTypedValuesNotTheirJson) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+// What a white-box review found SAME: an optimizer state keyed '0' where the other is keyed 0 (a JSON
+// round trip does that, and load_state_dict then drops the moments), a tensor of 0.0 against one of
+// -0.0 at diff's zero tolerance ("1 of 1 elements differ", yet SAME), and a Trainer folder whose
+// adapter_config.json changed lora_alpha.
+TEST(ForensicsValues, KeysOfAnotherTypeSignedZerosAndConfigFilesDiffer) {
+  TempDir dir;
+  const auto save = [&](const std::string& name, const std::string& expr) {
+    const std::string path = dir / name;
+    const CommandResult r =
+        run_command("/usr/bin/python3 -c \"import torch; torch.save(" + expr + ", '" + path + "')\"");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return path;
+  };
+  const std::string int_key = save("k_int.pt", "{'opt': {'state': {0: {'lr': 1.0}}}}");
+  const std::string str_key = save("k_str.pt", "{'opt': {'state': {'0': {'lr': 1.0}}}}");
+  CommandResult r = run_ckptcheck("diff '" + int_key + "' '" + str_key + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("opt.state.0 (int key): {'lr': 1.0} in a, absent in b"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("opt.state.0 (str key): absent in a"), std::string::npos) << r.output;
+  EXPECT_EQ(run_ckptcheck("diff '" + int_key + "' '" + int_key + "'").exit_code, 0);
+
+  const std::string zero = save("z.pt", "{'t': torch.tensor([0.0, 1.0])}");
+  const std::string negative_zero = save("nz.pt", "{'t': torch.tensor([-0.0, 1.0])}");
+  r = run_ckptcheck("diff '" + zero + "' '" + negative_zero + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("t: 1 of 2 elements differ"), std::string::npos) << r.output;
+  // Asked for a tolerance, equal numbers are within it.
+  EXPECT_EQ(run_ckptcheck("diff --atol 1e-9 '" + zero + "' '" + negative_zero + "'").exit_code, 0);
+
+  const std::string peft = dir / "peft";
+  std::filesystem::copy(std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/trainers/hf/checkpoint-10-peft",
+                        peft, std::filesystem::copy_options::recursive);
+  const std::string config = peft + "/adapter_config.json";
+  write_file_bytes(config, [&] {
+    std::string text = replaced_once(read_text_file(config), "\"lora_alpha\": 4", "\"lora_alpha\": 99");
+    return std::vector<uint8_t>(text.begin(), text.end());
+  }());
+  r = run_ckptcheck("diff '" + std::string(CKPTCHECK_SOURCE_DIR) +
+                    "/tests/data/trainers/hf/checkpoint-10-peft' '" + peft + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("adapter_config.json.lora_alpha: 4 vs 99"), std::string::npos) << r.output;
+}
+
 TEST(ForensicsValues, VerifyReadsTheStepAndChecksItAgainstOptimizerAndScheduler) {
   TempDir dir;
   const std::string good = save_state(dir, "good.pt", 20, 20, 20);

@@ -127,9 +127,9 @@ class ValueDiffWalk {
           n = saturating_add(n, walk(a->items[k], b->items[k], sub(std::to_string(k))));
         return n;
       }
-      case PyType::kDict:
+      case PyType::kDict: return compare_dicts(*a, *b, sub);
       case PyType::kObject: {
-        if (a->type == PyType::kObject && (a->s != b->s || a->i != b->i)) return add(a, b, "", path);
+        if (a->s != b->s || a->i != b->i) return add(a, b, "", path);
         const auto pa = py_value_parts(*a), pb = py_value_parts(*b);
         std::map<std::string, PyValuePtr> in_b(pb.begin(), pb.end());
         size_t n = 0;
@@ -146,6 +146,45 @@ class ValueDiffWalk {
       }
       default: return py_values_equal(*a, *b) ? 0 : add(a, b, "", path);
     }
+  }
+
+  // A dict's items matched by key as Python matches them (0, '0' and False are three keys; an
+  // optimizer state keyed '0' is not the one keyed 0, and load_state_dict would drop it). A key only
+  // one side has is named with its type where the other side has a key of the same text.
+  template <typename Sub>
+  size_t compare_dicts(const PyValue& a, const PyValue& b, const Sub& sub) {
+    const auto name_of = [](const PyValue& k) { return k.type == PyType::kStr ? k.s : py_value_repr(k); };
+    std::map<std::string, size_t> b_by_key;
+    std::set<std::string> a_names, b_names;
+    for (size_t j = 0; j < b.dict.size(); ++j) {
+      if (!b.dict[j].first) continue;
+      b_by_key.emplace(py_key_identity(*b.dict[j].first), j);
+      b_names.insert(name_of(*b.dict[j].first));
+    }
+    for (const auto& [k, v] : a.dict) {
+      if (k) a_names.insert(name_of(*k));
+    }
+    const auto lone_name = [&](const PyValue& k, const std::set<std::string>& other) {
+      const std::string n = name_of(k);
+      return other.count(n) ? n + " (" + py_type_name(k) + " key)" : n;
+    };
+    std::vector<bool> matched(b.dict.size(), false);
+    size_t n = 0;
+    for (const auto& [ka, va] : a.dict) {
+      if (!ka) continue;
+      const auto it = b_by_key.find(py_key_identity(*ka));
+      if (it == b_by_key.end()) {
+        n = saturating_add(n, add(va, nullptr, "b", sub(lone_name(*ka, b_names))));
+        continue;
+      }
+      matched[it->second] = true;
+      n = saturating_add(n, walk(va, b.dict[it->second].second, sub(name_of(*ka))));
+    }
+    for (size_t j = 0; j < b.dict.size(); ++j) {
+      if (!matched[j] && b.dict[j].first)
+        n = saturating_add(n, add(nullptr, b.dict[j].second, "a", sub(lone_name(*b.dict[j].first, a_names))));
+    }
+    return n;
   }
 
   CheckpointDiff& out_;

@@ -290,6 +290,7 @@ TensorDiff compare_tensor(const TensorView& reference, const TensorView& resumed
   }
   const size_t size = dtype_size(reference.dtype);
   const bool exact_only = !dtype_is_floating(reference.dtype);
+  const bool exact_bits = tolerance.atol == 0 && tolerance.rtol == 0;
   d.elements = static_cast<int64_t>(*bytes / size);
   // Most tensors a drill or diff compares are bit-identical: one comparison of the whole buffer
   // settles those, where the loop below makes a call per element.
@@ -306,7 +307,9 @@ TensorDiff compare_tensor(const TensorView& reference, const TensorView& resumed
     const double have = element_as_double(b, reference.dtype);
     // Distinct I64 values beyond 2^53 can widen to the same double: 1 is then a true lower bound.
     const double diff = exact_only && want == have ? 1 : abs_diff(want, have);
-    if (exact_only || !within_tolerance(want, have, tolerance)) ++d.exceeding_elements;
+    // At zero tolerance (diff's default, a drill's bit-exact) any other bits exceed it: 0.0 and -0.0,
+    // or two NaNs of other payloads, are equal numbers but not the same tensor.
+    if (exact_only || exact_bits || !within_tolerance(want, have, tolerance)) ++d.exceeding_elements;
     if (worst < 0 || (!std::isnan(d.max_abs) && (std::isnan(diff) || diff > d.max_abs))) {
       d.max_abs = diff;
       worst = i;

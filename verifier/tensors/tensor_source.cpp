@@ -174,13 +174,15 @@ Result<TensorSource> TensorSource::open_trainer_folder(const TrainerLayout& layo
   std::vector<std::string> module_order;  // the model states' parameters, in pickle order
   for (const LayoutFile& f : layout.files) {
     const std::string path = layout.dir + "/" + f.name;
-    if (f.role == FileRole::kTrainerState) {
+    if (f.role == FileRole::kTrainerState || (f.role == FileRole::kConfig && ends_with(f.name, ".json"))) {
+      // trainer_state.json (the step), config.json, adapter_config.json: values diff compares too.
       auto text = read_small_file(path, 64 << 20);
       const auto j = text.is_ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
       if (j.is_object()) {
         s.metadata_[f.name] = j;
         file_values.emplace_back(f.name, py_value_from_json(j));
-        if (j.contains("global_step")) s.metadata_["step"] = j["global_step"];
+        if (f.role == FileRole::kTrainerState && j.contains("global_step"))
+          s.metadata_["step"] = j["global_step"];
       }
       continue;
     }
@@ -242,7 +244,13 @@ Result<TensorSource> TensorSource::open_folder_files(const LayoutMatch& match) {
   std::vector<std::pair<std::string, PyValuePtr>> file_values;
   for (const LayoutFile& f : match.files) {
     const std::string path = match.dir + "/" + f.name;
-    if (f.role == FileRole::kSeal || f.role == FileRole::kConfig) continue;
+    if (f.role == FileRole::kSeal) continue;
+    if (f.role == FileRole::kConfig) {  // config.json and the like: values diff compares too
+      auto text = read_small_file(path, 64 << 20);
+      const auto j = text.is_ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+      if (j.is_object()) file_values.emplace_back(f.name, py_value_from_json(j));
+      continue;
+    }
     auto sniffed = sniff_tensor_file_format(path);
     if (!sniffed.is_ok() || *sniffed == TensorFileFormat::kUnknown) continue;
     CKPT_ASSIGN_OR_RETURN(auto file, open_tensor_file(path));
