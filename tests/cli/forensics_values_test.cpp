@@ -182,8 +182,13 @@ TEST(ForensicsValues, JsonAlwaysAnswersInJson) {
   bytes.resize(bytes.size() / 2);
   const std::string torn = dir / "torn.pt";
   write_file_bytes(torn, bytes);
-  for (const std::string args : {"inspect --json --errors", "inspect --json", "verify --json"}) {
+  // diff and seal too (they printed nothing on stdout): diff's failing side is the one named.
+  const std::vector<std::string> commands = {"inspect --json --errors", "inspect --json", "verify --json",
+                                             "seal --json", "diff --json '" + good + "'"};
+  for (const std::string& args : commands) {
     for (const std::string& path : {torn, dir / "missing.pt"}) {
+      const bool missing = path == dir / "missing.pt";
+      if (args.rfind("seal", 0) == 0 && !missing) continue;  // seal records any bytes; it judges none
       const CommandResult r = run_ckptcheck(args + " '" + path + "'");
       EXPECT_NE(r.exit_code, 0) << args << " " << path;
       // stdout holds the JSON; the one stderr line beside it (merged here) comes first.
@@ -193,6 +198,8 @@ TEST(ForensicsValues, JsonAlwaysAnswersInJson) {
       ASSERT_FALSE(j.is_discarded()) << args << " " << path << ": not JSON: " << r.output;
       EXPECT_FALSE(j["ok"].get<bool>()) << r.output;
       EXPECT_FALSE(j["errors"].empty()) << r.output;
+      if (missing) EXPECT_EQ(j.value("exit_code", -1), r.exit_code) << r.output;
+      if (args.rfind("diff", 0) == 0) EXPECT_EQ(j.value("path", ""), path) << r.output;
     }
   }
 }

@@ -27,12 +27,16 @@ class DiffCommand : public Command {
 
   int run() override {
     // diff_checkpoints, with the sides kept past the output: the exit releases them.
+    // --json answers in JSON also when a side cannot be read, naming that side.
+    const auto fail = [this](const std::string& path, const Status& st) {
+      return json_ ? report_failure_json("diff", path, st) : report_failure("diff", st);
+    };
     auto a = TensorSource::open(path_a_);
-    if (!a.is_ok()) return report_failure("diff", a.status());
+    if (!a.is_ok()) return fail(path_a_, a.status());
     auto b = TensorSource::open(path_b_);
-    if (!b.is_ok()) return report_failure("diff", b.status());
+    if (!b.is_ok()) return fail(path_b_, b.status());
     auto diff = diff_sources(*a, *b, tolerance_);
-    if (!diff.is_ok()) return report_failure("diff", diff.status());
+    if (!diff.is_ok()) return fail(path_a_, diff.status());
     const std::string out =
         json_ ? checkpoint_diff_to_json(*diff).dump() + "\n" : checkpoint_diff_to_text(*diff);
     std::fwrite(out.data(), 1, out.size(), stdout);

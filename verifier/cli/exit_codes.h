@@ -25,5 +25,9 @@ int report_failure(const char* command, const Status& status);
 // {"ok": false, "path", "exit_code", "errors": [{"code", "message"}]} on stdout, the code the status's
 // ("corruption", "truncated", "ambiguous", "io error", "not supported", ...).
 int report_failure_json(const char* command, const std::string& path, const Status& status);
+// What every --json command prints on stdout when it has no report to give (it cannot read the path,
+// a usage error): {"ok": false, "path", "exit_code", "errors": [{"code", "message"}]}.
+void write_failure_json(const std::string& path, int exit_code, const Status& status,
+                        const std::string& message);
 
 }  // namespace ckpt

@@ -66,6 +66,9 @@ class SealCommand : public Command {
       }
       std::fprintf(stderr, "ckptcheck seal: %s\n",
                    with_flags(summary.status().to_string(), seal_field_flags()).c_str());
+      if (json_)
+        write_failure_json(path_, kExitUsage, summary.status(),
+                           with_flags(summary.status().message(), seal_field_flags()));
       return kExitUsage;
     }
     if (world && world->rank() != 0) return kExitOk;  // rank 0 prints the one summary

@@ -218,17 +218,8 @@ class VerifyCommand : public Command {
   int usage_error(const Status& status) const {
     std::fprintf(stderr, "ckptcheck verify: %s\n",
                  with_flags(status.to_string(), verify_field_flags()).c_str());
-    if (json_) {  // --json always answers in JSON, also when there is no report to give
-      const nlohmann::json j = {
-          {"ok", false},
-          {"path", path_},
-          {"exit_code", kExitUsage},
-          {"errors",
-           nlohmann::json::array({{{"code", status_code_name(status.code())},
-                                   {"message", with_flags(status.message(), verify_field_flags())}}})}};
-      const std::string out = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-      std::fwrite(out.data(), 1, out.size(), stdout);
-    }
+    if (json_)  // --json always answers in JSON, also when there is no report to give
+      write_failure_json(path_, kExitUsage, status, with_flags(status.message(), verify_field_flags()));
     return kExitUsage;
   }
 
