@@ -174,11 +174,14 @@ TEST_F(InspectCommandTest, StatsAreHandChecked) {
   TempDir dir;
   const float w[4] = {1, -2, 3, NAN};
   const uint16_t bf16[2] = {0x3FC0, 0xBF00};  // 1.5, -0.5
+  const float not_finite[2] = {INFINITY, NAN};
   ASSERT_TRUE(write_safetensors_file(dir / "s.safetensors",
                                      {{{"model.w", "model", DType::kF32, {2, 2}, {0, 0}, {2, 2}, 0, 16, ""},
                                        reinterpret_cast<const uint8_t*>(w)},
                                       {{"model.h", "model", DType::kBF16, {2}, {0}, {2}, 0, 4, ""},
-                                       reinterpret_cast<const uint8_t*>(bf16)}},
+                                       reinterpret_cast<const uint8_t*>(bf16)},
+                                      {{"model.n", "model", DType::kF32, {2}, {0}, {2}, 0, 8, ""},
+                                       reinterpret_cast<const uint8_t*>(not_finite)}},
                                      {{"step", 7}})
                   .is_ok());
   const CommandResult r = run_ckptcheck("inspect --json --stats '" + dir / "s.safetensors" + "'");
@@ -195,10 +198,19 @@ TEST_F(InspectCommandTest, StatsAreHandChecked) {
   const auto& h = (*find_tensor(report, "model.h"))["stats"];
   EXPECT_EQ(h["mean"], 0.5);
   EXPECT_EQ(h["min"], -0.5);
+  // No finite element: min, max, mean and L2 (of the finite elements) were not measured, never 0.
+  const auto& n = (*find_tensor(report, "model.n"))["stats"];
+  for (const char* field : {"min", "max", "mean", "l2_norm"})
+    EXPECT_TRUE(n[field].is_null()) << field << n.dump();
+  EXPECT_EQ(n["nan"], 1);
+  EXPECT_EQ(n["inf"], 1);
 
   const CommandResult table = run_ckptcheck("inspect --stats '" + dir / "s.safetensors" + "'");
   EXPECT_EQ(table.exit_code, 0) << table.output;
   EXPECT_NE(table.output.find("min -2 max 3 mean 0.667 l2 3.74 nan 1 inf 0"), std::string::npos)
+      << table.output;
+  EXPECT_NE(table.output.find("min, max, mean, l2 not measured (no finite element of 2) nan 1 inf 1"),
+            std::string::npos)
       << table.output;
 }
 

@@ -256,9 +256,12 @@ static std::string unsupported_lines(const TensorSource& source) {
 }
 
 static std::string stats_line(const TensorStats& s) {
+  const std::string counts = " nan " + std::to_string(s.nan) + " inf " + std::to_string(s.inf) + "\n";
+  if (s.finite == 0)  // min, max, mean and L2 are of the finite elements: none, nothing measured
+    return "    min, max, mean, l2 not measured (no finite element of " + std::to_string(s.elements) + ")" +
+           counts;
   return "    min " + format_number(s.min) + " max " + format_number(s.max) + " mean " +
-         format_number(s.mean()) + " l2 " + format_number(s.l2_norm()) + " nan " + std::to_string(s.nan) +
-         " inf " + std::to_string(s.inf) + "\n";
+         format_number(s.mean()) + " l2 " + format_number(s.l2_norm()) + counts;
 }
 
 }  // namespace

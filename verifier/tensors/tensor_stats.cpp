@@ -74,8 +74,17 @@ void TensorStatsAccumulator::feed(const uint8_t* data, size_t size) {
 }
 
 nlohmann::json to_json(const TensorStats& s) {
-  return {{"elements", s.elements}, {"min", s.min}, {"max", s.max}, {"mean", s.mean()},
-          {"l2_norm", s.l2_norm()}, {"nan", s.nan}, {"inf", s.inf}};
+  // min, max, mean and L2 are of the finite elements: with none (an empty tensor, all NaN or Inf)
+  // they were not measured, and are null, never 0.
+  const auto measured = [&](double v) { return s.finite ? nlohmann::json(v) : nlohmann::json(); };
+  return {{"elements", s.elements},
+          {"finite", s.finite},
+          {"min", measured(s.min)},
+          {"max", measured(s.max)},
+          {"mean", measured(s.mean())},
+          {"l2_norm", measured(s.l2_norm())},
+          {"nan", s.nan},
+          {"inf", s.inf}};
 }
 
 }  // namespace ckpt

@@ -18,7 +18,7 @@ struct TensorStats {
   uint64_t finite = 0;
   uint64_t nan = 0;
   uint64_t inf = 0;
-  double min = 0;  // 0 when no element is finite
+  double min = 0;  // of the finite elements; meaningless (not measured) when finite == 0
   double max = 0;
   long double sum = 0;
   long double sum_squares = 0;
