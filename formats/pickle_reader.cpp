@@ -7,6 +7,7 @@
 #include <cstring>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "base/byte_coding.h"
@@ -1527,6 +1528,8 @@ class Flattener {
   // What one emitted value costs besides its strings: a JSON node and its place in the parent.
   static constexpr size_t kValueCost = 32;
 
+  std::unordered_set<std::string> names_used_;  // every tensor name listed so far
+
   enum class State : uint8_t { kNew, kOnPath, kDone };
 
   static size_t child_count(const Value& v) {
@@ -1543,6 +1546,17 @@ class Flattener {
     return has_tensor_[r] || depth + height_[r] > kPickleMaxNesting;
   }
   Status flatten(Ref r, const std::string& prefix, size_t depth, PickledStateDict* out);
+  // The name a tensor is listed under: its path, made unique where two tensors' paths spell the same
+  // text ({'a.b': t1, 'a': {'b': t2}}, {0: t1, '0': t2}): the later one "a.b#2", so no reader merges
+  // two tensors into one.
+  std::string unique_tensor_name(const std::string& path) {
+    std::string name = path.empty() ? "tensor" : utf8_clean(path);
+    if (names_used_.insert(name).second) return name;
+    for (size_t k = 2;; ++k) {
+      std::string candidate = name + "#" + std::to_string(k);
+      if (names_used_.insert(candidate).second) return candidate;
+    }
+  }
   Result<nlohmann::json> to_json(Ref r, size_t depth, const std::string& path);
   Status spend(size_t bytes, const std::string& path);
   std::optional<std::string> key_name(Ref k) const {
@@ -1664,7 +1678,7 @@ Status Flattener::flatten(Ref r, const std::string& prefix, size_t depth, Pickle
     if (v.kind == Kind::kTensor) {  // one tensor object under a second name: listed, marked
       PickledTensor alias = out->tensors[first_tensor_[r]];
       CKPT_RETURN_IF_ERROR(spend(kValueCost * (2 + alias.shape.size()) + alias.inline_bytes.size(), prefix));
-      alias.name = prefix.empty() ? "tensor" : utf8_clean(prefix);
+      alias.name = unique_tensor_name(prefix);
       alias.alias_of = first;
       out->tensors.push_back(std::move(alias));
       return Status::ok();
@@ -1690,7 +1704,7 @@ Status Flattener::flatten(Ref r, const std::string& prefix, size_t depth, Pickle
                                 " overflows in its view");
     }
     PickledTensor t;
-    t.name = prefix.empty() ? "tensor" : utf8_clean(prefix);
+    t.name = unique_tensor_name(prefix);
     t.dtype = v.dtype;
     t.storage_key = st.s;
     t.location = utf8_clean(st.location);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
@@ -119,6 +120,21 @@ TEST(ForensicsValues, KeysOfAnotherTypeSignedZerosAndConfigFilesDiffer) {
       << r.output;
   EXPECT_NE(r.output.find("opt.state.0 (str key): absent in a"), std::string::npos) << r.output;
   EXPECT_EQ(run_ckptcheck("diff '" + int_key + "' '" + int_key + "'").exit_code, 0);
+  // Two tensors whose paths spell one name ('a.b' beside a -> b; 0 beside '0') stay two tensors: the
+  // later one is listed as NAME#2 (they were merged into one, "OK", and diff called the file corrupt).
+  const std::string dotted = save("dot.pt", "{'x': {'a.b': torch.ones(2), 'a': {'b': torch.zeros(2)}}}");
+  const std::string swapped = save("dot2.pt", "{'x': {'a.b': torch.zeros(2), 'a': {'b': torch.ones(2)}}}");
+  r = run_ckptcheck("inspect --json '" + dotted + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::set<std::string> names;
+  const nlohmann::json listed = nlohmann::json::parse(r.output);  // held: the loop reads into it
+  for (const auto& t : listed["tensors"]) names.insert(t.value("name", ""));
+  EXPECT_EQ(names, (std::set<std::string>{"x.a.b", "x.a.b#2"})) << r.output;
+  r = run_ckptcheck("diff '" + dotted + "' '" + swapped + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("x.a.b#2: 2 of 2 elements differ"), std::string::npos) << r.output;
+  const std::string mixed = save("mixed.pt", "{'s': {0: torch.ones(2), '0': torch.zeros(3)}}");
+  EXPECT_EQ(run_ckptcheck("diff '" + mixed + "' '" + mixed + "'").exit_code, 0);
 
   const std::string zero = save("z.pt", "{'t': torch.tensor([0.0, 1.0])}");
   const std::string negative_zero = save("nz.pt", "{'t': torch.tensor([-0.0, 1.0])}");
