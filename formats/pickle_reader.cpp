@@ -911,6 +911,14 @@ Status Machine::persistent_load(Ref pid_ref) {
   const Value& loc = values_[pid.items[3]];
   const Value& numel = values_[pid.items[4]];
   if (tag.kind != Kind::kString || tag.s != "storage") return bad("tag is not 'storage'");
+  if (type.kind == Kind::kGlobal && type.callable != Callable::kStorageType &&
+      starts_with(type.s, "torch.") && ends_with(type.s, "Storage")) {
+    // A storage torch has and this reader does not (QInt8Storage, QUInt8Storage, QInt32Storage of a
+    // quantized tensor): a valid file we cannot read, said so, never called damaged.
+    return Status::not_supported(
+        where_ + " @" + hex_offset(op_pos_) + ": storage type " + type.s +
+        " (a quantized tensor's, or one this reader does not know): not read by ckptcheck");
+  }
   if (type.kind != Kind::kGlobal || type.callable != Callable::kStorageType)
     return bad("second item is not a storage type");
   if (key.kind != Kind::kString || key.s.empty() || key.s.find('/') != std::string::npos || key.s == "..") {
