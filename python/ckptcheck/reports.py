@@ -40,7 +40,7 @@ class Finding(_JsonResult):
 class Report(_JsonResult):
     """What verify found: `ok` (no errors; warnings never fail a checkpoint), `kind` (what the path
     is: native, torch.save, dcp, safetensors, ...), `errors` and `warnings` (Findings), `path`,
-    `step`, `sealed`, `shards`, `tensors`, `bytes_hashed`, `seconds`. `to_dict()` is the object
+    `step` (None where the checkpoint records none), `sealed`, `shards`, `tensors`, `bytes_hashed`, `seconds`. `to_dict()` is the object
     `ckptcheck verify --json` prints."""
 
     ok = property(lambda self: self._data["ok"])

@@ -193,6 +193,9 @@ TEST(TrainerFolders, WhatTheTrainerCouldNotResumeFromFails) {
 
   j = verify_json("'" + kTrainers + "accelerate/save_state'", 0);
   EXPECT_EQ(j.value("step", -1), 10) << "random_states_0.pkl's step";
+  // No step recorded: null ("not measured"), never -1 or 0.
+  const auto weights = verify_json("--weights-only '" + kTrainers + "hf/checkpoint-10/model.safetensors'", 0);
+  EXPECT_TRUE(weights["step"].is_null()) << weights.dump();
   std::set<std::string> parts;
   for (const auto& r : j["resume_state"]) parts.insert(r.value("part", ""));
   EXPECT_EQ(parts, (std::set<std::string>{"optimizer", "scheduler", "scaler", "rng"})) << j.dump();

@@ -166,7 +166,7 @@ nlohmann::json report_to_json(const VerifyReport& r) {
           {"path", r.path},
           {"kind", r.kind},
           {"sealed", r.sealed},
-          {"step", r.step},
+          {"step", r.step >= 0 ? nlohmann::json(r.step) : nlohmann::json()},  // null: no step found
           {"errors", issues_to_json(r.errors)},
           {"warnings", issues_to_json(r.warnings)},
           {"uncommitted", r.uncommitted},

@@ -53,7 +53,7 @@ struct VerifyReport {
   // whether a seal covered it; empty for a report of a path that names no checkpoint.
   std::string kind;
   bool sealed = false;
-  int64_t step = -1;  // -1 when the manifest could not be read
+  int64_t step = -1;  // -1 when none was found (null in --json)
   std::vector<VerifyIssue> errors;
   std::vector<VerifyIssue> warnings;
   std::vector<std::string> uncommitted;  // temp dirs and manifest-less step dirs next to the checkpoint
