@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -202,6 +203,13 @@ bool path_exists(const std::string& path) {
 bool is_directory(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool path_resolves_inside(const std::string& dir, const std::string& path) {
+  char dir_real[PATH_MAX], file_real[PATH_MAX];
+  if (!::realpath(dir.c_str(), dir_real) || !::realpath(path.c_str(), file_real)) return false;
+  const std::string prefix = std::string(dir_real) + "/";
+  return std::string(file_real).compare(0, prefix.size(), prefix) == 0;
 }
 
 bool is_regular_file(const std::string& path) {

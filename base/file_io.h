@@ -47,6 +47,9 @@ Result<std::string> read_small_file(const std::string& path, uint64_t max_bytes)
 bool path_exists(const std::string& path);
 bool is_directory(const std::string& path);
 bool is_regular_file(const std::string& path);
+// Whether `path`, every symlink followed, lies inside `dir` (also followed): a checkpoint's files must,
+// or moving the folder (or another folder's link) changes what it holds. False when either is missing.
+bool path_resolves_inside(const std::string& dir, const std::string& path);
 
 // Path text only (no file system access): "a/b/c" -> "a/b" and "c"; "c" -> "." and "c".
 std::string parent_dir(const std::string& path);

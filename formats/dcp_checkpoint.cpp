@@ -283,8 +283,7 @@ Result<DcpMetadata> sharded_safetensors_metadata(const std::string& dir) {
   for (const std::string& name : names) {
     const std::string path = dir + "/" + name;
     if (!is_regular_file(path)) return Status::invalid_argument(path + ": not a regular file");
-    if (!dcp_path_resolves_inside(dir, path))
-      return Status::invalid_argument(path + ": resolves outside " + dir);
+    if (!path_resolves_inside(dir, path)) return Status::invalid_argument(path + ": resolves outside " + dir);
     CKPT_ASSIGN_OR_RETURN(auto file, open_safetensors_file(path));
     CKPT_ASSIGN_OR_RETURN(nlohmann::json info, sharding_info(*file, path));
     if (info.is_null())
@@ -527,13 +526,6 @@ Result<DcpMetadata> read_dcp_metadata_file(const std::string& path) {
       read_dcp_metadata_with_vm(reinterpret_cast<const uint8_t*>(text.data()), text.size(), path), path);
 }
 
-bool dcp_path_resolves_inside(const std::string& dir, const std::string& path) {
-  char dir_real[PATH_MAX], file_real[PATH_MAX];
-  if (!::realpath(dir.c_str(), dir_real) || !::realpath(path.c_str(), file_real)) return false;
-  const std::string prefix = std::string(dir_real) + "/";
-  return std::string(file_real).compare(0, prefix.size(), prefix) == 0;
-}
-
 bool is_dcp_directory(const std::string& dir) {
   if (!is_directory(dir)) return false;
   return is_regular_file(dir + "/" + kDcpMetadataFileName) || is_dcp_sharded_safetensors_directory(dir);
@@ -547,7 +539,7 @@ bool is_dcp_sharded_safetensors_directory(const std::string& dir) {
   for (const std::string& n : names) {
     if (!ends_with(n, ".safetensors")) continue;
     const std::string path = dir + "/" + n;
-    if (!is_regular_file(path) || !dcp_path_resolves_inside(dir, path)) return false;
+    if (!is_regular_file(path) || !path_resolves_inside(dir, path)) return false;
     auto file = open_safetensors_file(path);
     // A damaged first file still marks a folder of nothing but safetensors files, so open() names
     // what is wrong with it; beside other files (a trainer's checkpoint-N/ with its model.safetensors
@@ -587,7 +579,7 @@ Result<DcpCheckpoint> DcpCheckpoint::open(const std::string& raw_dir) {
     const std::string path = c.dir_ + "/" + name;
     if (!path_exists(path)) return Status::not_found(path + ": missing (named by " + meta_path + ")");
     if (!is_regular_file(path)) return Status::invalid_argument(path + ": not a regular file");
-    if (!dcp_path_resolves_inside(c.dir_, path))
+    if (!path_resolves_inside(c.dir_, path))
       return Status::invalid_argument(path + ": resolves outside " + c.dir_);
     std::shared_ptr<const ByteSource> source;
     if (c.files_.size() <= kDcpMaxFilesKeptOpen) {

@@ -59,9 +59,6 @@ constexpr size_t kDcpMaxShardedFiles = 100'000;
 // carries DCP_SHARDING_INFO in its __metadata__ (HuggingFaceStorageWriter(save_sharded=True)).
 bool is_dcp_sharded_safetensors_directory(const std::string& dir);
 
-// True when `path` exists and its real path lies inside `dir`'s real path (symlinks resolved).
-bool dcp_path_resolves_inside(const std::string& dir, const std::string& path);
-
 // Prefix of the names common.pt's tensors carry in tensor_files() ("common.pt:optimizer.x").
 constexpr const char* kMegatronCommonTensorPrefix = "common.pt:";
 

@@ -78,7 +78,7 @@ MegatronParts read_megatron_parts(const std::string& dir, bool mcore_metadata) {
   if (!parts.has_config) {
     parts.config_problems.push_back(config_path +
                                     ": missing (Megatron writes it with every torch_dist checkpoint)");
-  } else if (!is_regular_file(config_path) || !dcp_path_resolves_inside(dir, config_path)) {
+  } else if (!is_regular_file(config_path) || !path_resolves_inside(dir, config_path)) {
     parts.config_problems.push_back(config_path + ": not a regular file inside " + dir);
   } else {
     auto config = read_json_file(config_path, kMegatronMaxConfigBytes);
@@ -93,7 +93,7 @@ MegatronParts read_megatron_parts(const std::string& dir, bool mcore_metadata) {
   if (!parts.has_common) {
     parts.common_status = Status::not_found(
         common_path + ": missing (Megatron writes the state every rank shares there with every save)");
-  } else if (!is_regular_file(common_path) || !dcp_path_resolves_inside(dir, common_path)) {
+  } else if (!is_regular_file(common_path) || !path_resolves_inside(dir, common_path)) {
     parts.common_status = Status::invalid_argument(common_path + ": not a regular file inside " + dir);
   } else {
     auto file = open_pytorch_file(common_path);

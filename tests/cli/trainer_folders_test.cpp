@@ -186,6 +186,14 @@ TEST(TrainerFolders, WhatTheTrainerCouldNotResumeFromFails) {
   EXPECT_TRUE(has_code(j, "warnings", "rng_state_missing")) << j.dump();
   EXPECT_NE(j.dump().find("no rng_state_1.pth of the 2 processes"), std::string::npos) << j.dump();
 
+  // A file that is a link out of the folder: seal refuses it, and so does verify now.
+  TempDir link_dir;
+  const std::string linked = copy_of("hf/checkpoint-10", link_dir);
+  std::filesystem::rename(linked + "/optimizer.pt", link_dir / "elsewhere.pt");
+  std::filesystem::create_symlink(link_dir / "elsewhere.pt", linked + "/optimizer.pt");
+  j = verify_json("'" + linked + "'", 1);
+  EXPECT_TRUE(has_code(j, "errors", "shard_path_unsafe")) << j.dump();
+
   const std::string fsdp = copy_of("hf/checkpoint-10-fsdp", dir);
   std::filesystem::rename(fsdp + "/optimizer_0", fsdp + "/optimizer_1");
   j = verify_json("'" + fsdp + "'", 1);

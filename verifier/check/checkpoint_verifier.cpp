@@ -65,13 +65,6 @@ struct ShardOutcome {
   uint64_t bytes_hashed = 0;
 };
 
-bool resolves_inside(const std::string& dir, const std::string& path) {
-  char dir_real[PATH_MAX], file_real[PATH_MAX];
-  if (!::realpath(dir.c_str(), dir_real) || !::realpath(path.c_str(), file_real)) return false;
-  const std::string prefix = std::string(dir_real) + "/";
-  return std::string(file_real).compare(0, prefix.size(), prefix) == 0;
-}
-
 class ShardCheck {
  public:
   // `header_may_match`: the manifest's chunks passed its own checks (coverage: no two chunks of a
@@ -153,7 +146,7 @@ class ShardCheck {
     const std::string full = dir_ + "/" + shard_.path;
     if (status.code() == StatusCode::kNotFound || status.code() == StatusCode::kIoError) {
       error(verify_code::kShardMissing, "", status.message());
-    } else if (is_safe_relative_path(shard_.path) && resolves_inside(dir_, full)) {
+    } else if (is_safe_relative_path(shard_.path) && path_resolves_inside(dir_, full)) {
       error(verify_code::kShardNotRegular, "", full + ": not a regular file");
     } else {
       error(verify_code::kShardPathUnsafe, "", status.message());

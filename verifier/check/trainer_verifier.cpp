@@ -423,6 +423,14 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
   bool accelerate_step_named = false;  // one random_states_<r>.pkl's step joins the agreement
   for (const LayoutFile& f : layout.files) {
     const std::string path = layout.dir + "/" + f.name;
+    if (!path_resolves_inside(layout.dir, path)) {
+      // A link out of the folder: what it holds changes with the folder's place (seal refuses it too).
+      report.add_error(verify_code::kShardPathUnsafe, f.name, "",
+                       path +
+                           ": resolves outside the checkpoint folder (a symlink leaving it, or a dangling "
+                           "one): the checkpoint is not the folder's own bytes");
+      continue;
+    }
     if (f.role == FileRole::kTrainerState) {
       auto text = read_small_file(path, 64 << 20);
       const auto j = text.is_ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
