@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/test_paths.h"
 #include "tests/support/test_support.h"
+#include "verifier/check/signature.h"
 
 namespace ckpt {
 namespace {
@@ -109,6 +111,62 @@ TEST_F(SealLayouts, ATrainerCheckpointFoundFromAboveIsSealedAsThatCheckpoint) {
     EXPECT_EQ(nlohmann::json::parse(older.output, nullptr, false).value("sealed", false), true)
         << older.output;
   }
+}
+
+// A seal vouches for the files it lists, and only those: a seal of nothing is never written, and a
+// file it does not list (added since, or a hand-made empty seal) gets the checkpoint kind's own checks
+// in full, as unsealed. Before, any seal switched those checks to --quick for every file, so an empty
+// seal made a DCP folder with a CRC error PASS, sealed and signed.
+TEST_F(SealLayouts, FilesASealDoesNotListGetTheKindsOwnChecks) {
+  const std::string empty = scratch_ / "empty";
+  fs::create_directories(empty);
+  EXPECT_EQ(run_ckptcheck("seal " + seal_q(empty)).exit_code, 2) << "nothing to seal";
+  EXPECT_FALSE(fs::exists(empty + "/ckptcheck.seal.json"));
+
+  const std::string dcp = scratch_ / "dcp";
+  fs::copy(kSealLayoutsData + "dcp/torch113", dcp, fs::copy_options::recursive);
+  const std::string nothing =
+      R"({"algorithm": "sha256", "files": [], "format": "ckptcheck.seal", )"
+      R"("seal_sha256": "8b048e3dcf73665c6f110e1a779e84b8a73a7c5729f73a4d0007c073f14c97d5", )"
+      R"("version": 1})";
+  write_file_bytes(dcp + "/ckptcheck.seal.json", std::vector<uint8_t>(nothing.begin(), nothing.end()));
+  auto bytes = read_file_bytes(dcp + "/__0_0.distcp");
+  bytes[323] ^= 0x40;  // a payload byte of model.weight: its zip CRC-32 says so
+  write_file_bytes(dcp + "/__0_0.distcp", bytes);
+  CommandResult v = run_ckptcheck("verify --json " + seal_q(dcp));
+  EXPECT_EQ(v.exit_code, 1) << v.output;
+  EXPECT_NE(v.output.find("zip_crc_mismatch"), std::string::npos) << v.output;
+  EXPECT_NE(v.output.find("seal_unlisted_file"), std::string::npos) << v.output;
+
+  // A sealed, signed folder with a damaged optimizer.pt added after: the CRC finds it, and under
+  // --pubkey the unlisted file fails (no signature covers it).
+  const std::string folder = scratch_ / "m";
+  fs::create_directories(folder);
+  fs::copy_file(kSealLayoutsData + "pytorch/adamw_state.pt", folder + "/pytorch_model.bin");
+  ASSERT_EQ(run_ckptcheck("seal " + seal_q(folder)).exit_code, 0);
+  ASSERT_TRUE(write_ed25519_key_pair(scratch_ / "k.pem", scratch_ / "k.pub").is_ok());
+  ASSERT_EQ(run_ckptcheck("sign " + seal_q(folder) + " --key " + seal_q(scratch_ / "k.pem")).exit_code, 0);
+  EXPECT_EQ(
+      run_ckptcheck("verify --weights-only --pubkey " + seal_q(scratch_ / "k.pub") + " " + seal_q(folder))
+          .exit_code,
+      0);
+  auto optimizer = read_file_bytes(kSealLayoutsData + "pytorch/adamw_state.pt");
+  const std::string marker = "data/0";
+  const auto at = std::search(optimizer.begin(), optimizer.end(), marker.begin(), marker.end());
+  ASSERT_NE(at, optimizer.end());
+  const size_t payload = ((static_cast<size_t>(at - optimizer.begin()) + 6 + 63) / 64) * 64 + 2;
+  optimizer[payload] ^= 0x40;
+  write_file_bytes(folder + "/optimizer.pt", optimizer);
+  v = run_ckptcheck("verify --weights-only --json " + seal_q(folder));
+  EXPECT_EQ(v.exit_code, 1) << v.output;
+  EXPECT_NE(v.output.find("zip_crc_mismatch"), std::string::npos) << v.output;
+  v = run_ckptcheck("verify --weights-only --json --pubkey " + seal_q(scratch_ / "k.pub") + " " +
+                    seal_q(folder));
+  EXPECT_EQ(v.exit_code, 1) << v.output;
+  const auto j = nlohmann::json::parse(v.output, nullptr, false);
+  bool unlisted_error = false;
+  for (const auto& e : j["errors"]) unlisted_error = unlisted_error || e["code"] == "seal_unlisted_file";
+  EXPECT_TRUE(unlisted_error) << v.output;
 }
 
 // Stored members: every tensor's payload is a range of the archive, and the range holds exactly the

@@ -718,8 +718,21 @@ Result<VerifyReport> verify_foreign_kind(const VerifyTarget& target, const Verif
         checkpoint_kind_name(kind) + " checkpoint has no seal: run `ckptcheck seal " + sealed_path +
         "` first, or verify it without --distributed");
   }
+  // The seal first: where it lists every file, its hashes cover every byte and the kind's checks skip
+  // the payload (as --quick). A file it does not list (added since, or a seal of nothing) gets the
+  // kind's own checks in full (CRC-32, NaN/Inf), as an unsealed checkpoint's would.
+  std::optional<VerifyReport> seal;
+  if (sealed) {
+    CKPT_ASSIGN_OR_RETURN(seal, verify_sealed(sealed_path, options));
+  }
+  bool seal_covers_all = sealed;
+  for (const VerifyIssue& w : seal ? seal->warnings : std::vector<VerifyIssue>{})
+    seal_covers_all = seal_covers_all && w.code != verify_code::kSealUnlistedFile;
+  for (const VerifyIssue& e : seal ? seal->errors : std::vector<VerifyIssue>{})
+    seal_covers_all =
+        seal_covers_all && e.code != verify_code::kSealUnlistedFile && e.code != verify_code::kSealInvalid;
   VerifyOptions kind_options = options;
-  kind_options.quick = options.quick || sealed;
+  kind_options.quick = options.quick || seal_covers_all;
   VerifyReport report;
   switch (kind) {
     case CheckpointKind::kDcp:
@@ -758,11 +771,10 @@ Result<VerifyReport> verify_foreign_kind(const VerifyTarget& target, const Verif
     default: report = verify_foreign_file(path, kind_options); break;
   }
   if (sealed) {
-    CKPT_ASSIGN_OR_RETURN(VerifyReport seal, verify_sealed(sealed_path, options));
-    report.shards = std::max(report.shards, seal.shards);
-    report.tensors = std::max(report.tensors, seal.tensors);
-    report.seconds += seal.seconds;
-    merge_report(std::move(seal), report);
+    report.shards = std::max(report.shards, seal->shards);
+    report.tensors = std::max(report.tensors, seal->tensors);
+    report.seconds += seal->seconds;
+    merge_report(std::move(*seal), report);
   } else {
     if (!options.pubkey_path.empty()) {
       report.add_error(verify_code::kSignatureMissing, "", "",

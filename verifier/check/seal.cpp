@@ -795,15 +795,25 @@ void check_integrity_file(const std::string& integrity_path, const std::string& 
   if (seal.files.empty()) report.shards = integrity->size();
 }
 
-// A file added to a sealed directory since sealing is reported, not failed: the sealed files are
-// still the ones checked.
-void warn_unlisted_files(const std::string& dir, const Seal& seal, VerifyReport& report) {
+// A file added to a sealed directory since sealing is reported: verify then runs the kind's own
+// checks on every byte (checkpoint_verifier.cpp), as for an unsealed checkpoint, since the seal
+// vouches for none of it. Under --pubkey it fails: the user asked that a signature cover what is
+// loaded, and no signature covers this file.
+void report_unlisted_files(const std::string& dir, const Seal& seal, bool signature_asked,
+                           VerifyReport& report) {
   std::set<std::string> listed;
   for (const auto& f : seal.files) listed.insert(f.path);
   for (const auto& f : list_files_under(dir, kMaxSealDepth)) {
-    if (!listed.count(f) && !is_seal_bookkeeping(f)) {
-      report.add_warning(verify_code::kSealUnlistedFile, f, "", dir + "/" + f + ": not listed in the seal");
-    }
+    if (listed.count(f) || is_seal_bookkeeping(f)) continue;
+    const std::string message = dir + "/" + f + ": not listed in the seal";
+    if (signature_asked)
+      report.add_error(verify_code::kSealUnlistedFile, f, "",
+                       message +
+                           ", so no signature covers it: seal (and sign) the checkpoint again after "
+                           "the files are final");
+    else
+      report.add_warning(verify_code::kSealUnlistedFile, f, "",
+                         message + "; the checkpoint's own checks read it");
   }
 }
 
@@ -878,6 +888,12 @@ Result<SealSummary> seal_checkpoint(const std::string& given, const SealOptions&
   // verify looks for the seal.
   CKPT_ASSIGN_OR_RETURN(const std::string path, resolve_seal_subject(given));
   CKPT_ASSIGN_OR_RETURN(SealTarget target, seal_target(path));
+  if (target.files.empty()) {
+    return Status::invalid_argument(
+        path +
+        ": holds no file to seal; a seal of nothing would vouch for whatever is added "
+        "later: seal the checkpoint once it is written");
+  }
   SealSummary summary;
   CKPT_RETURN_IF_ERROR(choose_seal_outputs(path, target, options, summary));
   ByteCollective* world =
@@ -912,7 +928,7 @@ Result<VerifyReport> verify_sealed(const std::string& raw, const VerifyOptions& 
   // bytes it did not cover by checking the file named inside it.
   std::string sealed_as;
   const size_t errors_before = report.errors.size();
-  if (target.single_file && !seal.files.empty()) {
+  if (target.single_file) {
     if (seal.files.size() != 1) {
       report.add_error(verify_code::kSealInvalid, "", "",
                        seal_path_for(raw) + ": a single file's seal lists " +
@@ -931,7 +947,9 @@ Result<VerifyReport> verify_sealed(const std::string& raw, const VerifyOptions& 
       merge_seal_findings(seal, work.plans, options.quick, report);
   if (has_integrity && !options.quick)
     check_integrity_file(integrity_path, target.dir, hashed_now, seal, report);
-  if (!target.single_file && !seal.files.empty()) warn_unlisted_files(target.dir, seal, report);
+  // (A folder Megatron's integrity.json alone covers lists its files there, not in a seal.)
+  if (!target.single_file && (!seal.files.empty() || !has_integrity))
+    report_unlisted_files(target.dir, seal, !options.pubkey_path.empty(), report);
   if (!sealed_as.empty() && sealed_as != target.files[0]) {
     if (report.errors.size() > errors_before) {
       report.add_error(verify_code::kSealFileSha256Mismatch, target.files[0], "",
