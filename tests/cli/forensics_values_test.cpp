@@ -135,6 +135,27 @@ TEST(ForensicsValues, KeysOfAnotherTypeSignedZerosAndConfigFilesDiffer) {
   EXPECT_NE(r.output.find("x.a.b#2: 2 of 2 elements differ"), std::string::npos) << r.output;
   const std::string mixed = save("mixed.pt", "{'s': {0: torch.ones(2), '0': torch.zeros(3)}}");
   EXPECT_EQ(run_ckptcheck("diff '" + mixed + "' '" + mixed + "'").exit_code, 0);
+  // A model folder holding the same weights as model.safetensors and pytorch_model.bin (common on the
+  // Hub): the safetensors' names are the model's (from_pretrained reads them), the .bin's under its
+  // file, never one tensor of two chunks ("OK"; diff of the folder with itself said corrupt).
+  const std::string folder = dir / "hub";
+  std::filesystem::create_directories(folder);
+  save("hub/pytorch_model.bin", "{'w': torch.arange(12.).reshape(3, 4)}");
+  const CommandResult made = run_command(
+      "/usr/bin/python3 -c \"import json, struct, torch; w = torch.arange(12.).reshape(3, "
+      "4).numpy().tobytes(); "
+      "h = json.dumps({'w': {'dtype': 'F32', 'shape': [3, 4], 'data_offsets': [0, 48]}}).encode(); "
+      "h += b' ' * (-len(h) % 8); open('" +
+      folder + "/model.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h + w)\"");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  write_file_bytes(folder + "/config.json", {'{', '}'});
+  r = run_ckptcheck("inspect --json '" + folder + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json hub = nlohmann::json::parse(r.output);
+  std::set<std::string> hub_names;
+  for (const auto& t : hub["tensors"]) hub_names.insert(t.value("name", ""));
+  EXPECT_TRUE(hub_names.count("pytorch_model.bin/w")) << r.output;
+  EXPECT_EQ(run_ckptcheck("diff '" + folder + "' '" + folder + "'").exit_code, 0);
 
   const std::string zero = save("z.pt", "{'t': torch.tensor([0.0, 1.0])}");
   const std::string negative_zero = save("nz.pt", "{'t': torch.tensor([-0.0, 1.0])}");

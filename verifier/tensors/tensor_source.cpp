@@ -239,6 +239,9 @@ Result<TensorSource> TensorSource::open_trainer_folder(const TrainerLayout& layo
 // names, its values under its name (as open_trainer_folder lists a trainer's folder).
 Result<TensorSource> TensorSource::open_folder_files(const LayoutMatch& match) {
   TensorSource s;
+  const bool has_safetensors_weights = std::any_of(
+      match.files.begin(), match.files.end(),
+      [](const LayoutFile& f) { return f.role == FileRole::kModel && ends_with(f.name, ".safetensors"); });
   s.path_ = match.dir;
   s.kind_ = match.kind == "model_folder" ? "model_folder" : "sealed_directory";
   std::vector<std::pair<std::string, PyValuePtr>> file_values;
@@ -258,7 +261,11 @@ Result<TensorSource> TensorSource::open_folder_files(const LayoutMatch& match) {
     file_values.emplace_back(
         f.name, file->state_value() ? file->state_value() : py_value_from_json(file->metadata()));
     s.files_.push_back(std::move(file));
-    const bool weights = f.role == FileRole::kModel && match.kind == "model_folder";
+    // The weights keep their own names, from the files from_pretrained loads: safetensors where the
+    // folder has them (a Hub folder often holds pytorch_model.bin beside model.safetensors), the
+    // others under "<file>/", so two files' copies of one tensor are never read as one tensor.
+    const bool weights = f.role == FileRole::kModel && match.kind == "model_folder" &&
+                         (ends_with(f.name, ".safetensors") || !has_safetensors_weights);
     CKPT_RETURN_IF_ERROR(s.add_file_chunks(s.files_.size() - 1, weights ? "" : f.name + "/",
                                            weights ? "model" : file_role_name(f.role)));
   }
