@@ -65,7 +65,7 @@ def save(obj, path, *, key=None):
     file unsealed (verify still runs the pickle gate on it). Saving over a file replaces its seal.
     Returns `path`.
     """
-    path = _os.fspath(path)
+    path = _os.fsdecode(_os.fspath(path))  # str, bytes or os.PathLike, as verify takes them
     if _os.path.isdir(path):
         raise UsageError("%s: is a directory; save writes one file (save_dir writes a directory)" % path)
     head, tail = _os.path.split(_os.path.abspath(path))
@@ -92,7 +92,7 @@ def save_dir(parts, path, *, key=None):
     fsynced, as save does), sealed as one (`ckptcheck.seal.json` inside it, signed with `key`), then renamed to `path` and its parent
     fsynced: the directory appears whole and sealed, or not at all. An existing `path` is refused.
     load(path) returns the same dict. Returns `path`."""
-    path = _os.fspath(path)
+    path = _os.fsdecode(_os.fspath(path))  # str, bytes or os.PathLike, as verify takes them
     if not isinstance(parts, dict) or not parts:
         raise UsageError("`parts` must be a non-empty dict of name -> object, got %r" % type(parts).__name__)
     for name in parts:
@@ -168,7 +168,7 @@ def load(path, *, map_location=None, allow_globals=(), pubkey=None):
     handed the file. `path` is one torch.save file (returns what was saved) or a checkpoint
     directory of .pt files (returns {name without .pt: object}). `map_location` is torch.load's.
     """
-    path = _os.fspath(path)
+    path = _os.fsdecode(_os.fspath(path))  # str, bytes or os.PathLike, as verify takes them
     globals_list = [allow_globals] if isinstance(allow_globals, str) else list(allow_globals)
     # weights_only: a file of model weights is a fine thing to load; whether a checkpoint holds
     # everything a resume needs is ckptcheck.verify's question, not torch.load's.
@@ -204,6 +204,11 @@ def load(path, *, map_location=None, allow_globals=(), pubkey=None):
     with context:
         if not _os.path.isdir(path):
             return load_one(path)
+        if report.kind not in ("sealed_directory", "model_folder"):
+            # A DCP, DeepSpeed or trainer folder is read by its own loader, and verify judged it as
+            # that checkpoint: a stray .pt at its top is no file verify vouched for.
+            raise UsageError("%s: a %s checkpoint: ckptcheck.torch.load reads a torch.save file or a folder of .pt "
+                             "files (save_dir's); load this one with its own loader" % (path, report.kind))
         names = sorted(n for n in _os.listdir(path) if n.endswith(".pt"))
         if not names:
             raise UsageError("%s: a checkpoint directory with no .pt file" % path)

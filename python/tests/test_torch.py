@@ -207,3 +207,45 @@ def test_the_unpickler_refuses_a_global_even_if_verify_were_bypassed(tmp_path, m
     with pytest.raises(ckptcheck.Error, match="posix.system"):
         ckptcheck.torch.load(evil)
     assert not marker.exists()
+
+
+def test_the_unpickler_refuses_build_on_a_class_even_if_verify_were_bypassed(tmp_path, monkeypatch):
+    # BUILD on an allowlisted class with a dict state is setattr on the class: a file that patched
+    # collections.Counter for the whole process (find_class alone let it). Refused, nothing changed.
+    import collections
+    import pickle
+    magic = 0x1950a86a20f9469cfc6c
+    patch = (b"\x80\x02ccollections\nCounter\n(N}X\x0b\x00\x00\x00most_commonc_codecs\nencode\nstb0"
+             b"}X\x01\x00\x00\x00aK\x01s.")
+    path = tmp_path / "patch.pt"
+    with open(path, "wb") as f:
+        for header in (magic, 1001, {"protocol_version": 1001, "little_endian": True,
+                                     "type_sizes": {"short": 2, "int": 4, "long": 4}}):
+            pickle.dump(header, f, protocol=2)
+        f.write(patch)
+        pickle.dump([], f, protocol=2)
+    before = collections.Counter.most_common
+    monkeypatch.setattr(ckptcheck, "verify", lambda *a, **k: type("Passed", (), {"raise_if_failed": lambda s: s, "kind": "torch_save_legacy"})())
+    with pytest.raises(ckptcheck.Error, match="BUILD on"):
+        ckptcheck.torch.load(path)
+    assert collections.Counter.most_common is before
+
+
+def test_load_of_a_folder_verify_reads_as_another_kind_is_refused_and_its_stray_pickle_gated(tmp_path):
+    # A DCP folder is dcp.load's: load refuses it rather than torch.load its stray .pt files, and
+    # verify now gates such a file (it passed, never examined).
+    folder = tmp_path / "dcp"
+    shutil.copytree(os.path.join(DATA, "dcp", "torch113"), folder)
+    shutil.copy(os.path.join(DATA, "pytorch", "malicious_os_system.pt"), folder / "extra.pt")
+    report = ckptcheck.verify(folder, weights_only=True)
+    assert not report.ok and any("posix.system" in e.message for e in report.errors), report
+    os.remove(folder / "extra.pt")
+    torch.save({"w": torch.ones(2)}, folder / "extra.pt")
+    with pytest.raises(ckptcheck.UsageError, match="a dcp checkpoint"):
+        ckptcheck.torch.load(folder)
+
+
+def test_paths_may_be_bytes(tmp_path):
+    path = os.fsencode(tmp_path / "b.pt")
+    ckptcheck.torch.save(a_state(), path)
+    assert torch.equal(ckptcheck.torch.load(path)["model"]["weight"], a_state()["model"]["weight"])

@@ -736,7 +736,19 @@ Result<VerifyReport> verify_foreign_kind(const VerifyTarget& target, const Verif
   VerifyReport report;
   switch (kind) {
     case CheckpointKind::kDcp:
-    case CheckpointKind::kMegatronTorchDist: report = verify_dcp_dir(path, kind_options); break;
+    case CheckpointKind::kMegatronTorchDist: {
+      report = verify_dcp_dir(path, kind_options);
+      // Every other pickle in the folder passes the gate too (a stray extra.pt beside the .distcp
+      // files), though dcp.load never reads it: torch.load of it would run its code.
+      std::vector<std::string> listed;
+      if (target.match) {
+        for (const LayoutFile& f : target.match->files) {
+          if (f.role != FileRole::kOther) listed.push_back(f.name);
+        }
+      }
+      check_pickles_under(path, 1, kind_options, report, listed);
+      break;
+    }
     case CheckpointKind::kModelFolder:
       report = verify_foreign_dir(path, kind_options);
       check_pickles_under(path, 2, kind_options, report);  // verify_foreign_dir read the top level

@@ -11,6 +11,7 @@
 #include "base/seconds_since.h"
 #include "base/text.h"
 #include "formats/dcp_checkpoint.h"
+#include "formats/megatron_dist_checkpoint.h"
 #include "formats/safetensors_file.h"
 #include "formats/tensor_file_open.h"
 #include "shards/manifest.h"
@@ -632,7 +633,11 @@ void check_pickles_under(const std::string& raw_dir, int min_depth, const Verify
     const std::string sub = depth == 1 ? "" : parent_dir(name);
     auto known = dcp_dirs.find(sub);
     if (known == dcp_dirs.end()) known = dcp_dirs.emplace(sub, is_dcp_directory(parent_dir(path))).first;
-    if (known->second) {
+    // Only DCP's own files are DCP's: any other file beside them (a stray extra.pt) passes the gate.
+    // (Megatron's common.pt and metadata.json are its reader's, judged with its profile.)
+    const bool dcp_file = base_name(name) == kDcpMetadataFileName || ends_with(name, ".distcp") ||
+                          base_name(name) == kMegatronCommonFileName || base_name(name) == kMegatronConfigFileName;
+    if (known->second && dcp_file) {
       if (base_name(name) == kDcpMetadataFileName) check_nested_dcp(dir, sub, options, report);
       continue;
     }
