@@ -636,7 +636,8 @@ void check_pickles_under(const std::string& raw_dir, int min_depth, const Verify
     // Only DCP's own files are DCP's: any other file beside them (a stray extra.pt) passes the gate.
     // (Megatron's common.pt and metadata.json are its reader's, judged with its profile.)
     const bool dcp_file = base_name(name) == kDcpMetadataFileName || ends_with(name, ".distcp") ||
-                          base_name(name) == kMegatronCommonFileName || base_name(name) == kMegatronConfigFileName;
+                          base_name(name) == kMegatronCommonFileName ||
+                          base_name(name) == kMegatronConfigFileName;
     if (known->second && dcp_file) {
       if (base_name(name) == kDcpMetadataFileName) check_nested_dcp(dir, sub, options, report);
       continue;
