@@ -139,6 +139,10 @@ Result<SealResult> seal(const std::string& path, const SealOptions& options) {
       return Status::invalid_argument("seal: `written`: a file tail that was not finished");
     internal.written.push_back(*w->state().digests);
   }
+  if (!options.key_path.empty()) {
+    const ckpt::Status key = ckpt::check_private_key(options.key_path);
+    if (!key.is_ok()) return public_status(key);
+  }
   auto summary = ckpt::seal_checkpoint(path, internal);
   if (!summary.is_ok()) return public_status(summary.status());
   if (!options.key_path.empty()) {

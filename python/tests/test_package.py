@@ -131,6 +131,24 @@ def test_seal_with_key_is_checked_with_pubkey(tmp_path, torch_files):
     assert without_timing(refused.to_dict()) == without_timing(json.loads(out))
 
 
+def test_seal_with_a_key_that_cannot_sign_writes_nothing(tmp_path, torch_files):
+    # A seal is never replaced: one left unsigned by a bad key blocked the retry with the right one.
+    key, pub = tmp_path / "key.pem", tmp_path / "pub.pem"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True)
+    subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout", "-out", str(pub)], check=True)
+    path = tmp_path / "model.pt"
+    shutil.copy(torch_files / "model.pt", path)
+    for wrong in (pub, tmp_path / "missing.pem"):
+        with pytest.raises(ckptcheck.Error):
+            ckptcheck.seal(path, key=wrong)
+        assert not os.path.exists(str(path) + ".ckptcheck.seal.json")
+    ckptcheck.seal(path, key=key)
+    assert ckptcheck.verify(path, weights_only=True, pubkey=pub).ok
+    shutil.copy(torch_files / "model.pt", tmp_path / "unsealed.pt")
+    code, out, err = cli("sign", str(tmp_path / "unsealed.pt"), "--key", str(key), check=2)
+    assert "no seal to sign" in err and "ckptcheck seal" in err, err
+
+
 def test_quick_reads_no_payload(torch_files):
     report = ckptcheck.verify(torch_files / "train.pt", quick=True)
     _, out, _ = cli("verify", str(torch_files / "train.pt"), "--quick", "--json", check=0)

@@ -102,6 +102,10 @@ Status check_public_key(const std::string& public_key_path) {
   return load_key(public_key_path, /*is_private=*/false).status();
 }
 
+Status check_private_key(const std::string& private_key_path) {
+  return load_key(private_key_path, /*is_private=*/true).status();
+}
+
 Status verify_message(const std::string& public_key_path, const std::string& message,
                       const std::string& signature) {
   CKPT_ASSIGN_OR_RETURN(Key key, load_key(public_key_path, /*is_private=*/false));
@@ -118,7 +122,8 @@ Status verify_message(const std::string& public_key_path, const std::string& mes
                        reinterpret_cast<const unsigned char*>(message.data()), message.size());
   ERR_clear_error();
   if (verdict != 1)
-    return Status::corruption("Ed25519 signature does not match the manifest bytes under " + public_key_path);
+    return Status::corruption(
+        "Ed25519 signature does not match the signed bytes (a manifest or seal) under " + public_key_path);
   return Status::ok();
 }
 

@@ -28,6 +28,9 @@ Status verify_message(const std::string& public_key_path, const std::string& mes
                       const std::string& signature);
 // Checks that the key file holds an Ed25519 public key (so a bad --pubkey is a usage error).
 Status check_public_key(const std::string& public_key_path);
+// Checks that the key file holds an Ed25519 private key: a seal that is to be signed is not written
+// until the key is known to sign (a seal is never replaced, so a failed signing would leave it unsigned).
+Status check_private_key(const std::string& private_key_path);
 
 // Writes a fresh key pair as PEM files (private file mode 0600). Used by tests and key setup.
 Status write_ed25519_key_pair(const std::string& private_key_path, const std::string& public_key_path);

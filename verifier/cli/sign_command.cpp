@@ -36,6 +36,12 @@ class SignCommand : public Command {
       return kExitOk;
     }
     auto dir = resolve_checkpoint_path(path_);
+    if (!dir.is_ok() && detect_checkpoint_kind(path_) != CheckpointKind::kCkptcheck) {
+      // Another kind, not sealed yet: its seal is what a signature covers.
+      return failed(Status::not_found(path_ + ": no seal to sign (" + seal +
+                                      " is missing): run `ckptcheck seal " + seal_subject(path_) +
+                                      "` first, then sign"));
+    }
     Status status = dir.is_ok() ? sign_checkpoint(*dir, key_path_) : dir.status();
     if (!status.is_ok()) return failed(status);
     std::printf("signed %s/%s\n", dir->c_str(), kSignatureFileName);
