@@ -109,6 +109,14 @@ class PytorchTensorFile final : public TensorFile {
     CKPT_RETURN_IF_ERROR(zip_->check_local_headers(*source_));
     return zip_->check_crc32(*source_);
   }
+  Status check_structure_members() const override {
+    if (!zip_) return Status::ok();
+    // Storages are "<folder>/data/<key>"; every other member is read to build the structure.
+    return zip_->check_crc32(*source_, [](const std::string& name) {
+      const size_t slash = name.find('/');
+      return name.compare(slash == std::string::npos ? 0 : slash + 1, 5, "data/") != 0;
+    });
+  }
   std::vector<std::pair<uint64_t, uint64_t>> damaged_ranges() const override {
     return zip_ ? zip_->crc_mismatch_ranges(*source_) : std::vector<std::pair<uint64_t, uint64_t>>{};
   }

@@ -112,6 +112,10 @@ class TensorFile {
   // Checks of the container that need a full read and belong to no chunk: a torch.save zip's
   // CRC-32 of every member. OK for formats without such checks.
   virtual Status check_container() const { return Status::ok(); }
+  // The part of check_container that reads no payload: a torch.save zip's CRC-32 of the members
+  // read for the structure (data.pkl, version, byteorder), which --quick reads anyway; a changed
+  // byte there changes what torch.load builds (a key renamed), so --quick checks it too.
+  virtual Status check_structure_members() const { return Status::ok(); }
   // The byte ranges [begin, end) of the file that check_container finds damaged (a torch.save zip
   // member whose CRC-32 differs), so that a report names the tensors stored there; empty for
   // formats without such checks, or when nothing is damaged.

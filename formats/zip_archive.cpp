@@ -550,8 +550,14 @@ std::vector<std::pair<uint64_t, uint64_t>> ZipArchive::crc_mismatch_ranges(const
 }
 
 Status ZipArchive::check_crc32(const ByteSource& src) const {
+  return check_crc32(src, [](const std::string&) { return true; });
+}
+
+Status ZipArchive::check_crc32(const ByteSource& src,
+                               const std::function<bool(const std::string&)>& which) const {
   std::vector<uint8_t> buffer;
   for (const ZipEntry& e : entries_) {
+    if (!which(e.name)) continue;
     CKPT_ASSIGN_OR_RETURN(const uint32_t crc, member_crc32(src, e, buffer));
     if (crc != e.crc32) {
       char values[64];

@@ -84,6 +84,8 @@ class ZipArchive {
   // Streams every member through CRC-32; the first mismatch is kCorruption naming the member, its
   // byte range and both values.
   Status check_crc32(const ByteSource& source) const;
+  // check_crc32 of the members `which` selects, by name.
+  Status check_crc32(const ByteSource& source, const std::function<bool(const std::string&)>& which) const;
   // Every member whose CRC-32 differs (or that cannot be read), as its byte range [begin, end) in
   // the archive: what a forensic report ties to the tensors stored there.
   std::vector<std::pair<uint64_t, uint64_t>> crc_mismatch_ranges(const ByteSource& source) const;

@@ -3,6 +3,7 @@
 // from its state and must agree with its optimizer and scheduler. Files written by Debian's PyTorch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -212,6 +213,29 @@ TEST(ForensicsValues, VerifyReadsTheStepAndChecksItAgainstOptimizerAndScheduler)
 }
 
 // Every output mode answers: --json prints JSON also for a file that cannot be read at all.
+// --quick reads a torch.save file's pickle whole, so it checks that member's CRC-32 too: a byte
+// changed there renames what torch.load builds ('optimizer' -> 'Optimizer') and passed --quick.
+TEST(ForensicsValues, QuickChecksTheMembersItReads) {
+  TempDir dir;
+  const std::string path = dir / "q.pt";
+  ASSERT_EQ(
+      run_command("/usr/bin/python3 -c \"import torch; torch.save({'model': {'w': torch.ones(2)}, "
+                  "'optimizer': {'state': {}, 'param_groups': [{'lr': 0.1, 'params': []}]}, 'step': 5}, '" +
+                  path + "')\"")
+          .exit_code,
+      0);
+  EXPECT_EQ(run_ckptcheck("verify --quick '" + path + "'").exit_code, 0);
+  auto bytes = read_file_bytes(path);
+  const std::string key = "optimizer";
+  const auto at = std::search(bytes.begin(), bytes.end(), key.begin(), key.end());
+  ASSERT_NE(at, bytes.end());
+  *at = 'O';
+  write_file_bytes(path, bytes);
+  const CommandResult r = run_ckptcheck("verify --quick '" + path + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("zip member 'q/data.pkl'"), std::string::npos) << r.output;
+}
+
 TEST(ForensicsValues, JsonAlwaysAnswersInJson) {
   TempDir dir;
   const std::string good = save_state(dir, "good.pt", 20, 20, 20);
