@@ -23,6 +23,14 @@ def cli(*args, check=None):
     return r.returncode, r.stdout, r.stderr
 
 
+def key_pair(tmp_path, name):
+    """An Ed25519 key pair written by openssl: (private PEM, public PEM) under tmp_path."""
+    key, pub = tmp_path / (name + ".pem"), tmp_path / (name + ".pub")
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True)
+    subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout", "-out", str(pub)], check=True)
+    return key, pub
+
+
 def without_timing(d):
     """A --json object without its wall time, which differs between two runs."""
     d = dict(d)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import ckptcheck
-from conftest import DATA, cli, without_timing, write_safetensors
+from conftest import DATA, cli, key_pair, without_timing, write_safetensors
 
 
 def test_import_loads_neither_torch_nor_numpy_nor_the_library():
@@ -114,28 +114,22 @@ def test_seal_then_verify_names_the_changed_tensor(tmp_path, torch_files):
 
 
 def test_seal_with_key_is_checked_with_pubkey(tmp_path, torch_files):
-    key, pub = tmp_path / "key.pem", tmp_path / "pub.pem"
-    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True)
-    subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout", "-out", str(pub)], check=True)
+    key, pub = key_pair(tmp_path, "key")
     path = tmp_path / "model.pt"
     shutil.copy(torch_files / "model.pt", path)
     ckptcheck.seal(path, key=key)
     assert os.path.exists(str(path) + ".ckptcheck.seal.json.sig")
     assert ckptcheck.verify(path, weights_only=True, pubkey=pub).ok
-    other = tmp_path / "other.pem"
-    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(other)], check=True)
-    subprocess.run(["openssl", "pkey", "-in", str(other), "-pubout", "-out", str(tmp_path / "other.pub")], check=True)
-    refused = ckptcheck.verify(path, weights_only=True, pubkey=tmp_path / "other.pub")
+    _, other_pub = key_pair(tmp_path, "other")
+    refused = ckptcheck.verify(path, weights_only=True, pubkey=other_pub)
     assert not refused.ok
-    _, out, _ = cli("verify", str(path), "--weights-only", "--pubkey", str(tmp_path / "other.pub"), "--json")
+    _, out, _ = cli("verify", str(path), "--weights-only", "--pubkey", str(other_pub), "--json")
     assert without_timing(refused.to_dict()) == without_timing(json.loads(out))
 
 
 def test_seal_with_a_key_that_cannot_sign_writes_nothing(tmp_path, torch_files):
     # A seal is never replaced: one left unsigned by a bad key blocked the retry with the right one.
-    key, pub = tmp_path / "key.pem", tmp_path / "pub.pem"
-    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True)
-    subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout", "-out", str(pub)], check=True)
+    key, pub = key_pair(tmp_path, "key")
     path = tmp_path / "model.pt"
     shutil.copy(torch_files / "model.pt", path)
     for wrong in (pub, tmp_path / "missing.pem"):

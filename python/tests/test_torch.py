@@ -10,7 +10,7 @@ import torch
 
 import ckptcheck
 import ckptcheck.torch
-from conftest import DATA
+from conftest import DATA, key_pair
 
 
 RESTRICTED = "restricted"
@@ -48,13 +48,6 @@ def flip(path, offset):
         b = f.read(1)
         f.seek(offset)
         f.write(bytes([b[0] ^ 0x40]))
-
-
-def key_pair(tmp_path, name):
-    key, pub = tmp_path / (name + ".pem"), tmp_path / (name + ".pub")
-    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True)
-    subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout", "-out", str(pub)], check=True)
-    return key, pub
 
 
 def test_save_is_sealed_and_leaves_no_temporary(tmp_path, torch_loads):
