@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "base/file_io.h"
@@ -621,9 +622,14 @@ void check_pickles_under(const std::string& raw_dir, int min_depth, const Verify
                          VerifyReport& report, const std::vector<std::string>& checked) {
   const std::string dir = strip_trailing_slashes(raw_dir);
   std::map<std::string, bool> dcp_dirs;  // folder (relative) -> holds a DCP checkpoint
+  // A file is checked when it, or a folder above it, is listed: one set lookup per path prefix, so a
+  // DCP folder of thousands of .distcp files costs no more than listing them.
+  const std::set<std::string> listed(checked.begin(), checked.end());
   const auto already_checked = [&](const std::string& name) {
-    return std::any_of(checked.begin(), checked.end(),
-                       [&](const std::string& c) { return name == c || starts_with(name, c + "/"); });
+    for (size_t end = name.find('/'); end != std::string::npos; end = name.find('/', end + 1)) {
+      if (listed.count(name.substr(0, end))) return true;
+    }
+    return listed.count(name) > 0;
   };
   for (const std::string& name : list_files_under(dir, 16)) {
     const int depth = 1 + static_cast<int>(std::count(name.begin(), name.end(), '/'));
