@@ -134,14 +134,19 @@ struct FastFaultDrill {
   }
 };
 
-FastFaultDrill run_fast_fault_drill(const std::string& faults, const testing::TempDir& work) {
+FastFaultDrill run_fast_fault_drill(const std::string& faults, const testing::TempDir& work,
+                                    const std::string& protocol = "durable", int expected_exit = 0) {
   const auto r = testing::run_command(
       std::string(CKPTCHECK_BIN) + " drill --child-timeout 60 --save-at 4 --resume-steps 2 --faults " +
       faults + " --keep-work-dir --work-dir " + work.path() + " --json -- /usr/bin/python3 " + kFastProgram +
-      " --protocol durable --event-sleep 0 2>/dev/null");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+      " --protocol " + protocol + " --event-sleep 0 2>/dev/null");
+  EXPECT_EQ(r.exit_code, expected_exit) << r.output;
   FastFaultDrill out;
-  out.report = nlohmann::json::parse(r.output, nullptr, false);
+  // stdout's one JSON object; a failed drill's CAUSE and FAIL lines (stderr, merged here) follow it.
+  const size_t begin = r.output.find('{'), end = r.output.rfind("\n}");
+  out.report = begin == std::string::npos || end == std::string::npos
+                   ? nlohmann::json()
+                   : nlohmann::json::parse(r.output.substr(begin, end + 2 - begin), nullptr, false);
   EXPECT_TRUE(out.report.is_object()) << r.output;
   for (const auto& e : fs::directory_iterator(work.path())) out.drill_dir = e.path().string();
   return out;
@@ -208,6 +213,31 @@ TEST(DrillHeldKillPoint, PowerLossMidSaveLandsInsideAFastSave) {
     inside += survived && in_save && first_request;
   }
   EXPECT_EQ(inside, kRepetitions);
+}
+
+// disk-full holds its arming point too (the step line past the step-2 event), so the disk is full
+// before the fast program's step-4 save: its durable save fails visibly and no step-4 checkpoint is
+// announced. Unheld, ENOSPC was armed after the program had saved every step and ended, and the
+// drill reported "the step-4 save hit ENOSPC" for a save that never did (found by a review).
+TEST(DrillHeldKillPoint, DiskFullIsArmedBeforeAFastProgramsSave) {
+  CpuBurners busy;
+  ASSERT_GT(busy.count(), 0u);
+  testing::TempDir work;
+  const FastFaultDrill drill = run_fast_fault_drill("disk-full", work);
+  const nlohmann::json c = drill.check("disk-full");
+  ASSERT_TRUE(c.is_object()) << drill.report.dump();
+  EXPECT_TRUE(c["passed"].get<bool>()) << c.dump();
+  EXPECT_TRUE(c["numbers"]["held_by_faultfs"].get<bool>()) << c.dump();
+  for (const auto& line : metrics_lines(drill.drill_dir + "/faults/disk-full/subject/metrics.jsonl"))
+    EXPECT_FALSE(line.value("event", "") == "checkpoint" && line.value("step", 0) >= 4) << line.dump();
+}
+
+// Where only a fault fails, the cause is that fault, not a resume-state warning that failed nothing
+// (this program keeps no optimizer, and its kill drill passes).
+TEST(DrillHeldKillPoint, TheCauseOfAFailedFaultIsTheFault) {
+  testing::TempDir work;
+  const FastFaultDrill drill = run_fast_fault_drill("power-loss", work, "final", 1);
+  EXPECT_EQ(drill.report.value("headline", "").rfind("power-loss: lost", 0), 0u) << drill.report.dump();
 }
 
 }  // namespace held_kill_point_test

@@ -32,8 +32,14 @@ std::string drill_headline(const DrillOutcome& out) {
   std::string h = first_of("resumed_from", [](const DrillCheck& c) -> std::string {
     return !c.passed && c.detail.rfind("started from scratch", 0) == 0 ? c.detail : "";
   });
+  // Missing state is the cause when it failed the drill, or when the restore itself failed (a check
+  // other than a fault's); where only faults failed, a warning that failed nothing is no cause.
+  bool restore_failed = false;
+  for (const auto& c : out.checks)
+    restore_failed = restore_failed || (!c.passed && !c.skipped && c.name.rfind("fault_", 0) != 0);
   if (h.empty())
-    h = first_of("resume_state", [](const DrillCheck& c) -> std::string {
+    h = first_of("resume_state", [&](const DrillCheck& c) -> std::string {
+      if ((c.passed || c.skipped) && !restore_failed) return "";
       const auto& missing = c.numbers.value("missing", nlohmann::json::array());
       if (!missing.is_array() || missing.empty() || !missing[0].is_object()) return "";
       return "the checkpoint resumed from lacks state (verify: " + missing[0].value("code", std::string()) +
@@ -44,6 +50,13 @@ std::string drill_headline(const DrillOutcome& out) {
       const auto& nr = c.numbers.value("not_restored", nlohmann::json::array());
       return nr.is_array() && !nr.empty() && nr[0].is_object() ? nr[0].value("words", std::string()) : "";
     });
+  if (h.empty() && !restore_failed) {
+    // Only faults failed: the first one, in its own words.
+    for (const auto& c : out.checks) {
+      if (!c.passed && !c.skipped && c.name.rfind("fault_", 0) == 0)
+        return c.name.substr(6) + ": " + c.detail;
+    }
+  }
   return h;
 }
 

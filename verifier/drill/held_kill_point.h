@@ -67,10 +67,12 @@ class HeldKillPoint {
   // Unmounts and puts the run's files back at the run dir. Idempotent.
   Status finish();
 
+  // `path` under the run dir, as it lies in the backing dir (read there while a request is held:
+  // the mount's only thread is asleep in it).
+  std::string below(const std::string& path) const;
+
  private:
   HeldKillPoint(std::string dir, std::string held) : dir_(std::move(dir)), held_(std::move(held)) {}
-  // `path` under the run dir, as it lies in the backing dir (read there while a request is held).
-  std::string below(const std::string& path) const;
   std::string relative(const std::string& path) const;
 
   std::string dir_, held_;

@@ -438,36 +438,58 @@ struct Fault {
   Status disk_full() {
     const ProgramRun r = run("subject", "");
     s.record->phase("fault " + fault + ": subject");
-    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child, start(r));
     const int64_t prev_step = s.n - s.save_every;
-    MetricsTail tail(r.metrics, ckpt);
+    const uint64_t budget = std::max<uint64_t>(1, s.reference_save_bytes / 2);
+    // The disk fills from the first step past the step N - every checkpoint on: held where it can be
+    // (the run dir's mount holds that step line's write while ENOSPC is armed), so a program faster
+    // than the drill's watch cannot save N, or finish, before the disk is full.
+    std::string held_why_not;
+    std::unique_ptr<HeldKillPoint> held = mount_run_dir(r, &held_why_not);
+    if (held) CKPT_RETURN_IF_ERROR(held->arm_after_step(r, prev_step));
+    CKPT_ASSIGN_OR_RETURN(std::unique_ptr<RunningProgram> child, start(r));
     CheckpointEvent prev;
+    Contents prev_before;
     WatchOutcome w;
-    const auto deadline =
-        std::chrono::steady_clock::now() +
-        std::chrono::milliseconds(static_cast<int64_t>(s.options->child_timeout_seconds * 1000));
     bool armed = false;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (tail.poll_for_checkpoint(prev_step, &prev)) {
-        armed = true;
-        break;
+    const auto arm = [&](const std::string& metrics) -> Status {
+      // The checkpoint before, as announced; then the disk fills halfway through the next save.
+      CKPT_ASSIGN_OR_RETURN(MetricsLog before, read_metrics_log(metrics, ckpt));
+      for (const auto& c : before.checkpoints)
+        if (c.step == prev_step) prev = c;
+      prev_before = contents_of(prev.path);
+      return mount->enospc_after(budget);
+    };
+    if (held) {
+      CKPT_ASSIGN_OR_RETURN(armed, held->release_when_held(
+                                       *child, s.options->child_timeout_seconds,
+                                       [&] { return arm(held->below(r.metrics)); }, &w.exit));
+      armed = armed && !prev.path.empty();
+    } else {
+      MetricsTail tail(r.metrics, ckpt);
+      const auto deadline =
+          std::chrono::steady_clock::now() +
+          std::chrono::milliseconds(static_cast<int64_t>(s.options->child_timeout_seconds * 1000));
+      while (std::chrono::steady_clock::now() < deadline) {
+        if (tail.poll_for_checkpoint(prev_step, &prev)) {
+          armed = true;
+          break;
+        }
+        if (child->try_reap(&w.exit)) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
-      if (child->try_reap(&w.exit)) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      if (armed) CKPT_RETURN_IF_ERROR(arm(r.metrics));
     }
     if (!armed) {
       if (child->running()) {
         w.exit = child->kill_and_reap();
         w.exit.timed_out = true;
       }
+      if (held) CKPT_RETURN_IF_ERROR(held->finish());
       return missed(r, w, "after-save", prev_step);
     }
-    // The checkpoint before, as announced; then the disk fills halfway through the next save.
-    const Contents prev_before = contents_of(prev.path);
-    const uint64_t budget = std::max<uint64_t>(1, s.reference_save_bytes / 2);
-    CKPT_RETURN_IF_ERROR(mount->enospc_after(budget));
     const ChildExit e =
         s.launcher->wait(*child, "fault disk-full subject", r.metrics, s.record->progress, s.steps);
+    if (held) CKPT_RETURN_IF_ERROR(held->finish());  // the log back at its path before it is read
     CKPT_ASSIGN_OR_RETURN(MetricsLog log, read_metrics_log(r.metrics, ckpt));
     std::optional<CheckpointEvent> announced_n;
     for (const auto& c : log.checkpoints)
@@ -479,6 +501,7 @@ struct Fault {
                               {"checkpoint", prev.path},
                               {"checkpoint_step", prev.step},
                               {"announced_step_n", announced_n.has_value()}};
+    note_held(held_why_not, &numbers);
     std::string failed = "the step-" + std::to_string(s.n) + " save hit ENOSPC after " +
                          byte_size_text(static_cast<double>(budget)) + " and ";
     bool whole_n = false;
