@@ -240,5 +240,20 @@ TEST(DrillHeldKillPoint, TheCauseOfAFailedFaultIsTheFault) {
   EXPECT_EQ(drill.report.value("headline", "").rfind("power-loss: lost", 0), 0u) << drill.report.dump();
 }
 
+// A program whose metrics log is buffered (written at exit) cannot be killed at its checkpoint: the
+// one write held is its last, carrying every line. The drill says so (exit 2, naming the flush the
+// contract asks for), where it reported a kill "at the checkpoint event of step 4" and passed.
+TEST(DrillHeldKillPoint, ABufferedLogIsNamedNotTakenForAKillAtTheEvent) {
+  testing::TempDir work;
+  const auto r =
+      testing::run_command(std::string(CKPTCHECK_BIN) +
+                           " drill --child-timeout 60 --save-at 4 --resume-steps 2 --kill after-save "
+                           "--work-dir " +
+                           work.path() + " -- /usr/bin/python3 " + kFastProgram +
+                           " --protocol durable --event-sleep 0 --buffered-log");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("flush the metrics file after each line"), std::string::npos) << r.output;
+}
+
 }  // namespace held_kill_point_test
 }  // namespace ckpt

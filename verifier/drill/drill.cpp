@@ -378,6 +378,27 @@ class ResumeDrill {
       return Status::io_error(explain_missed_kill_point(missed));
     }
     CKPT_RETURN_IF_ERROR(metrics_kept);
+    if (after_save && held_why_not.empty()) {
+      // Killed while the file system held its step-N event, the subject's log must end there: lines
+      // past it mean they reached the file long after they happened (a buffered log, written at
+      // exit), and the request held was not the checkpoint event at all. (Unheld, ranks that die a
+      // moment after their launcher may log a step more: no finding.)
+      auto so_far = read_metrics_log(run.metrics, run.ckpt_dir);
+      int64_t last = -1;
+      if (so_far.is_ok()) {
+        for (const auto& line : so_far->steps) last = std::max(last, line.step);
+        for (const auto& c : so_far->checkpoints) last = std::max(last, c.step);
+      }
+      if (last > n) {
+        return Status::io_error(
+            "the subject (" + mode_name + ") was killed at its step-" + std::to_string(n) +
+            " checkpoint event, but its metrics log runs to step " + std::to_string(last) + " (" +
+            run.metrics +
+            "): its lines reach the file long after they happen (a buffered log, written at exit), so no "
+            "kill can land at the checkpoint; flush the metrics file after each line (docs/drill.md, the "
+            "contract; ckptcheck.contract does)");
+      }
+    }
     if (contract_check_) {
       record_.out.checks.insert(record_.out.checks.begin(), std::move(*contract_check_));
       contract_check_.reset();

@@ -13,7 +13,8 @@ one save protocol or another, for the drill's storage faults (docs/drill.md, "St
 (raise, start from scratch, or take the newest older checkpoint it can read);
 --swallow-save-errors: a save that fails is logged to stderr, and announced anyway;
 --save-sleep S waits inside every save, once its first file is created (a slow save, for
-power-loss-mid-save); --event-sleep S waits after every checkpoint event (room for the kill).
+power-loss-mid-save); --event-sleep S waits after every checkpoint event (room for the kill); --buffered-log never
+flushes the metrics file (its lines reach it at exit: what the contract forbids).
 A checkpoint is one safetensors file: w and m (float32), the random state (32 bytes, a SHA-256
 chain) and the step (float32).
 """
@@ -126,6 +127,7 @@ def main():
     p.add_argument("--save-sleep", type=float, default=0)
     p.add_argument("--event-sleep", type=float, default=0.1)
     p.add_argument("--params", type=int, default=2048)
+    p.add_argument("--buffered-log", action="store_true")
     args = p.parse_args()
     ckpt_dir, metrics = os.environ["CKPTCHECK_CKPT_DIR"], os.environ["CKPTCHECK_METRICS"]
     steps, every = int(os.environ["CKPTCHECK_STEPS"]), int(os.environ["CKPTCHECK_SAVE_EVERY"])
@@ -167,7 +169,8 @@ def main():
         step += 1
         loss = float(sum(w[i] * w[i] for i in range(0, args.params, 64)))
         log.write(json.dumps({"step": step, "loss": loss}) + "\n")
-        log.flush()
+        if not args.buffered_log:
+            log.flush()
         if step % every != 0:
             continue
         blob = encode({"w": w, "m": m, "rng": array.array("B", rng), "step": array.array("f", [step])})
@@ -181,7 +184,8 @@ def main():
             print("save of step %d failed: %s" % (step, e), file=sys.stderr)
             path = os.path.join(ckpt_dir, "latest.ckpt" if args.protocol == "in-place" else "step_%d.ckpt" % step)
         log.write(json.dumps({"event": "checkpoint", "step": step, "path": path}) + "\n")
-        log.flush()
+        if not args.buffered_log:
+            log.flush()
         time.sleep(args.event_sleep)
 
 
