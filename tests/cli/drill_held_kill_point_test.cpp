@@ -255,5 +255,16 @@ TEST(DrillHeldKillPoint, ABufferedLogIsNamedNotTakenForAKillAtTheEvent) {
   EXPECT_NE(r.output.find("flush the metrics file after each line"), std::string::npos) << r.output;
 }
 
+// A fault that cannot apply (drop-file of a checkpoint that is one file) tested nothing: skipped in
+// every view, never a passed check (it was JUnit's plain <testcase/>).
+TEST(DrillHeldKillPoint, AFaultThatCannotApplyIsSkippedNotPassed) {
+  testing::TempDir work;
+  const FastFaultDrill drill = run_fast_fault_drill("drop-file", work);
+  const nlohmann::json c = drill.check("drop-file");
+  ASSERT_TRUE(c.is_object()) << drill.report.dump();
+  EXPECT_FALSE(c.value("passed", true)) << c.dump();
+  EXPECT_TRUE(c.value("skipped", false)) << c.dump();
+}
+
 }  // namespace held_kill_point_test
 }  // namespace ckpt
