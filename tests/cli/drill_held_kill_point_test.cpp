@@ -266,5 +266,15 @@ TEST(DrillHeldKillPoint, AFaultThatCannotApplyIsSkippedNotPassed) {
   EXPECT_TRUE(c.value("skipped", false)) << c.dump();
 }
 
+// A drill that errors before it plans (an unknown fault) shows the N it was asked for, and "?" for the
+// K it would have chosen, never 0.
+TEST(DrillHeldKillPoint, AnErroredDrillShowsWhatItWasAskedNotZeros) {
+  const auto r = testing::run_command(std::string(CKPTCHECK_BIN) + " drill --save-at 4 --faults bogus -- " +
+                                      "/usr/bin/python3 " + kFastProgram);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown fault 'bogus'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("drill error: N=4 K=? "), std::string::npos) << r.output;
+}
+
 }  // namespace held_kill_point_test
 }  // namespace ckpt

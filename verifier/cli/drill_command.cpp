@@ -212,14 +212,18 @@ class DrillCommand : public Command {
 
  private:
   void print_summary(const DrillOutcome& o) const {
+    // N and K as planned; a drill that errored before planning shows what was asked ("?" where the
+    // plan would have chosen), never 0.
+    const bool planned = o.save_at > 0;
+    const auto shown = [](int64_t v) { return v >= 0 ? std::to_string(v) : std::string("?"); };
+    const std::string n = planned ? std::to_string(o.save_at) : shown(o_.save_at);
+    const std::string k = planned ? std::to_string(o.resume_steps) : shown(o_.resume_steps);
     if (o.drill_mode == "live")
-      std::printf("drill %s (live run %s): N=%lld K=%lld, %.1f s\n", o.verdict().c_str(),
-                  o_.live_metrics.c_str(), static_cast<long long>(o.save_at),
-                  static_cast<long long>(o.resume_steps), o.wall_seconds);
+      std::printf("drill %s (live run %s): N=%s K=%s, %.1f s\n", o.verdict().c_str(), o_.live_metrics.c_str(),
+                  n.c_str(), k.c_str(), o.wall_seconds);
     else
-      std::printf("drill %s: N=%lld K=%lld kill=%s%s%s, %.1f s\n", o.verdict().c_str(),
-                  static_cast<long long>(o.save_at), static_cast<long long>(o.resume_steps), kill_.c_str(),
-                  o_.inject.empty() ? "" : " inject=", o_.inject.c_str(), o.wall_seconds);
+      std::printf("drill %s: N=%s K=%s kill=%s%s%s, %.1f s\n", o.verdict().c_str(), n.c_str(), k.c_str(),
+                  kill_.c_str(), o_.inject.empty() ? "" : " inject=", o_.inject.c_str(), o.wall_seconds);
     for (const auto& c : o.checks)
       std::printf("  %-4s %-28s %-12s %s\n",
                   c.skipped  ? "warn"
