@@ -24,6 +24,7 @@
 // what a resume reads, and guessing would check the wrong contract.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,8 @@ enum class TrainerLayoutKind { kHfTrainer, kAccelerate, kDeepSpeed };
 // folder (FSDP's SHARDED_STATE_DICT; LayoutFile::name is then the folder).
 constexpr const char* kDeepSpeedLoader = "deepspeed.load_checkpoint";
 constexpr const char* kDcpLoader = "torch.distributed.checkpoint";
+// The largest trainer_state.json / config.json a reader takes (a long run's log history is a few MiB).
+constexpr uint64_t kMaxTrainerJsonBytes = 64 << 20;
 const char* trainer_layout_name(TrainerLayoutKind kind);  // "hf_trainer", "accelerate", "deepspeed"
 
 struct TrainerLayout {

@@ -170,6 +170,10 @@ TEST(TrainerFolders, WhatTheTrainerCouldNotResumeFromFails) {
   write_text(state, text);
   write_text(hf + "/config.json", "");
   EXPECT_TRUE(has_code(verify_json("'" + hf + "'", 1), "errors", "shard_unreadable"));
+  // A hostile nesting is refused before it is parsed (it crashed diff, and verify passed it).
+  write_text(hf + "/config.json", "{\"a\": " + std::string(300000, '[') + std::string(300000, ']') + "}");
+  EXPECT_TRUE(has_code(verify_json("'" + hf + "'", 1), "errors", "shard_unreadable"));
+  EXPECT_EQ(run_ckptcheck("diff '" + hf + "' '" + hf + "'").exit_code, 0);
 
   const std::string mixed = copy_of("deepspeed/zero2", dir);
   std::filesystem::copy_file(

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "base/file_io.h"
+#include "base/json_fields.h"
 #include "base/seconds_since.h"
 #include "base/text.h"
 #include "formats/tensor_file_open.h"
@@ -432,12 +433,14 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
       continue;
     }
     if (f.role == FileRole::kTrainerState) {
-      auto text = read_small_file(path, 64 << 20);
-      const auto j = text.is_ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
-      if (!j.is_object()) {
-        report.add_error(verify_code::kShardUnreadable, f.name, "", path + ": not a JSON object");
+      // read_json_file: a hostile nesting is refused before it is parsed (base/json_fields.h).
+      const Result<nlohmann::json> read = read_json_file(path, kMaxTrainerJsonBytes);
+      if (!read.is_ok() || !read->is_object()) {
+        report.add_error(verify_code::kShardUnreadable, f.name, "",
+                         read.is_ok() ? path + ": not a JSON object" : read.status().message());
         continue;
       }
+      const nlohmann::json& j = *read;
       // TrainerState(**json): a missing global_step is 0, so the Trainer would resume from step 0
       // with the optimizer and scheduler of another step; a non-integer one breaks its arithmetic.
       const auto gs = j.find("global_step");
@@ -455,11 +458,10 @@ VerifyReport verify_trainer_folder(const TrainerLayout& layout, const VerifyOpti
     if (f.role == FileRole::kConfig && ends_with(f.name, ".json")) {
       // config.json (PretrainedConfig.from_json_file), adapter_config.json (PEFT), an index: read
       // on resume or by from_pretrained, so text that is no JSON object breaks them.
-      auto text = read_small_file(path, 64 << 20);
-      const auto j = text.is_ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
-      if (!j.is_object())
+      const Result<nlohmann::json> read = read_json_file(path, kMaxTrainerJsonBytes);
+      if (!read.is_ok() || !read->is_object())
         report.add_error(verify_code::kShardUnreadable, f.name, "",
-                         path + ": " + (text.is_ok() ? "not a JSON object" : text.status().message()) +
+                         (read.is_ok() ? path + ": not a JSON object" : read.status().message()) +
                              ": the trainer's resume (or from_pretrained) reads it");
       continue;
     }

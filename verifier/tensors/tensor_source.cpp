@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "base/file_io.h"
+#include "base/json_fields.h"
 #include "base/parallel_jobs.h"
 #include "base/sha256.h"
 #include "base/text.h"
@@ -176,9 +177,9 @@ Result<TensorSource> TensorSource::open_trainer_folder(const TrainerLayout& layo
     const std::string path = layout.dir + "/" + f.name;
     if (f.role == FileRole::kTrainerState || (f.role == FileRole::kConfig && ends_with(f.name, ".json"))) {
       // trainer_state.json (the step), config.json, adapter_config.json: values diff compares too.
-      auto text = read_small_file(path, 64 << 20);
-      const auto j = text.is_ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
-      if (j.is_object()) {
+      const Result<nlohmann::json> read = read_json_file(path, kMaxTrainerJsonBytes);
+      if (read.is_ok() && read->is_object()) {
+        const nlohmann::json& j = *read;
         s.metadata_[f.name] = j;
         file_values.emplace_back(f.name, py_value_from_json(j));
         if (f.role == FileRole::kTrainerState && j.contains("global_step"))
@@ -249,9 +250,8 @@ Result<TensorSource> TensorSource::open_folder_files(const LayoutMatch& match) {
     const std::string path = match.dir + "/" + f.name;
     if (f.role == FileRole::kSeal) continue;
     if (f.role == FileRole::kConfig) {  // config.json and the like: values diff compares too
-      auto text = read_small_file(path, 64 << 20);
-      const auto j = text.is_ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
-      if (j.is_object()) file_values.emplace_back(f.name, py_value_from_json(j));
+      const Result<nlohmann::json> read = read_json_file(path, kMaxTrainerJsonBytes);
+      if (read.is_ok() && read->is_object()) file_values.emplace_back(f.name, py_value_from_json(*read));
       continue;
     }
     auto sniffed = sniff_tensor_file_format(path);
