@@ -701,6 +701,15 @@ Result<VerifyReport> verify_checkpoint(const std::string& checkpoint_dir, const 
 
 namespace {
 
+// Whether a seal's verification found it vouching for every file: none unlisted, and the seal valid.
+bool seal_lists_every_file(const VerifyReport& seal) {
+  const auto unvouched = [](const VerifyIssue& i) {
+    return i.code == verify_code::kSealUnlistedFile || i.code == verify_code::kSealInvalid;
+  };
+  return std::none_of(seal.errors.begin(), seal.errors.end(), unvouched) &&
+         std::none_of(seal.warnings.begin(), seal.warnings.end(), unvouched);
+}
+
 // The checks of a kind other than ckptcheck's own, with the seal's beside them when one covers the
 // checkpoint. The seal hashes every byte, so the kind's checks then skip the payload (as --quick).
 Result<VerifyReport> verify_foreign_kind(const VerifyTarget& target, const VerifyOptions& options) {
@@ -725,14 +734,8 @@ Result<VerifyReport> verify_foreign_kind(const VerifyTarget& target, const Verif
   if (sealed) {
     CKPT_ASSIGN_OR_RETURN(seal, verify_sealed(sealed_path, options));
   }
-  bool seal_covers_all = sealed;
-  for (const VerifyIssue& w : seal ? seal->warnings : std::vector<VerifyIssue>{})
-    seal_covers_all = seal_covers_all && w.code != verify_code::kSealUnlistedFile;
-  for (const VerifyIssue& e : seal ? seal->errors : std::vector<VerifyIssue>{})
-    seal_covers_all =
-        seal_covers_all && e.code != verify_code::kSealUnlistedFile && e.code != verify_code::kSealInvalid;
   VerifyOptions kind_options = options;
-  kind_options.quick = options.quick || seal_covers_all;
+  kind_options.quick = options.quick || (seal && seal_lists_every_file(*seal));
   VerifyReport report;
   switch (kind) {
     case CheckpointKind::kDcp:
