@@ -130,6 +130,14 @@ bool is_tag_name(const std::string& t) {
   return !t.empty() && t.find('/') == std::string::npos && t != "." && t != "..";
 }
 
+// `tag` names a folder directly in `dir`, and one holding DeepSpeed's files (whole or not).
+bool names_tag_folder(const std::string& dir, const std::string& tag) {
+  return is_tag_name(tag) && is_directory(dir + "/" + tag);
+}
+bool names_deepspeed_tag(const std::string& dir, const std::string& tag) {
+  return names_tag_folder(dir, tag) && has_deepspeed_files(files_directly_in(dir + "/" + tag));
+}
+
 // The subfolders of `dir` holding DeepSpeed's files, by name.
 std::vector<std::string> deepspeed_tag_folders(const std::string& dir) {
   std::vector<std::string> out;
@@ -172,17 +180,14 @@ Evidence evidence_in(const std::string& dir, const std::vector<std::string>& fil
   if (!e.hf.empty() && e.accelerate == "optimizer.bin") e.accelerate.clear();
   if (has_deepspeed_states(files)) e.deepspeed = "DeepSpeed model states";
   if (has("latest")) {
-    // DeepSpeed's `latest` names a tag folder of model states; ckptcheck's own roots keep a `latest`
-    // too (naming a step_* folder with a manifest), which is no DeepSpeed evidence.
-    // A `latest` naming a tag folder of DeepSpeed's files (whole or not), a global_step* folder that
-    // is missing, or nothing usable beside folders of DeepSpeed's files: DeepSpeed's, and its reader
-    // names what a resume would hit.
+    // DeepSpeed's `latest`: naming a tag folder of its files (whole or not), a global_step* folder
+    // that is missing, or no folder at all beside folders of its files; its reader then names what a
+    // resume would hit. ckptcheck's own roots keep a `latest` too (naming a step_* folder with a
+    // manifest), which is no DeepSpeed evidence.
     const std::string t = latest_tag(dir);
-    const bool names_tag = is_tag_name(t) && is_directory(dir + "/" + t) &&
-                           has_deepspeed_files(files_directly_in(dir + "/" + t));
+    const bool names_tag = names_deepspeed_tag(dir, t);
     const bool names_missing_tag = starts_with(t, "global_step") && !is_directory(dir + "/" + t);
-    const bool broken_beside_tags =
-        !names_tag && !(is_tag_name(t) && is_directory(dir + "/" + t)) && !deepspeed_tag_folders(dir).empty();
+    const bool broken_beside_tags = !names_tag_folder(dir, t) && !deepspeed_tag_folders(dir).empty();
     if (names_tag || names_missing_tag || broken_beside_tags) e.deepspeed = "latest";
   }
   // The Trainer or save_state under DeepSpeed: `latest` and its tag folder are the engine's part of
@@ -198,17 +203,17 @@ Evidence evidence_in(const std::string& dir, const std::vector<std::string>& fil
 // SHARDED_STATE_DICT: the DCP folders pytorch_model_fsdp_<i>/ and optimizer_<i>/.
 void add_engine_files(const std::string& dir, TrainerLayout& out) {
   const std::string tag = latest_tag(dir);
-  const bool deepspeed = is_tag_name(tag) && is_directory(dir + "/" + tag) &&
-                         has_deepspeed_files(files_directly_in(dir + "/" + tag));
-  const std::vector<std::string> tags = deepspeed_tag_folders(dir);
-  if (!deepspeed && is_regular_file(dir + "/latest") && !tags.empty()) {
+  const bool deepspeed = names_deepspeed_tag(dir, tag);
+  const std::vector<std::string> tags = deepspeed || !is_regular_file(dir + "/latest")
+                                            ? std::vector<std::string>()
+                                            : deepspeed_tag_folders(dir);
+  if (!tags.empty()) {
     // DeepSpeed's folders are here, but `latest` does not lead to one: load_checkpoint fails first.
     std::string names;
     for (const std::string& t : tags) names += (names.empty() ? "" : ", ") + t + "/";
     out.defect = Status::not_found(
         dir + "/latest names '" + tag + "', " +
-        (is_tag_name(tag) && is_directory(dir + "/" + tag) ? "a folder holding none of DeepSpeed's files"
-                                                           : "no folder here") +
+        (names_tag_folder(dir, tag) ? "a folder holding none of DeepSpeed's files" : "no folder here") +
         ": DeepSpeed's load_checkpoint would fail (its files are in " + names + ")");
   }
   if (deepspeed) {
@@ -332,7 +337,8 @@ Result<std::optional<TrainerLayout>> detect_trainer_layout(const std::string& ra
   // folder shows a trainer's evidence; the highest of that naming is the one a resume takes.
   std::string best_sound, best_any;
   long long sound_step = -1, any_step = -1;
-  for (const std::string& sub : subdirs(path)) {
+  const std::vector<std::string> subs = subdirs(path);
+  for (const std::string& sub : subs) {
     const long long step = layout_step_from_dir_name(sub);
     if (step < 0 || (!starts_with(sub, "checkpoint"))) continue;
     const std::string dir = path + "/" + sub;
@@ -343,7 +349,7 @@ Result<std::optional<TrainerLayout>> detect_trainer_layout(const std::string& ra
   }
   if (best_sound.empty()) return std::optional<TrainerLayout>();
   const std::string naming = best_sound.substr(0, std::string("checkpoint-").size());  // "checkpoint-" or "_"
-  for (const std::string& sub : subdirs(path)) {
+  for (const std::string& sub : subs) {
     const long long step = layout_step_from_dir_name(sub);
     if (step > any_step && starts_with(sub, naming)) {
       any_step = step;
@@ -432,6 +438,7 @@ TrainerLayout trainer_layout_of(const LayoutMatch& match) {
   layout.given = match.given;
   layout.evidence = match.evidence;
   layout.files = match.files;
+  layout.defect = match.defect;
   return layout;
 }
 
