@@ -12,9 +12,9 @@
 #include "base/seconds_since.h"
 #include "base/text.h"
 #include "formats/dcp_checkpoint.h"
-#include "formats/megatron_dist_checkpoint.h"
 #include "formats/safetensors_file.h"
 #include "formats/tensor_file_open.h"
+#include "layouts/layout_registry.h"
 #include "shards/manifest.h"
 #include "verifier/check/checkpoint_kind.h"
 #include "verifier/check/checkpoint_verifier.h"
@@ -621,7 +621,9 @@ VerifyReport verify_safetensors_index(const std::string& index_path, const Verif
 void check_pickles_under(const std::string& raw_dir, int min_depth, const VerifyOptions& options,
                          VerifyReport& report, const std::vector<std::string>& checked) {
   const std::string dir = strip_trailing_slashes(raw_dir);
-  std::map<std::string, bool> dcp_dirs;  // folder (relative) -> holds a DCP checkpoint
+  // Folder (relative) -> the files that are its DCP checkpoint's own (the DCP layout's list:
+  // .metadata, the .distcp files, Megatron's metadata.json and common.pt), empty when it holds none.
+  std::map<std::string, std::set<std::string>> dcp_dirs;
   // A file is checked when it, or a folder above it, is listed: one set lookup per path prefix, so a
   // DCP folder of thousands of .distcp files costs no more than listing them.
   const std::set<std::string> listed(checked.begin(), checked.end());
@@ -639,13 +641,16 @@ void check_pickles_under(const std::string& raw_dir, int min_depth, const Verify
     // never sniffed as one zip each; its pickles (`.metadata`, every item) pass DCP's own gate.
     const std::string sub = depth == 1 ? "" : parent_dir(name);
     auto known = dcp_dirs.find(sub);
-    if (known == dcp_dirs.end()) known = dcp_dirs.emplace(sub, is_dcp_directory(parent_dir(path))).first;
+    if (known == dcp_dirs.end()) {
+      std::set<std::string> own;
+      if (is_dcp_directory(parent_dir(path))) {
+        for (const LayoutFile& f : dcp_folder_files(parent_dir(path)))
+          if (f.role != FileRole::kOther) own.insert(f.name);
+      }
+      known = dcp_dirs.emplace(sub, std::move(own)).first;
+    }
     // Only DCP's own files are DCP's: any other file beside them (a stray extra.pt) passes the gate.
-    // (Megatron's common.pt and metadata.json are its reader's, judged with its profile.)
-    const bool dcp_file = base_name(name) == kDcpMetadataFileName || ends_with(name, ".distcp") ||
-                          base_name(name) == kMegatronCommonFileName ||
-                          base_name(name) == kMegatronConfigFileName;
-    if (known->second && dcp_file) {
+    if (known->second.count(base_name(name))) {
       if (base_name(name) == kDcpMetadataFileName) check_nested_dcp(dir, sub, options, report);
       continue;
     }
