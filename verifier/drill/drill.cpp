@@ -662,10 +662,7 @@ class ResumeDrill {
     CKPT_ASSIGN_OR_RETURN(const std::string damage,
                           damage_checkpoint_copy(fault, checkpoint, older, dir, &copy));
     if (damage.empty()) {
-      // Not a pass: nothing was tested (JUnit says skipped).
-      DrillCheck c{"fault_" + fault, "", false, "not applicable: the checkpoint is a single file", {}};
-      c.skipped = true;
-      record_.add_check(std::move(c));
+      record_.add_check(fault_not_applicable(fault, "the checkpoint is a single file"));
       return Status::ok();
     }
     const ProgramRun run = run_of("resumed", dir, copy);

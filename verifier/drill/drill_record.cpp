@@ -60,6 +60,12 @@ std::string drill_headline(const DrillOutcome& out) {
   return h;
 }
 
+DrillCheck fault_not_applicable(const std::string& fault, const std::string& why) {
+  DrillCheck c{"fault_" + fault, "", false, "not applicable: " + why, {}};
+  c.skipped = true;
+  return c;
+}
+
 void DrillRecord::phase(const std::string& what) {
   ++phases_done;
   if (progress) progress->update("drill: " + what, phases_done, phases_total);

@@ -39,9 +39,14 @@ std::string resumed_from_words(const std::string& checkpoint_name, int64_t step,
 
 // The one cause a failed drill's report leads with, before the diverging metrics, "" when its
 // checks name none: a fresh start (resumed_from), state the checkpoint lacks (resume_state, the
-// judgement `verify` makes), a component not restored (final_state's not_restored evidence), in
-// that order.
+// judgement `verify` makes; only where it failed the drill or the restore failed), a component not
+// restored (final_state's not_restored evidence), in that order; where only faults failed, the
+// first failed fault.
 std::string drill_headline(const DrillOutcome& out);
+
+// The check of a fault that cannot apply to this checkpoint (drop-file of a one-file checkpoint, a
+// stale-file with no older checkpoint): nothing was tested, so it is skipped, never a pass.
+DrillCheck fault_not_applicable(const std::string& fault, const std::string& why);
 
 // " (after-save kill)", " (live)", or "" for the whole drill: what a failure line ends with.
 std::string mode_suffix(const std::string& mode);

@@ -386,16 +386,9 @@ class LiveDrill {
       CKPT_ASSIGN_OR_RETURN(const std::string damage,
                             damage_checkpoint_copy(fault, {n_, snapshot_.path}, older, dir, &copy));
       if (damage.empty()) {
-        // Not a pass: nothing was tested (JUnit says skipped).
-        DrillCheck c{"fault_" + fault,
-                     "",
-                     false,
-                     "not applicable: " + std::string(fault == "stale-file"
+        record_.add_check(fault_not_applicable(fault, fault == "stale-file"
                                                           ? "no earlier checkpoint of the live run is on disk"
-                                                          : "the checkpoint is a single file"),
-                     {}};
-        c.skipped = true;
-        record_.add_check(std::move(c));
+                                                          : "the checkpoint is a single file"));
         continue;
       }
       const ProgramRun run = run_of("resumed", dir, copy);
