@@ -37,6 +37,16 @@ bool has_code(const nlohmann::json& j, const char* list, const std::string& code
   return false;
 }
 
+// verify --json ARGS exits `expected_exit` with a finding `code` in `list` ("errors" or "warnings"),
+// its report naming `words` where given; returns the report for further checks.
+nlohmann::json verify_finding(const std::string& args, int expected_exit, const char* list,
+                              const std::string& code, const std::string& words = "") {
+  const nlohmann::json j = verify_json(args, expected_exit);
+  EXPECT_TRUE(has_code(j, list, code)) << args << ": " << j.dump();
+  if (!words.empty()) EXPECT_NE(j.dump().find(words), std::string::npos) << args << ": " << j.dump();
+  return j;
+}
+
 void write_text(const std::string& path, const std::string& text) {
   write_file_bytes(path, std::vector<uint8_t>(text.begin(), text.end()));
 }
@@ -128,18 +138,13 @@ TEST(TrainerFolders, AnEnginesPartsAreCheckedInsideTheTrainersFolder) {
   const std::string ds = copy_of("hf/checkpoint-10-deepspeed", dir);
   std::filesystem::rename(ds + "/global_step10", ds + "/global_step8");
   write_text(ds + "/latest", "global_step8");
-  auto j = verify_json("'" + ds + "'", 1);
-  EXPECT_TRUE(has_code(j, "errors", "step_disagreement")) << j.dump();
-  EXPECT_NE(j.dump().find("the tag folder global_step8 8"), std::string::npos) << j.dump();
+  auto j = verify_finding("'" + ds + "'", 1, "errors", "step_disagreement", "the tag folder global_step8 8");
   std::filesystem::remove(ds + "/global_step8/zero_pp_rank_1_mp_rank_00_optim_states.pt");
-  j = verify_json("'" + ds + "'", 1);
-  EXPECT_TRUE(has_code(j, "errors", "optimizer_state_missing")) << j.dump();
-  EXPECT_NE(j.dump().find("zero_pp_rank_1"), std::string::npos) << j.dump();
+  j = verify_finding("'" + ds + "'", 1, "errors", "optimizer_state_missing", "zero_pp_rank_1");
 
   const std::string fsdp = copy_of("hf/checkpoint-10-fsdp", dir);
   std::filesystem::remove_all(fsdp + "/optimizer_0");
-  j = verify_json("'" + fsdp + "'", 1);
-  EXPECT_TRUE(has_code(j, "errors", "optimizer_state_missing")) << j.dump();
+  j = verify_finding("'" + fsdp + "'", 1, "errors", "optimizer_state_missing");
   verify_json("--weights-only '" + fsdp + "'", 0);
   const std::string item = fsdp + "/pytorch_model_fsdp_0/__0_1.distcp";
   std::filesystem::resize_file(item, std::filesystem::file_size(item) / 2);
@@ -180,23 +185,19 @@ TEST(TrainerFolders, WhatTheTrainerCouldNotResumeFromFails) {
       kTrainers + "deepspeed/zero3/global_step10/zero_pp_rank_1_mp_rank_00_optim_states.pt",
       mixed + "/global_step10/zero_pp_rank_1_mp_rank_00_optim_states.pt",
       std::filesystem::copy_options::overwrite_existing);
-  auto j = verify_json("'" + mixed + "'", 1);
-  EXPECT_TRUE(has_code(j, "errors", "zero_partition_mismatch")) << j.dump();
-  EXPECT_NE(j.dump().find("different ZeRO stages"), std::string::npos) << j.dump();
+  auto j = verify_finding("'" + mixed + "'", 1, "errors", "zero_partition_mismatch", "different ZeRO stages");
 
   const std::string ds = copy_of("hf/checkpoint-10-deepspeed", dir);
   std::filesystem::remove(ds + "/rng_state_1.pth");
-  j = verify_json("'" + ds + "'", 0);
-  EXPECT_TRUE(has_code(j, "warnings", "rng_state_missing")) << j.dump();
-  EXPECT_NE(j.dump().find("no rng_state_1.pth of the 2 processes"), std::string::npos) << j.dump();
+  j = verify_finding("'" + ds + "'", 0, "warnings", "rng_state_missing",
+                     "no rng_state_1.pth of the 2 processes");
 
   // A file that is a link out of the folder: seal refuses it, and so does verify now.
   TempDir link_dir;
   const std::string linked = copy_of("hf/checkpoint-10", link_dir);
   std::filesystem::rename(linked + "/optimizer.pt", link_dir / "elsewhere.pt");
   std::filesystem::create_symlink(link_dir / "elsewhere.pt", linked + "/optimizer.pt");
-  j = verify_json("'" + linked + "'", 1);
-  EXPECT_TRUE(has_code(j, "errors", "shard_path_unsafe")) << j.dump();
+  j = verify_finding("'" + linked + "'", 1, "errors", "shard_path_unsafe");
 
   const std::string fsdp = copy_of("hf/checkpoint-10-fsdp", dir);
   std::filesystem::rename(fsdp + "/optimizer_0", fsdp + "/optimizer_1");
@@ -269,8 +270,7 @@ TEST(TrainerFolders, NumpyInAnotherShapeOrCodeInAnRngFileIsRefused) {
       "'numpy': numpy.float64(1.5)}, '" +
       folder + "/rng_state.pth')\"");
   ASSERT_EQ(made.exit_code, 0) << made.output;
-  auto j = verify_json("'" + folder + "'", 1);
-  EXPECT_TRUE(has_code(j, "errors", "pickle_global_refused")) << j.dump();
+  auto j = verify_finding("'" + folder + "'", 1, "errors", "pickle_global_refused");
   std::filesystem::copy_file(std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/malicious_os_system.pt",
                              folder + "/rng_state.pth", std::filesystem::copy_options::overwrite_existing);
   j = verify_json("--weights-only '" + folder + "'", 1);
@@ -278,9 +278,8 @@ TEST(TrainerFolders, NumpyInAnotherShapeOrCodeInAnRngFileIsRefused) {
 }
 
 TEST(TrainerFolders, ResumeRulesInTheTrainersWords) {
-  auto j = verify_json("'" + kTrainers + "hf/checkpoint-10-save-only-model'", 1);
-  EXPECT_TRUE(has_code(j, "errors", "optimizer_state_missing")) << j.dump();
-  EXPECT_NE(j.dump().find("save_only_model=True"), std::string::npos) << j.dump();
+  auto j = verify_finding("'" + kTrainers + "hf/checkpoint-10-save-only-model'", 1, "errors",
+                          "optimizer_state_missing", "save_only_model=True");
   verify_json("--weights-only '" + kTrainers + "hf/checkpoint-10-save-only-model'", 0);
   TempDir dir;
   const std::string hf = copy_of("hf/checkpoint-10", dir);
@@ -299,9 +298,7 @@ TEST(TrainerFolders, TheStepMustAgreeAcrossTheFiles) {
   const std::string state = hf + "/trainer_state.json";
   write_text(state,
              replaced_once(read_text_file(state), "\n  \"global_step\": 10", "\n  \"global_step\": 7"));
-  const auto j = verify_json("'" + hf + "'", 1);
-  EXPECT_TRUE(has_code(j, "errors", "step_disagreement")) << j.dump();
-  EXPECT_NE(j.dump().find("global_step 7"), std::string::npos) << j.dump();
+  const auto j = verify_finding("'" + hf + "'", 1, "errors", "step_disagreement", "global_step 7");
   EXPECT_NE(j.dump().find("last_epoch 10"), std::string::npos) << j.dump();
 }
 
@@ -444,11 +441,10 @@ TEST(TrainerFolders, KerasArchivesAreReadAndTheirCodeRefused) {
   EXPECT_EQ(j.value("kind", ""), "keras");
   EXPECT_EQ(j.value("tensors", 0), 4);
   for (const char* mode : {"", "--weights-only "}) {
-    j = verify_json(std::string(mode) + "'" + kTrainers + "keras/lambda.keras'", 1);
-    EXPECT_TRUE(has_code(j, "errors", "keras_code_refused")) << j.dump();
-    EXPECT_NE(j.dump().find("Lambda"), std::string::npos) << j.dump();
-    j = verify_json(std::string(mode) + "'" + kTrainers + "keras/duplicate_config.keras'", 1);
-    EXPECT_TRUE(has_code(j, "errors", "reading_ambiguous")) << j.dump();
+    j = verify_finding(std::string(mode) + "'" + kTrainers + "keras/lambda.keras'", 1, "errors",
+                       "keras_code_refused", "Lambda");
+    j = verify_finding(std::string(mode) + "'" + kTrainers + "keras/duplicate_config.keras'", 1, "errors",
+                       "reading_ambiguous");
   }
   const CommandResult listed = run_ckptcheck("inspect --json '" + kTrainers + "keras/clean.keras'");
   ASSERT_EQ(listed.exit_code, 0) << listed.output;
@@ -540,8 +536,8 @@ TEST(TrainerFolders, KerasNpzAndDeflatedArchivesAreReadAsKerasReadsThem) {
     EXPECT_EQ(inspected_hashes(kTrainers + "keras/" + archive), numpy_hashes) << archive;
   }
   for (const char* mode : {"", "--weights-only "}) {
-    const auto j = verify_json(std::string(mode) + "'" + kTrainers + "keras/pickled_npz.keras'", 1);
-    EXPECT_TRUE(has_code(j, "errors", "keras_code_refused")) << j.dump();
+    const auto j = verify_finding(std::string(mode) + "'" + kTrainers + "keras/pickled_npz.keras'", 1,
+                                  "errors", "keras_code_refused");
     EXPECT_EQ(j.value("tensors", -1), 0) << "a pickled member is no weights";
     EXPECT_NE(j.dump().find("member 'model.weights.npz/layers/dense.npy'"), std::string::npos) << j.dump();
     EXPECT_NE(j.dump().find("allow_pickle=True"), std::string::npos) << j.dump();
