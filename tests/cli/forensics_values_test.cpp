@@ -108,8 +108,7 @@ TEST(ForensicsValues, KeysOfAnotherTypeSignedZerosAndConfigFilesDiffer) {
   TempDir dir;
   const auto save = [&](const std::string& name, const std::string& expr) {
     const std::string path = dir / name;
-    const CommandResult r =
-        run_command("/usr/bin/python3 -c \"import torch; torch.save(" + expr + ", '" + path + "')\"");
+    const CommandResult r = torch_save_with_python(expr, path);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return path;
   };
@@ -203,27 +202,22 @@ TEST(ForensicsValues, VerifyReadsTheStepAndChecksItAgainstOptimizerAndScheduler)
   EXPECT_EQ(nlohmann::json::parse(r.output)["step"], 20) << r.output;
   // Megatron names its step `iteration`: verify reads it as diff and convert do (one step_of).
   const std::string megatron = dir / "megatron.pt";
-  ASSERT_EQ(run_command("/usr/bin/python3 -c \"import torch; torch.save({'iteration': 30, 'model': "
-                        "{'w': torch.zeros(2)}}, '" +
-                        megatron + "')\"")
-                .exit_code,
+  ASSERT_EQ(torch_save_with_python("{'iteration': 30, 'model': {'w': torch.zeros(2)}}", megatron).exit_code,
             0);
   r = run_ckptcheck("verify --json --weights-only '" + megatron + "'");
   EXPECT_EQ(nlohmann::json::parse(r.output)["step"], 30) << r.output;
 }
 
-// Every output mode answers: --json prints JSON also for a file that cannot be read at all.
 // --quick reads a torch.save file's pickle whole, so it checks that member's CRC-32 too: a byte
 // changed there renames what torch.load builds ('optimizer' -> 'Optimizer') and passed --quick.
 TEST(ForensicsValues, QuickChecksTheMembersItReads) {
   TempDir dir;
   const std::string path = dir / "q.pt";
-  ASSERT_EQ(
-      run_command("/usr/bin/python3 -c \"import torch; torch.save({'model': {'w': torch.ones(2)}, "
-                  "'optimizer': {'state': {}, 'param_groups': [{'lr': 0.1, 'params': []}]}, 'step': 5}, '" +
-                  path + "')\"")
-          .exit_code,
-      0);
+  ASSERT_EQ(torch_save_with_python("{'model': {'w': torch.ones(2)}, 'optimizer': {'state': {}, "
+                                   "'param_groups': [{'lr': 0.1, 'params': []}]}, 'step': 5}",
+                                   path)
+                .exit_code,
+            0);
   EXPECT_EQ(run_ckptcheck("verify --quick '" + path + "'").exit_code, 0);
   auto bytes = read_file_bytes(path);
   const std::string key = "optimizer";
@@ -236,6 +230,7 @@ TEST(ForensicsValues, QuickChecksTheMembersItReads) {
   EXPECT_NE(r.output.find("zip member 'q/data.pkl'"), std::string::npos) << r.output;
 }
 
+// Every output mode answers: --json prints JSON also for a file that cannot be read at all.
 TEST(ForensicsValues, JsonAlwaysAnswersInJson) {
   TempDir dir;
   const std::string good = save_state(dir, "good.pt", 20, 20, 20);

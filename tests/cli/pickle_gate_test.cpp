@@ -382,17 +382,13 @@ TEST_F(PickleGateTest, LegitimateFilesOfEveryProtocolPass) {
   }
 }
 
-// A file torch.load itself cannot load (protocol 0 writes persistent ids as text) is no pass.
 // A quantized tensor's storage (torch.QInt8Storage) is one this reader does not read: the gate refuses
 // the file, naming the storage type, where it called a valid file damaged ("bad persistent id").
 TEST_F(PickleGateTest, AStorageTypeTheReaderDoesNotKnowIsRefusedByName) {
   TempDir dir;
   const std::string path = dir / "q.pt";
-  const CommandResult made = run_command(
-      "/usr/bin/python3 -c \"import torch; torch.save({'t': torch.quantize_per_tensor(torch.tensor([1., "
-      "2.]), "
-      "0.1, 0, torch.qint8)}, '" +
-      path + "')\"");
+  const CommandResult made = torch_save_with_python(
+      "{'t': torch.quantize_per_tensor(torch.tensor([1., 2.]), 0.1, 0, torch.qint8)}", path);
   ASSERT_EQ(made.exit_code, 0) << made.output;
   const CommandResult r = run_ckptcheck("verify --weights-only '" + path + "'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
@@ -402,6 +398,7 @@ TEST_F(PickleGateTest, AStorageTypeTheReaderDoesNotKnowIsRefusedByName) {
       << "not supported: a usage error, not damage";
 }
 
+// A file torch.load itself cannot load (protocol 0 writes persistent ids as text) is no pass.
 TEST_F(PickleGateTest, FilesTorchCannotLoadDoNotPass) {
   const nlohmann::json expected = load_json(kAttack + "expected.json");
   for (const auto& [file, why] : expected["unloadable"].items()) {

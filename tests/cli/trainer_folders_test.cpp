@@ -265,10 +265,9 @@ TEST(TrainerFolders, NumpyInAnotherShapeOrCodeInAnRngFileIsRefused) {
   TempDir dir;
   const std::string folder = copy_of("hf/checkpoint-10", dir);
   // numpy's scalar() is no part of an RNG state: refused even in the RNG file.
-  const CommandResult made = run_command(
-      "/usr/bin/python3 -c \"import torch, numpy; torch.save({'cpu': torch.get_rng_state(), "
-      "'numpy': numpy.float64(1.5)}, '" +
-      folder + "/rng_state.pth')\"");
+  const CommandResult made =
+      torch_save_with_python("{'cpu': torch.get_rng_state(), 'numpy': numpy.float64(1.5)}",
+                             folder + "/rng_state.pth", "torch, numpy");
   ASSERT_EQ(made.exit_code, 0) << made.output;
   auto j = verify_finding("'" + folder + "'", 1, "errors", "pickle_global_refused");
   std::filesystem::copy_file(std::string(CKPTCHECK_SOURCE_DIR) + "/tests/data/pytorch/malicious_os_system.pt",

@@ -87,6 +87,12 @@ CommandResult run_command(const std::string& command_line) {
   return result;
 }
 
+CommandResult torch_save_with_python(const std::string& expr, const std::string& path,
+                                     const std::string& imports) {
+  return run_command("/usr/bin/python3 -c \"import " + imports + "; torch.save(" + expr + ", '" + path +
+                     "')\"");
+}
+
 CommandResult run_ckptcheck(const std::string& args) {
   return run_command(std::string("CKPTCHECK_NO_PROGRESS=1 ") + CKPTCHECK_BIN + " " + args);
 }

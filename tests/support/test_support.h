@@ -47,6 +47,10 @@ struct CommandResult {
 };
 // Runs a shell command line, capturing output; exit_code is the process's exit status.
 CommandResult run_command(const std::string& command_line);
+// Debian's torch writes `expr` (Python, `imports` imported) to `path` with torch.save: a fixture made at
+// test time by the PyTorch the tests run against. The command's result, so a test can assert on it.
+CommandResult torch_save_with_python(const std::string& expr, const std::string& path,
+                                     const std::string& imports = "torch");
 // Runs build/ckptcheck with the given arguments (already shell-quoted where needed).
 CommandResult run_ckptcheck(const std::string& args);
 
